@@ -1,0 +1,230 @@
+#pragma once
+
+// The plugin ABI: the only header a backend plugin may include. It uses std:: vocabulary
+// types only (no Poco, no Boost, no JSON), so a plugin never sees the core's policy code.
+//
+// Ownership rules across the boundary (Boost.DLL):
+//  - Nothing a plugin creates may outlive the call that returned it, except the
+//    RuntimeBackend object itself, which the core deletes while the library is still mapped.
+//  - No exception crosses the boundary in either direction: every method returns a Status.
+//  - Plugin and core are built by the same toolchain against one libstdc++; the AbiStamp
+//    proves it before the factory is called.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace scs::backend {
+
+// Bumped on any change to a type or a signature in this folder.
+inline constexpr std::uint32_t kAbiVersion = 1;
+
+// Exported by every plugin under kAbiSymbol. The loader reads it before anything else.
+struct AbiStamp {
+  std::uint32_t abi_version;
+  // kToolchain of the compiler that built the plugin: libstdc++ release and dual-ABI flag.
+  std::uint32_t toolchain;
+};
+
+#if defined(_GLIBCXX_RELEASE) && defined(_GLIBCXX_USE_CXX11_ABI)
+inline constexpr std::uint32_t kToolchain = _GLIBCXX_RELEASE * 10 + _GLIBCXX_USE_CXX11_ABI;
+#else
+inline constexpr std::uint32_t kToolchain = 0;
+#endif
+
+inline constexpr const char* kAbiSymbol = "scs_backend_abi";
+inline constexpr const char* kFactorySymbol = "scs_create_backend";
+
+enum class Code {
+  kOk,
+  kNotFound,     // no such sandbox (already removed, or never existed)
+  kUnavailable,  // the engine cannot be reached or answered 5xx
+  kTimeout,      // the engine did not answer within the call's deadline
+  kRejected,     // the engine refused the request (4xx other than 404)
+  kUnsupported,  // the backend cannot honour a field of the spec; it never weakens one instead
+  kInternal,     // a bug or an unexpected answer
+};
+
+struct Status {
+  Code code = Code::kOk;
+  std::string message;  // one sentence for an operator; never contains user code or output
+  bool ok() const { return code == Code::kOk; }
+};
+
+struct TmpfsMount {
+  std::string path;
+  std::uint64_t size_bytes = 0;
+  std::uint64_t max_inodes = 0;
+  bool noexec = false;
+  bool nosuid = false;
+  bool nodev = false;
+  std::string owner;          // numeric "uid:gid" owning the mount's root; empty: root
+  std::uint32_t mode = 01777;  // permission bits of the mount's root
+  bool operator==(const TmpfsMount&) const = default;
+};
+
+// The security-relevant shape of a sandbox, in backend-neutral terms. The core fills one
+// in for the spec; a backend fills one in from what the engine reports about the created
+// sandbox (never from its own request). The core compares both against its policy.
+struct Posture {
+  std::string image;
+  std::string runtime;                           // e.g. "runc", "runsc"
+  std::string user;                              // numeric "uid:gid"
+  bool network_disabled = false;                 // no interface but loopback
+  bool read_only_root = false;
+  bool privileged = false;
+  bool all_capabilities_dropped = false;
+  std::vector<std::string> added_capabilities;   // must stay empty
+  bool no_new_privileges = false;
+  bool seccomp_enabled = false;                  // a filter is on: engine default or stricter
+  std::string seccomp_profile;                   // profile text; empty means engine default
+  bool init_process = false;                     // an init reaps orphans as PID 1
+  std::vector<std::string> host_namespaces;      // namespaces shared with the host; must be empty
+  std::vector<std::string> host_mounts;          // binds, volumes, mounts; must be empty
+  std::vector<std::string> devices;              // devices added; must be empty
+  std::vector<TmpfsMount> tmpfs;                 // the only writable places
+  std::int64_t memory_bytes = 0;
+  std::int64_t memory_swap_bytes = 0;            // memory plus swap; equal to memory: no swap
+  std::int64_t nano_cpus = 0;
+  std::int64_t pids_limit = 0;
+  std::int64_t open_files_limit = 0;
+  std::int64_t file_size_limit_bytes = 0;
+  bool core_dumps_disabled = false;
+  std::vector<std::string> masked_paths;
+  std::vector<std::string> readonly_paths;
+  bool operator==(const Posture&) const = default;
+};
+
+// Immutable description of one sandbox, built by the core. A backend translates it
+// field by field; it never fills in defaults and never drops a field.
+struct SandboxSpec {
+  std::string run_id;
+  std::map<std::string, std::string> labels;  // identify the server instance and the run
+  std::vector<std::string> command;           // argv of the in-sandbox launcher
+  std::vector<std::string> env;               // complete environment, "KEY=value"
+  std::string working_dir;
+  std::string hostname;
+  Posture posture;
+};
+
+struct Capacity {
+  int cores = 0;
+  std::int64_t memory_bytes = 0;
+};
+
+struct CapacityReply {
+  Status status;
+  Capacity capacity;
+};
+
+struct CreateReply {
+  Status status;
+  std::string id;  // the backend's handle for the sandbox
+};
+
+struct InspectReply {
+  Status status;
+  Posture posture;  // read from the engine's record of the created sandbox
+};
+
+// What the backend knows about how the sandbox ended. Evidence only: the core decides.
+struct Exit {
+  bool exited = false;                         // false: still running when the wait ended
+  std::optional<int> exit_code;                // code of the sandbox's main process
+  bool oom_killed = false;                     // the engine saw the memory cap's OOM killer fire
+  std::string engine_error;                    // non-empty when the runtime itself failed
+  std::optional<std::int64_t> peak_memory_bytes;
+  std::optional<double> cpu_seconds;
+};
+
+struct WaitReply {
+  Status status;
+  Exit exit;
+};
+
+struct SandboxInfo {
+  std::string id;
+  std::map<std::string, std::string> labels;
+};
+
+struct ListReply {
+  Status status;
+  std::vector<SandboxInfo> sandboxes;
+};
+
+enum class Stream { kStdout, kStderr };
+
+// Owned by the core; receives a run's output as it arrives. Thread-safety: a backend may
+// call write() from any one thread at a time per sandbox. write() never throws and never
+// blocks for long (it caps and counts; it does not apply backpressure to the run).
+class OutputSink {
+ public:
+  virtual ~OutputSink() = default;
+  virtual void write(Stream stream, std::string_view bytes) = 0;
+};
+
+enum class LogLevel { kDebug, kInfo, kWarning, kError };
+
+// Owned by the core; the plugin's only way to log. Thread-safe.
+class LogSink {
+ public:
+  virtual ~LogSink() = default;
+  virtual void log(LogLevel level, std::string_view message) = 0;
+};
+
+// A runtime that can host one sandbox per run. The core drives the order of calls:
+// create -> inspect -> deliver -> start -> wait (repeatedly) -> remove, with kill at any
+// time after start. Thread-safety: every method may be called concurrently, including for
+// the same sandbox id (kill and remove race with wait). No method throws.
+class RuntimeBackend {
+ public:
+  virtual ~RuntimeBackend() = default;
+
+  // Cores and memory the host offers to sandboxes, as the engine reports them.
+  virtual CapacityReply capacity() = 0;
+
+  // Creates, but does not start, a sandbox exactly as `spec` says. A field the backend
+  // cannot honour fails with kUnsupported; it never substitutes a weaker setting.
+  virtual CreateReply create(const SandboxSpec& spec) = 0;
+
+  // Reads the effective posture of a created sandbox from the engine itself.
+  virtual InspectReply inspect(const std::string& id) = 0;
+
+  // Hands the sandbox its code: `archive` is an uncompressed ustar built by the core
+  // (regular files only). The backend may hold it until start(); it must never write it
+  // to the host's disk or mount a host path to deliver it.
+  virtual Status deliver(const std::string& id, const std::string& archive) = 0;
+
+  // Starts the sandbox. Output is written to `sink` until the run ends; `sink` outlives
+  // the sandbox (the core keeps it until remove() returns).
+  virtual Status start(const std::string& id, OutputSink* sink) = 0;
+
+  // Waits up to `timeout` for the sandbox to end. Reports exited only after every byte of
+  // output has been written to the sink; after that the sink is not called again.
+  virtual WaitReply wait(const std::string& id, std::chrono::milliseconds timeout) = 0;
+
+  // Kills every process of the sandbox at once (SIGKILL). Idempotent; kNotFound if gone.
+  virtual Status kill(const std::string& id) = 0;
+
+  // Removes the sandbox and everything it holds, killing it first if needed. Idempotent:
+  // removing a sandbox that is gone is kOk.
+  virtual Status remove(const std::string& id) = 0;
+
+  // Lists this backend's sandboxes that carry the label `label_key`, running or not.
+  virtual ListReply list(const std::string& label_key) = 0;
+};
+
+struct BackendContext {
+  std::map<std::string, std::string> options;  // operator settings addressed to the backend
+  LogSink* log = nullptr;                       // never null; outlives the backend
+};
+
+// The factory every plugin exports under kFactorySymbol. Returns nullptr and sets *error
+// when the backend cannot serve (a startup error: the server exits).
+using FactoryFn = RuntimeBackend*(const BackendContext& context, std::string* error);
+
+}  // namespace scs::backend

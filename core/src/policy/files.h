@@ -1,0 +1,38 @@
+#pragma once
+
+#include <Poco/Dynamic/Var.h>
+
+#include <cstddef>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace scs::policy {
+
+struct FileSettings {
+  std::size_t max_files = 100;
+  std::size_t max_total_bytes = 10u << 20;  // code plus every file, decoded
+  std::size_t max_path_bytes = 255;
+};
+
+struct File {
+  std::string path;     // normalised, relative, validated
+  std::string content;  // decoded bytes
+};
+
+struct FilesRejection {
+  std::string message;
+};
+
+// Validates start_run's `code` and `files` (SPEC section 1): relative normalised paths,
+// no "..", no absolute path, no NUL, no backslash, `main.py` reserved, encodings utf-8 or
+// base64, caps on count and total size. Returns every file including main.py (first).
+std::variant<std::vector<File>, FilesRejection> resolveFiles(const std::string& code,
+                                                             const Poco::Dynamic::Var& files,
+                                                             const FileSettings& settings);
+
+// An uncompressed POSIX ustar archive of `files`: regular files only, owner uid/gid from
+// `uid`/`gid`, mode 0644, parent directories (mode 0755) emitted before their files.
+std::string buildArchive(const std::vector<File>& files, int uid, int gid);
+
+}  // namespace scs::policy

@@ -1,0 +1,49 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "policy/limits.h"
+
+namespace scs::policy {
+
+enum class RunStatus {
+  kQueued,
+  kRunning,
+  kSucceeded,
+  kFailed,
+  kTimedOut,
+  kOutOfMemory,
+  kStopped,
+  kSandboxError,
+};
+
+std::string_view statusName(RunStatus status);
+bool isFinal(RunStatus status);
+
+// Everything known about how a run ended. The server's own flags come first; the engine's
+// record second; the exit code alone never decides a timeout or an OOM.
+struct Evidence {
+  bool stop_requested = false;        // stop_run or shutdown killed it
+  bool timer_fired = false;           // the server's wall-clock deadline killed it
+  std::string sandbox_failure;        // non-empty: create/deliver/start/posture/engine broke
+  std::optional<int> exit_code;       // the sandbox's main process
+  bool oom_killed = false;            // the engine's OOM evidence
+  std::string engine_error;           // the runtime's own error
+};
+
+struct Verdict {
+  RunStatus status = RunStatus::kSandboxError;
+  std::optional<int> exit_code;
+  std::optional<std::string> signal;  // e.g. "SIGKILL" when the main process died by one
+  std::string reason;                 // one human sentence
+};
+
+// The one status table (SPEC section 2).
+Verdict decide(const Evidence& evidence, const Limits& limits);
+
+// "SIGSEGV" for 11; "SIG<n>" for numbers without a name.
+std::string signalName(int number);
+
+}  // namespace scs::policy
