@@ -1,0 +1,180 @@
+#include "policy/status_map.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+
+namespace scs::policy {
+namespace {
+
+const Limits kLimits{5, 600, 2, 256};
+
+Evidence exited(int code, bool oom = false) {
+  Evidence evidence;
+  evidence.exit_code = code;
+  evidence.oom_killed = oom;
+  return evidence;
+}
+
+void expectVerdict(const Verdict& verdict, RunStatus status, std::optional<int> exit_code,
+                   std::optional<std::string> signal, const std::string& reason) {
+  EXPECT_EQ(statusName(verdict.status), statusName(status));
+  EXPECT_EQ(verdict.exit_code, exit_code);
+  EXPECT_EQ(verdict.signal, signal);
+  EXPECT_EQ(verdict.reason, reason);
+}
+
+TEST(StatusNameTest, EveryStatusHasItsWireName) {
+  EXPECT_EQ(statusName(RunStatus::kQueued), "queued");
+  EXPECT_EQ(statusName(RunStatus::kRunning), "running");
+  EXPECT_EQ(statusName(RunStatus::kSucceeded), "succeeded");
+  EXPECT_EQ(statusName(RunStatus::kFailed), "failed");
+  EXPECT_EQ(statusName(RunStatus::kTimedOut), "timed_out");
+  EXPECT_EQ(statusName(RunStatus::kOutOfMemory), "out_of_memory");
+  EXPECT_EQ(statusName(RunStatus::kStopped), "stopped");
+  EXPECT_EQ(statusName(RunStatus::kSandboxError), "sandbox_error");
+}
+
+TEST(StatusNameTest, OnlyQueuedAndRunningAreNotFinal) {
+  EXPECT_FALSE(isFinal(RunStatus::kQueued));
+  EXPECT_FALSE(isFinal(RunStatus::kRunning));
+  for (const RunStatus status :
+       {RunStatus::kSucceeded, RunStatus::kFailed, RunStatus::kTimedOut, RunStatus::kOutOfMemory,
+        RunStatus::kStopped, RunStatus::kSandboxError}) {
+    EXPECT_TRUE(isFinal(status)) << statusName(status);
+  }
+}
+
+TEST(SignalNameTest, LinuxNumbering) {
+  const char* const kNames[] = {
+      "SIGHUP",  "SIGINT",    "SIGQUIT", "SIGILL",   "SIGTRAP", "SIGABRT", "SIGBUS",  "SIGFPE",
+      "SIGKILL", "SIGUSR1",   "SIGSEGV", "SIGUSR2",  "SIGPIPE", "SIGALRM", "SIGTERM", "SIGSTKFLT",
+      "SIGCHLD", "SIGCONT",   "SIGSTOP", "SIGTSTP",  "SIGTTIN", "SIGTTOU", "SIGURG",  "SIGXCPU",
+      "SIGXFSZ", "SIGVTALRM", "SIGPROF", "SIGWINCH", "SIGIO",   "SIGPWR",  "SIGSYS"};
+  for (int number = 1; number <= 31; ++number) {
+    EXPECT_EQ(signalName(number), kNames[number - 1]) << number;
+  }
+  EXPECT_EQ(signalName(0), "SIG0");
+  EXPECT_EQ(signalName(34), "SIG34");
+  EXPECT_EQ(signalName(64), "SIG64");
+}
+
+TEST(DecideTest, ExitZeroSucceeds) {
+  expectVerdict(decide(exited(0), kLimits), RunStatus::kSucceeded, 0, std::nullopt,
+                "Exited with code 0.");
+}
+
+TEST(DecideTest, ChildKilledByOomWhileMainExitsZeroStillSucceeds) {
+  expectVerdict(decide(exited(0, /*oom=*/true), kLimits), RunStatus::kSucceeded, 0, std::nullopt,
+                "Exited with code 0, although a child process was killed by the OOM killer at "
+                "the 5 GB memory limit.");
+}
+
+TEST(DecideTest, NonZeroExitFails) {
+  expectVerdict(decide(exited(3), kLimits), RunStatus::kFailed, 3, std::nullopt,
+                "Exited with code 3.");
+  expectVerdict(decide(exited(1), kLimits), RunStatus::kFailed, 1, std::nullopt,
+                "Exited with code 1.");
+  expectVerdict(decide(exited(128), kLimits), RunStatus::kFailed, 128, std::nullopt,
+                "Exited with code 128.");
+  expectVerdict(decide(exited(255), kLimits), RunStatus::kFailed, 255, std::nullopt,
+                "Exited with code 255.");
+}
+
+TEST(DecideTest, DeathByASignalTheServerDidNotSendFails) {
+  expectVerdict(decide(exited(139), kLimits), RunStatus::kFailed, 139, "SIGSEGV",
+                "Killed by SIGSEGV, which the sandbox did not send: the program crashed or "
+                "killed itself.");
+  expectVerdict(decide(exited(134), kLimits), RunStatus::kFailed, 134, "SIGABRT",
+                "Killed by SIGABRT, which the sandbox did not send: the program crashed or "
+                "killed itself.");
+  expectVerdict(decide(exited(129), kLimits), RunStatus::kFailed, 129, "SIGHUP",
+                "Killed by SIGHUP, which the sandbox did not send: the program crashed or "
+                "killed itself.");
+  expectVerdict(decide(exited(192), kLimits), RunStatus::kFailed, 192, "SIG64",
+                "Killed by SIG64, which the sandbox did not send: the program crashed or "
+                "killed itself.");
+}
+
+TEST(DecideTest, ExitCode137WithoutOomEvidenceIsNeverOutOfMemory) {
+  expectVerdict(decide(exited(137), kLimits), RunStatus::kFailed, 137, "SIGKILL",
+                "Killed by SIGKILL, which the sandbox did not send: the program crashed or "
+                "killed itself.");
+}
+
+TEST(DecideTest, OomEvidenceWithNonZeroExitIsOutOfMemory) {
+  const std::string reason =
+      "Out of memory: the run reached its 5 GB memory limit and the kernel's OOM killer ended "
+      "it.";
+  expectVerdict(decide(exited(137, true), kLimits), RunStatus::kOutOfMemory, 137, "SIGKILL",
+                reason);
+  expectVerdict(decide(exited(1, true), kLimits), RunStatus::kOutOfMemory, 1, std::nullopt, reason);
+  Evidence no_code;
+  no_code.oom_killed = true;
+  expectVerdict(decide(no_code, kLimits), RunStatus::kOutOfMemory, std::nullopt, std::nullopt,
+                reason);
+  expectVerdict(decide(exited(137, true), Limits{0.25, 600, 2, 256}), RunStatus::kOutOfMemory, 137,
+                "SIGKILL",
+                "Out of memory: the run reached its 0.25 GB memory limit and the kernel's OOM "
+                "killer ended it.");
+}
+
+TEST(DecideTest, TimerFiredIsTimedOutWhateverTheExitCode) {
+  const std::string reason = "Timed out: the 600-second limit was reached and the run was killed.";
+  Evidence evidence = exited(137, /*oom=*/true);
+  evidence.timer_fired = true;
+  expectVerdict(decide(evidence, kLimits), RunStatus::kTimedOut, 137, "SIGKILL", reason);
+  evidence = exited(0);
+  evidence.timer_fired = true;
+  expectVerdict(decide(evidence, kLimits), RunStatus::kTimedOut, 0, std::nullopt, reason);
+  evidence = Evidence{};
+  evidence.timer_fired = true;
+  expectVerdict(decide(evidence, Limits{5, 2.5, 2, 256}), RunStatus::kTimedOut, std::nullopt,
+                std::nullopt,
+                "Timed out: the 2.5-second limit was reached and the run was killed.");
+}
+
+TEST(DecideTest, StopComesBeforeEverything) {
+  Evidence evidence = exited(137, /*oom=*/true);
+  evidence.stop_requested = true;
+  evidence.timer_fired = true;
+  evidence.sandbox_failure = "create failed";
+  evidence.engine_error = "runc broke";
+  expectVerdict(decide(evidence, kLimits), RunStatus::kStopped, 137, "SIGKILL",
+                "Stopped by stop_run; the run was killed.");
+  evidence = Evidence{};
+  evidence.stop_requested = true;
+  expectVerdict(decide(evidence, kLimits), RunStatus::kStopped, std::nullopt, std::nullopt,
+                "Stopped by stop_run; the run was killed.");
+}
+
+TEST(DecideTest, TimerComesBeforeASandboxFailure) {
+  Evidence evidence;
+  evidence.timer_fired = true;
+  evidence.sandbox_failure = "wait failed";
+  EXPECT_EQ(decide(evidence, kLimits).status, RunStatus::kTimedOut);
+}
+
+TEST(DecideTest, SandboxFailureComesBeforeTheExitCode) {
+  Evidence evidence = exited(0);
+  evidence.sandbox_failure = "the posture check failed: read_only_root must be true";
+  evidence.engine_error = "also this";
+  expectVerdict(decide(evidence, kLimits), RunStatus::kSandboxError, 0, std::nullopt,
+                "Sandbox error: the posture check failed: read_only_root must be true");
+}
+
+TEST(DecideTest, EngineErrorComesBeforeOomAndTheExitCode) {
+  Evidence evidence = exited(137, /*oom=*/true);
+  evidence.engine_error = "OCI runtime start failed";
+  expectVerdict(decide(evidence, kLimits), RunStatus::kSandboxError, 137, std::nullopt,
+                "Sandbox error: OCI runtime start failed");
+}
+
+TEST(DecideTest, NoExitCodeIsASandboxError) {
+  expectVerdict(decide(Evidence{}, kLimits), RunStatus::kSandboxError, std::nullopt, std::nullopt,
+                "Sandbox error: the engine reported no exit code.");
+}
+
+}  // namespace
+}  // namespace scs::policy

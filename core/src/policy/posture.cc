@@ -1,0 +1,271 @@
+#include "policy/posture.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+#include <limits>
+#include <string_view>
+
+namespace scs::policy {
+namespace {
+
+using backend::Posture;
+using backend::TmpfsMount;
+
+constexpr std::int64_t kPageBytes = 4096;
+constexpr std::int64_t kMiB = std::int64_t{1} << 20;
+constexpr std::string_view kWorkspace = "/workspace";
+constexpr std::string_view kTmp = "/tmp";
+
+std::uint64_t tmpfsSize(std::int64_t cap, std::int64_t share) {
+  return static_cast<std::uint64_t>(std::min(cap, share) / kPageBytes * kPageBytes);
+}
+
+std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string text;
+  for (const std::string& item : items) {
+    text += (text.empty() ? "" : ", ") + item;
+  }
+  return "[" + text + "]";
+}
+
+std::string octal(std::uint32_t mode) {
+  char text[16];
+  const auto end = std::to_chars(text, text + sizeof text, mode, 8).ptr;
+  return "0" + std::string(text, end);
+}
+
+// A numeric "uid:gid" with neither part 0.
+bool isNonRootNumericUser(std::string_view user) {
+  const auto colon = user.find(':');
+  if (colon == std::string_view::npos) {
+    return false;
+  }
+  const auto positiveNumber = [](std::string_view digits) {
+    std::uint32_t value = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    return error == std::errc() && end == digits.data() + digits.size() && value != 0;
+  };
+  return positiveNumber(user.substr(0, colon)) && positiveNumber(user.substr(colon + 1));
+}
+
+class Violations {
+ public:
+  void check(bool holds, std::string sentence) {
+    if (!holds) {
+      sentences_.push_back(std::move(sentence));
+    }
+  }
+
+  void flag(std::string_view field, bool observed, bool wanted, std::string_view why) {
+    check(observed == wanted, std::string(field) + " must be " + (wanted ? "true" : "false") +
+                                  " (" + std::string(why) + ")");
+  }
+
+  void positive(std::string_view field, std::int64_t observed) {
+    check(observed > 0, std::string(field) + " must be positive, got " + std::to_string(observed));
+  }
+
+  void empty(std::string_view field, const std::vector<std::string>& observed) {
+    check(observed.empty(), std::string(field) + " must be empty, got " + joined(observed));
+  }
+
+  void superset(std::string_view field, const std::vector<std::string>& observed,
+                const std::vector<std::string>& wanted) {
+    std::vector<std::string> missing;
+    for (const std::string& path : wanted) {
+      if (std::find(observed.begin(), observed.end(), path) == observed.end()) {
+        missing.push_back(path);
+      }
+    }
+    check(missing.empty(), std::string(field) + " lacks " + joined(missing));
+  }
+
+  template <std::integral Number>
+  void equal(std::string_view field, Number observed, Number wanted) {
+    check(observed == wanted, std::string(field) + " must be " + std::to_string(wanted) + ", got " +
+                                  std::to_string(observed));
+  }
+
+  void equal(std::string_view field, std::string_view observed, std::string_view wanted) {
+    check(observed == wanted,
+          std::string(field) + " must be " + quoted(wanted) + ", got " + quoted(observed));
+  }
+
+  std::vector<std::string> take() { return std::move(sentences_); }
+
+ private:
+  std::vector<std::string> sentences_;
+};
+
+std::vector<std::string> unionOf(const std::vector<std::string>& a,
+                                 const std::vector<std::string>& b) {
+  std::vector<std::string> result = a;
+  for (const std::string& item : b) {
+    if (std::find(result.begin(), result.end(), item) == result.end()) {
+      result.push_back(item);
+    }
+  }
+  return result;
+}
+
+// The controls of SPEC section 4 that hold for every sandbox, whatever `required` says,
+// so that a policy refactor that drops one from requiredPosture() is still caught.
+void checkInvariants(const Posture& observed, Violations& violations) {
+  violations.flag("network_disabled", observed.network_disabled, true, "no network at all");
+  violations.flag("read_only_root", observed.read_only_root, true,
+                  "the root filesystem is read-only");
+  violations.flag("privileged", observed.privileged, false, "never privileged");
+  violations.flag("all_capabilities_dropped", observed.all_capabilities_dropped, true,
+                  "every Linux capability is dropped");
+  violations.empty("added_capabilities", observed.added_capabilities);
+  violations.flag("no_new_privileges", observed.no_new_privileges, true,
+                  "no process may gain privileges");
+  violations.flag("seccomp_enabled", observed.seccomp_enabled, true, "a seccomp filter is on");
+  violations.flag("init_process", observed.init_process, true, "an init reaps orphans");
+  violations.empty("host_namespaces", observed.host_namespaces);
+  violations.empty("host_mounts", observed.host_mounts);
+  violations.empty("devices", observed.devices);
+  violations.check(isNonRootNumericUser(observed.user),
+                   "user must be a numeric non-root uid:gid, got " + quoted(observed.user));
+
+  std::vector<std::string> paths;
+  std::uint64_t total = 0;
+  for (const TmpfsMount& mount : observed.tmpfs) {
+    paths.push_back(mount.path);
+    violations.check(mount.noexec && mount.nosuid && mount.nodev,
+                     "tmpfs " + mount.path + " must be mounted noexec, nosuid and nodev");
+    violations.check(mount.size_bytes > 0 && mount.max_inodes > 0,
+                     "tmpfs " + mount.path + " must cap its size and inodes, got size_bytes " +
+                         std::to_string(mount.size_bytes) + " and max_inodes " +
+                         std::to_string(mount.max_inodes));
+    total = mount.size_bytes > std::numeric_limits<std::uint64_t>::max() - total
+                ? std::numeric_limits<std::uint64_t>::max()
+                : total + mount.size_bytes;
+  }
+  std::sort(paths.begin(), paths.end());
+  const std::vector<std::string> writable{std::string(kTmp), std::string(kWorkspace)};
+  violations.check(paths == writable,
+                   "tmpfs mounts must be exactly " + joined(writable) + ", got " + joined(paths));
+  // tmpfs pages count against the memory limit: a full scratch space must leave room to run.
+  const std::uint64_t budget = observed.memory_bytes > 0 ? observed.memory_bytes / 2 : 0;
+  violations.check(total <= budget, "tmpfs sizes total " + std::to_string(total) +
+                                        " bytes, more than half of memory_bytes (" +
+                                        std::to_string(budget) + ")");
+
+  violations.positive("memory_bytes", observed.memory_bytes);
+  violations.check(observed.memory_swap_bytes == observed.memory_bytes,
+                   "memory_swap_bytes must equal memory_bytes (no swap), got " +
+                       std::to_string(observed.memory_swap_bytes) + " and " +
+                       std::to_string(observed.memory_bytes));
+  violations.positive("nano_cpus", observed.nano_cpus);
+  violations.positive("pids_limit", observed.pids_limit);
+  violations.positive("open_files_limit", observed.open_files_limit);
+  violations.positive("file_size_limit_bytes", observed.file_size_limit_bytes);
+  violations.flag("core_dumps_disabled", observed.core_dumps_disabled, true,
+                  "a crash must not write a core file");
+}
+
+void checkTmpfs(const std::vector<TmpfsMount>& observed, const std::vector<TmpfsMount>& required,
+                Violations& violations) {
+  for (const TmpfsMount& wanted : required) {
+    const auto mount = std::find_if(observed.begin(), observed.end(),
+                                    [&](const TmpfsMount& m) { return m.path == wanted.path; });
+    if (mount == observed.end()) {
+      violations.check(false, "tmpfs " + wanted.path + " is missing");
+      continue;
+    }
+    const std::string field = "tmpfs " + wanted.path + " ";
+    violations.equal(field + "size_bytes", mount->size_bytes, wanted.size_bytes);
+    violations.equal(field + "max_inodes", mount->max_inodes, wanted.max_inodes);
+    violations.equal(field + "owner", mount->owner, wanted.owner);
+    violations.check(mount->mode == wanted.mode,
+                     field + "mode must be " + octal(wanted.mode) + ", got " + octal(mount->mode));
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& requiredMaskedPaths() {
+  static const std::vector<std::string> kPaths{"/proc/acpi",
+                                               "/proc/asound",
+                                               "/proc/interrupts",
+                                               "/proc/kcore",
+                                               "/proc/keys",
+                                               "/proc/latency_stats",
+                                               "/proc/sched_debug",
+                                               "/proc/scsi",
+                                               "/proc/timer_list",
+                                               "/proc/timer_stats",
+                                               "/sys/devices/virtual/powercap",
+                                               "/sys/firmware"};
+  return kPaths;
+}
+
+const std::vector<std::string>& requiredReadonlyPaths() {
+  static const std::vector<std::string> kPaths{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys",
+                                               "/proc/sysrq-trigger"};
+  return kPaths;
+}
+
+Posture requiredPosture(const Limits& limits, const SandboxSettings& settings) {
+  Posture posture;
+  posture.image = settings.image;
+  posture.runtime = settings.runtime;
+  posture.user = settings.user;
+  posture.network_disabled = true;
+  posture.read_only_root = true;
+  posture.privileged = false;
+  posture.all_capabilities_dropped = true;
+  posture.no_new_privileges = true;
+  posture.seccomp_enabled = true;
+  posture.seccomp_profile = settings.seccomp_profile;
+  posture.init_process = true;
+  posture.memory_bytes = std::llround(limits.memory_gb * kBytesPerGb);
+  posture.memory_swap_bytes = posture.memory_bytes;
+  posture.nano_cpus = std::llround(limits.cpus * 1e9);
+  posture.pids_limit = limits.processes;
+  posture.open_files_limit = settings.open_files;
+  posture.core_dumps_disabled = true;
+  const std::uint64_t workspace = tmpfsSize(512 * kMiB, posture.memory_bytes / 4);
+  posture.tmpfs = {
+      {std::string(kWorkspace), workspace, 16384, true, true, true, settings.user, 0700},
+      {std::string(kTmp), tmpfsSize(128 * kMiB, posture.memory_bytes / 8), 4096, true, true, true,
+       "", 01777},
+  };
+  posture.file_size_limit_bytes =
+      std::min(settings.file_size_bytes, static_cast<std::int64_t>(workspace));
+  posture.masked_paths = requiredMaskedPaths();
+  posture.readonly_paths = requiredReadonlyPaths();
+  return posture;
+}
+
+std::vector<std::string> assertPosture(const Posture& observed, const Posture& required) {
+  Violations violations;
+  checkInvariants(observed, violations);
+  violations.superset("masked_paths", observed.masked_paths,
+                      unionOf(requiredMaskedPaths(), required.masked_paths));
+  violations.superset("readonly_paths", observed.readonly_paths,
+                      unionOf(requiredReadonlyPaths(), required.readonly_paths));
+
+  violations.equal("image", observed.image, required.image);
+  violations.equal("runtime", observed.runtime, required.runtime);
+  violations.equal("user", observed.user, required.user);
+  violations.check(observed.seccomp_profile == required.seccomp_profile,
+                   "seccomp_profile differs from the configured profile");
+  violations.equal("memory_bytes", observed.memory_bytes, required.memory_bytes);
+  violations.equal("memory_swap_bytes", observed.memory_swap_bytes, required.memory_swap_bytes);
+  violations.equal("nano_cpus", observed.nano_cpus, required.nano_cpus);
+  violations.equal("pids_limit", observed.pids_limit, required.pids_limit);
+  violations.equal("open_files_limit", observed.open_files_limit, required.open_files_limit);
+  violations.equal("file_size_limit_bytes", observed.file_size_limit_bytes,
+                   required.file_size_limit_bytes);
+  checkTmpfs(observed.tmpfs, required.tmpfs, violations);
+  return violations.take();
+}
+
+}  // namespace scs::policy

@@ -1,0 +1,106 @@
+#include "policy/status_map.h"
+
+#include <array>
+
+namespace scs::policy {
+namespace {
+
+constexpr int kSignalExitBase = 128;  // a shell-style exit code 128+N reports death by signal N
+constexpr int kMaxSignal = 64;
+constexpr int kKilledExitCode = kSignalExitBase + 9;
+
+// The signal the server's own kill shows up as, when the exit code says so.
+std::optional<std::string> killSignal(const std::optional<int>& exit_code) {
+  if (exit_code == kKilledExitCode) {
+    return "SIGKILL";
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string_view statusName(RunStatus status) {
+  switch (status) {
+    case RunStatus::kQueued:
+      return "queued";
+    case RunStatus::kRunning:
+      return "running";
+    case RunStatus::kSucceeded:
+      return "succeeded";
+    case RunStatus::kFailed:
+      return "failed";
+    case RunStatus::kTimedOut:
+      return "timed_out";
+    case RunStatus::kOutOfMemory:
+      return "out_of_memory";
+    case RunStatus::kStopped:
+      return "stopped";
+    case RunStatus::kSandboxError:
+      return "sandbox_error";
+  }
+  return "sandbox_error";
+}
+
+bool isFinal(RunStatus status) {
+  return status != RunStatus::kQueued && status != RunStatus::kRunning;
+}
+
+std::string signalName(int number) {
+  static constexpr std::array<const char*, 31> kNames{
+      "SIGHUP",  "SIGINT",    "SIGQUIT", "SIGILL",   "SIGTRAP", "SIGABRT", "SIGBUS",  "SIGFPE",
+      "SIGKILL", "SIGUSR1",   "SIGSEGV", "SIGUSR2",  "SIGPIPE", "SIGALRM", "SIGTERM", "SIGSTKFLT",
+      "SIGCHLD", "SIGCONT",   "SIGSTOP", "SIGTSTP",  "SIGTTIN", "SIGTTOU", "SIGURG",  "SIGXCPU",
+      "SIGXFSZ", "SIGVTALRM", "SIGPROF", "SIGWINCH", "SIGIO",   "SIGPWR",  "SIGSYS"};
+  if (number >= 1 && number <= static_cast<int>(kNames.size())) {
+    return kNames[number - 1];
+  }
+  return "SIG" + std::to_string(number);
+}
+
+Verdict decide(const Evidence& evidence, const Limits& limits) {
+  Verdict verdict;
+  verdict.exit_code = evidence.exit_code;
+  const std::string memory = formatNumber(limits.memory_gb) + " GB memory limit";
+  if (evidence.stop_requested) {
+    verdict.status = RunStatus::kStopped;
+    verdict.signal = killSignal(evidence.exit_code);
+    verdict.reason = "Stopped by stop_run; the run was killed.";
+  } else if (evidence.timer_fired) {
+    verdict.status = RunStatus::kTimedOut;
+    verdict.signal = killSignal(evidence.exit_code);
+    verdict.reason = "Timed out: the " + formatNumber(limits.timeout_seconds) +
+                     "-second limit was reached and the run was killed.";
+  } else if (!evidence.sandbox_failure.empty() || !evidence.engine_error.empty()) {
+    verdict.status = RunStatus::kSandboxError;
+    verdict.reason =
+        "Sandbox error: " +
+        (evidence.sandbox_failure.empty() ? evidence.engine_error : evidence.sandbox_failure);
+  } else if (evidence.oom_killed && evidence.exit_code != 0) {
+    verdict.status = RunStatus::kOutOfMemory;
+    verdict.signal = killSignal(evidence.exit_code);
+    verdict.reason =
+        "Out of memory: the run reached its " + memory + " and the kernel's OOM killer ended it.";
+  } else if (!evidence.exit_code) {
+    verdict.status = RunStatus::kSandboxError;
+    verdict.reason = "Sandbox error: the engine reported no exit code.";
+  } else if (*evidence.exit_code == 0) {
+    verdict.status = RunStatus::kSucceeded;
+    verdict.reason = evidence.oom_killed
+                         ? "Exited with code 0, although a child process was killed by the OOM "
+                           "killer at the " +
+                               memory + "."
+                         : "Exited with code 0.";
+  } else if (*evidence.exit_code > kSignalExitBase &&
+             *evidence.exit_code <= kSignalExitBase + kMaxSignal) {
+    verdict.status = RunStatus::kFailed;
+    verdict.signal = signalName(*evidence.exit_code - kSignalExitBase);
+    verdict.reason = "Killed by " + *verdict.signal +
+                     ", which the sandbox did not send: the program crashed or killed itself.";
+  } else {
+    verdict.status = RunStatus::kFailed;
+    verdict.reason = "Exited with code " + std::to_string(*evidence.exit_code) + ".";
+  }
+  return verdict;
+}
+
+}  // namespace scs::policy
