@@ -1,0 +1,775 @@
+#include "runs/run_manager.h"
+
+#include <Poco/Logger.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <random>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "runs/output.h"
+
+namespace scs::runs {
+namespace {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+using SteadyDuration = std::chrono::steady_clock::duration;
+
+constexpr auto kWaitSlice = std::chrono::seconds(1);
+constexpr auto kKillGrace = std::chrono::seconds(10);
+constexpr long long kDeadlineLabelSlackSeconds = 60;
+
+Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
+
+std::string randomHexId() {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::random_device device;
+  std::string id;
+  id.reserve(32);
+  for (int word = 0; word < 4; ++word) {
+    std::uint32_t value = device();
+    for (int nibble = 0; nibble < 8; ++nibble) {
+      id.push_back(kHex[value & 0xF]);
+      value >>= 4;
+    }
+  }
+  return id;
+}
+
+SteadyDuration toDuration(double seconds) {
+  return std::chrono::duration_cast<SteadyDuration>(std::chrono::duration<double>(seconds));
+}
+
+double secondsBetween(SteadyTime from, SteadyTime to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+long long ceilSeconds(double seconds) { return static_cast<long long>(std::ceil(seconds)); }
+
+std::optional<long long> parseInteger(std::string_view text) {
+  long long value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+bool parseUserIds(const std::string& user, int* uid, int* gid) {
+  const auto colon = user.find(':');
+  if (colon == std::string::npos) {
+    return false;
+  }
+  const auto parsed_uid = parseInteger(std::string_view(user).substr(0, colon));
+  const auto parsed_gid = parseInteger(std::string_view(user).substr(colon + 1));
+  if (!parsed_uid || !parsed_gid || *parsed_uid < 0 || *parsed_gid < 0 || *parsed_uid > INT_MAX ||
+      *parsed_gid > INT_MAX) {
+    return false;
+  }
+  *uid = static_cast<int>(*parsed_uid);
+  *gid = static_cast<int>(*parsed_gid);
+  return true;
+}
+
+std::string join(const std::vector<std::string>& parts, std::string_view separator) {
+  std::string out;
+  for (const auto& part : parts) {
+    if (!out.empty()) {
+      out.append(separator);
+    }
+    out.append(part);
+  }
+  return out;
+}
+
+std::string countOf(std::size_t count, std::string_view one, std::string_view many) {
+  return std::to_string(count) + " " + std::string(count == 1 ? one : many);
+}
+
+// Removes its sandbox when it goes out of scope, on every path out of a run.
+class SandboxLease {
+ public:
+  SandboxLease(backend::RuntimeBackend& backend, std::string sandbox_id, std::string run_id)
+      : backend_(backend), sandbox_id_(std::move(sandbox_id)), run_id_(std::move(run_id)) {}
+  SandboxLease(const SandboxLease&) = delete;
+  SandboxLease& operator=(const SandboxLease&) = delete;
+  ~SandboxLease() { release(); }
+
+  void release() noexcept {
+    if (released_) {
+      return;
+    }
+    released_ = true;
+    try {
+      const backend::Status status = backend_.remove(sandbox_id_);
+      if (!status.ok()) {
+        logger().error("run " + run_id_ + ": removing sandbox " + sandbox_id_ +
+                       " failed: " + status.message);
+      }
+    } catch (const std::exception& e) {
+      logger().error("run " + run_id_ + ": removing sandbox " + sandbox_id_ +
+                     " threw: " + e.what());
+    } catch (...) {
+      logger().error("run " + run_id_ + ": removing sandbox " + sandbox_id_ +
+                     " threw a non-standard exception");
+    }
+  }
+
+ private:
+  backend::RuntimeBackend& backend_;
+  std::string sandbox_id_;
+  std::string run_id_;
+  bool released_ = false;
+};
+
+}  // namespace
+
+struct RunManager::Impl {
+  struct Run {
+    std::string id;
+    policy::Limits limits;
+    std::int64_t memory_bytes = 0;
+    std::vector<policy::File> files;
+    policy::RunStatus status = policy::RunStatus::kQueued;
+    SteadyTime enqueued_at;
+    std::optional<SteadyTime> exec_start;
+    std::optional<SteadyTime> exec_end;
+    std::optional<SteadyTime> finished;
+    std::optional<std::chrono::system_clock::time_point> started_at;
+    std::optional<std::chrono::system_clock::time_point> finished_at;
+    bool stop_requested = false;
+    bool stop_killed = false;  // stop() sent the kill itself
+    bool timer_fired = false;
+    bool started = false;        // backend start() succeeded
+    bool outcome_known = false;  // evidence sealed: a later stop cannot change the verdict
+    std::string sandbox_id;
+    std::unique_ptr<OutputCapture> capture;
+    RunSnapshot report;  // the final fields, once final
+    std::thread thread;
+  };
+
+  struct Outcome {
+    policy::Evidence evidence;
+    backend::Exit exit;
+    std::optional<SteadyTime> ended;
+  };
+
+  Impl(backend::RuntimeBackend& backend, const RunSettings& settings,
+       const policy::SandboxSettings& sandbox, const Clock& clock)
+      : backend_(backend),
+        settings_(settings),
+        sandbox_(sandbox),
+        clock_(clock),
+        instance_id_(settings.instance_id.empty() ? randomHexId() : settings.instance_id) {}
+
+  std::variant<RunSnapshot, StartRefusal> start(StartRequest request);
+  std::optional<RunSnapshot> get(const std::string& run_id, std::chrono::milliseconds wait);
+  std::optional<RunSnapshot> stop(const std::string& run_id);
+  std::size_t sweepLeftovers();
+  void shutdown();
+
+  std::int64_t memoryBytes(const policy::Limits& limits) const {
+    return std::llround(limits.memory_gb * static_cast<double>(policy::kBytesPerGb));
+  }
+  bool canAdmitLocked(std::int64_t memory) const {
+    return running_ < static_cast<std::size_t>(std::max(settings_.max_concurrent, 0)) &&
+           (settings_.host_memory_bytes == 0 ||
+            running_memory_ + memory <= settings_.host_memory_bytes);
+  }
+  void admitLocked();
+  void launchLocked(const std::shared_ptr<Run>& run);
+  void finalizeStoppedLocked(Run& run, const std::string& reason);
+  void purgeLocked();
+  RunSnapshot snapshotLocked(const Run& run) const;
+  void sealEvidenceLocked(Run& run, policy::Evidence& evidence);
+  void reapThreads();
+
+  void runThread(const std::shared_ptr<Run>& run);
+  void execute(Run& run, Outcome& outcome);
+  void waitForExit(Run& run, const std::string& sandbox_id, Outcome& outcome);
+  void finish(Run& run, Outcome& outcome);
+  backend::SandboxSpec buildSpec(const Run& run, const backend::Posture& required) const;
+  bool stopRequested(Run& run);
+  void killSandbox(const std::string& sandbox_id, const std::string& run_id);
+
+  backend::RuntimeBackend& backend_;
+  const RunSettings settings_;
+  const policy::SandboxSettings sandbox_;
+  const Clock& clock_;
+  const std::string instance_id_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;  // a run became final
+  std::map<std::string, std::shared_ptr<Run>> runs_;
+  std::deque<std::shared_ptr<Run>> queue_;
+  std::deque<std::string> finished_order_;
+  std::size_t running_ = 0;
+  std::int64_t running_memory_ = 0;
+  std::vector<std::thread> done_threads_;
+  bool shutting_down_ = false;
+};
+
+std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest request) {
+  reapThreads();
+  std::lock_guard lock(mutex_);
+  if (shutting_down_) {
+    return StartRefusal{"The server is shutting down."};
+  }
+  purgeLocked();
+  const std::int64_t memory = memoryBytes(request.limits);
+  if (settings_.host_memory_bytes > 0 && memory > settings_.host_memory_bytes) {
+    return StartRefusal{"This run asks for " + policy::formatNumber(request.limits.memory_gb) +
+                        " GB of memory, but sandboxes on this host can have at most " +
+                        policy::formatNumber(static_cast<double>(settings_.host_memory_bytes) /
+                                             static_cast<double>(policy::kBytesPerGb)) +
+                        " GB."};
+  }
+  const bool admit_now = queue_.empty() && canAdmitLocked(memory);
+  if (!admit_now && queue_.size() >= settings_.max_queue) {
+    return StartRefusal{"The queue is full: " + countOf(queue_.size(), "run is", "runs are") +
+                        " waiting behind " + std::to_string(running_) +
+                        " running. Try again when a run finishes."};
+  }
+  auto run = std::make_shared<Run>();
+  do {
+    run->id = randomHexId();
+  } while (runs_.count(run->id) != 0);
+  run->limits = request.limits;
+  run->memory_bytes = memory;
+  run->files = std::move(request.files);
+  run->enqueued_at = clock_.now();
+  run->report.run_id = run->id;
+  run->report.limits = run->limits;
+  runs_.emplace(run->id, run);
+  if (admit_now) {
+    launchLocked(run);
+  } else {
+    queue_.push_back(run);
+    logger().information("run " + run->id + " queued at position " + std::to_string(queue_.size()));
+  }
+  return snapshotLocked(*run);
+}
+
+std::optional<RunSnapshot> RunManager::Impl::get(const std::string& run_id,
+                                                 std::chrono::milliseconds wait) {
+  reapThreads();
+  std::unique_lock lock(mutex_);
+  purgeLocked();
+  const auto it = runs_.find(run_id);
+  if (it == runs_.end()) {
+    return std::nullopt;
+  }
+  const std::shared_ptr<Run> run = it->second;
+  if (wait.count() > 0 && !policy::isFinal(run->status)) {
+    changed_.wait_for(lock, wait, [&] { return policy::isFinal(run->status); });
+  }
+  return snapshotLocked(*run);
+}
+
+std::optional<RunSnapshot> RunManager::Impl::stop(const std::string& run_id) {
+  reapThreads();
+  std::unique_lock lock(mutex_);
+  purgeLocked();
+  const auto it = runs_.find(run_id);
+  if (it == runs_.end()) {
+    return std::nullopt;
+  }
+  const std::shared_ptr<Run> run = it->second;
+  if (run->status == policy::RunStatus::kQueued) {
+    const auto queued = std::find(queue_.begin(), queue_.end(), run);
+    if (queued != queue_.end()) {
+      queue_.erase(queued);
+    }
+    finalizeStoppedLocked(*run, "Stopped by stop_run before it started.");
+    admitLocked();
+    changed_.notify_all();
+    return snapshotLocked(*run);
+  }
+  if (!policy::isFinal(run->status)) {
+    std::string kill_id;
+    if (!run->outcome_known && !run->timer_fired && !run->stop_requested) {
+      logger().information("run " + run->id + ": stop requested");
+      run->stop_requested = true;
+      if (run->started) {
+        run->stop_killed = true;
+        kill_id = run->sandbox_id;
+      }
+    }
+    if (!kill_id.empty()) {
+      lock.unlock();
+      killSandbox(kill_id, run->id);
+      lock.lock();
+    }
+    changed_.wait(lock, [&] { return policy::isFinal(run->status); });
+  }
+  return snapshotLocked(*run);
+}
+
+std::size_t RunManager::Impl::sweepLeftovers() {
+  const backend::ListReply reply = backend_.list(kLabelManaged);
+  if (!reply.status.ok()) {
+    logger().warning("could not list leftover sandboxes: " + reply.status.message);
+    return 0;
+  }
+  const long long now_unix =
+      std::chrono::duration_cast<std::chrono::seconds>(clock_.wallNow().time_since_epoch()).count();
+  std::size_t removed = 0;
+  for (const backend::SandboxInfo& sandbox : reply.sandboxes) {
+    const auto label = [&](const char* key) -> std::optional<std::string> {
+      const auto found = sandbox.labels.find(key);
+      if (found == sandbox.labels.end()) {
+        return std::nullopt;
+      }
+      return found->second;
+    };
+    if (label(kLabelInstance) == instance_id_) {
+      continue;
+    }
+    std::string why;
+    const long long owner = parseInteger(label(kLabelOwnerPid).value_or("")).value_or(0);
+    const auto deadline = parseInteger(label(kLabelDeadline).value_or(""));
+    // A pid of 0 or below would make kill() address a process group, so it counts as invalid.
+    if (owner <= 0 || owner > INT_MAX) {
+      why = "it has no valid owner-pid label";
+    } else if (::kill(static_cast<pid_t>(owner), 0) == -1 && errno == ESRCH) {
+      why = "its owner process " + std::to_string(owner) + " is gone";
+    } else if (deadline.has_value() && deadline.value() < now_unix) {
+      why = "its deadline has passed";
+    }
+    if (why.empty()) {
+      continue;
+    }
+    const backend::Status status = backend_.remove(sandbox.id);
+    if (status.ok()) {
+      ++removed;
+      logger().information("removed leftover sandbox " + sandbox.id + ": " + why);
+    } else {
+      logger().warning("could not remove leftover sandbox " + sandbox.id + ": " + status.message);
+    }
+  }
+  return removed;
+}
+
+void RunManager::Impl::shutdown() {
+  std::vector<std::pair<std::string, std::string>> kills;
+  {
+    std::lock_guard lock(mutex_);
+    shutting_down_ = true;
+    while (!queue_.empty()) {
+      finalizeStoppedLocked(*queue_.front(), "Stopped by server shutdown before it started.");
+      queue_.pop_front();
+    }
+    for (auto& [id, run] : runs_) {
+      if (run->status != policy::RunStatus::kRunning || run->outcome_known || run->timer_fired ||
+          run->stop_requested) {
+        continue;
+      }
+      run->stop_requested = true;
+      if (run->started) {
+        run->stop_killed = true;
+        kills.emplace_back(run->sandbox_id, id);
+      }
+    }
+    changed_.notify_all();
+  }
+  for (const auto& [sandbox_id, run_id] : kills) {
+    killSandbox(sandbox_id, run_id);
+  }
+  {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return running_ == 0; });
+  }
+  reapThreads();
+}
+
+void RunManager::Impl::admitLocked() {
+  while (!shutting_down_ && !queue_.empty() && canAdmitLocked(queue_.front()->memory_bytes)) {
+    const std::shared_ptr<Run> run = queue_.front();
+    queue_.pop_front();
+    launchLocked(run);
+  }
+}
+
+void RunManager::Impl::launchLocked(const std::shared_ptr<Run>& run) {
+  run->status = policy::RunStatus::kRunning;
+  ++running_;
+  running_memory_ += run->memory_bytes;
+  try {
+    run->thread = std::thread([this, run] { runThread(run); });
+  } catch (const std::system_error& e) {
+    logger().error("run " + run->id + ": could not start its thread: " + e.what());
+    --running_;
+    running_memory_ -= run->memory_bytes;
+    run->status = policy::RunStatus::kSandboxError;
+    run->report.reason = "The server could not start a thread for this run.";
+    run->finished = clock_.now();
+    run->finished_at = clock_.wallNow();
+    finished_order_.push_back(run->id);
+    changed_.notify_all();
+  }
+}
+
+void RunManager::Impl::finalizeStoppedLocked(Run& run, const std::string& reason) {
+  run.status = policy::RunStatus::kStopped;
+  run.report.reason = reason;
+  run.finished = clock_.now();
+  run.finished_at = clock_.wallNow();
+  finished_order_.push_back(run.id);
+  logger().information("run " + run.id + " finished: stopped before it started");
+}
+
+void RunManager::Impl::purgeLocked() {
+  const SteadyTime now = clock_.now();
+  while (!finished_order_.empty()) {
+    const auto it = runs_.find(finished_order_.front());
+    if (it == runs_.end()) {
+      finished_order_.pop_front();
+      continue;
+    }
+    const bool expired = now - *it->second->finished > settings_.retention;
+    const bool over = finished_order_.size() > settings_.max_retained;
+    if (!expired && !over) {
+      break;
+    }
+    runs_.erase(it);
+    finished_order_.pop_front();
+  }
+}
+
+RunSnapshot RunManager::Impl::snapshotLocked(const Run& run) const {
+  RunSnapshot snapshot = run.report;
+  snapshot.status = run.status;
+  snapshot.started_at = run.started_at;
+  snapshot.finished_at = run.finished_at;
+  const SteadyTime now = clock_.now();
+  if (run.status == policy::RunStatus::kQueued) {
+    const auto position = std::find_if(queue_.begin(), queue_.end(),
+                                       [&](const auto& queued) { return queued.get() == &run; });
+    snapshot.queue_position = static_cast<std::size_t>(position - queue_.begin()) + 1;
+    snapshot.queued_seconds = secondsBetween(run.enqueued_at, now);
+    return snapshot;
+  }
+  const SteadyTime left_queue = run.exec_start ? *run.exec_start : run.finished.value_or(now);
+  snapshot.queued_seconds = secondsBetween(run.enqueued_at, left_queue);
+  if (run.exec_start) {
+    const SteadyTime end = run.exec_end ? *run.exec_end : run.finished.value_or(now);
+    snapshot.duration_seconds = secondsBetween(*run.exec_start, end);
+  }
+  return snapshot;
+}
+
+void RunManager::Impl::sealEvidenceLocked(Run& run, policy::Evidence& evidence) {
+  if (run.outcome_known) {
+    return;
+  }
+  run.outcome_known = true;
+  evidence.stop_requested = run.stop_requested;
+  evidence.timer_fired = run.timer_fired;
+}
+
+void RunManager::Impl::reapThreads() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(mutex_);
+    threads.swap(done_threads_);
+  }
+  for (std::thread& thread : threads) {
+    if (thread.joinable()) {
+      thread.join();
+    }
+  }
+}
+
+void RunManager::Impl::runThread(const std::shared_ptr<Run>& run) {
+  Outcome outcome;
+  try {
+    execute(*run, outcome);
+  } catch (const std::exception& e) {
+    logger().error("run " + run->id + ": unexpected error: " + e.what());
+    outcome.evidence.sandbox_failure = std::string("internal error: ") + e.what();
+  } catch (...) {
+    logger().error("run " + run->id + ": unexpected non-standard exception");
+    outcome.evidence.sandbox_failure = "internal error";
+  }
+  finish(*run, outcome);
+}
+
+bool RunManager::Impl::stopRequested(Run& run) {
+  std::lock_guard lock(mutex_);
+  return run.stop_requested;
+}
+
+void RunManager::Impl::killSandbox(const std::string& sandbox_id, const std::string& run_id) {
+  const backend::Status status = backend_.kill(sandbox_id);
+  if (!status.ok() && status.code != backend::Code::kNotFound) {
+    logger().warning("run " + run_id + ": kill failed: " + status.message);
+  }
+}
+
+backend::SandboxSpec RunManager::Impl::buildSpec(const Run& run,
+                                                 const backend::Posture& required) const {
+  const long long watchdog_seconds =
+      ceilSeconds(run.limits.timeout_seconds) + sandbox_.deadline_grace_seconds;
+  const long long now_unix =
+      std::chrono::duration_cast<std::chrono::seconds>(clock_.wallNow().time_since_epoch()).count();
+  const std::string threads = std::to_string(std::max(1LL, ceilSeconds(run.limits.cpus)));
+
+  backend::SandboxSpec spec;
+  spec.run_id = run.id;
+  spec.labels = {
+      {kLabelManaged, "true"},
+      {kLabelInstance, instance_id_},
+      {kLabelRunId, run.id},
+      {kLabelOwnerPid, std::to_string(::getpid())},
+      {kLabelDeadline, std::to_string(now_unix + watchdog_seconds + kDeadlineLabelSlackSeconds)},
+  };
+  spec.command = {
+      "/usr/bin/timeout", "-s", "KILL", std::to_string(watchdog_seconds), sandbox_.python, "-I",
+      sandbox_.launcher,
+  };
+  spec.env = {
+      "PATH=/usr/local/bin:/usr/bin:/bin",
+      "HOME=/tmp",
+      "LANG=C.UTF-8",
+      "PYTHONDONTWRITEBYTECODE=1",
+      "PYTHONUNBUFFERED=1",
+      "MPLBACKEND=Agg",
+      "OMP_NUM_THREADS=" + threads,
+      "OPENBLAS_NUM_THREADS=" + threads,
+  };
+  spec.working_dir = "/workspace";
+  spec.hostname = "sandbox";
+  spec.posture = required;
+  return spec;
+}
+
+void RunManager::Impl::execute(Run& run, Outcome& outcome) {
+  policy::Evidence& evidence = outcome.evidence;
+  std::vector<policy::File> files;
+  {
+    std::lock_guard lock(mutex_);
+    if (run.stop_requested) {
+      return;
+    }
+    files = std::move(run.files);
+    run.files.clear();
+    run.exec_start = clock_.now();
+    run.started_at = clock_.wallNow();
+    run.capture = std::make_unique<OutputCapture>(settings_.output_cap_bytes);
+    logger().information("run " + run.id + " started after " +
+                         policy::formatNumber(secondsBetween(run.enqueued_at, *run.exec_start)) +
+                         " s in the queue");
+  }
+
+  int uid = 0;
+  int gid = 0;
+  if (!parseUserIds(sandbox_.user, &uid, &gid)) {
+    evidence.sandbox_failure =
+        "the sandbox user setting \"" + sandbox_.user + "\" is not a numeric uid:gid";
+    return;
+  }
+  const backend::Posture required = policy::requiredPosture(run.limits, sandbox_);
+  const backend::SandboxSpec spec = buildSpec(run, required);
+  std::vector<std::string> violations = policy::assertPosture(spec.posture, required);
+  if (!violations.empty()) {
+    evidence.sandbox_failure =
+        "the sandbox spec failed the posture check: " + join(violations, "; ");
+    return;
+  }
+  if (stopRequested(run)) {
+    return;
+  }
+
+  const backend::CreateReply created = backend_.create(spec);
+  if (!created.status.ok()) {
+    evidence.sandbox_failure = "create failed: " + created.status.message;
+    return;
+  }
+  SandboxLease lease(backend_, created.id, run.id);
+  {
+    std::lock_guard lock(mutex_);
+    run.sandbox_id = created.id;
+  }
+
+  const backend::InspectReply inspected = backend_.inspect(created.id);
+  if (!inspected.status.ok()) {
+    evidence.sandbox_failure = "inspect failed: " + inspected.status.message;
+    return;
+  }
+  violations = policy::assertPosture(inspected.posture, required);
+  if (!violations.empty()) {
+    evidence.sandbox_failure = "posture check failed: " + join(violations, "; ");
+    logger().error("run " + run.id + ": " + evidence.sandbox_failure);
+    return;
+  }
+  if (stopRequested(run)) {
+    return;
+  }
+
+  {
+    const backend::Status delivered =
+        backend_.deliver(created.id, policy::buildArchive(files, uid, gid));
+    files.clear();
+    if (!delivered.ok()) {
+      evidence.sandbox_failure = "delivery failed: " + delivered.message;
+      return;
+    }
+  }
+  if (stopRequested(run)) {
+    return;
+  }
+
+  const backend::Status started = backend_.start(created.id, run.capture.get());
+  if (!started.ok()) {
+    evidence.sandbox_failure = "start failed: " + started.message;
+    return;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    run.started = true;
+  }
+  waitForExit(run, created.id, outcome);
+  outcome.ended = clock_.now();
+}
+
+void RunManager::Impl::waitForExit(Run& run, const std::string& sandbox_id, Outcome& outcome) {
+  const SteadyTime deadline = *run.exec_start + toDuration(run.limits.timeout_seconds);
+  std::optional<SteadyTime> kill_sent_at;
+  while (true) {
+    const SteadyTime now = clock_.now();
+    if (!kill_sent_at) {
+      bool kill_now = false;
+      bool timer = false;
+      {
+        std::lock_guard lock(mutex_);
+        if (run.stop_requested) {
+          kill_sent_at = now;
+          kill_now = !run.stop_killed;
+        } else if (now >= deadline) {
+          run.timer_fired = true;
+          timer = true;
+          kill_sent_at = now;
+          kill_now = true;
+        }
+      }
+      if (timer) {
+        logger().information("run " + run.id + " reached its timeout; killing it");
+      }
+      if (kill_now) {
+        killSandbox(sandbox_id, run.id);
+      }
+    } else if (now - *kill_sent_at >= kKillGrace) {
+      std::lock_guard lock(mutex_);
+      sealEvidenceLocked(run, outcome.evidence);
+      outcome.evidence.sandbox_failure = "the sandbox did not stop after kill";
+      return;
+    }
+    const SteadyTime until = kill_sent_at ? *kill_sent_at + kKillGrace : deadline;
+    const SteadyDuration slice = std::min<SteadyDuration>(until - now, kWaitSlice);
+    const auto timeout =
+        std::max(std::chrono::ceil<std::chrono::milliseconds>(slice), std::chrono::milliseconds(1));
+    const backend::WaitReply reply = backend_.wait(sandbox_id, timeout);
+    if (!reply.status.ok()) {
+      std::lock_guard lock(mutex_);
+      sealEvidenceLocked(run, outcome.evidence);
+      outcome.evidence.sandbox_failure = "lost the sandbox while waiting: " + reply.status.message;
+      return;
+    }
+    if (reply.exit.exited) {
+      std::lock_guard lock(mutex_);
+      sealEvidenceLocked(run, outcome.evidence);
+      outcome.exit = reply.exit;
+      outcome.evidence.exit_code = reply.exit.exit_code;
+      outcome.evidence.oom_killed = reply.exit.oom_killed;
+      outcome.evidence.engine_error = reply.exit.engine_error;
+      return;
+    }
+  }
+}
+
+void RunManager::Impl::finish(Run& run, Outcome& outcome) {
+  CapturedOutput stdout_output;
+  CapturedOutput stderr_output;
+  if (run.capture) {
+    stdout_output = run.capture->snapshot(backend::Stream::kStdout);
+    stderr_output = run.capture->snapshot(backend::Stream::kStderr);
+  }
+  std::string status_name;
+  double duration = 0;
+  {
+    std::lock_guard lock(mutex_);
+    sealEvidenceLocked(run, outcome.evidence);
+    policy::Verdict verdict;
+    try {
+      verdict = policy::decide(outcome.evidence, run.limits);
+    } catch (const std::exception& e) {
+      logger().error("run " + run.id + ": deciding the status failed: " + e.what());
+      verdict.status = policy::RunStatus::kSandboxError;
+      verdict.reason = "The server could not decide how this run ended.";
+    }
+    run.capture.reset();
+    run.status = verdict.status;
+    run.exec_end = outcome.ended;
+    run.finished = clock_.now();
+    run.finished_at = clock_.wallNow();
+    run.report.exit_code = verdict.exit_code;
+    run.report.signal = verdict.signal;
+    run.report.reason = std::move(verdict.reason);
+    run.report.stdout_output = std::move(stdout_output);
+    run.report.stderr_output = std::move(stderr_output);
+    run.report.peak_memory_bytes = outcome.exit.peak_memory_bytes;
+    run.report.cpu_seconds = outcome.exit.cpu_seconds;
+    --running_;
+    running_memory_ -= run.memory_bytes;
+    finished_order_.push_back(run.id);
+    done_threads_.push_back(std::move(run.thread));
+    admitLocked();
+    status_name = std::string(policy::statusName(run.status));
+    if (run.exec_start) {
+      duration = secondsBetween(*run.exec_start, run.exec_end.value_or(*run.finished));
+    }
+    changed_.notify_all();
+  }
+  logger().information("run " + run.id + " finished: " + status_name + " after " +
+                       policy::formatNumber(duration) + " s");
+}
+
+RunManager::RunManager(backend::RuntimeBackend& backend, const RunSettings& settings,
+                       const policy::SandboxSettings& sandbox, const Clock& clock)
+    : impl_(std::make_unique<Impl>(backend, settings, sandbox, clock)) {}
+
+RunManager::~RunManager() { shutdown(); }
+
+std::variant<RunSnapshot, StartRefusal> RunManager::start(StartRequest request) {
+  return impl_->start(std::move(request));
+}
+
+std::optional<RunSnapshot> RunManager::get(const std::string& run_id,
+                                           std::chrono::milliseconds wait) {
+  return impl_->get(run_id, wait);
+}
+
+std::optional<RunSnapshot> RunManager::stop(const std::string& run_id) {
+  return impl_->stop(run_id);
+}
+
+std::size_t RunManager::sweepLeftovers() { return impl_->sweepLeftovers(); }
+
+void RunManager::shutdown() { impl_->shutdown(); }
+
+const std::string& RunManager::instanceId() const { return impl_->instance_id_; }
+
+}  // namespace scs::runs
