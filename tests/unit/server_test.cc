@@ -1,0 +1,667 @@
+#include "mcp/server.h"
+
+#include <Poco/AutoPtr.h>
+#include <Poco/Channel.h>
+#include <Poco/JSON/Array.h>
+#include <Poco/JSON/Object.h>
+#include <Poco/JSON/ParseHandler.h>
+#include <Poco/JSON/Parser.h>
+#include <Poco/Logger.h>
+#include <Poco/Message.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "mcp/tools.h"
+#include "runs/output.h"
+#include "unit/mcp_fake_runtime.h"
+
+namespace scs::mcp {
+namespace {
+
+using Poco::Dynamic::Var;
+using Poco::JSON::Array;
+using Poco::JSON::Object;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Keeps the key order, so that compact() shows the order the server wrote.
+Object::Ptr parse(const std::string& json) {
+  Poco::JSON::Parser parser(new Poco::JSON::ParseHandler(true));
+  return parser.parse(json).extract<Object::Ptr>();
+}
+
+std::string compact(const Object::Ptr& object) {
+  std::ostringstream out;
+  object->stringify(out);
+  return out.str();
+}
+
+std::vector<std::string> stringsOf(const Var& value) {
+  std::vector<std::string> out;
+  for (const Var& item : *value.extract<Array::Ptr>()) {
+    out.push_back(item.toString());
+  }
+  return out;
+}
+
+bool hasType(const Var& value, const std::string& type) {
+  if (type == "null") {
+    return value.isEmpty();
+  }
+  if (type == "object") {
+    return value.type() == typeid(Object::Ptr);
+  }
+  if (type == "array") {
+    return value.type() == typeid(Array::Ptr);
+  }
+  if (type == "string") {
+    return value.isString();
+  }
+  if (type == "boolean") {
+    return value.isBoolean();
+  }
+  if (type == "number") {
+    return value.isNumeric() && !value.isBoolean();
+  }
+  if (type == "integer") {
+    return (value.isInteger() && !value.isBoolean()) ||
+           (value.isNumeric() && !value.isBoolean() &&
+            std::floor(value.convert<double>()) == value.convert<double>());
+  }
+  return false;
+}
+
+// Enough of JSON Schema for our output schemas: type, enum, properties, required,
+// additionalProperties false, minimum, maximum, items. Appends one line per violation.
+void validate(const Var& value, const Object::Ptr& schema, const std::string& where,
+              std::vector<std::string>& errors) {
+  if (schema->has("type")) {
+    const Var type = schema->get("type");
+    const std::vector<std::string> types =
+        type.isString() ? std::vector<std::string>{type.toString()} : stringsOf(type);
+    bool matched = false;
+    for (const std::string& t : types) {
+      matched = matched || hasType(value, t);
+    }
+    if (!matched) {
+      errors.push_back(where + ": wrong type");
+      return;
+    }
+  }
+  if (schema->has("enum")) {
+    bool found = false;
+    for (const std::string& option : stringsOf(schema->get("enum"))) {
+      found = found || (value.isString() && value.toString() == option);
+    }
+    if (!found) {
+      errors.push_back(where + ": not in enum");
+    }
+  }
+  if (schema->has("minimum") && value.isNumeric() &&
+      value.convert<double>() < schema->get("minimum").convert<double>()) {
+    errors.push_back(where + ": below minimum");
+  }
+  if (schema->has("maximum") && value.isNumeric() &&
+      value.convert<double>() > schema->get("maximum").convert<double>()) {
+    errors.push_back(where + ": above maximum");
+  }
+  if (value.type() == typeid(Object::Ptr)) {
+    const Object::Ptr object = value.extract<Object::Ptr>();
+    const Object::Ptr properties =
+        schema->has("properties") ? schema->getObject("properties") : Object::Ptr(new Object);
+    if (schema->has("required")) {
+      for (const std::string& key : stringsOf(schema->get("required"))) {
+        if (!object->has(key)) {
+          errors.push_back(where + "." + key + ": required but missing");
+        }
+      }
+    }
+    for (const auto& [key, member] : *object) {
+      if (properties->has(key)) {
+        validate(member, properties->getObject(key), where + "." + key, errors);
+      } else {
+        // Our schemas list every field we send: an unlisted one is a bug either way.
+        errors.push_back(where + "." + key + ": not in the schema");
+      }
+    }
+  }
+  if (value.type() == typeid(Array::Ptr) && schema->has("items")) {
+    int index = 0;
+    for (const Var& item : *value.extract<Array::Ptr>()) {
+      validate(item, schema->getObject("items"), where + "[" + std::to_string(index++) + "]",
+               errors);
+    }
+  }
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  ServerTest() : ServerTest(policy::HostCapacity{8, std::int64_t{64} << 30}) {}
+
+  explicit ServerTest(policy::HostCapacity host)
+      : limits_(policy::LimitSettings{}, host),
+        runs_(backend_, runSettings(), policy::SandboxSettings{}, clock_),
+        server_(runs_, limits_, policy::FileSettings{}, ServerInfo{"scs", "Scs", "1.2.3"}) {}
+
+  static runs::RunSettings runSettings() {
+    runs::RunSettings settings;
+    settings.max_concurrent = 1;
+    settings.max_queue = 1;
+    return settings;
+  }
+
+  // The response to `message`, parsed; fails the test when there is none.
+  Object::Ptr call(const std::string& message) {
+    std::optional<std::string> answer = server_.handle(message);
+    if (!answer) {
+      ADD_FAILURE() << "no answer to " << message;
+      return new Object;
+    }
+    EXPECT_EQ(answer->find('\n'), std::string::npos) << *answer;
+    EXPECT_EQ(runs::toValidUtf8(*answer), *answer);
+    return parse(*answer);
+  }
+
+  Object::Ptr request(const std::string& method, const std::string& params_json) {
+    return call(R"({"jsonrpc":"2.0","id":1,"method":")" + method + R"(","params":)" + params_json +
+                "}");
+  }
+
+  // The CallToolResult of tools/call.
+  Object::Ptr callTool(const std::string& name, const std::string& arguments_json) {
+    Object::Ptr response =
+        request("tools/call", R"({"name":")" + name + R"(","arguments":)" + arguments_json + "}");
+    EXPECT_TRUE(response->has("result")) << compact(response);
+    return response->has("result") ? response->getObject("result") : Object::Ptr(new Object);
+  }
+
+  // A successful tool result's structuredContent, checked against the tool's outputSchema
+  // and against its text block.
+  Object::Ptr structured(const std::string& name, const Object::Ptr& result) {
+    EXPECT_FALSE(result->getValue<bool>("isError")) << compact(result);
+    if (!result->has("structuredContent")) {
+      ADD_FAILURE() << "no structuredContent: " << compact(result);
+      return new Object;
+    }
+    const Object::Ptr content = result->getObject("structuredContent");
+    const Array::Ptr blocks = result->getArray("content");
+    EXPECT_EQ(blocks->size(), 1u);
+    EXPECT_EQ(blocks->getObject(0)->getValue<std::string>("type"), "text");
+    EXPECT_EQ(compact(parse(blocks->getObject(0)->getValue<std::string>("text"))),
+              compact(content));
+
+    std::vector<std::string> errors;
+    validate(content, outputSchema(name), "structuredContent", errors);
+    EXPECT_THAT(errors, ::testing::IsEmpty()) << compact(content);
+    return content;
+  }
+
+  // An isError result's text (and no structuredContent).
+  std::string toolError(const Object::Ptr& result) {
+    EXPECT_TRUE(result->getValue<bool>("isError")) << compact(result);
+    EXPECT_FALSE(result->has("structuredContent"));
+    const Array::Ptr blocks = result->getArray("content");
+    EXPECT_EQ(blocks->size(), 1u);
+    return blocks->getObject(0)->getValue<std::string>("text");
+  }
+
+  Object::Ptr tool(const std::string& name) {
+    const Array::Ptr tools = request("tools/list", "{}")->getObject("result")->getArray("tools");
+    for (std::size_t i = 0; i < tools->size(); ++i) {
+      if (tools->getObject(i)->getValue<std::string>("name") == name) {
+        return tools->getObject(i);
+      }
+    }
+    ADD_FAILURE() << "no tool " << name;
+    return new Object;
+  }
+
+  Object::Ptr outputSchema(const std::string& name) {
+    return tool(name)->getObject("outputSchema");
+  }
+
+  std::string startRun(const std::string& code) {
+    const Object::Ptr content =
+        structured("start_run", callTool("start_run", R"({"code":")" + code + R"("})"));
+    return content->getValue<std::string>("run_id");
+  }
+
+  mcptest::FakeRuntime backend_;
+  runs::SystemClock clock_;
+  policy::LimitPolicy limits_;
+  runs::RunManager runs_;
+  Server server_;
+};
+
+void expectError(const Object::Ptr& response, int code, const std::string& id_json) {
+  ASSERT_TRUE(response->has("error")) << compact(response);
+  EXPECT_FALSE(response->has("result"));
+  EXPECT_EQ(response->getObject("error")->getValue<int>("code"), code) << compact(response);
+  EXPECT_FALSE(response->getObject("error")->getValue<std::string>("message").empty());
+  EXPECT_THAT(compact(response), HasSubstr(R"("id":)" + id_json + ","));
+}
+
+TEST_F(ServerTest, InitializeEchoesEachSupportedVersion) {
+  for (const std::string version : {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}) {
+    const Object::Ptr response = request(
+        "initialize", R"({"protocolVersion":")" + version +
+                          R"(","capabilities":{},"clientInfo":{"name":"t","version":"1"}})");
+    EXPECT_EQ(response->getObject("result")->getValue<std::string>("protocolVersion"), version);
+  }
+}
+
+TEST_F(ServerTest, InitializeAnswersAnUnknownVersionWithTheLatest) {
+  const Object::Ptr response = request("initialize", R"({"protocolVersion":"2099-01-01"})");
+  const Object::Ptr result = response->getObject("result");
+  EXPECT_EQ(result->getValue<std::string>("protocolVersion"), "2025-11-25");
+  EXPECT_EQ(compact(result->getObject("capabilities")), R"({"tools":{"listChanged":false}})");
+  const Object::Ptr info = result->getObject("serverInfo");
+  EXPECT_EQ(info->getValue<std::string>("name"), "scs");
+  EXPECT_EQ(info->getValue<std::string>("title"), "Scs");
+  EXPECT_EQ(info->getValue<std::string>("version"), "1.2.3");
+  const std::string instructions = result->getValue<std::string>("instructions");
+  EXPECT_THAT(instructions, HasSubstr("start_run"));
+  EXPECT_THAT(instructions, HasSubstr("get_result"));
+  EXPECT_THAT(instructions, HasSubstr("stop_run"));
+}
+
+TEST_F(ServerTest, InitializeWithoutAStringVersionIsInvalidParams) {
+  expectError(request("initialize", R"({"capabilities":{}})"), -32602, "1");
+  expectError(request("initialize", R"({"protocolVersion":20251125})"), -32602, "1");
+  expectError(call(R"({"jsonrpc":"2.0","id":4,"method":"initialize"})"), -32602, "4");
+}
+
+TEST_F(ServerTest, PingAnswersAnEmptyResult) {
+  EXPECT_EQ(server_.handle(R"({"jsonrpc":"2.0","id":"p1","method":"ping"})"),
+            R"({"jsonrpc":"2.0","id":"p1","result":{}})");
+}
+
+TEST_F(ServerTest, IdsAreEchoedWithTheirTypeAndValue) {
+  EXPECT_EQ(server_.handle(R"({"jsonrpc":"2.0","id":0,"method":"ping"})"),
+            R"({"jsonrpc":"2.0","id":0,"result":{}})");
+  EXPECT_EQ(server_.handle(R"({"jsonrpc":"2.0","id":"abc","method":"ping"})"),
+            R"({"jsonrpc":"2.0","id":"abc","result":{}})");
+  EXPECT_EQ(server_.handle(R"({"jsonrpc":"2.0","id":12345678901234,"method":"ping"})"),
+            R"({"jsonrpc":"2.0","id":12345678901234,"result":{}})");
+  EXPECT_EQ(server_.handle(R"({"jsonrpc":"2.0","id":-7,"method":"ping"})"),
+            R"({"jsonrpc":"2.0","id":-7,"result":{}})");
+  EXPECT_EQ(server_.handle(R"({"jsonrpc":"2.0","id":18446744073709551615,"method":"ping"})"),
+            R"({"jsonrpc":"2.0","id":18446744073709551615,"result":{}})");
+  EXPECT_EQ(server_.handle(R"({"jsonrpc":"2.0","id":"12","method":"ping"})"),
+            R"({"jsonrpc":"2.0","id":"12","result":{}})");
+  // Poco would wrap 2^64 to 0; it must not come back as a different, valid id.
+  expectError(call(R"({"jsonrpc":"2.0","id":18446744073709551616,"method":"ping"})"), -32600,
+              "null");
+}
+
+TEST_F(ServerTest, MalformedJsonIsAParseErrorWithNullId) {
+  for (const std::string bad : {"{", R"({"jsonrpc":"2.0","id":1,"method":"ping"} x)", "nope", "",
+                                R"({"jsonrpc":"2.0","id":1,)", "1 2"}) {
+    SCOPED_TRACE(bad);
+    expectError(call(bad), -32700, "null");
+  }
+  // Nesting deeper than the parser allows is refused, not a stack overflow.
+  expectError(call(std::string(100000, '[') + std::string(100000, ']')), -32700, "null");
+}
+
+TEST_F(ServerTest, ValidJsonThatIsNotARequestIsInvalidRequest) {
+  expectError(call(R"([{"jsonrpc":"2.0","id":1,"method":"ping"}])"), -32600, "null");
+  expectError(call("[]"), -32600, "null");
+  expectError(call("5"), -32600, "null");
+  expectError(call(R"("ping")"), -32600, "null");
+  expectError(call("null"), -32600, "null");
+  expectError(call(R"({"jsonrpc":"1.0","id":7,"method":"ping"})"), -32600, "7");
+  expectError(call(R"({"id":7,"method":"ping"})"), -32600, "7");
+  expectError(call(R"({"jsonrpc":"2.0","id":"x","method":5})"), -32600, R"("x")");
+  expectError(call(R"({"jsonrpc":"2.0","id":8})"), -32600, "8");
+  for (const std::string id : {"{}", "[1]", "true", "1.5", "null"}) {
+    SCOPED_TRACE(id);
+    expectError(call(R"({"jsonrpc":"2.0","id":)" + id + R"(,"method":"ping"})"), -32600, "null");
+  }
+}
+
+TEST_F(ServerTest, NonObjectParamsAreInvalidParams) {
+  expectError(call(R"({"jsonrpc":"2.0","id":2,"method":"ping","params":[1]})"), -32602, "2");
+  expectError(call(R"({"jsonrpc":"2.0","id":2,"method":"tools/list","params":"x"})"), -32602, "2");
+}
+
+TEST_F(ServerTest, UnknownMethodsAreMethodNotFound) {
+  const Object::Ptr response = call(R"({"jsonrpc":"2.0","id":3,"method":"foo/bar"})");
+  expectError(response, -32601, "3");
+  EXPECT_EQ(response->getObject("error")->getValue<std::string>("message"),
+            "Method not found: foo/bar");
+  expectError(call(R"({"jsonrpc":"2.0","id":"d","method":"server/discover","params":{}})"), -32601,
+              R"("d")");
+}
+
+TEST_F(ServerTest, NotificationsAndResponsesGetNoAnswer) {
+  EXPECT_EQ(server_.handle(R"({"jsonrpc":"2.0","method":"notifications/initialized"})"),
+            std::nullopt);
+  EXPECT_EQ(server_.handle(
+                R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}})"),
+            std::nullopt);
+  EXPECT_EQ(server_.handle(R"({"jsonrpc":"2.0","method":"notifications/whatever"})"), std::nullopt);
+  EXPECT_EQ(server_.handle(R"({"jsonrpc":"2.0","method":"ping"})"), std::nullopt);
+  EXPECT_EQ(server_.handle(R"({"jsonrpc":"2.0","id":5,"result":{}})"), std::nullopt);
+  EXPECT_EQ(server_.handle(R"({"jsonrpc":"2.0","id":5,"error":{"code":-1,"message":"x"}})"),
+            std::nullopt);
+}
+
+TEST_F(ServerTest, ToolsListDescribesThreeToolsForAModel) {
+  const Object::Ptr result = request("tools/list", "{}")->getObject("result");
+  EXPECT_FALSE(result->has("nextCursor"));
+  const Array::Ptr tools = result->getArray("tools");
+  ASSERT_EQ(tools->size(), 3u);
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < tools->size(); ++i) {
+    const Object::Ptr tool = tools->getObject(i);
+    names.push_back(tool->getValue<std::string>("name"));
+    SCOPED_TRACE(names.back());
+    EXPECT_FALSE(tool->getValue<std::string>("title").empty());
+    EXPECT_GT(tool->getValue<std::string>("description").size(), 100u);
+    const Object::Ptr input = tool->getObject("inputSchema");
+    EXPECT_EQ(input->getValue<std::string>("type"), "object");
+    EXPECT_FALSE(input->getValue<bool>("additionalProperties"));
+    const Object::Ptr output = tool->getObject("outputSchema");
+    EXPECT_EQ(output->getValue<std::string>("type"), "object");
+    EXPECT_THAT(stringsOf(output->get("required")), ElementsAre("run_id", "status"));
+    const Object::Ptr properties = output->getObject("properties");
+    EXPECT_THAT(stringsOf(properties->getObject("exit_code")->get("type")),
+                ElementsAre("integer", "null"));
+    EXPECT_THAT(stringsOf(properties->getObject("started_at")->get("type")),
+                ElementsAre("string", "null"));
+    EXPECT_THAT(stringsOf(properties->getObject("status")->get("enum")),
+                ElementsAre("queued", "running", "succeeded", "failed", "timed_out",
+                            "out_of_memory", "stopped", "sandbox_error"));
+    EXPECT_FALSE(tool->getObject("annotations")->getValue<bool>("openWorldHint"));
+  }
+  EXPECT_THAT(names, ElementsAre("start_run", "get_result", "stop_run"));
+
+  EXPECT_EQ(compact(tools->getObject(0)->getObject("annotations")),
+            R"({"readOnlyHint":false,"destructiveHint":false,"idempotentHint":false,)"
+            R"("openWorldHint":false})");
+  EXPECT_EQ(compact(tools->getObject(1)->getObject("annotations")),
+            R"({"readOnlyHint":true,"idempotentHint":true,"openWorldHint":false})");
+  EXPECT_EQ(compact(tools->getObject(2)->getObject("annotations")),
+            R"({"readOnlyHint":false,"destructiveHint":true,"idempotentHint":true,)"
+            R"("openWorldHint":false})");
+
+  const Object::Ptr start_input = tools->getObject(0)->getObject("inputSchema");
+  EXPECT_THAT(stringsOf(start_input->get("required")), ElementsAre("code"));
+  const Object::Ptr limit_properties =
+      start_input->getObject("properties")->getObject("limits")->getObject("properties");
+  EXPECT_EQ(limit_properties->getObject("memory_gb")->getValue<double>("maximum"), 16);
+  EXPECT_EQ(limit_properties->getObject("memory_gb")->getValue<double>("default"), 5);
+  EXPECT_EQ(limit_properties->getObject("timeout_seconds")->getValue<double>("maximum"), 3600);
+  EXPECT_EQ(limit_properties->getObject("cpus")->getValue<double>("maximum"), 4);
+  EXPECT_FALSE(limit_properties->has("processes"));
+  const Object::Ptr get_input = tools->getObject(1)->getObject("inputSchema");
+  EXPECT_THAT(stringsOf(get_input->get("required")), ElementsAre("run_id"));
+  EXPECT_EQ(
+      get_input->getObject("properties")->getObject("wait_seconds")->getValue<double>("maximum"),
+      60);
+
+  const std::string start = tools->getObject(0)->getValue<std::string>("description");
+  for (const std::string fact :
+       {"no network", "pip", "standard library", "/workspace", "memory_gb default 5, max 16",
+        "timeout_seconds default 600, max 3600", "cpus default 2, max 4", "256", "get_result",
+        "stop_run"}) {
+    EXPECT_THAT(start, HasSubstr(fact));
+  }
+  const std::string get = tools->getObject(1)->getValue<std::string>("description");
+  for (const std::string fact : {"succeeded", "failed", "timed_out", "out_of_memory", "stopped",
+                                 "sandbox_error", "head and the tail", "1 hour"}) {
+    EXPECT_THAT(get, HasSubstr(fact));
+  }
+}
+
+class SmallHostServerTest : public ServerTest {
+ protected:
+  SmallHostServerTest() : ServerTest(policy::HostCapacity{2, std::int64_t{64} << 30}) {}
+};
+
+TEST_F(SmallHostServerTest, SchemasAndDescriptionsQuoteTheEffectiveMaxima) {
+  const Object::Ptr start = tool("start_run");
+  EXPECT_EQ(start->getObject("inputSchema")
+                ->getObject("properties")
+                ->getObject("limits")
+                ->getObject("properties")
+                ->getObject("cpus")
+                ->getValue<double>("maximum"),
+            2);
+  EXPECT_THAT(start->getValue<std::string>("description"), HasSubstr("cpus default 2, max 2"));
+}
+
+TEST_F(ServerTest, StartPollAndStopARun) {
+  const Object::Ptr started =
+      structured("start_run", callTool("start_run", R"({"code":"#stdout=hi\\n\npass"})"));
+  const std::string run_id = started->getValue<std::string>("run_id");
+  EXPECT_FALSE(run_id.empty());
+  EXPECT_THAT(started->getValue<std::string>("status"), ::testing::AnyOf("queued", "running"));
+  EXPECT_EQ(compact(started->getObject("limits")),
+            R"({"memory_gb":5,"timeout_seconds":600,"cpus":2,"processes":256})");
+
+  const Object::Ptr report = structured(
+      "get_result", callTool("get_result", R"({"run_id":")" + run_id + R"(","wait_seconds":20})"));
+  EXPECT_EQ(report->getValue<std::string>("run_id"), run_id);
+  EXPECT_EQ(report->getValue<std::string>("status"), "succeeded");
+  EXPECT_EQ(report->getValue<int>("exit_code"), 0);
+  EXPECT_FALSE(report->has("signal"));
+  EXPECT_FALSE(report->getValue<std::string>("reason").empty());
+  EXPECT_EQ(report->getValue<std::string>("stdout"), "hi\n");
+  EXPECT_EQ(report->getValue<std::string>("stderr"), "");
+  EXPECT_EQ(report->getValue<int>("stdout_bytes"), 3);
+  EXPECT_EQ(report->getValue<int>("stderr_bytes"), 0);
+  EXPECT_FALSE(report->getValue<bool>("stdout_truncated"));
+  EXPECT_FALSE(report->getValue<bool>("stderr_truncated"));
+  EXPECT_GE(report->getValue<double>("duration_seconds"), 0);
+  EXPECT_GE(report->getValue<double>("queued_seconds"), 0);
+  const std::regex rfc3339(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)");
+  EXPECT_TRUE(std::regex_match(report->getValue<std::string>("started_at"), rfc3339));
+  EXPECT_TRUE(std::regex_match(report->getValue<std::string>("finished_at"), rfc3339));
+  EXPECT_EQ(report->getValue<std::int64_t>("peak_memory_bytes"), 1 << 20);
+  EXPECT_FALSE(report->has("queue_position"));
+
+  // Stopping a finished run changes nothing.
+  const Object::Ptr stopped =
+      structured("stop_run", callTool("stop_run", R"({"run_id":")" + run_id + R"("})"));
+  EXPECT_EQ(stopped->getValue<std::string>("status"), "succeeded");
+  EXPECT_EQ(stopped->getValue<std::string>("stdout"), "hi\n");
+}
+
+TEST_F(ServerTest, StoppingARunningRunReportsStopped) {
+  const std::string run_id = startRun("#hang");
+  const Object::Ptr polled =
+      structured("get_result", callTool("get_result", R"({"run_id":")" + run_id + R"("})"));
+  EXPECT_THAT(polled->getValue<std::string>("status"), ::testing::AnyOf("queued", "running"));
+  EXPECT_FALSE(polled->has("stdout"));
+
+  const Object::Ptr stopped =
+      structured("stop_run", callTool("stop_run", R"({"run_id":")" + run_id + R"("})"));
+  EXPECT_EQ(stopped->getValue<std::string>("status"), "stopped");
+  const Object::Ptr again = structured(
+      "get_result", callTool("get_result", R"({"run_id":")" + run_id + R"(","wait_seconds":0})"));
+  EXPECT_EQ(again->getValue<std::string>("status"), "stopped");
+}
+
+TEST_F(ServerTest, QueuedRunsReportTheirPositionAndAFullQueueIsAToolError) {
+  const std::string running = startRun("#hang");
+  const Object::Ptr queued = structured("start_run", callTool("start_run", R"({"code":"#hang"})"));
+  EXPECT_EQ(queued->getValue<std::string>("status"), "queued");
+  EXPECT_EQ(queued->getValue<int>("queue_position"), 1);
+
+  EXPECT_FALSE(toolError(callTool("start_run", R"({"code":"#hang"})")).empty());
+
+  const Object::Ptr stopped = structured(
+      "stop_run",
+      callTool("stop_run", R"({"run_id":")" + queued->getValue<std::string>("run_id") + R"("})"));
+  EXPECT_EQ(stopped->getValue<std::string>("status"), "stopped");
+  EXPECT_TRUE(stopped->isNull("started_at"));
+  EXPECT_TRUE(stopped->isNull("exit_code"));
+  structured("stop_run", callTool("stop_run", R"({"run_id":")" + running + R"("})"));
+}
+
+TEST_F(ServerTest, OutputIsValidUtf8) {
+  const std::string run_id = startRun(R"(#stdout=a\\xffb\\xc3)");
+  const Object::Ptr report = structured(
+      "get_result", callTool("get_result", R"({"run_id":")" + run_id + R"(","wait_seconds":20})"));
+  EXPECT_EQ(report->getValue<std::string>("stdout"),
+            "a\xEF\xBF\xBD"
+            "b\xEF\xBF\xBD");
+}
+
+TEST_F(ServerTest, LimitsOverTheMaximumAreAToolErrorWithTheExactMessage) {
+  EXPECT_EQ(toolError(callTool("start_run", R"({"code":"pass","limits":{"memory_gb":32}})")),
+            "Requested 32 GB of memory, max is 16 GB");
+}
+
+TEST_F(ServerTest, ProcessesAndUnknownArgumentsAreRejectedByName) {
+  EXPECT_THAT(toolError(callTool("start_run", R"({"code":"x","limits":{"processes":10}})")),
+              HasSubstr("processes"));
+  EXPECT_THAT(toolError(callTool("start_run", R"({"code":"x","language":"python"})")),
+              HasSubstr("\"language\""));
+  EXPECT_THAT(toolError(callTool("get_result", R"({"run_id":"x","wait":1})")),
+              HasSubstr("\"wait\""));
+  EXPECT_THAT(toolError(callTool("stop_run", R"({"run_id":"x","force":true})")),
+              HasSubstr("\"force\""));
+}
+
+TEST_F(ServerTest, AHugeIntegerLimitIsNotMistakenForASmallOne) {
+  EXPECT_THAT(toolError(callTool("start_run",
+                                 R"({"code":"x","limits":{"memory_gb":18446744073709551617}})")),
+              HasSubstr("memory"));
+}
+
+TEST_F(ServerTest, BadCodeArgumentIsAToolError) {
+  EXPECT_THAT(toolError(callTool("start_run", "{}")), HasSubstr("\"code\""));
+  EXPECT_THAT(toolError(callTool("start_run", R"({"code":42})")), HasSubstr("\"code\""));
+  EXPECT_THAT(toolError(request("tools/call", R"({"name":"start_run"})")->getObject("result")),
+              HasSubstr("\"code\""));
+}
+
+TEST_F(ServerTest, BadFilesAreAToolError) {
+  EXPECT_THAT(toolError(callTool(
+                  "start_run", R"({"code":"x","files":[{"path":"../etc/passwd","content":"x"}]})")),
+              HasSubstr(".."));
+  EXPECT_FALSE(toolError(callTool("start_run", R"({"code":"x","files":"nope"})")).empty());
+}
+
+TEST_F(ServerTest, FilesAreAccepted) {
+  structured("start_run",
+             callTool("start_run", R"({"code":"x","files":[{"path":"data/a.txt","content":"aGk=",)"
+                                   R"("encoding":"base64"}]})"));
+}
+
+TEST_F(ServerTest, UnknownRunIdIsAToolError) {
+  const std::string expected =
+      "Unknown or expired run_id \"nope\". Reports are kept for a limited time after a run "
+      "ends; start a new run.";
+  EXPECT_EQ(toolError(callTool("get_result", R"({"run_id":"nope"})")), expected);
+  EXPECT_EQ(toolError(callTool("stop_run", R"({"run_id":"nope"})")), expected);
+}
+
+TEST_F(ServerTest, BadRunIdOrWaitIsAToolError) {
+  EXPECT_THAT(toolError(callTool("get_result", "{}")), HasSubstr("run_id"));
+  EXPECT_THAT(toolError(callTool("stop_run", R"({"run_id":5})")), HasSubstr("run_id"));
+  for (const std::string wait : {"61", "-1", "\"5\"", "true", "null", "1e400"}) {
+    SCOPED_TRACE(wait);
+    const Object::Ptr response =
+        call(R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_result",)"
+             R"("arguments":{"run_id":"nope","wait_seconds":)" +
+             wait + "}}}");
+    if (wait == "1e400") {
+      expectError(response, -32700, "null");  // not representable as a double
+    } else if (wait == "null") {
+      EXPECT_THAT(toolError(response->getObject("result")), HasSubstr("Unknown or expired"));
+    } else {
+      EXPECT_THAT(toolError(response->getObject("result")), HasSubstr("wait_seconds"));
+    }
+  }
+}
+
+TEST_F(ServerTest, ToolsCallProtocolErrors) {
+  const Object::Ptr unknown = request("tools/call", R"({"name":"nope","arguments":{}})");
+  expectError(unknown, -32602, "1");
+  EXPECT_EQ(unknown->getObject("error")->getValue<std::string>("message"), "Unknown tool: nope");
+  expectError(request("tools/call", R"({"arguments":{}})"), -32602, "1");
+  expectError(request("tools/call", R"({"name":7})"), -32602, "1");
+  expectError(request("tools/call", R"({"name":"start_run","arguments":[1]})"), -32602, "1");
+  expectError(call(R"({"jsonrpc":"2.0","id":1,"method":"tools/call"})"), -32602, "1");
+}
+
+// Records what is logged through one Poco logger while it lives.
+class LogCapture : public Poco::Channel {
+ public:
+  explicit LogCapture(const std::string& name) : logger_(Poco::Logger::get(name)) {
+    previous_ = logger_.getChannel();
+    previous_level_ = logger_.getLevel();
+    logger_.setChannel(this);
+    logger_.setLevel(Poco::Message::PRIO_INFORMATION);
+  }
+  ~LogCapture() override {
+    logger_.setChannel(previous_);
+    logger_.setLevel(previous_level_);
+  }
+  void log(const Poco::Message& message) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    messages_.push_back(message);
+  }
+  std::vector<Poco::Message> messages() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return messages_;
+  }
+
+ private:
+  Poco::Logger& logger_;
+  Poco::AutoPtr<Poco::Channel> previous_;
+  int previous_level_ = 0;
+  std::mutex mutex_;
+  std::vector<Poco::Message> messages_;
+};
+
+TEST_F(ServerTest, AnUnexpectedExceptionIsAnInternalErrorAndIsLogged) {
+  const std::string run_id = startRun("#hang");
+  ASSERT_TRUE(backend_.waitForWaiter(std::chrono::seconds(10)));
+  Poco::AutoPtr<LogCapture> capture(new LogCapture("scs.mcp"));
+  backend_.throwOnNextKill();
+  const Object::Ptr response =
+      call(R"({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"stop_run",)"
+           R"("arguments":{"run_id":")" +
+           run_id + R"("}}})");
+  expectError(response, -32603, "9");
+  EXPECT_EQ(response->getObject("error")->getValue<std::string>("message"), "Internal error");
+  const std::vector<Poco::Message> logged = capture->messages();
+  ASSERT_EQ(logged.size(), 1u);
+  EXPECT_EQ(logged[0].getPriority(), Poco::Message::PRIO_ERROR);
+  EXPECT_THAT(logged[0].getText(), HasSubstr("fake kill exploded"));
+  backend_.killAll();  // ends the run the failed stop left behind
+  EXPECT_EQ(server_.handle(R"({"jsonrpc":"2.0","id":10,"method":"ping"})"),
+            R"({"jsonrpc":"2.0","id":10,"result":{}})");
+}
+
+TEST_F(ServerTest, OversizedMessageErrorNamesTheCap) {
+  const Object::Ptr response = parse(Server::oversizedMessageError(1024));
+  expectError(response, -32600, "null");
+  EXPECT_THAT(response->getObject("error")->getValue<std::string>("message"), HasSubstr("1024"));
+}
+
+TEST(FormatTimestampTest, IsRfc3339UtcWithMilliseconds) {
+  using namespace std::chrono;
+  EXPECT_EQ(formatTimestamp(system_clock::time_point(milliseconds(1234))),
+            "1970-01-01T00:00:01.234Z");
+  EXPECT_EQ(formatTimestamp(system_clock::time_point(seconds(1'700'000'000) + microseconds(5999))),
+            "2023-11-14T22:13:20.005Z");
+}
+
+}  // namespace
+}  // namespace scs::mcp

@@ -1,0 +1,377 @@
+#include "mcp/server.h"
+
+#include <Poco/Dynamic/Var.h>
+#include <Poco/Exception.h>
+#include <Poco/JSON/Array.h>
+#include <Poco/JSON/Object.h>
+#include <Poco/JSON/Parser.h>
+#include <Poco/Logger.h>
+
+#include <cctype>
+#include <cstdio>
+#include <exception>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
+#include "mcp/tools.h"
+#include "runs/output.h"
+
+namespace scs::mcp {
+namespace {
+
+using Poco::Dynamic::Var;
+using Poco::JSON::Array;
+using Poco::JSON::Object;
+
+constexpr const char* kSupportedVersions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
+                                              "2024-11-05"};
+
+constexpr const char* kInstructions =
+    "Runs untrusted Python 3 (standard library only, no network) in a locked-down, throwaway "
+    "sandbox. Workflow: start_run(code, files?, limits?) returns a run_id at once; call "
+    "get_result(run_id, wait_seconds) until the status is final (succeeded, failed, timed_out, "
+    "out_of_memory, stopped or sandbox_error); stop_run(run_id) cancels a run you no longer "
+    "need.";
+
+enum class ErrorKind { kParse, kInvalidRequest, kMethodNotFound, kInvalidParams, kInternal };
+
+// The one map from error kind to JSON-RPC code; anything unexpected is an internal error.
+int errorCode(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kParse:
+      return -32700;
+    case ErrorKind::kInvalidRequest:
+      return -32600;
+    case ErrorKind::kMethodNotFound:
+      return -32601;
+    case ErrorKind::kInvalidParams:
+      return -32602;
+    case ErrorKind::kInternal:
+      break;
+  }
+  return -32603;
+}
+
+// A JSON-RPC error answer, raised while handling one message and caught in Server::handle.
+class RpcError : public std::runtime_error {
+ public:
+  RpcError(ErrorKind kind, const std::string& message, Var data = Var())
+      : std::runtime_error(message), kind_(kind), data_(std::move(data)) {}
+  ErrorKind kind() const { return kind_; }
+  const Var& data() const { return data_; }
+
+ private:
+  ErrorKind kind_;
+  Var data_;
+};
+
+Poco::Logger& logger() { return Poco::Logger::get("scs.mcp"); }
+
+void logError(const std::string& message) noexcept {
+  try {
+    logger().error(message);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "scs.mcp: %s (logging failed: %s)\n", message.c_str(), e.what());
+  }
+}
+
+Object::Ptr newObject() { return new Object(Poco::JSON_PRESERVE_KEY_ORDER); }
+
+std::string serialise(const Object::Ptr& object) {
+  std::ostringstream out;
+  object->stringify(out);
+  return out.str();
+}
+
+bool fitsIn64Bits(std::string_view literal) {
+  const bool negative = !literal.empty() && literal.front() == '-';
+  std::string_view digits = negative ? literal.substr(1) : literal;
+  const std::string_view limit = negative ? "9223372036854775808" : "18446744073709551615";
+  if (digits.size() != limit.size()) {
+    return digits.size() < limit.size();
+  }
+  return digits <= limit;
+}
+
+// Poco 1.11 silently wraps integer literals that do not fit in 64 bits (2^64 parses as 0),
+// which would let an absurd limit or id pass as a small one. Such literals get a ".0" so
+// that they parse as the (large) floating-point numbers they are.
+std::string widenHugeIntegers(std::string_view text) {
+  std::string out;
+  std::size_t copied = 0;
+  bool in_string = false;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        i += 2;
+        continue;
+      }
+      in_string = c != '"';
+      ++i;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      ++i;
+      continue;
+    }
+    if (c != '-' && !std::isdigit(static_cast<unsigned char>(c))) {
+      ++i;
+      continue;
+    }
+    const std::size_t start = i;
+    i += c == '-' ? 1 : 0;
+    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+      ++i;
+    }
+    if (i < text.size() && (text[i] == '.' || text[i] == 'e' || text[i] == 'E')) {
+      while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) ||
+                                 std::string_view(".eE+-").find(text[i]) != std::string::npos)) {
+        ++i;
+      }
+      continue;
+    }
+    if (!fitsIn64Bits(text.substr(start, i - start))) {
+      out.append(text.substr(copied, i - copied));
+      out += ".0";
+      copied = i;
+    }
+  }
+  if (copied == 0) {
+    return std::string(text);
+  }
+  out.append(text.substr(copied));
+  return out;
+}
+
+// Parses one message of any JSON type. Poco parses only objects and arrays at the top
+// level, so the message is wrapped in an array that must hold exactly one value.
+Var parseMessage(std::string_view message) {
+  Array::Ptr wrapper;
+  try {
+    Poco::JSON::Parser parser;
+    const Var parsed = parser.parse("[" + widenHugeIntegers(message) + "]");
+    wrapper = parsed.extract<Array::Ptr>();
+  } catch (const Poco::Exception& e) {
+    throw RpcError(ErrorKind::kParse, "Parse error: " + runs::toValidUtf8(e.message()));
+  }
+  if (!wrapper || wrapper->size() != 1) {
+    throw RpcError(ErrorKind::kParse, "Parse error: expected exactly one JSON value.");
+  }
+  return wrapper->get(0);
+}
+
+bool isObject(const Var& value) { return value.type() == typeid(Object::Ptr); }
+
+Object::Ptr asObject(const Var& value) { return value.extract<Object::Ptr>(); }
+
+bool isUsableId(const Var& id) { return id.isString() || (id.isInteger() && !id.isBoolean()); }
+
+Var responseId(const Var& id) { return id.isString() ? Var(runs::toValidUtf8(id.toString())) : id; }
+
+std::string resultResponse(const Var& id, const Object::Ptr& result) {
+  Object::Ptr response = newObject();
+  response->set("jsonrpc", "2.0");
+  response->set("id", responseId(id));
+  response->set("result", result);
+  return serialise(response);
+}
+
+std::string errorResponse(const Var& id, ErrorKind kind, const std::string& message,
+                          const Var& data) {
+  Object::Ptr error = newObject();
+  error->set("code", errorCode(kind));
+  error->set("message", runs::toValidUtf8(message));
+  if (!data.isEmpty()) {
+    error->set("data", data);
+  }
+  Object::Ptr response = newObject();
+  response->set("jsonrpc", "2.0");
+  response->set("id", responseId(id));
+  response->set("error", error);
+  return serialise(response);
+}
+
+// The work of Server::handle, for one message; every failure is an exception.
+class Dispatcher {
+ public:
+  Dispatcher(runs::RunManager& runs, const policy::LimitPolicy& limits,
+             const policy::FileSettings& files, const ServerInfo& info)
+      : tools_(runs, limits, files, info.run_retention), info_(info) {}
+
+  // `id` receives the request's id as soon as it is known to be usable.
+  std::optional<std::string> handle(std::string_view message, Var& id) {
+    const Var parsed = parseMessage(message);
+    if (parsed.type() == typeid(Array::Ptr)) {
+      throw RpcError(ErrorKind::kInvalidRequest,
+                     "Invalid Request: batches are not supported; send one message per line.");
+    }
+    if (!isObject(parsed)) {
+      throw RpcError(ErrorKind::kInvalidRequest,
+                     "Invalid Request: a JSON-RPC message must be a JSON object.");
+    }
+    const Object::Ptr request = asObject(parsed);
+    const bool has_id = request->has("id");
+    const Var raw_id = has_id ? request->get("id") : Var();
+    if (has_id && isUsableId(raw_id)) {
+      id = raw_id;
+    }
+    if (!request->has("method") && (request->has("result") || request->has("error"))) {
+      return std::nullopt;  // a response from the client; we never send requests
+    }
+    const Var jsonrpc = request->has("jsonrpc") ? request->get("jsonrpc") : Var();
+    if (!jsonrpc.isString() || jsonrpc.toString() != "2.0") {
+      throw RpcError(ErrorKind::kInvalidRequest, "Invalid Request: \"jsonrpc\" must be \"2.0\".");
+    }
+    const Var method_value = request->has("method") ? request->get("method") : Var();
+    if (!method_value.isString()) {
+      throw RpcError(ErrorKind::kInvalidRequest, "Invalid Request: \"method\" must be a string.");
+    }
+    if (has_id && !isUsableId(raw_id)) {
+      throw RpcError(ErrorKind::kInvalidRequest,
+                     "Invalid Request: \"id\" must be a string or an integer.");
+    }
+    const std::string method = method_value.toString();
+    if (!has_id) {
+      poco_debug(logger(), "notification " + runs::toValidUtf8(method));
+      return std::nullopt;
+    }
+    poco_debug(logger(), "request " + runs::toValidUtf8(method));
+
+    Object::Ptr params;
+    if (request->has("params")) {
+      const Var value = request->get("params");
+      if (!isObject(value)) {
+        throw RpcError(ErrorKind::kInvalidParams, "Invalid params: \"params\" must be an object.");
+      }
+      params = asObject(value);
+    }
+    return resultResponse(id, dispatch(method, params));
+  }
+
+ private:
+  Object::Ptr dispatch(const std::string& method, const Object::Ptr& params) {
+    if (method == "initialize") {
+      return initialize(params);
+    }
+    if (method == "ping") {
+      return newObject();
+    }
+    if (method == "tools/list") {
+      Object::Ptr result = newObject();
+      result->set("tools", tools_.definitions());
+      return result;
+    }
+    if (method == "tools/call") {
+      return callTool(params);
+    }
+    throw RpcError(ErrorKind::kMethodNotFound, "Method not found: " + runs::toValidUtf8(method));
+  }
+
+  Object::Ptr initialize(const Object::Ptr& params) {
+    const Var requested =
+        params && params->has("protocolVersion") ? params->get("protocolVersion") : Var();
+    if (!requested.isString()) {
+      Array::Ptr supported = new Array;
+      for (const char* version : kSupportedVersions) {
+        supported->add(std::string(version));
+      }
+      Object::Ptr data = newObject();
+      data->set("supported", supported);
+      throw RpcError(ErrorKind::kInvalidParams,
+                     "Invalid params: initialize needs \"protocolVersion\" (a string).", data);
+    }
+    std::string version = kLatestProtocolVersion;
+    for (const char* supported : kSupportedVersions) {
+      if (requested.toString() == supported) {
+        version = supported;
+      }
+    }
+
+    Object::Ptr tools = newObject();
+    tools->set("listChanged", false);
+    Object::Ptr capabilities = newObject();
+    capabilities->set("tools", tools);
+    Object::Ptr server_info = newObject();
+    server_info->set("name", info_.name);
+    server_info->set("title", info_.title);
+    server_info->set("version", info_.version.empty() ? std::string("0.0.0") : info_.version);
+
+    Object::Ptr result = newObject();
+    result->set("protocolVersion", version);
+    result->set("capabilities", capabilities);
+    result->set("serverInfo", server_info);
+    result->set("instructions", kInstructions);
+    return result;
+  }
+
+  Object::Ptr callTool(const Object::Ptr& params) {
+    const Var name = params && params->has("name") ? params->get("name") : Var();
+    if (!name.isString()) {
+      throw RpcError(ErrorKind::kInvalidParams,
+                     "Invalid params: tools/call needs \"name\" (a string).");
+    }
+    Object::Ptr arguments;
+    const Var value = params->has("arguments") ? params->get("arguments") : Var();
+    if (!value.isEmpty()) {
+      if (!isObject(value)) {
+        throw RpcError(ErrorKind::kInvalidParams,
+                       "Invalid params: \"arguments\" must be an object.");
+      }
+      arguments = asObject(value);
+    }
+    const std::string tool = name.toString();
+    if (!tools_.has(tool)) {
+      throw RpcError(ErrorKind::kInvalidParams, "Unknown tool: " + runs::toValidUtf8(tool));
+    }
+    return tools_.call(tool, arguments);
+  }
+
+  Tools tools_;
+  const ServerInfo& info_;
+};
+
+}  // namespace
+
+Server::Server(runs::RunManager& runs, const policy::LimitPolicy& limits,
+               const policy::FileSettings& files, ServerInfo info)
+    : runs_(runs), limits_(limits), files_(files), info_(std::move(info)) {}
+
+std::optional<std::string> Server::handle(std::string_view message) {
+  Var id;
+  ErrorKind kind = ErrorKind::kInternal;
+  std::string error_message = "Internal error";
+  Var data;
+  try {
+    Dispatcher dispatcher(runs_, limits_, files_, info_);
+    return dispatcher.handle(message, id);
+  } catch (const RpcError& e) {
+    kind = e.kind();
+    error_message = e.what();
+    data = e.data();
+  } catch (const Poco::Exception& e) {
+    logError("internal error handling a message: " + e.displayText());
+  } catch (const std::exception& e) {
+    logError(std::string("internal error handling a message: ") + e.what());
+  } catch (...) {
+    logError("internal error handling a message: unknown exception");
+  }
+  try {
+    return errorResponse(id, kind, error_message, data);
+  } catch (const std::exception& e) {
+    logError(std::string("cannot serialise an error answer: ") + e.what());
+    return R"({"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error"}})";
+  }
+}
+
+std::string Server::oversizedMessageError(std::size_t limit) {
+  return errorResponse(Var(), ErrorKind::kInvalidRequest,
+                       "Invalid Request: the message is longer than the limit of " +
+                           std::to_string(limit) + " bytes.",
+                       Var());
+}
+
+}  // namespace scs::mcp

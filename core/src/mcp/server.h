@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -17,6 +18,8 @@ struct ServerInfo {
   std::string name = "safe-code-sandbox";
   std::string title = "Safe Code Sandbox";
   std::string version;
+  // How long reports are kept after a run ends (RunSettings::retention); quoted to the model.
+  std::chrono::seconds run_retention{3600};
 };
 
 // The transport-independent MCP protocol: JSON-RPC 2.0 framing, the lifecycle, and the

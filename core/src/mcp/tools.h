@@ -1,0 +1,59 @@
+#pragma once
+
+#include <Poco/JSON/Array.h>
+#include <Poco/JSON/Object.h>
+
+#include <chrono>
+#include <string>
+
+#include "policy/files.h"
+#include "policy/limits.h"
+#include "runs/run_manager.h"
+
+namespace scs::mcp {
+
+inline constexpr const char* kStartRun = "start_run";
+inline constexpr const char* kGetResult = "get_result";
+inline constexpr const char* kStopRun = "stop_run";
+
+inline constexpr double kMaxWaitSeconds = 60;
+
+// The three tools: their definitions for tools/list and their execution for tools/call.
+// Holds references only; cheap to build per call. Thread-safe as far as RunManager is.
+class Tools {
+ public:
+  Tools(runs::RunManager& runs, const policy::LimitPolicy& limits,
+        const policy::FileSettings& files, std::chrono::seconds retention);
+
+  // The `tools` array of a tools/list result: name, title, description, inputSchema,
+  // outputSchema and annotations of each tool. The limits quoted are the effective ones.
+  Poco::JSON::Array::Ptr definitions() const;
+
+  bool has(const std::string& name) const;
+
+  // Runs tool `name` (which must satisfy has()) with `arguments` (null: none) and returns
+  // the CallToolResult. Bad arguments, refusals and unknown run ids are results with
+  // isError true and one text block a model can act on; success carries structuredContent
+  // and the same JSON as text. Throws only on an unexpected failure (a bug).
+  Poco::JSON::Object::Ptr call(const std::string& name,
+                               const Poco::JSON::Object::Ptr& arguments) const;
+
+ private:
+  Poco::JSON::Object::Ptr startRun(const Poco::JSON::Object& arguments) const;
+  Poco::JSON::Object::Ptr getResult(const Poco::JSON::Object& arguments) const;
+  Poco::JSON::Object::Ptr stopRun(const Poco::JSON::Object& arguments) const;
+
+  runs::RunManager& runs_;
+  const policy::LimitPolicy& limits_;
+  const policy::FileSettings& files_;
+  std::chrono::seconds retention_;
+};
+
+// A run as tools report it: {run_id, status, limits, queue_position?} while queued or
+// running; the full report once final.
+Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot);
+
+// RFC 3339 in UTC with milliseconds: "2026-11-30T12:34:56.789Z".
+std::string formatTimestamp(std::chrono::system_clock::time_point time);
+
+}  // namespace scs::mcp
