@@ -1,0 +1,523 @@
+#include "http_transport.h"
+
+#include <Poco/Exception.h>
+#include <Poco/Net/HTTPClientSession.h>
+#include <Poco/Net/HTTPRequest.h>
+#include <Poco/Net/HTTPResponse.h>
+#include <Poco/Net/NetException.h>
+#include <Poco/Net/SocketAddress.h>
+#include <Poco/Net/StreamSocket.h>
+#include <Poco/Timespan.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <istream>
+#include <ostream>
+
+namespace scs::docker {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// Go's HTTP server insists on a Host header; the engine ignores its value.
+constexpr const char* kHostHeader = "docker";
+constexpr std::size_t kMaxReplyBytes = 64u << 20;
+constexpr std::size_t kMaxErrorBodyBytes = 64u << 10;
+constexpr std::size_t kMaxHeadBytes = 64u << 10;
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+std::string_view trim(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r')) {
+    text.remove_suffix(1);
+  }
+  return text;
+}
+
+std::chrono::milliseconds remaining(SteadyClock::time_point deadline) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
+}
+
+// Poco treats a zero timeout as "none", so a passed deadline must become an error here.
+Poco::Timespan remainingSpan(SteadyClock::time_point deadline) {
+  const auto left = remaining(deadline);
+  if (left.count() <= 0) {
+    throw Poco::TimeoutException("the call's deadline passed");
+  }
+  return Poco::Timespan(static_cast<Poco::Timespan::TimeDiff>(left.count()) * 1000);
+}
+
+HttpReply failure(TransportError error, std::string message) {
+  HttpReply reply;
+  reply.error = error;
+  reply.error_message = std::move(message);
+  return reply;
+}
+
+// Waits for `events` on `fd` until the deadline. False when it passed first.
+bool pollUntil(int fd, short events, SteadyClock::time_point deadline) {
+  while (true) {
+    const auto left = remaining(deadline);
+    if (left.count() <= 0) {
+      return false;
+    }
+    pollfd entry{fd, events, 0};
+    const int rc = ::poll(&entry, 1, static_cast<int>(std::min<long long>(left.count(), 1 << 30)));
+    if (rc > 0) {
+      return true;
+    }
+    if (rc < 0 && errno != EINTR) {
+      return true;  // let the following send or recv report the error
+    }
+  }
+}
+
+class SocketConnection : public Connection {
+ public:
+  explicit SocketConnection(Poco::Net::StreamSocket socket)
+      : socket_(std::move(socket)), fd_(socket_.impl()->sockfd()) {}
+
+  bool write(std::string_view bytes) override {
+    while (!bytes.empty()) {
+      if (aborted_.load()) {
+        return false;
+      }
+      const ssize_t sent = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (sent < 0) {
+        if (errno == EINTR) {
+          continue;
+        }
+        return false;
+      }
+      bytes.remove_prefix(static_cast<std::size_t>(sent));
+    }
+    return true;
+  }
+
+  bool shutdownWrite() override { return !aborted_.load() && ::shutdown(fd_, SHUT_WR) == 0; }
+
+  std::ptrdiff_t read(char* buffer, std::size_t size) override {
+    while (true) {
+      if (aborted_.load()) {
+        return -1;
+      }
+      const ssize_t got = ::recv(fd_, buffer, size, 0);
+      if (got < 0 && errno == EINTR) {
+        continue;
+      }
+      if (got < 0) {
+        return -1;
+      }
+      // abort() shuts the socket down, which a blocked recv sees as end of stream.
+      return got == 0 && aborted_.load() ? -1 : got;
+    }
+  }
+
+  void abort() override {
+    aborted_.store(true);
+    ::shutdown(fd_, SHUT_RDWR);
+  }
+
+ private:
+  Poco::Net::StreamSocket socket_;
+  int fd_;
+  std::atomic<bool> aborted_{false};
+};
+
+class SocketTransport : public HttpTransport {
+ public:
+  explicit SocketTransport(EngineAddress address) : address_(std::move(address)) {}
+
+  HttpReply call(const HttpCall& call) override {
+    const auto deadline = SteadyClock::now() + call.timeout;
+    Poco::Net::StreamSocket socket;
+    HttpReply reply;
+    if (!connect(deadline, &socket, &reply)) {
+      return reply;
+    }
+    try {
+      socket.setSendTimeout(remainingSpan(deadline));
+      socket.setReceiveTimeout(remainingSpan(deadline));
+      Poco::Net::HTTPClientSession session(socket);
+      Poco::Net::HTTPRequest request(call.method, call.path, Poco::Net::HTTPMessage::HTTP_1_1);
+      request.setHost(kHostHeader);
+      request.setKeepAlive(false);
+      if (!call.content_type.empty()) {
+        request.setContentType(call.content_type);
+      }
+      if (!call.body.empty() || call.method != Poco::Net::HTTPRequest::HTTP_GET) {
+        request.setContentLength64(static_cast<Poco::Int64>(call.body.size()));
+      }
+      std::ostream& out = session.sendRequest(request);
+      out.exceptions(std::ios::badbit);
+      out.write(call.body.data(), static_cast<std::streamsize>(call.body.size()));
+      Poco::Net::HTTPResponse response;
+      std::istream& in = session.receiveResponse(response);
+      in.exceptions(std::ios::badbit);
+      reply.status = static_cast<int>(response.getStatus());
+      reply.content_type = response.getContentType();
+      char buffer[16384];
+      while (in) {
+        socket.setReceiveTimeout(remainingSpan(deadline));
+        in.read(buffer, sizeof buffer);
+        reply.body.append(buffer, static_cast<std::size_t>(in.gcount()));
+        if (reply.body.size() > kMaxReplyBytes) {
+          return failure(TransportError::kIo, "the engine's reply exceeds 64 MiB");
+        }
+      }
+      return reply;
+    } catch (const Poco::TimeoutException&) {
+      return failure(TransportError::kTimeout,
+                     "no reply within " + std::to_string(call.timeout.count()) + " ms");
+    } catch (const Poco::Exception& e) {
+      return failure(TransportError::kIo, e.displayText());
+    } catch (const std::exception& e) {
+      return failure(TransportError::kIo, e.what());
+    }
+  }
+
+  OpenReply open(const HttpCall& call) override {
+    const auto deadline = SteadyClock::now() + call.timeout;
+    OpenReply result;
+    Poco::Net::StreamSocket socket;
+    if (!connect(deadline, &socket, &result.reply)) {
+      return result;
+    }
+    auto connection = std::make_unique<SocketConnection>(socket);
+    const int fd = socket.impl()->sockfd();
+
+    std::string request = call.method + " " + call.path + " HTTP/1.1\r\nHost: " + kHostHeader +
+                          "\r\nUser-Agent: scs-docker\r\n";
+    request += call.upgrade ? "Connection: Upgrade\r\nUpgrade: tcp\r\n" : "Connection: close\r\n";
+    if (!call.content_type.empty()) {
+      request += "Content-Type: " + call.content_type + "\r\n";
+    }
+    if (!call.body.empty() || call.method != "GET") {
+      request += "Content-Length: " + std::to_string(call.body.size()) + "\r\n";
+    }
+    request += "\r\n";
+    request += call.body;
+    std::string_view pending = request;
+    while (!pending.empty()) {
+      if (!pollUntil(fd, POLLOUT, deadline)) {
+        result.reply = failure(TransportError::kTimeout, "could not send within the deadline");
+        return result;
+      }
+      const ssize_t sent = ::send(fd, pending.data(), pending.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (sent < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) {
+        continue;
+      }
+      if (sent < 0) {
+        result.reply = failure(TransportError::kIo, std::string("send: ") + std::strerror(errno));
+        return result;
+      }
+      pending.remove_prefix(static_cast<std::size_t>(sent));
+    }
+
+    // Byte by byte, so nothing after the headers is consumed: it belongs to the stream.
+    std::string head;
+    while (head.size() < 4 || head.compare(head.size() - 4, 4, "\r\n\r\n") != 0) {
+      if (head.size() > kMaxHeadBytes) {
+        result.reply = failure(TransportError::kIo, "the engine's reply headers are too long");
+        return result;
+      }
+      if (!pollUntil(fd, POLLIN, deadline)) {
+        result.reply = failure(TransportError::kTimeout,
+                               "no reply within " + std::to_string(call.timeout.count()) + " ms");
+        return result;
+      }
+      char byte = 0;
+      const ssize_t got = ::recv(fd, &byte, 1, MSG_DONTWAIT);
+      if (got < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) {
+        continue;
+      }
+      if (got <= 0) {
+        result.reply =
+            failure(TransportError::kIo, got == 0 ? std::string("the engine closed the connection")
+                                                  : std::string("recv: ") + std::strerror(errno));
+        return result;
+      }
+      head.push_back(byte);
+    }
+    const auto parsed = parseResponseHead(head);
+    if (!parsed) {
+      result.reply = failure(TransportError::kIo, "the engine's reply is not HTTP");
+      return result;
+    }
+    result.reply.status = parsed->status;
+    if (const auto it = parsed->headers.find("content-type"); it != parsed->headers.end()) {
+      result.reply.content_type = it->second;
+    }
+
+    ConnectionPtr body = std::move(connection);
+    const auto encoding = parsed->headers.find("transfer-encoding");
+    const auto length = parsed->headers.find("content-length");
+    if (parsed->status != 101 && encoding != parsed->headers.end() &&
+        lower(encoding->second).find("chunked") != std::string::npos) {
+      body = std::make_unique<ChunkedConnection>(std::move(body));
+    } else if (parsed->status != 101 && length != parsed->headers.end()) {
+      std::uint64_t bytes = 0;
+      const auto& text = length->second;
+      if (std::from_chars(text.data(), text.data() + text.size(), bytes).ec != std::errc()) {
+        result.reply = failure(TransportError::kIo, "the engine sent a bad Content-Length");
+        return result;
+      }
+      body = std::make_unique<LengthConnection>(std::move(body), bytes);
+    }
+    if (parsed->status == 101 || parsed->status == 200) {
+      result.connection = std::move(body);
+      return result;
+    }
+
+    // An error reply: its body carries the engine's message.
+    try {
+      socket.setReceiveTimeout(remainingSpan(deadline));
+    } catch (const Poco::Exception&) {
+      return result;  // the deadline passed: report the status without its message
+    }
+    char buffer[4096];
+    while (result.reply.body.size() < kMaxErrorBodyBytes) {
+      const std::ptrdiff_t got = body->read(buffer, sizeof buffer);
+      if (got <= 0) {
+        break;
+      }
+      result.reply.body.append(buffer, static_cast<std::size_t>(got));
+    }
+    return result;
+  }
+
+ private:
+  bool connect(SteadyClock::time_point deadline, Poco::Net::StreamSocket* socket,
+               HttpReply* reply) const {
+    try {
+      if (address_.kind == EngineAddress::Kind::kUnix) {
+        const Poco::Net::SocketAddress target(Poco::Net::SocketAddress::UNIX_LOCAL, address_.path);
+        *socket = Poco::Net::StreamSocket(Poco::Net::SocketAddress::UNIX_LOCAL);
+        socket->connect(target, remainingSpan(deadline));
+      } else {
+        const Poco::Net::SocketAddress target(address_.host, address_.port);
+        *socket = Poco::Net::StreamSocket(target.family());
+        socket->connect(target, remainingSpan(deadline));
+        socket->setNoDelay(true);
+      }
+      // connect(timeout) leaves the socket blocking; the per-call deadline is applied later.
+      return true;
+    } catch (const Poco::TimeoutException&) {
+      *reply = failure(TransportError::kTimeout, "connecting timed out");
+    } catch (const Poco::Exception& e) {
+      *reply = failure(TransportError::kConnect, e.displayText());
+    } catch (const std::exception& e) {
+      *reply = failure(TransportError::kConnect, e.what());
+    }
+    return false;
+  }
+
+  EngineAddress address_;
+};
+
+}  // namespace
+
+std::optional<EngineAddress> parseEngineAddress(std::string_view text, std::string* error) {
+  constexpr std::string_view kUnix = "unix://";
+  constexpr std::string_view kTcp = "tcp://";
+  EngineAddress address;
+  if (text.substr(0, kUnix.size()) == kUnix) {
+    address.kind = EngineAddress::Kind::kUnix;
+    address.path = std::string(text.substr(kUnix.size()));
+    if (address.path.empty() || address.path.front() != '/') {
+      *error = "the engine address '" + std::string(text) + "' needs an absolute socket path";
+      return std::nullopt;
+    }
+    return address;
+  }
+  if (text.substr(0, kTcp.size()) == kTcp) {
+    address.kind = EngineAddress::Kind::kTcp;
+    std::string_view rest = text.substr(kTcp.size());
+    while (!rest.empty() && rest.back() == '/') {
+      rest.remove_suffix(1);
+    }
+    std::size_t colon = std::string_view::npos;
+    if (!rest.empty() && rest.front() == '[') {
+      const std::size_t close = rest.find(']');
+      if (close != std::string_view::npos && close + 1 < rest.size() && rest[close + 1] == ':') {
+        address.host = std::string(rest.substr(1, close - 1));
+        colon = close + 1;
+      }
+    } else {
+      colon = rest.rfind(':');
+      if (colon != std::string_view::npos) {
+        address.host = std::string(rest.substr(0, colon));
+      }
+    }
+    unsigned port = 0;
+    if (colon != std::string_view::npos && !address.host.empty()) {
+      const std::string_view digits = rest.substr(colon + 1);
+      const auto parsed = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+      if (parsed.ec == std::errc() && parsed.ptr == digits.data() + digits.size() && port > 0 &&
+          port <= 65535 && !digits.empty()) {
+        address.port = static_cast<std::uint16_t>(port);
+        return address;
+      }
+    }
+    *error = "the engine address '" + std::string(text) + "' needs the form tcp://host:port";
+    return std::nullopt;
+  }
+  *error = "unsupported engine address '" + std::string(text) +
+           "': use unix:///path/to/docker.sock or tcp://host:port";
+  return std::nullopt;
+}
+
+HttpTransportPtr makeSocketTransport(const EngineAddress& address) {
+  return std::make_unique<SocketTransport>(address);
+}
+
+std::optional<ResponseHead> parseResponseHead(std::string_view head) {
+  ResponseHead result;
+  bool first = true;
+  while (!head.empty()) {
+    const std::size_t end = head.find('\n');
+    std::string_view line = head.substr(0, end);
+    head.remove_prefix(end == std::string_view::npos ? head.size() : end + 1);
+    if (!line.empty() && line.back() == '\r') {
+      line.remove_suffix(1);
+    }
+    if (first) {
+      first = false;
+      if (line.substr(0, 5) != "HTTP/") {
+        return std::nullopt;
+      }
+      const std::size_t space = line.find(' ');
+      if (space == std::string_view::npos || line.size() < space + 4) {
+        return std::nullopt;
+      }
+      const std::string_view code = line.substr(space + 1, 3);
+      if (std::from_chars(code.data(), code.data() + 3, result.status).ec != std::errc() ||
+          result.status < 100 || result.status > 599) {
+        return std::nullopt;
+      }
+      continue;
+    }
+    if (line.empty()) {
+      return result;
+    }
+    const std::size_t colon = line.find(':');
+    if (colon == std::string_view::npos || colon == 0) {
+      return std::nullopt;
+    }
+    result.headers[lower(trim(line.substr(0, colon)))] = std::string(trim(line.substr(colon + 1)));
+  }
+  return std::nullopt;
+}
+
+ChunkedConnection::ChunkedConnection(ConnectionPtr inner) : inner_(std::move(inner)) {}
+
+bool ChunkedConnection::write(std::string_view bytes) { return inner_->write(bytes); }
+
+bool ChunkedConnection::shutdownWrite() { return inner_->shutdownWrite(); }
+
+void ChunkedConnection::abort() { inner_->abort(); }
+
+bool ChunkedConnection::readLine(std::string* line) {
+  line->clear();
+  while (line->size() < 4096) {
+    char byte = 0;
+    if (inner_->read(&byte, 1) != 1) {
+      return false;
+    }
+    if (byte == '\n') {
+      if (!line->empty() && line->back() == '\r') {
+        line->pop_back();
+      }
+      return true;
+    }
+    line->push_back(byte);
+  }
+  return false;
+}
+
+std::ptrdiff_t ChunkedConnection::read(char* buffer, std::size_t size) {
+  if (broken_) {
+    return -1;
+  }
+  if (finished_) {
+    return 0;
+  }
+  std::string line;
+  if (left_in_chunk_ == 0) {
+    if (!readLine(&line)) {
+      broken_ = true;
+      return -1;
+    }
+    // The CRLF that closes the previous chunk's payload.
+    if (line.empty() && !readLine(&line)) {
+      broken_ = true;
+      return -1;
+    }
+    const std::string_view digits = trim(std::string_view(line).substr(0, line.find(';')));
+    std::uint64_t length = 0;
+    const auto parsed = std::from_chars(digits.data(), digits.data() + digits.size(), length, 16);
+    if (digits.empty() || parsed.ec != std::errc() || parsed.ptr != digits.data() + digits.size()) {
+      broken_ = true;
+      return -1;
+    }
+    if (length == 0) {
+      do {
+        if (!readLine(&line)) {
+          broken_ = true;
+          return -1;
+        }
+      } while (!line.empty());
+      finished_ = true;
+      return 0;
+    }
+    left_in_chunk_ = length;
+  }
+  const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(size, left_in_chunk_));
+  const std::ptrdiff_t got = inner_->read(buffer, want);
+  if (got <= 0) {
+    broken_ = true;
+    return -1;
+  }
+  left_in_chunk_ -= static_cast<std::uint64_t>(got);
+  return got;
+}
+
+LengthConnection::LengthConnection(ConnectionPtr inner, std::uint64_t length)
+    : inner_(std::move(inner)), left_(length) {}
+
+bool LengthConnection::write(std::string_view bytes) { return inner_->write(bytes); }
+
+bool LengthConnection::shutdownWrite() { return inner_->shutdownWrite(); }
+
+void LengthConnection::abort() { inner_->abort(); }
+
+std::ptrdiff_t LengthConnection::read(char* buffer, std::size_t size) {
+  if (left_ == 0) {
+    return 0;
+  }
+  const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(size, left_));
+  const std::ptrdiff_t got = inner_->read(buffer, want);
+  if (got == 0) {
+    return -1;  // the peer closed before the announced length
+  }
+  if (got > 0) {
+    left_ -= static_cast<std::uint64_t>(got);
+  }
+  return got;
+}
+
+}  // namespace scs::docker

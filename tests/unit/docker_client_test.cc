@@ -1,0 +1,732 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "docker_backend.h"
+#include "engine_client.h"
+#include "http_transport.h"
+#include "mocks/mock_http_transport.h"
+
+namespace scs::docker {
+namespace {
+
+using backend::Code;
+using ::testing::_;
+using ::testing::AllOf;
+using ::testing::Field;
+using testing::ForwardingTransport;
+using ::testing::InSequence;
+using ::testing::Invoke;
+using testing::IsCall;
+using testing::MockHttpTransport;
+using testing::opened;
+using testing::reply;
+using ::testing::Return;
+using testing::scripted;
+using testing::ScriptedConnection;
+using ::testing::StrictMock;
+using State = ScriptedConnection::State;
+
+TEST(EngineAddressTest, ParsesUnixAndTcp) {
+  std::string error;
+  const auto unix_address = parseEngineAddress("unix:///var/run/docker.sock", &error);
+  ASSERT_TRUE(unix_address);
+  EXPECT_EQ(unix_address->kind, EngineAddress::Kind::kUnix);
+  EXPECT_EQ(unix_address->path, "/var/run/docker.sock");
+  const auto tcp = parseEngineAddress("tcp://10.0.0.5:2375", &error);
+  ASSERT_TRUE(tcp);
+  EXPECT_EQ(tcp->kind, EngineAddress::Kind::kTcp);
+  EXPECT_EQ(tcp->host, "10.0.0.5");
+  EXPECT_EQ(tcp->port, 2375);
+  const auto v6 = parseEngineAddress("tcp://[::1]:2376/", &error);
+  ASSERT_TRUE(v6);
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, 2376);
+}
+
+TEST(EngineAddressTest, RejectsEverythingElse) {
+  for (const char* bad : {"", "/var/run/docker.sock", "http://localhost:2375", "unix://",
+                          "unix://relative.sock", "tcp://host", "tcp://:2375", "tcp://host:0",
+                          "tcp://host:65536", "tcp://host:12ab", "npipe:////./pipe/docker"}) {
+    std::string error;
+    EXPECT_FALSE(parseEngineAddress(bad, &error)) << bad;
+    EXPECT_FALSE(error.empty()) << bad;
+  }
+}
+
+TEST(SettingsTest, DefaultsAndOptions) {
+  std::string error;
+  const auto defaults = parseSettings({}, &error);
+  ASSERT_TRUE(defaults);
+  EXPECT_EQ(defaults->engine, "unix:///var/run/docker.sock");
+  EXPECT_EQ(defaults->api_timeout, std::chrono::milliseconds(30000));
+  const auto set = parseSettings({{"engine", "tcp://h:1"}, {"api_timeout_ms", "1500"}}, &error);
+  ASSERT_TRUE(set);
+  EXPECT_EQ(set->engine, "tcp://h:1");
+  EXPECT_EQ(set->api_timeout, std::chrono::milliseconds(1500));
+}
+
+TEST(SettingsTest, RejectsUnknownOptionsAndBadTimeouts) {
+  for (const auto& options :
+       std::vector<std::map<std::string, std::string>>{{{"engin", "unix:///x"}},
+                                                       {{"api_timeout_ms", "0"}},
+                                                       {{"api_timeout_ms", "-5"}},
+                                                       {{"api_timeout_ms", "10s"}},
+                                                       {{"api_timeout_ms", "99999999999"}}}) {
+    std::string error;
+    EXPECT_FALSE(parseSettings(options, &error)) << options.begin()->first;
+    EXPECT_FALSE(error.empty());
+  }
+}
+
+struct VersionCase {
+  const char* reply;
+  Code code;
+  const char* chosen;
+};
+
+TEST(NegotiationTest, PicksTheNewestCommonVersion) {
+  const std::vector<VersionCase> cases = {
+      {R"({"ApiVersion":"1.41","MinAPIVersion":"1.12"})", Code::kOk, "1.41"},  // Debian 20.10
+      {R"({"ApiVersion":"1.51","MinAPIVersion":"1.24"})", Code::kOk, "1.47"},  // capped
+      {R"({"ApiVersion":"1.52","MinAPIVersion":"1.44"})", Code::kOk, "1.47"},  // 29.0 floor
+      {R"({"ApiVersion":"1.45","MinAPIVersion":"1.44"})", Code::kOk, "1.45"},
+      {R"({"ApiVersion":"1.47"})", Code::kOk, "1.47"},
+      {R"({"ApiVersion":"1.60","MinAPIVersion":"1.48"})", Code::kUnsupported, ""},
+      {R"({"ApiVersion":"1.40","MinAPIVersion":"1.12"})", Code::kUnsupported, ""},
+      {R"({"Version":"20.10"})", Code::kInternal, ""},
+      {R"({"ApiVersion":"one.two"})", Code::kInternal, ""},
+      {"not json", Code::kInternal, ""},
+  };
+  for (const auto& c : cases) {
+    const Negotiation n = negotiateApiVersion(c.reply);
+    EXPECT_EQ(n.status.code, c.code) << c.reply;
+    if (c.code == Code::kOk) {
+      EXPECT_EQ(n.version.text(), c.chosen) << c.reply;
+    } else {
+      EXPECT_FALSE(n.status.message.empty()) << c.reply;
+    }
+  }
+}
+
+class NullLog : public backend::LogSink {
+ public:
+  void log(backend::LogLevel, std::string_view) override {}
+};
+
+DockerSettings quietSettings() {
+  DockerSettings settings;
+  settings.watch_events = false;
+  settings.cgroup_root.clear();
+  return settings;
+}
+
+void expectStartup(StrictMock<MockHttpTransport>* transport, const std::string& version_reply,
+                   const std::string& info_path) {
+  EXPECT_CALL(*transport, call(IsCall("GET", "/version")))
+      .WillOnce(Return(reply(200, version_reply)));
+  EXPECT_CALL(*transport, call(IsCall("GET", info_path)))
+      .WillOnce(Return(reply(200, R"({"NCPU":2,"MemTotal":25000000000,"CgroupVersion":"1",)"
+                                  R"("SecurityOptions":["name=seccomp,profile=default"]})")));
+}
+
+std::unique_ptr<DockerBackend> connectTo(StrictMock<MockHttpTransport>* transport,
+                                         const DockerSettings& settings, std::string* error) {
+  static NullLog log;
+  return DockerBackend::connect(std::make_unique<ForwardingTransport>(transport), settings, &log,
+                                error);
+}
+
+std::unique_ptr<DockerBackend> connected(StrictMock<MockHttpTransport>* transport,
+                                         const DockerSettings& settings = quietSettings()) {
+  expectStartup(transport, R"({"ApiVersion":"1.41","MinAPIVersion":"1.12"})", "/v1.41/info");
+  std::string error;
+  auto backend = connectTo(transport, settings, &error);
+  EXPECT_TRUE(backend) << error;
+  return backend;
+}
+
+TEST(NegotiationTest, LaterPathsCarryTheNegotiatedVersion) {
+  for (const auto& [version_reply, prefix] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"ApiVersion":"1.41","MinAPIVersion":"1.12"})", "/v1.41"},
+           {R"({"ApiVersion":"1.51","MinAPIVersion":"1.24"})", "/v1.47"},
+           {R"({"ApiVersion":"1.47","MinAPIVersion":"1.44"})", "/v1.47"},
+           {R"({"ApiVersion":"1.45","MinAPIVersion":"1.44"})", "/v1.45"}}) {
+    StrictMock<MockHttpTransport> transport;
+    expectStartup(&transport, version_reply, prefix + "/info");
+    std::string error;
+    auto backend = connectTo(&transport, quietSettings(), &error);
+    ASSERT_TRUE(backend) << error;
+    EXPECT_CALL(transport, call(IsCall("POST", prefix + "/containers/x/kill?signal=KILL")))
+        .WillOnce(Return(reply(204)));
+    EXPECT_TRUE(backend->kill("x").ok());
+  }
+}
+
+TEST(ConnectTest, UnreachableEngineGivesNoBackendAndSaysWhy) {
+  StrictMock<MockHttpTransport> transport;
+  HttpReply refused;
+  refused.error = TransportError::kConnect;
+  refused.error_message = "No such file or directory";
+  EXPECT_CALL(transport, call(IsCall("GET", "/version"))).WillOnce(Return(refused));
+  std::string error;
+  EXPECT_FALSE(connectTo(&transport, quietSettings(), &error));
+  EXPECT_EQ(error,
+            "cannot reach the Docker engine at unix:///var/run/docker.sock: No such file or "
+            "directory");
+}
+
+TEST(ConnectTest, TooNewEngineGivesNoBackend) {
+  StrictMock<MockHttpTransport> transport;
+  EXPECT_CALL(transport, call(IsCall("GET", "/version")))
+      .WillOnce(Return(reply(200, R"({"ApiVersion":"1.60","MinAPIVersion":"1.50"})")));
+  std::string error;
+  EXPECT_FALSE(connectTo(&transport, quietSettings(), &error));
+  EXPECT_NE(error.find("cannot serve"), std::string::npos) << error;
+  EXPECT_NE(error.find("1.50"), std::string::npos) << error;
+}
+
+struct MappingCase {
+  int status;
+  TransportError error;
+  Code code;
+};
+
+TEST(ErrorMappingTest, EveryReplyMapsToOneStatus) {
+  const std::vector<MappingCase> cases = {
+      {200, TransportError::kNone, Code::kOk},
+      {201, TransportError::kNone, Code::kOk},
+      {204, TransportError::kNone, Code::kOk},
+      {304, TransportError::kNone, Code::kInternal},
+      {400, TransportError::kNone, Code::kRejected},
+      {401, TransportError::kNone, Code::kRejected},
+      {403, TransportError::kNone, Code::kRejected},
+      {404, TransportError::kNone, Code::kNotFound},
+      {409, TransportError::kNone, Code::kRejected},
+      {500, TransportError::kNone, Code::kUnavailable},
+      {503, TransportError::kNone, Code::kUnavailable},
+      {0, TransportError::kConnect, Code::kUnavailable},
+      {0, TransportError::kIo, Code::kUnavailable},
+      {0, TransportError::kTimeout, Code::kTimeout},
+  };
+  for (const auto& c : cases) {
+    HttpReply r;
+    r.status = c.status;
+    r.error = c.error;
+    r.error_message = "socket trouble";
+    r.body = R"({"message":"the engine's own words"})";
+    const backend::Status status = statusFromReply("create", r);
+    EXPECT_EQ(status.code, c.code) << c.status;
+    if (c.code != Code::kOk) {
+      EXPECT_NE(status.message.find("create"), std::string::npos) << c.status;
+      const char* expected =
+          c.error == TransportError::kNone ? "the engine's own words" : "socket trouble";
+      EXPECT_NE(status.message.find(expected), std::string::npos) << status.message;
+    }
+  }
+}
+
+TEST(ErrorMappingTest, NonJsonBodiesAreQuotedShortAndPrintable) {
+  HttpReply r = reply(500, std::string(1000, 'x') + "\n\x01");
+  const backend::Status status = statusFromReply("start", r);
+  EXPECT_EQ(status.code, Code::kUnavailable);
+  EXPECT_LT(status.message.size(), 400u);
+  EXPECT_EQ(status.message.find('\n'), std::string::npos);
+}
+
+TEST(KillRemoveTest, KillTreatsNotRunningAsDone) {
+  StrictMock<MockHttpTransport> transport;
+  auto backend = connected(&transport);
+  EXPECT_CALL(transport, call(IsCall("POST", "/v1.41/containers/abc/kill?signal=KILL")))
+      .WillOnce(Return(reply(204)))
+      .WillOnce(Return(reply(409, R"({"message":"Container abc is not running"})")))
+      .WillOnce(Return(reply(404, R"({"message":"No such container: abc"})")))
+      .WillOnce(Return(reply(500, R"({"message":"daemon trouble"})")));
+  EXPECT_EQ(backend->kill("abc").code, Code::kOk);
+  EXPECT_EQ(backend->kill("abc").code, Code::kOk);
+  EXPECT_EQ(backend->kill("abc").code, Code::kNotFound);
+  EXPECT_EQ(backend->kill("abc").code, Code::kUnavailable);
+}
+
+TEST(KillRemoveTest, RemoveForcesAndTreatsGoneAsDone) {
+  StrictMock<MockHttpTransport> transport;
+  auto backend = connected(&transport);
+  EXPECT_CALL(transport, call(IsCall("DELETE", "/v1.41/containers/abc?force=1&v=1")))
+      .WillOnce(Return(reply(204)))
+      .WillOnce(Return(reply(404, R"({"message":"No such container: abc"})")))
+      .WillOnce(
+          Return(reply(409, R"({"message":"removal of container abc is already in progress"})")))
+      .WillOnce(Return(reply(409, R"({"message":"You cannot remove a running container"})")))
+      .WillOnce(Return(reply(500, R"({"message":"driver failed"})")));
+  EXPECT_EQ(backend->remove("abc").code, Code::kOk);
+  EXPECT_EQ(backend->remove("abc").code, Code::kOk);
+  EXPECT_EQ(backend->remove("abc").code, Code::kOk);
+  EXPECT_EQ(backend->remove("abc").code, Code::kRejected);
+  const backend::Status failed = backend->remove("abc");
+  EXPECT_EQ(failed.code, Code::kUnavailable);
+  EXPECT_NE(failed.message.find("driver failed"), std::string::npos);
+}
+
+TEST(ListCapacityTest, ListFiltersByLabelAndReadsLabels) {
+  StrictMock<MockHttpTransport> transport;
+  auto backend = connected(&transport);
+  EXPECT_CALL(transport, call(IsCall("GET",
+                                     "/v1.41/containers/json?all=1&filters="
+                                     "%7B%22label%22%3A%5B%22io.scs.managed%22%5D%7D")))
+      .WillOnce(Return(reply(200, R"([{"Id":"a1","Labels":{"io.scs.managed":"true",
+                                       "io.scs.run-id":"r1"}},{"Id":"b2","Labels":null}])")));
+  const auto listed = backend->list("io.scs.managed");
+  ASSERT_TRUE(listed.status.ok()) << listed.status.message;
+  ASSERT_EQ(listed.sandboxes.size(), 2u);
+  EXPECT_EQ(listed.sandboxes[0].id, "a1");
+  EXPECT_EQ(listed.sandboxes[0].labels.at("io.scs.run-id"), "r1");
+  EXPECT_EQ(listed.sandboxes[1].id, "b2");
+  EXPECT_TRUE(listed.sandboxes[1].labels.empty());
+}
+
+TEST(ListCapacityTest, CapacityComesFromInfo) {
+  StrictMock<MockHttpTransport> transport;
+  auto backend = connected(&transport);
+  EXPECT_CALL(transport, call(IsCall("GET", "/v1.41/info")))
+      .WillOnce(Return(reply(200, R"({"NCPU":16,"MemTotal":68719476736})")))
+      .WillOnce(Return(reply(200, R"({"NCPU":16})")));
+  const auto capacity = backend->capacity();
+  ASSERT_TRUE(capacity.status.ok());
+  EXPECT_EQ(capacity.capacity.cores, 16);
+  EXPECT_EQ(capacity.capacity.memory_bytes, 68719476736);
+  EXPECT_EQ(backend->capacity().status.code, Code::kInternal);
+}
+
+TEST(GuardTest, AnExceptionBelowBecomesInternal) {
+  StrictMock<MockHttpTransport> transport;
+  auto backend = connected(&transport);
+  EXPECT_CALL(transport, call(_)).WillRepeatedly(Invoke([](const HttpCall&) -> HttpReply {
+    throw std::runtime_error("boom");
+  }));
+  EXPECT_EQ(backend->capacity().status.code, Code::kInternal);
+  EXPECT_EQ(backend->kill("abc").code, Code::kInternal);
+  EXPECT_EQ(backend->list("k").status.code, Code::kInternal);
+  EXPECT_NE(backend->remove("abc").message.find("boom"), std::string::npos);
+}
+
+backend::SandboxSpec minimalSpec() {
+  backend::SandboxSpec spec;
+  spec.run_id = "run-1";
+  spec.command = {"/usr/bin/python3", "-I", "/opt/scs/launcher.py"};
+  backend::Posture& p = spec.posture;
+  p.image = "img";
+  p.runtime = "runc";
+  p.user = "10001:10001";
+  p.network_disabled = true;
+  p.all_capabilities_dropped = true;
+  p.no_new_privileges = true;
+  p.seccomp_enabled = true;
+  p.memory_bytes = p.memory_swap_bytes = 256ll << 20;
+  p.nano_cpus = 1000000000;
+  p.pids_limit = 64;
+  p.open_files_limit = 64;
+  p.file_size_limit_bytes = 1 << 20;
+  p.masked_paths = {"/proc/kcore"};
+  p.readonly_paths = {"/proc/sys"};
+  return spec;
+}
+
+constexpr const char* kCreatePath = "/v1.41/containers/create?name=scs-run-1";
+
+TEST(CreateTest, EngineWarningsRemoveTheContainerAndRefuse) {
+  StrictMock<MockHttpTransport> transport;
+  auto backend = connected(&transport);
+  InSequence order;
+  EXPECT_CALL(transport, call(IsCall("POST", kCreatePath)))
+      .WillOnce(
+          Return(reply(201, R"({"Id":"abc","Warnings":["Your kernel does not support )"
+                            R"(memory swappiness capabilities. Memory swappiness discarded."]})")));
+  EXPECT_CALL(transport, call(IsCall("DELETE", "/v1.41/containers/abc?force=1&v=1")))
+      .WillOnce(Return(reply(204)));
+  const auto created = backend->create(minimalSpec());
+  EXPECT_EQ(created.status.code, Code::kUnsupported);
+  EXPECT_NE(created.status.message.find("swappiness"), std::string::npos);
+  EXPECT_TRUE(created.id.empty());
+}
+
+TEST(CreateTest, ALostReplyRemovesTheContainerByName) {
+  StrictMock<MockHttpTransport> transport;
+  auto backend = connected(&transport);
+  HttpReply lost;
+  lost.error = TransportError::kTimeout;
+  lost.error_message = "no reply within 30000 ms";
+  InSequence order;
+  EXPECT_CALL(transport, call(IsCall("POST", kCreatePath))).WillOnce(Return(lost));
+  EXPECT_CALL(transport, call(IsCall("DELETE", "/v1.41/containers/scs-run-1?force=1&v=1")))
+      .WillOnce(Return(reply(404)));
+  EXPECT_CALL(transport, call(IsCall("POST", kCreatePath)))
+      .WillOnce(Return(reply(500, R"({"message":"oci runtime error"})")));
+  EXPECT_CALL(transport, call(IsCall("DELETE", "/v1.41/containers/scs-run-1?force=1&v=1")))
+      .WillOnce(Return(reply(204)));
+  EXPECT_EQ(backend->create(minimalSpec()).status.code, Code::kTimeout);
+  EXPECT_EQ(backend->create(minimalSpec()).status.code, Code::kUnavailable);
+}
+
+TEST(CreateTest, RefusalsLeaveOtherContainersAlone) {
+  StrictMock<MockHttpTransport> transport;
+  auto backend = connected(&transport);
+  EXPECT_CALL(transport, call(IsCall("POST", kCreatePath)))
+      .WillOnce(Return(reply(409, R"({"message":"Conflict. The container name is in use"})")))
+      .WillOnce(Return(reply(404, R"({"message":"No such image: img"})")))
+      .WillOnce(Return(reply(201, R"({"Warnings":[]})")));
+  // An answer without an id may still have created the container.
+  EXPECT_CALL(transport, call(IsCall("DELETE", "/v1.41/containers/scs-run-1?force=1&v=1")))
+      .WillOnce(Return(reply(204)));
+  EXPECT_EQ(backend->create(minimalSpec()).status.code, Code::kRejected);
+  const auto missing = backend->create(minimalSpec());
+  EXPECT_EQ(missing.status.code, Code::kNotFound);
+  EXPECT_NE(missing.status.message.find("No such image: img"), std::string::npos);
+  EXPECT_EQ(backend->create(minimalSpec()).status.code, Code::kInternal);
+}
+
+TEST(UnknownSandboxTest, CallsForSandboxesThisServerDidNotCreate) {
+  StrictMock<MockHttpTransport> transport;
+  auto backend = connected(&transport);
+  EXPECT_EQ(backend->deliver("zzz", "tar").code, Code::kNotFound);
+  EXPECT_EQ(backend->start("zzz", nullptr).code, Code::kNotFound);
+  EXPECT_EQ(backend->wait("zzz", std::chrono::milliseconds(1)).status.code, Code::kNotFound);
+  // A leftover of an earlier server: removed at the engine all the same.
+  EXPECT_CALL(transport, call(IsCall("DELETE", "/v1.41/containers/zzz?force=1&v=1")))
+      .WillOnce(Return(reply(204)));
+  EXPECT_TRUE(backend->remove("zzz").ok());
+}
+
+class RecordingSink : public backend::OutputSink {
+ public:
+  void write(backend::Stream stream, std::string_view bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    (stream == backend::Stream::kStdout ? out_ : err_).append(bytes);
+    ++writes_;
+  }
+  std::string out() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return out_;
+  }
+  std::string err() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return err_;
+  }
+  int writes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return writes_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::string out_;
+  std::string err_;
+  int writes_ = 0;
+};
+
+std::string frame(int type, std::string_view payload) {
+  std::string out(8, '\0');
+  out[0] = static_cast<char>(type);
+  const auto size = static_cast<std::uint32_t>(payload.size());
+  out[4] = static_cast<char>(size >> 24);
+  out[5] = static_cast<char>(size >> 16);
+  out[6] = static_cast<char>(size >> 8);
+  out[7] = static_cast<char>(size);
+  out.append(payload);
+  return out;
+}
+
+constexpr const char* kAttachPath =
+    "/v1.41/containers/abc/attach?stream=1&stdin=1&stdout=1&stderr=1";
+constexpr const char* kWaitPath = "/v1.41/containers/abc/wait?condition=next-exit";
+constexpr const char* kStartPath = "/v1.41/containers/abc/start";
+constexpr const char* kInspectPath = "/v1.41/containers/abc/json";
+constexpr const char* kDeletePath = "/v1.41/containers/abc?force=1&v=1";
+
+// Creates "abc" and delivers an archive; returns the attach and wait streams' handles once
+// started. The attach stream, like the launcher, answers only after stdin is closed.
+void createAndStart(StrictMock<MockHttpTransport>& transport, DockerBackend& backend,
+                    RecordingSink* sink, std::shared_ptr<State>* attach,
+                    std::shared_ptr<State>* waiting) {
+  EXPECT_CALL(transport, call(IsCall("POST", kCreatePath)))
+      .WillOnce(Return(reply(201, R"({"Id":"abc","Warnings":null})")));
+  ASSERT_EQ(backend.create(minimalSpec()).id, "abc");
+  ASSERT_TRUE(backend.deliver("abc", std::string("ustar\0archive", 13)).ok());
+  {
+    InSequence order;  // attach and register the wait before start
+    EXPECT_CALL(transport,
+                open(AllOf(IsCall("POST", kAttachPath), Field(&HttpCall::upgrade, true))))
+        .WillOnce(Invoke([attach](const HttpCall&) {
+          auto connection = scripted(attach);
+          (*attach)->hold_until_write_shut = true;
+          return opened(101, std::move(connection));
+        }));
+    EXPECT_CALL(transport, open(IsCall("POST", kWaitPath)))
+        .WillOnce(Invoke([waiting](const HttpCall&) { return opened(200, scripted(waiting)); }));
+    EXPECT_CALL(transport, call(IsCall("POST", kStartPath))).WillOnce(Return(reply(204)));
+  }
+  const backend::Status started = backend.start("abc", sink);
+  ASSERT_TRUE(started.ok()) << started.message;
+}
+
+TEST(RunTest, DeliversCodeOverStdinDrainsOutputAndReportsTheExit) {
+  StrictMock<MockHttpTransport> transport;
+  auto backend = connected(&transport);
+  RecordingSink sink;
+  std::shared_ptr<State> attach;
+  std::shared_ptr<State> waiting;
+  createAndStart(transport, *backend, &sink, &attach, &waiting);
+  EXPECT_CALL(transport, call(IsCall("GET", kInspectPath)))
+      .WillOnce(Return(reply(200, R"({"State":{"Status":"exited","Running":false,)"
+                                  R"("OOMKilled":false,"ExitCode":3,"Error":""}})")));
+
+  EXPECT_FALSE(backend->wait("abc", std::chrono::milliseconds(20)).exit.exited);
+  const std::string stream = frame(1, "4") + frame(2, "Traceback\n") + frame(1, "5\n");
+  attach->push(stream.substr(0, 5));
+  attach->push(stream.substr(5));
+  attach->finish();
+  waiting->push(R"({"Error":null,"StatusCode":3})");
+  waiting->finish();
+
+  const auto done = backend->wait("abc", std::chrono::seconds(30));
+  ASSERT_TRUE(done.status.ok()) << done.status.message;
+  EXPECT_TRUE(done.exit.exited);
+  EXPECT_EQ(done.exit.exit_code, 3);
+  EXPECT_FALSE(done.exit.oom_killed);
+  EXPECT_EQ(done.exit.engine_error, "");
+  EXPECT_EQ(sink.out(), "45\n");
+  EXPECT_EQ(sink.err(), "Traceback\n");
+  EXPECT_EQ(attach->writtenBytes(), std::string("ustar\0archive", 13));
+  EXPECT_TRUE(attach->writeShut());
+  const int writes = sink.writes();
+  EXPECT_EQ(backend->wait("abc", std::chrono::milliseconds(0)).exit.exit_code, 3);  // repeatable
+
+  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
+  EXPECT_TRUE(backend->remove("abc").ok());
+  EXPECT_EQ(sink.writes(), writes);
+  EXPECT_EQ(backend->wait("abc", std::chrono::milliseconds(0)).status.code, Code::kNotFound);
+}
+
+TEST(RunTest, EngineErrorsAndOomFromTheRecordAreReported) {
+  StrictMock<MockHttpTransport> transport;
+  auto backend = connected(&transport);
+  RecordingSink sink;
+  std::shared_ptr<State> attach;
+  std::shared_ptr<State> waiting;
+  createAndStart(transport, *backend, &sink, &attach, &waiting);
+  EXPECT_CALL(transport, call(IsCall("GET", kInspectPath)))
+      .WillOnce(
+          Return(reply(200, R"({"State":{"Status":"exited","Running":false,)"
+                            R"("OOMKilled":true,"ExitCode":137,"Error":"oci runtime says no"}})")));
+  attach->push(frame(3, "attach failed"));
+  attach->finish();
+  waiting->push(R"({"Error":{"Message":"wait went wrong"},"StatusCode":137})");
+  waiting->finish();
+  const auto done = backend->wait("abc", std::chrono::seconds(30));
+  ASSERT_TRUE(done.status.ok());
+  EXPECT_EQ(done.exit.exit_code, 137);
+  EXPECT_TRUE(done.exit.oom_killed);
+  EXPECT_NE(done.exit.engine_error.find("attach failed"), std::string::npos);
+  EXPECT_NE(done.exit.engine_error.find("wait went wrong"), std::string::npos);
+  EXPECT_NE(done.exit.engine_error.find("oci runtime says no"), std::string::npos);
+  EXPECT_EQ(sink.writes(), 0);
+  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
+  EXPECT_TRUE(backend->remove("abc").ok());
+}
+
+TEST(RunTest, RemoveEndsAHangingRunAndJoinsItsThread) {
+  StrictMock<MockHttpTransport> transport;
+  auto backend = connected(&transport);
+  RecordingSink sink;
+  std::shared_ptr<State> attach;
+  std::shared_ptr<State> waiting;
+  createAndStart(transport, *backend, &sink, &attach, &waiting);
+  attach->push(frame(1, "tick\n"));  // the run prints, then never ends on its own
+  attach->waitConsumed();
+  EXPECT_FALSE(backend->wait("abc", std::chrono::milliseconds(10)).exit.exited);
+  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
+  EXPECT_TRUE(backend->remove("abc").ok());
+  EXPECT_TRUE(attach->wasAborted());
+  EXPECT_TRUE(waiting->wasAborted());
+  EXPECT_EQ(sink.out(), "tick\n");
+}
+
+TEST(RunTest, StartFailureAbortsTheStreamsAndStartsNoThread) {
+  StrictMock<MockHttpTransport> transport;
+  auto backend = connected(&transport);
+  EXPECT_CALL(transport, call(IsCall("POST", kCreatePath)))
+      .WillOnce(Return(reply(201, R"({"Id":"abc"})")));
+  ASSERT_EQ(backend->create(minimalSpec()).id, "abc");
+  std::shared_ptr<State> attach;
+  std::shared_ptr<State> waiting;
+  EXPECT_CALL(transport, open(IsCall("POST", kAttachPath))).WillOnce(Invoke([&](const HttpCall&) {
+    return opened(101, scripted(&attach));
+  }));
+  EXPECT_CALL(transport, open(IsCall("POST", kWaitPath))).WillOnce(Invoke([&](const HttpCall&) {
+    return opened(200, scripted(&waiting));
+  }));
+  EXPECT_CALL(transport, call(IsCall("POST", kStartPath)))
+      .WillOnce(Return(reply(500, R"({"message":"OCI runtime create failed: runsc not found"})")));
+  RecordingSink sink;
+  const backend::Status started = backend->start("abc", &sink);
+  EXPECT_EQ(started.code, Code::kUnavailable);
+  EXPECT_NE(started.message.find("runsc not found"), std::string::npos);
+  EXPECT_TRUE(attach->wasAborted());
+  EXPECT_TRUE(waiting->wasAborted());
+  EXPECT_FALSE(backend->wait("abc", std::chrono::milliseconds(5)).exit.exited);
+  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
+  EXPECT_TRUE(backend->remove("abc").ok());
+}
+
+// A cgroup v1 tree as the engine lays it out, in a temporary directory.
+class FakeCgroups {
+ public:
+  FakeCgroups() {
+    char pattern[] = "/tmp/scs-cgroup-XXXXXX";
+    root_ = ::mkdtemp(pattern);
+    std::filesystem::create_directories(root_ / "memory/docker/abc");
+    std::filesystem::create_directories(root_ / "cpuacct/docker/abc");
+    std::ofstream(root_ / "memory/docker/memory.max_usage_in_bytes") << "1\n";
+  }
+  ~FakeCgroups() { std::filesystem::remove_all(root_); }
+  void set(std::int64_t peak, std::int64_t cpu_nanos, int oom_kills) {
+    std::ofstream(root_ / "memory/docker/abc/memory.max_usage_in_bytes") << peak << "\n";
+    std::ofstream(root_ / "memory/docker/abc/memory.oom_control")
+        << "oom_kill_disable 0\nunder_oom 0\noom_kill " << oom_kills << "\n";
+    std::ofstream(root_ / "cpuacct/docker/abc/cpuacct.usage") << cpu_nanos << "\n";
+  }
+  std::string root() const { return root_.string(); }
+
+ private:
+  std::filesystem::path root_;
+};
+
+backend::WaitReply runWithCgroups(FakeCgroups& cgroups) {
+  StrictMock<MockHttpTransport> transport;
+  DockerSettings settings = quietSettings();
+  settings.cgroup_root = cgroups.root();
+  auto backend = connected(&transport, settings);
+  RecordingSink sink;
+  std::shared_ptr<State> attach;
+  std::shared_ptr<State> waiting;
+  createAndStart(transport, *backend, &sink, &attach, &waiting);
+  EXPECT_CALL(transport, call(IsCall("GET", kInspectPath)))
+      .WillOnce(Return(reply(200, R"({"State":{"Status":"exited","Running":false,)"
+                                  R"("OOMKilled":false,"ExitCode":0,"Error":""}})")));
+  attach->finish();
+  waiting->push(R"({"StatusCode":0})");
+  waiting->finish();
+  const auto done = backend->wait("abc", std::chrono::seconds(30));
+  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
+  EXPECT_TRUE(backend->remove("abc").ok());
+  return done;
+}
+
+TEST(CgroupTest, PeakMemoryCpuAndOomKillsAreRead) {
+  FakeCgroups cgroups;
+  cgroups.set(12345678, 1500000000, 0);
+  const auto quiet = runWithCgroups(cgroups);
+  ASSERT_TRUE(quiet.status.ok());
+  EXPECT_EQ(quiet.exit.peak_memory_bytes, 12345678);
+  ASSERT_TRUE(quiet.exit.cpu_seconds);
+  EXPECT_DOUBLE_EQ(*quiet.exit.cpu_seconds, 1.5);
+  EXPECT_FALSE(quiet.exit.oom_killed);
+
+  cgroups.set(12345678, 1500000000, 1);  // a child was OOM-killed; the main process exited 0
+  const auto child_oom = runWithCgroups(cgroups);
+  EXPECT_EQ(child_oom.exit.exit_code, 0);
+  EXPECT_TRUE(child_oom.exit.oom_killed);
+  EXPECT_EQ(child_oom.exit.peak_memory_bytes, 256ll << 20);  // the kill means usage hit the cap
+}
+
+TEST(CgroupTest, NothingReadableLeavesThemUnset) {
+  StrictMock<MockHttpTransport> transport;
+  auto backend = connected(&transport);  // cgroup_root empty
+  RecordingSink sink;
+  std::shared_ptr<State> attach;
+  std::shared_ptr<State> waiting;
+  createAndStart(transport, *backend, &sink, &attach, &waiting);
+  EXPECT_CALL(transport, call(IsCall("GET", kInspectPath)))
+      .WillOnce(Return(reply(200, R"({"State":{"OOMKilled":false}})")));
+  attach->finish();
+  waiting->push(R"({"StatusCode":0})");
+  waiting->finish();
+  const auto done = backend->wait("abc", std::chrono::seconds(30));
+  EXPECT_FALSE(done.exit.peak_memory_bytes);
+  EXPECT_FALSE(done.exit.cpu_seconds);
+  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
+  EXPECT_TRUE(backend->remove("abc").ok());
+}
+
+MATCHER(IsEventsCall, "") {
+  const std::string prefix =
+      "/v1.41/events?filters=" +
+      urlEncode(R"({"event":["oom","die"],"label":["io.scs.managed"],"type":["container"]})") +
+      "&since=";
+  return arg.method == "GET" && arg.path.rfind(prefix, 0) == 0;
+}
+
+std::string event(const char* action, const char* id) {
+  return std::string(R"({"Type":"container","Action":")") + action + R"(","Actor":{"ID":")" + id +
+         R"(","Attributes":{}},"timeNano":1796012259814000000})" + "\n";
+}
+
+// OOM evidence that the inspect record lost (20.10 drops the flag when "oom" follows the
+// exit, F4) still reaches the report through the event stream.
+void runWithEvents(const std::vector<std::string>& events, bool expect_oom) {
+  StrictMock<MockHttpTransport> transport;
+  std::shared_ptr<State> stream;
+  std::promise<void> stream_open;
+  EXPECT_CALL(transport, open(IsEventsCall())).WillOnce(Invoke([&](const HttpCall&) {
+    auto connection = scripted(&stream);
+    stream_open.set_value();
+    return opened(200, std::move(connection));
+  }));
+  DockerSettings settings = quietSettings();
+  settings.watch_events = true;
+  settings.die_event_grace = std::chrono::seconds(30);
+  auto backend = connected(&transport, settings);
+  stream_open.get_future().wait();
+  stream->push(event("die", "someone-else"));
+  stream->waitConsumed();  // the watcher is connected and reading
+
+  RecordingSink sink;
+  std::shared_ptr<State> attach;
+  std::shared_ptr<State> waiting;
+  createAndStart(transport, *backend, &sink, &attach, &waiting);
+  EXPECT_CALL(transport, call(IsCall("GET", kInspectPath)))
+      .WillOnce(Return(reply(200, R"({"State":{"Status":"exited","Running":false,)"
+                                  R"("OOMKilled":false,"ExitCode":137,"Error":""}})")));
+  attach->finish();
+  waiting->push(R"({"StatusCode":137})");
+  waiting->finish();
+  for (const auto& line : events) {
+    stream->push(line);
+  }
+  const auto done = backend->wait("abc", std::chrono::seconds(30));
+  ASSERT_TRUE(done.status.ok());
+  EXPECT_EQ(done.exit.exit_code, 137);
+  EXPECT_EQ(done.exit.oom_killed, expect_oom);
+  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
+  EXPECT_TRUE(backend->remove("abc").ok());
+  backend.reset();
+  EXPECT_TRUE(stream->wasAborted());
+}
+
+TEST(EventsTest, OomEventBeforeDieIsEvidence) {
+  runWithEvents({event("oom", "abc"), event("die", "abc")}, true);
+}
+
+TEST(EventsTest, DieWithoutOomIsNoEvidence) {
+  runWithEvents({event("oom", "other"), event("die", "abc")}, false);
+}
+
+}  // namespace
+}  // namespace scs::docker

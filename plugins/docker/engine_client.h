@@ -1,0 +1,113 @@
+#pragma once
+
+#include <scs/backend/backend.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "http_transport.h"
+#include "json_access.h"
+
+namespace scs::docker {
+
+struct ApiVersion {
+  int major = 0;
+  int minor = 0;
+  std::string text() const { return std::to_string(major) + "." + std::to_string(minor); }
+  auto operator<=>(const ApiVersion&) const = default;
+};
+
+// The newest API this client speaks (its fields are the same back to kOldestApi), and the
+// oldest that carries every field the create body sends (CgroupnsMode came in 1.41).
+inline constexpr ApiVersion kNewestApi{1, 47};
+inline constexpr ApiVersion kOldestApi{1, 41};
+
+std::optional<ApiVersion> parseApiVersion(std::string_view text);
+
+// min(server ApiVersion, kNewestApi), refused (kUnsupported) when that is below the server's
+// MinAPIVersion or below kOldestApi. `version_json` is the body of GET /version.
+struct Negotiation {
+  backend::Status status;
+  ApiVersion version;
+};
+Negotiation negotiateApiVersion(const std::string& version_json);
+
+// Maps a transport failure or an HTTP status to a backend status: 2xx ok; 404 kNotFound;
+// other 4xx kRejected; 5xx and connection failures kUnavailable; a passed deadline
+// kTimeout; anything else kInternal. The engine's "message" is quoted in the status message.
+backend::Status statusFromReply(const std::string& operation, const HttpReply& reply);
+
+template <typename T>
+struct Result {
+  backend::Status status;
+  T value{};
+};
+
+struct EngineInfo {
+  int cpus = 0;
+  std::int64_t memory_bytes = 0;
+  int cgroup_version = 1;
+  bool default_seccomp = false;  // SecurityOptions lists a seccomp profile other than unconfined
+};
+
+struct WaitOutcome {
+  std::int64_t status_code = -1;
+  std::string error;  // the engine's Error.Message, when it could not run or wait
+};
+
+struct ContainerSummary {
+  std::string id;
+  std::map<std::string, std::string> labels;
+};
+
+// The Engine API calls the backend needs, on versioned paths. Thread-safe.
+class EngineClient {
+ public:
+  EngineClient(HttpTransport& transport, std::chrono::milliseconds timeout);
+
+  // GET /version (unversioned) and the negotiation; must succeed before any other call.
+  backend::Status negotiate();
+  const ApiVersion& version() const { return version_; }
+
+  Result<EngineInfo> info();
+  // POST /containers/create?name=<name>; the value is the new container's id.
+  Result<std::string> create(const std::string& name, const json::ObjectPtr& body,
+                             std::vector<std::string>* warnings);
+  // GET /containers/{id}/json: the engine's record.
+  Result<json::ObjectPtr> inspect(const std::string& id);
+  // POST /containers/{id}/attach with stdin, stdout and stderr, hijacked.
+  Result<ConnectionPtr> attach(const std::string& id);
+  // POST /containers/{id}/wait?condition=...: returns once the engine has registered the
+  // wait (the headers arrived); the body, read from the connection, is the outcome.
+  Result<ConnectionPtr> openWait(const std::string& id, const std::string& condition);
+  backend::Status start(const std::string& id);
+  // POST /containers/{id}/kill?signal=KILL. A container that is not running counts as killed.
+  backend::Status kill(const std::string& id);
+  // DELETE /containers/{id}?force=1&v=1. A container that is gone counts as removed.
+  backend::Status remove(const std::string& id);
+  // GET /containers/json?all=1 filtered by the label key.
+  Result<std::vector<ContainerSummary>> list(const std::string& label_key);
+  // GET /events filtered (the filters JSON object), streamed.
+  Result<ConnectionPtr> events(const std::string& filters_json, const std::string& since);
+
+  // Parses the body of a wait reply.
+  static Result<WaitOutcome> parseWait(const std::string& body);
+
+ private:
+  HttpCall makeCall(const std::string& method, const std::string& path) const;
+  std::string versioned(const std::string& path) const;
+  Result<ConnectionPtr> open(const std::string& operation, HttpCall call);
+
+  HttpTransport& transport_;
+  std::chrono::milliseconds timeout_;
+  ApiVersion version_;
+};
+
+// Escapes `text` for use as a query value or path segment.
+std::string urlEncode(const std::string& text);
+
+}  // namespace scs::docker

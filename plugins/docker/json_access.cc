@@ -1,0 +1,112 @@
+#include "json_access.h"
+
+#include <Poco/Exception.h>
+#include <Poco/JSON/Parser.h>
+
+#include <sstream>
+
+namespace scs::docker::json {
+namespace {
+
+Poco::Dynamic::Var parse(const std::string& text) {
+  try {
+    Poco::JSON::Parser parser;
+    return parser.parse(text);
+  } catch (const Poco::Exception&) {
+    return {};  // not JSON: the caller reads absent
+  }
+}
+
+Poco::Dynamic::Var value(const ObjectPtr& parent, const std::string& key) {
+  if (parent.isNull() || !parent->has(key)) {
+    return {};
+  }
+  return parent->get(key);
+}
+
+}  // namespace
+
+ObjectPtr parseObject(const std::string& text) {
+  const Poco::Dynamic::Var parsed = parse(text);
+  return parsed.type() == typeid(ObjectPtr) ? parsed.extract<ObjectPtr>() : ObjectPtr();
+}
+
+ArrayPtr parseArray(const std::string& text) {
+  const Poco::Dynamic::Var parsed = parse(text);
+  return parsed.type() == typeid(ArrayPtr) ? parsed.extract<ArrayPtr>() : ArrayPtr();
+}
+
+ObjectPtr object(const ObjectPtr& parent, const std::string& key) {
+  const Poco::Dynamic::Var found = value(parent, key);
+  return found.type() == typeid(ObjectPtr) ? found.extract<ObjectPtr>() : ObjectPtr();
+}
+
+ArrayPtr array(const ObjectPtr& parent, const std::string& key) {
+  const Poco::Dynamic::Var found = value(parent, key);
+  return found.type() == typeid(ArrayPtr) ? found.extract<ArrayPtr>() : ArrayPtr();
+}
+
+std::optional<std::string> string(const ObjectPtr& parent, const std::string& key) {
+  const Poco::Dynamic::Var found = value(parent, key);
+  if (!found.isString()) {
+    return std::nullopt;
+  }
+  return found.extract<std::string>();
+}
+
+std::optional<bool> boolean(const ObjectPtr& parent, const std::string& key) {
+  const Poco::Dynamic::Var found = value(parent, key);
+  if (!found.isBoolean()) {
+    return std::nullopt;
+  }
+  return found.extract<bool>();
+}
+
+std::optional<std::int64_t> integer(const ObjectPtr& parent, const std::string& key) {
+  const Poco::Dynamic::Var found = value(parent, key);
+  if (!found.isInteger()) {
+    return std::nullopt;
+  }
+  try {
+    return found.convert<Poco::Int64>();
+  } catch (const Poco::Exception&) {
+    return std::nullopt;  // an unsigned value beyond int64
+  }
+}
+
+std::vector<std::string> strings(const ArrayPtr& items) {
+  std::vector<std::string> result;
+  if (items.isNull()) {
+    return result;
+  }
+  for (std::size_t i = 0; i < items->size(); ++i) {
+    const Poco::Dynamic::Var item = items->get(static_cast<unsigned>(i));
+    if (item.isString()) {
+      result.push_back(item.extract<std::string>());
+    }
+  }
+  return result;
+}
+
+std::vector<std::pair<std::string, std::string>> stringMap(const ObjectPtr& parent) {
+  std::vector<std::pair<std::string, std::string>> result;
+  if (parent.isNull()) {
+    return result;
+  }
+  std::vector<std::string> keys;
+  parent->getNames(keys);
+  for (const auto& key : keys) {
+    if (const auto text = string(parent, key)) {
+      result.emplace_back(key, *text);
+    }
+  }
+  return result;
+}
+
+std::string stringify(const ObjectPtr& value) {
+  std::ostringstream out;
+  value->stringify(out);
+  return out.str();
+}
+
+}  // namespace scs::docker::json

@@ -1,0 +1,36 @@
+#pragma once
+
+#include <Poco/JSON/Array.h>
+#include <Poco/JSON/Object.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+// Typed, non-throwing reads of engine JSON: a missing key and a value of the wrong type both
+// read as absent, so a caller can never mistake a malformed record for a strong setting.
+namespace scs::docker::json {
+
+using ObjectPtr = Poco::JSON::Object::Ptr;
+using ArrayPtr = Poco::JSON::Array::Ptr;
+
+// nullptr when `text` is not JSON or not of that shape.
+ObjectPtr parseObject(const std::string& text);
+ArrayPtr parseArray(const std::string& text);
+
+ObjectPtr object(const ObjectPtr& parent, const std::string& key);
+ArrayPtr array(const ObjectPtr& parent, const std::string& key);
+std::optional<std::string> string(const ObjectPtr& parent, const std::string& key);
+std::optional<bool> boolean(const ObjectPtr& parent, const std::string& key);
+std::optional<std::int64_t> integer(const ObjectPtr& parent, const std::string& key);
+
+// The string elements of `items` (others skipped); empty for a null array.
+std::vector<std::string> strings(const ArrayPtr& items);
+
+// Every key of `parent` with its value when that value is a string.
+std::vector<std::pair<std::string, std::string>> stringMap(const ObjectPtr& parent);
+
+std::string stringify(const ObjectPtr& value);
+
+}  // namespace scs::docker::json
