@@ -1,0 +1,161 @@
+#pragma once
+
+#include <Poco/JSON/Array.h>
+#include <Poco/JSON/Object.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "support/mcp_client.h"
+
+// Drives the real server binary with the Docker backend against the local engine. Every
+// helper throws std::runtime_error on a protocol or engine surprise, which gtest reports as a
+// test failure with the message.
+namespace scs::integration {
+
+inline constexpr const char* kImage = "safe-code-sandbox:latest";
+inline constexpr std::uint64_t kOutputCapBytes = 1u << 20;  // the server's default per stream
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs `command` through /bin/sh.
+CommandResult runCommand(const std::string& command);
+
+// IDs of containers (running or not) carrying the label `key=value`, or `key` alone.
+std::vector<std::string> containersWithLabel(const std::string& label);
+std::vector<std::string> containersOfRun(const std::string& run_id);
+std::vector<std::string> managedContainers();
+
+// True when some host process has `token` as one of its argv words.
+bool hostProcessWithArgExists(const std::string& token);
+
+// Polls `condition` until it holds or `budget` passes; returns the last value.
+template <typename Condition>
+bool eventually(Condition condition, std::chrono::milliseconds budget,
+                std::chrono::milliseconds step = std::chrono::milliseconds(100)) {
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  while (true) {
+    if (condition()) {
+      return true;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return false;
+    }
+    std::this_thread::sleep_for(step);
+  }
+}
+
+// A server process speaking MCP over stdio, already initialised; `extra_args` are appended
+// to the flags every test server gets.
+std::unique_ptr<testing::McpProcess> launchServer(const std::vector<std::string>& extra_args = {});
+
+// The server shared by every test in the binary (owned by the global environment).
+testing::McpProcess& sharedServer();
+
+// The limits object for start_run; absent members are left to the server's defaults.
+struct Limits {
+  std::optional<double> memory_gb = std::nullopt;
+  std::optional<double> timeout_seconds = std::nullopt;
+  std::optional<double> cpus = std::nullopt;
+};
+
+struct RunRequest {
+  std::string code;
+  Limits limits;
+  Poco::JSON::Array::Ptr files;  // may be null
+};
+
+Poco::JSON::Object::Ptr startRunArguments(const RunRequest& request);
+
+// The CallToolResult of tools/call; throws if it is an error result.
+Poco::JSON::Object::Ptr callToolOk(testing::McpProcess& server, const std::string& tool,
+                                   Poco::JSON::Object::Ptr arguments);
+
+// start_run; returns the run id.
+std::string startRun(testing::McpProcess& server, const RunRequest& request);
+
+// get_result with wait_seconds up to 60, repeated until the status is final or `budget`
+// passes (then throws).
+Poco::JSON::Object::Ptr awaitFinal(testing::McpProcess& server, const std::string& run_id,
+                                   std::chrono::seconds budget = std::chrono::seconds(300));
+
+// get_result without waiting.
+Poco::JSON::Object::Ptr snapshot(testing::McpProcess& server, const std::string& run_id);
+
+// Polls until the run reports `running` and its container exists; throws after `budget`.
+void awaitRunningContainer(testing::McpProcess& server, const std::string& run_id,
+                           std::chrono::seconds budget = std::chrono::seconds(60));
+
+bool isFinalStatus(const std::string& status);
+
+// Report field access.
+std::string text(const Poco::JSON::Object::Ptr& report, const std::string& key);
+std::int64_t integer(const Poco::JSON::Object::Ptr& report, const std::string& key);
+double number(const Poco::JSON::Object::Ptr& report, const std::string& key);
+bool flag(const Poco::JSON::Object::Ptr& report, const std::string& key);
+bool absentOrNull(const Poco::JSON::Object::Ptr& report, const std::string& key);
+
+// The verdict a probe printed: the rest of the stdout line that starts with `label` and a
+// space, or a description of what was printed when no such line exists.
+std::string verdict(const Poco::JSON::Object::Ptr& report, const std::string& label);
+
+// One line with status, exit code, signal, reason, and the heads of stdout and stderr.
+std::string describe(const Poco::JSON::Object::Ptr& report);
+
+bool isValidUtf8(const std::string& bytes);
+
+std::string hexOf(const std::string& bytes);
+std::string base64Of(const std::string& bytes);
+
+// The last `bytes` of the text, for failure messages.
+std::string tail(const std::string& text, std::size_t bytes = 4000);
+
+// Named runs started together so that they execute in parallel; tests then collect the
+// reports one by one. Not thread-safe.
+class RunBatch {
+ public:
+  void add(const std::string& name, RunRequest request);
+
+  // Starts every run; a refused start is remembered and reported by report().
+  void startAll(testing::McpProcess& server);
+
+  // The run's final report, waiting up to `budget` for it.
+  Poco::JSON::Object::Ptr report(testing::McpProcess& server, const std::string& name,
+                                 std::chrono::seconds budget = std::chrono::seconds(420));
+
+  std::string runId(const std::string& name) const;
+
+  // Stops every run whose final report was not collected, so that the next suite starts
+  // with an idle server.
+  void stopUnfinished(testing::McpProcess& server);
+
+ private:
+  struct Entry {
+    RunRequest request;
+    std::string run_id;
+    std::string start_error;
+    Poco::JSON::Object::Ptr final_report;
+  };
+  std::vector<std::pair<std::string, Entry>> entries_;
+
+  Entry& find(const std::string& name);
+};
+
+// Base fixture: on failure, prints the tail of the shared server's log.
+class IntegrationTest : public ::testing::Test {
+ protected:
+  void TearDown() override;
+};
+
+}  // namespace scs::integration
