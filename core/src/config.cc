@@ -1,0 +1,624 @@
+#include "config.h"
+
+#include <Poco/Dynamic/Var.h>
+#include <Poco/Exception.h>
+#include <Poco/JSON/Array.h>
+#include <Poco/JSON/Object.h>
+#include <Poco/JSON/Parser.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <functional>
+#include <iomanip>
+#include <set>
+#include <sstream>
+#include <system_error>
+
+#if !defined(SCS_VERSION) || !defined(SCS_DEFAULT_SECCOMP_PROFILE)
+#error "the build defines SCS_VERSION and SCS_DEFAULT_SECCOMP_PROFILE (core/CMakeLists.txt)"
+#endif
+
+namespace scs::config {
+namespace {
+
+namespace fs = std::filesystem;
+using Problem = std::optional<std::string>;
+
+struct Flag {
+  const char* name;     // the long flag without dashes; also the config file key
+  const char* metavar;  // empty: takes no value
+  const char* help;
+  std::function<std::string(const Config&)> shown_default;  // nullptr: no default to show
+  std::function<Problem(Config&, const std::string&)> apply;
+};
+
+std::string number(double value) {
+  std::ostringstream out;
+  out << std::setprecision(15) << value;
+  return out.str();
+}
+
+std::string flagName(const std::string& name) { return "--" + name; }
+
+Problem parseDouble(const std::string& flag, const std::string& text, double max, double* out) {
+  double value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(value)) {
+    return flagName(flag) + ": '" + text + "' is not a number";
+  }
+  if (value <= 0 || value > max) {
+    return flagName(flag) + ": " + text + " is out of range; give a number above 0 and at most " +
+           number(max);
+  }
+  *out = value;
+  return std::nullopt;
+}
+
+Problem parseInt(const std::string& flag, const std::string& text, std::int64_t min,
+                 std::int64_t max, std::int64_t* out) {
+  std::int64_t value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end) {
+    return flagName(flag) + ": '" + text + "' is not a whole number";
+  }
+  if (value < min || value > max) {
+    return flagName(flag) + ": " + text + " is out of range; give a whole number from " +
+           std::to_string(min) + " to " + std::to_string(max);
+  }
+  *out = value;
+  return std::nullopt;
+}
+
+template <typename T>
+std::function<Problem(Config&, const std::string&)> intSetter(const char* flag, std::int64_t min,
+                                                              std::int64_t max,
+                                                              std::function<T&(Config&)> field) {
+  return [=](Config& c, const std::string& v) -> Problem {
+    std::int64_t parsed = 0;
+    if (auto problem = parseInt(flag, v, min, max, &parsed)) {
+      return problem;
+    }
+    field(c) = static_cast<T>(parsed);
+    return std::nullopt;
+  };
+}
+
+std::function<Problem(Config&, const std::string&)> doubleSetter(
+    const char* flag, double max, std::function<double&(Config&)> field) {
+  return [=](Config& c, const std::string& v) -> Problem {
+    return parseDouble(flag, v, max, &field(c));
+  };
+}
+
+bool isBackendName(const std::string& name) {
+  return !name.empty() &&
+         name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos;
+}
+
+Problem requireValue(const std::string& flag, const std::string& value) {
+  if (value.empty()) {
+    return flagName(flag) + " needs a non-empty value";
+  }
+  return std::nullopt;
+}
+
+const std::vector<Flag>& flags() {
+  static const std::vector<Flag> table = {
+      {"config", "FILE",
+       "Read settings from a JSON object whose keys are these flag names without the dashes, "
+       "e.g. {\"backend\": \"fake\", \"max-memory-gb\": 8, \"backend-option\": "
+       "{\"cores\": \"2\"}}. Flags given on the command line override the file.",
+       nullptr, nullptr},
+      {"backend", "NAME",
+       "Runtime backend plugin to load: libscs_backend_NAME.so from the plugin directory "
+       "(docker: the Docker Engine; fake: the in-memory test double). There is no fallback: "
+       "if it cannot be loaded the server does not start.",
+       [](const Config& c) { return c.backend; },
+       [](Config& c, const std::string& v) -> Problem {
+         if (!isBackendName(v)) {
+           return "--backend: '" + v + "' is not a backend name (lower-case letters, digits, _)";
+         }
+         c.backend = v;
+         return std::nullopt;
+       }},
+      {"backend-path", "FILE",
+       "Load this plugin file instead of the one --backend names. Must be an absolute path "
+       "to a file writable only by its owner.",
+       nullptr,
+       [](Config& c, const std::string& v) -> Problem {
+         if (auto problem = requireValue("backend-path", v)) {
+           return problem;
+         }
+         c.backend_path = v;
+         return std::nullopt;
+       }},
+      {"plugin-dir", "DIR",
+       "Directory holding the backend plugins; by default the plugins folder beside this "
+       "executable.",
+       [](const Config& c) { return c.plugin_dir.string(); },
+       [](Config& c, const std::string& v) -> Problem {
+         if (auto problem = requireValue("plugin-dir", v)) {
+           return problem;
+         }
+         c.plugin_dir = v;
+         return std::nullopt;
+       }},
+      {"backend-option", "KEY=VALUE",
+       "A setting addressed to the backend; repeat for several. The fake backend knows cores, "
+       "memory_gb, fail=create|inspect|list|capacity and posture=<field>.",
+       nullptr,
+       [](Config& c, const std::string& v) -> Problem {
+         const auto eq = v.find('=');
+         if (eq == std::string::npos || eq == 0) {
+           return "--backend-option: '" + v + "' is not KEY=VALUE";
+         }
+         c.backend_options[v.substr(0, eq)] = v.substr(eq + 1);
+         return std::nullopt;
+       }},
+      {"engine", "ADDR",
+       "Address of the container engine, passed to the backend as its option \"engine\" "
+       "(docker: e.g. unix:///var/run/docker.sock). Default: the backend's own default.",
+       nullptr,
+       [](Config& c, const std::string& v) -> Problem {
+         if (auto problem = requireValue("engine", v)) {
+           return problem;
+         }
+         c.backend_options["engine"] = v;
+         return std::nullopt;
+       }},
+      {"image", "NAME", "Container image every sandbox runs. The model can never choose it.",
+       [](const Config& c) { return c.sandbox.image; },
+       [](Config& c, const std::string& v) -> Problem {
+         if (v.empty() || v.find_first_of(" \t\r\n") != std::string::npos) {
+           return "--image: '" + v + "' is not an image name";
+         }
+         c.sandbox.image = v;
+         return std::nullopt;
+       }},
+      {"runtime", "runc|runsc",
+       "Container runtime: runc, or runsc (gVisor) for a boundary that survives a host-kernel "
+       "bug.",
+       [](const Config& c) { return c.sandbox.runtime; },
+       [](Config& c, const std::string& v) -> Problem {
+         if (v != "runc" && v != "runsc") {
+           return "--runtime: '" + v + "' is not runc or runsc";
+         }
+         c.sandbox.runtime = v;
+         return std::nullopt;
+       }},
+      {"seccomp-profile", "FILE",
+       "Seccomp profile (JSON) applied to every sandbox; a missing or invalid file stops the "
+       "server at startup. \"engine-default\" keeps the engine's own default profile instead, "
+       "which on older engines allows more system calls.",
+       [](const Config& c) { return c.seccomp_profile_path; },
+       [](Config& c, const std::string& v) -> Problem {
+         if (auto problem = requireValue("seccomp-profile", v)) {
+           return problem;
+         }
+         c.seccomp_profile_path = v;
+         return std::nullopt;
+       }},
+      {"default-memory-gb", "GB", "Memory of a run that does not ask (GB are GiB).",
+       [](const Config& c) { return number(c.limits.defaults.memory_gb); },
+       doubleSetter("default-memory-gb", 1 << 20,
+                    [](Config& c) -> double& { return c.limits.defaults.memory_gb; })},
+      {"max-memory-gb", "GB",
+       "Most memory a run may ask for; never above the host's memory as the backend reports it.",
+       [](const Config& c) { return number(c.limits.maxima.memory_gb); },
+       doubleSetter("max-memory-gb", 1 << 20,
+                    [](Config& c) -> double& { return c.limits.maxima.memory_gb; })},
+      {"default-timeout-seconds", "S", "Wall-clock timeout of a run that does not ask.",
+       [](const Config& c) { return number(c.limits.defaults.timeout_seconds); },
+       doubleSetter("default-timeout-seconds", 7 * 24 * 3600,
+                    [](Config& c) -> double& { return c.limits.defaults.timeout_seconds; })},
+      {"max-timeout-seconds", "S", "Longest timeout a run may ask for.",
+       [](const Config& c) { return number(c.limits.maxima.timeout_seconds); },
+       doubleSetter("max-timeout-seconds", 7 * 24 * 3600,
+                    [](Config& c) -> double& { return c.limits.maxima.timeout_seconds; })},
+      {"default-cpus", "N", "CPUs of a run that does not ask.",
+       [](const Config& c) { return number(c.limits.defaults.cpus); },
+       doubleSetter("default-cpus", 4096,
+                    [](Config& c) -> double& { return c.limits.defaults.cpus; })},
+      {"max-cpus", "N",
+       "Most CPUs a run may ask for; never above the host's cores as the backend reports them.",
+       [](const Config& c) { return number(c.limits.maxima.cpus); },
+       doubleSetter("max-cpus", 4096, [](Config& c) -> double& { return c.limits.maxima.cpus; })},
+      {"processes", "N", "Process (PID) limit of every run; not client-settable.",
+       [](const Config& c) { return std::to_string(c.limits.defaults.processes); },
+       [](Config& c, const std::string& v) -> Problem {
+         std::int64_t parsed = 0;
+         if (auto problem = parseInt("processes", v, 1, 1'000'000, &parsed)) {
+           return problem;
+         }
+         c.limits.defaults.processes = static_cast<int>(parsed);
+         c.limits.maxima.processes = static_cast<int>(parsed);
+         return std::nullopt;
+       }},
+      {"max-concurrent", "N", "Runs executing at once; further runs wait in the queue.",
+       [](const Config& c) { return std::to_string(c.runs.max_concurrent); },
+       intSetter<int>("max-concurrent", 1, 1024,
+                      [](Config& c) -> int& { return c.runs.max_concurrent; })},
+      {"max-queue", "N",
+       "Runs that may wait for a slot; a start beyond this is refused. 0: no queue.",
+       [](const Config& c) { return std::to_string(c.runs.max_queue); },
+       intSetter<std::size_t>("max-queue", 0, 100'000,
+                              [](Config& c) -> std::size_t& { return c.runs.max_queue; })},
+      {"retention-seconds", "S", "How long a finished run's report is kept before it is forgotten.",
+       [](const Config& c) { return std::to_string(c.runs.retention.count()); },
+       [](Config& c, const std::string& v) -> Problem {
+         std::int64_t parsed = 0;
+         if (auto problem = parseInt("retention-seconds", v, 1, 30 * 24 * 3600, &parsed)) {
+           return problem;
+         }
+         c.runs.retention = std::chrono::seconds(parsed);
+         return std::nullopt;
+       }},
+      {"output-cap-bytes", "N",
+       "Bytes of stdout and of stderr kept per run (head and tail); the rest is counted and "
+       "reported as truncated.",
+       [](const Config& c) { return std::to_string(c.runs.output_cap_bytes); },
+       intSetter<std::size_t>("output-cap-bytes", 1024, std::int64_t{1} << 30,
+                              [](Config& c) -> std::size_t& { return c.runs.output_cap_bytes; })},
+      {"max-files", "N", "Most extra files one start_run may carry besides main.py.",
+       [](const Config& c) { return std::to_string(c.files.max_files); },
+       intSetter<std::size_t>("max-files", 0, 100'000,
+                              [](Config& c) -> std::size_t& { return c.files.max_files; })},
+      {"max-files-bytes", "N", "Most bytes of code plus files (decoded) one start_run may carry.",
+       [](const Config& c) { return std::to_string(c.files.max_total_bytes); },
+       intSetter<std::size_t>("max-files-bytes", 1024, std::int64_t{1} << 30,
+                              [](Config& c) -> std::size_t& { return c.files.max_total_bytes; })},
+      {"max-message-bytes", "N",
+       "Largest JSON-RPC message accepted; a longer one is answered with an error.",
+       [](const Config& c) { return std::to_string(c.max_message_bytes); },
+       intSetter<std::size_t>("max-message-bytes", 4096, std::int64_t{1} << 30,
+                              [](Config& c) -> std::size_t& { return c.max_message_bytes; })},
+      {"log-level", "LEVEL", "debug, info, warning or error. Logs go to stderr only.",
+       [](const Config& c) { return c.log_level; },
+       [](Config& c, const std::string& v) -> Problem {
+         if (v != "debug" && v != "info" && v != "warning" && v != "error") {
+           return "--log-level: '" + v + "' is not debug, info, warning or error";
+         }
+         c.log_level = v;
+         return std::nullopt;
+       }},
+      {"transport", "stdio",
+       "Protocol transport: stdio (newline-delimited JSON-RPC on stdin and stdout).",
+       [](const Config& c) { return c.transport; },
+       [](Config& c, const std::string& v) -> Problem {
+         if (v != "stdio") {
+           return "--transport: '" + v + "' is not supported; the only transport is stdio";
+         }
+         c.transport = v;
+         return std::nullopt;
+       }},
+      {"self-test", "",
+       "Run the sandbox audit (see `safe-code-sandbox audit`) once at startup and refuse to "
+       "serve (exit 1) when any check fails.",
+       nullptr,
+       [](Config& c, const std::string& v) -> Problem {
+         if (!v.empty() && v != "true" && v != "false") {
+           return "--self-test takes no value (in a config file: \"true\" or \"false\")";
+         }
+         c.self_test = v != "false";
+         return std::nullopt;
+       }},
+      {"help", "", "Print this text and exit.", nullptr, nullptr},
+      {"version", "", "Print the version and exit.", nullptr, nullptr},
+  };
+  return table;
+}
+
+const Flag* findFlag(const std::string& name) {
+  for (const Flag& flag : flags()) {
+    if (name == flag.name) {
+      return &flag;
+    }
+  }
+  return nullptr;
+}
+
+// Scalars of the config file become the text a flag would carry.
+Problem scalarText(const std::string& key, const Poco::Dynamic::Var& value, std::string* out) {
+  if (value.isEmpty() || value.isArray() || value.isStruct() || value.type() == typeid(bool) ||
+      value.type() == typeid(Poco::JSON::Object::Ptr) ||
+      value.type() == typeid(Poco::JSON::Array::Ptr)) {
+    return "config file: \"" + key + "\" must be a string or a number";
+  }
+  if (value.isString()) {
+    *out = value.extract<std::string>();
+  } else if (value.isInteger()) {
+    *out = std::to_string(value.convert<std::int64_t>());
+  } else {
+    *out = number(value.convert<double>());
+  }
+  return std::nullopt;
+}
+
+Problem applyFileBackendOptions(Config& config, const Poco::Dynamic::Var& value) {
+  const Flag* flag = findFlag("backend-option");
+  if (value.type() == typeid(Poco::JSON::Object::Ptr)) {
+    auto object = value.extract<Poco::JSON::Object::Ptr>();
+    for (const auto& [key, item] : *object) {
+      std::string text;
+      if (auto problem = scalarText("backend-option." + key, item, &text)) {
+        return problem;
+      }
+      if (auto problem = flag->apply(config, key + "=" + text)) {
+        return problem;
+      }
+    }
+    return std::nullopt;
+  }
+  if (value.type() == typeid(Poco::JSON::Array::Ptr)) {
+    auto array = value.extract<Poco::JSON::Array::Ptr>();
+    for (std::size_t i = 0; i < array->size(); ++i) {
+      std::string text;
+      if (auto problem = scalarText("backend-option", array->get(i), &text)) {
+        return problem;
+      }
+      if (auto problem = flag->apply(config, text)) {
+        return problem;
+      }
+    }
+    return std::nullopt;
+  }
+  std::string text;
+  if (auto problem = scalarText("backend-option", value, &text)) {
+    return problem;
+  }
+  return flag->apply(config, text);
+}
+
+Problem applyFile(Config& config, const std::string& path, std::set<std::string>* given) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return "--config: cannot read " + path;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  Poco::Dynamic::Var parsed;
+  try {
+    Poco::JSON::Parser parser;
+    parsed = parser.parse(text.str());
+  } catch (const Poco::Exception& e) {
+    return "--config: " + path + " is not valid JSON: " + e.displayText();
+  }
+  if (parsed.type() != typeid(Poco::JSON::Object::Ptr)) {
+    return "--config: " + path + " must hold a JSON object";
+  }
+  auto object = parsed.extract<Poco::JSON::Object::Ptr>();
+  for (const auto& [key, value] : *object) {
+    const Flag* flag = findFlag(key);
+    if (flag == nullptr || !flag->apply) {
+      return "--config: " + path + " has an unknown setting \"" + key + "\"";
+    }
+    Problem problem;
+    if (key == "backend-option") {
+      problem = applyFileBackendOptions(config, value);
+    } else {
+      std::string value_text;
+      problem = scalarText(key, value, &value_text);
+      if (!problem) {
+        problem = flag->apply(config, value_text);
+      }
+    }
+    if (problem) {
+      return "--config " + path + ": " + *problem;
+    }
+    given->insert(key);
+  }
+  return std::nullopt;
+}
+
+Problem checkLimitPair(const Config& config, const std::set<std::string>& given, const char* what,
+                       double policy::Limits::*field, double floor, const char* unit) {
+  const std::string default_flag = std::string("default-") + what;
+  const std::string max_flag = std::string("max-") + what;
+  const double default_value = config.limits.defaults.*field;
+  const double max_value = config.limits.maxima.*field;
+  if (default_value < floor) {
+    return flagName(default_flag) + ": " + number(default_value) + " is below the floor of " +
+           number(floor) + unit;
+  }
+  if (max_value < floor) {
+    return flagName(max_flag) + ": " + number(max_value) + " is below the floor of " +
+           number(floor) + unit;
+  }
+  // A default above the maximum is a contradiction only when both were set; otherwise the
+  // limit policy lowers the default to the maximum and logs it.
+  if (given.count(default_flag) != 0 && default_value > max_value) {
+    return flagName(default_flag) + " " + number(default_value) + " is above " +
+           flagName(max_flag) + " " + number(max_value);
+  }
+  return std::nullopt;
+}
+
+Problem validate(const Config& config, const std::set<std::string>& given) {
+  const policy::LimitSettings& l = config.limits;
+  if (auto p = checkLimitPair(config, given, "memory-gb", &policy::Limits::memory_gb,
+                              l.min_memory_gb, " GB")) {
+    return p;
+  }
+  if (auto p = checkLimitPair(config, given, "timeout-seconds", &policy::Limits::timeout_seconds,
+                              l.min_timeout_seconds, " seconds")) {
+    return p;
+  }
+  return checkLimitPair(config, given, "cpus", &policy::Limits::cpus, l.min_cpus, " CPUs");
+}
+
+std::string wrap(const std::string& text, std::size_t indent, std::size_t width) {
+  std::istringstream words(text);
+  std::string word;
+  std::string out;
+  std::string line;
+  while (words >> word) {
+    if (!line.empty() && indent + line.size() + 1 + word.size() > width) {
+      out += std::string(indent, ' ') + line + "\n";
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  if (!line.empty()) {
+    out += std::string(indent, ' ') + line + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+fs::path defaultPluginDir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) {
+    return fs::path("plugins");
+  }
+  return exe.parent_path() / "plugins";
+}
+
+Config defaults() {
+  Config config;
+  config.plugin_dir = defaultPluginDir();
+  config.seccomp_profile_path = SCS_DEFAULT_SECCOMP_PROFILE;
+  return config;
+}
+
+ParseResult parse(const std::vector<std::string>& args) {
+  ParseResult result;
+  result.config = defaults();
+
+  // Split into (name, value) pairs first, so that --config is applied before every flag
+  // wherever it appears.
+  std::vector<std::pair<std::string, std::string>> given_flags;
+  std::optional<std::string> config_file;
+  const bool audit = !args.empty() && args.front() == "audit";
+  for (std::size_t i = audit ? 1 : 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) {
+      result.error = "unexpected argument '" + arg + "'; every setting is a --flag";
+      return result;
+    }
+    std::string name = arg.substr(2);
+    std::optional<std::string> value;
+    if (const auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name.resize(eq);
+    }
+    const Flag* flag = findFlag(name);
+    if (flag == nullptr) {
+      result.error = "unknown flag --" + name;
+      return result;
+    }
+    if (*flag->metavar == '\0') {
+      if (value) {
+        result.error = "--" + name + " takes no value";
+        return result;
+      }
+      if (flag->apply) {
+        given_flags.emplace_back(name, "");
+      } else {
+        result.action = name == "help" ? Action::kHelp : Action::kVersion;
+      }
+      continue;
+    }
+    if (!value) {
+      if (i + 1 == args.size()) {
+        result.error = "--" + name + " needs a value (" + flag->metavar + ")";
+        return result;
+      }
+      value = args[++i];
+    }
+    if (name == "config") {
+      config_file = *value;
+    } else {
+      given_flags.emplace_back(name, *value);
+    }
+  }
+  if (result.action != Action::kServe) {
+    return result;
+  }
+
+  std::set<std::string> given;
+  if (config_file) {
+    if (auto problem = applyFile(result.config, *config_file, &given)) {
+      result.error = *problem;
+      return result;
+    }
+  }
+  for (const auto& [name, value] : given_flags) {
+    if (auto problem = findFlag(name)->apply(result.config, value)) {
+      result.error = *problem;
+      return result;
+    }
+    given.insert(name);
+  }
+  if (auto problem = validate(result.config, given)) {
+    result.error = *problem;
+  }
+  if (audit) {
+    result.action = Action::kAudit;
+  }
+  return result;
+}
+
+std::optional<std::string> loadSeccompProfile(Config* config) {
+  if (config->seccomp_profile_path == kEngineDefaultSeccomp) {
+    config->sandbox.seccomp_profile.clear();
+    return std::nullopt;
+  }
+  const std::string& path = config->seccomp_profile_path;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return "cannot read the seccomp profile " + path +
+           " (--seccomp-profile FILE, or engine-default)";
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    Poco::JSON::Parser parser;
+    if (parser.parse(text.str()).type() != typeid(Poco::JSON::Object::Ptr)) {
+      return "the seccomp profile " + path + " is not a JSON object";
+    }
+  } catch (const Poco::Exception& e) {
+    return "the seccomp profile " + path + " is not valid JSON: " + e.displayText();
+  }
+  config->sandbox.seccomp_profile = text.str();
+  return std::nullopt;
+}
+
+std::string helpText() {
+  const Config shipped = defaults();
+  std::ostringstream out;
+  out << "Usage: safe-code-sandbox [--flag VALUE]...\n"
+         "       safe-code-sandbox audit [--flag VALUE]...\n"
+         "\n"
+         "An MCP server (JSON-RPC 2.0 over stdio) that runs untrusted Python in a locked-down,\n"
+         "throwaway sandbox. stdout carries only the protocol; logs go to stderr.\n"
+         "Flags may also be written --flag=VALUE. Exit codes: 0 after a clean shutdown (stdin\n"
+         "closed, SIGTERM or SIGINT), 1 when the server cannot start (backend, capacity), 2 for\n"
+         "a bad flag, config file or value.\n"
+         "\n"
+         "audit: loads the backend as the server would, starts one sandbox with the production\n"
+         "posture, checks every control from inside it, prints a table on stdout and exits 0\n"
+         "when every check passes, 1 when one fails, 2 when the audit cannot run.\n"
+         "\n";
+  for (const Flag& flag : flags()) {
+    std::string head = "  --" + std::string(flag.name);
+    if (*flag.metavar != '\0') {
+      head += " " + std::string(flag.metavar);
+    }
+    std::string text = flag.help;
+    if (flag.shown_default) {
+      text += " (default: " + flag.shown_default(shipped) + ")";
+    }
+    out << head << "\n" << wrap(text, 6, 92);
+  }
+  return out.str();
+}
+
+std::string versionText() { return std::string("safe-code-sandbox ") + SCS_VERSION; }
+
+}  // namespace scs::config

@@ -1,1 +1,246 @@
-int main() { return 0; }
+#include <Poco/Logger.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "audit/audit.h"
+#include "config.h"
+#include "logging.h"
+#include "mcp/server.h"
+#include "mcp/stdio_transport.h"
+#include "plugin/loader.h"
+#include "policy/limits.h"
+#include "runs/clock.h"
+#include "runs/run_manager.h"
+
+namespace {
+
+using namespace scs;
+
+sigset_t shutdownSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  return set;
+}
+
+std::string signalText(int number) {
+  const char* name = sigabbrev_np(number);
+  return name != nullptr ? std::string("SIG") + name : std::to_string(number);
+}
+
+// Waits for SIGTERM or SIGINT on its own thread and hands it to `handler`, which does not
+// return. Destroying the object ends the thread without calling the handler.
+class SignalThread {
+ public:
+  explicit SignalThread(std::function<void(int)> handler)
+      : thread_([this, handler = std::move(handler)] {
+          const sigset_t set = shutdownSignals();
+          int number = 0;
+          if (sigwait(&set, &number) == 0 && !done_) {
+            handler(number);
+          }
+        }) {}
+
+  ~SignalThread() {
+    done_ = true;
+    pthread_kill(thread_.native_handle(), SIGTERM);
+    thread_.join();
+  }
+
+  SignalThread(const SignalThread&) = delete;
+  SignalThread& operator=(const SignalThread&) = delete;
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+// The backend and the limit policy, loaded the same way for serving and for the audit.
+struct Engine {
+  logging::BackendLogSink backend_log;  // outlives the backend, which logs through it
+  std::shared_ptr<backend::RuntimeBackend> backend;
+  std::filesystem::path plugin;
+  std::optional<policy::LimitPolicy> limits;
+};
+
+std::unique_ptr<Engine> loadEngine(config::Config& config, Poco::Logger& log) {
+  auto engine = std::make_unique<Engine>();
+  const backend::BackendContext context{config.backend_options, &engine->backend_log};
+  std::filesystem::path file = config.backend_path;
+  if (file.empty()) {
+    file = plugin::backendPath(config.backend, config.plugin_dir);
+  }
+  std::string error;
+  engine->backend = plugin::loadBackend(file, context, &error);
+  if (!engine->backend) {
+    log.error("cannot start: " + error);
+    return nullptr;
+  }
+  log.information("loaded backend plugin " + file.string());
+  engine->plugin = file;
+
+  const backend::CapacityReply capacity = engine->backend->capacity();
+  if (!capacity.status.ok()) {
+    log.error("cannot start: the backend cannot report the host's capacity: " +
+              capacity.status.message);
+    return nullptr;
+  }
+  std::vector<std::string> adjustments;
+  engine->limits.emplace(
+      config.limits, policy::HostCapacity{capacity.capacity.cores, capacity.capacity.memory_bytes},
+      &adjustments);
+  for (const std::string& adjustment : adjustments) {
+    log.information(adjustment);
+  }
+  config.runs.host_memory_bytes = capacity.capacity.memory_bytes;
+  return engine;
+}
+
+// The only writer of the audit table: stdout for the audit command, the log for --self-test.
+void printAudit(const audit::Report& report, std::ostream* out, Poco::Logger& log) {
+  const std::string table = audit::formatTable(report);
+  if (out != nullptr) {
+    *out << table << std::flush;
+    return;
+  }
+  std::istringstream lines(table);
+  std::string line;
+  while (std::getline(lines, line)) {
+    log.information("self-test: " + line);
+  }
+}
+
+int runAudit(config::Config& config, Poco::Logger& log) {
+  std::unique_ptr<Engine> engine = loadEngine(config, log);
+  if (!engine) {
+    return audit::kExitSetupFailed;
+  }
+  runs::SystemClock clock;
+  runs::RunManager manager(*engine->backend, config.runs, config.sandbox, clock);
+  // Ctrl-C or SIGTERM during the audit still removes its sandbox.
+  SignalThread signals([&](int number) {
+    log.information("received " + signalText(number) + "; stopping the audit");
+    manager.shutdown();
+    std::clog.flush();
+    ::_exit(audit::kExitSetupFailed);
+  });
+  log.information("auditing a sandbox with runtime " + config.sandbox.runtime);
+  const audit::Report report = audit::run(
+      manager, audit::auditLimits(engine->limits->defaults()), config.sandbox, config.files);
+  manager.shutdown();
+  printAudit(report, &std::cout, log);
+  return audit::exitCode(report);
+}
+
+int serve(config::Config& config, Poco::Logger& log) {
+  std::unique_ptr<Engine> engine = loadEngine(config, log);
+  if (!engine) {
+    return 1;
+  }
+  runs::SystemClock clock;
+  runs::RunManager manager(*engine->backend, config.runs, config.sandbox, clock);
+  const std::size_t swept = manager.sweepLeftovers();
+  if (swept > 0) {
+    log.information("removed " + std::to_string(swept) + " sandboxes left by earlier instances");
+  }
+  if (config.self_test) {
+    log.information("self-test: auditing a sandbox with runtime " + config.sandbox.runtime);
+    const audit::Report report = audit::run(
+        manager, audit::auditLimits(engine->limits->defaults()), config.sandbox, config.files);
+    printAudit(report, nullptr, log);
+    if (!audit::passed(report)) {
+      log.error("cannot start: the self-test audit failed; refusing to serve");
+      return 1;
+    }
+  }
+  mcp::ServerInfo info;
+  info.version = SCS_VERSION;
+  mcp::Server server(manager, *engine->limits, config.files, info);
+  mcp::StdioTransport transport(server, config.max_message_bytes);
+
+  // SIGTERM and SIGINT stop every run, let the answers in flight be written whole, and end
+  // the process: the main thread may be blocked reading stdin and cannot be woken.
+  SignalThread signals([&](int number) {
+    try {
+      log.information("received " + signalText(number) + "; stopping every run");
+      manager.shutdown();
+      transport.finish();
+      log.information("every run stopped; exiting");
+    } catch (const std::exception& e) {
+      log.error(std::string("shutdown failed: ") + e.what());
+      std::clog.flush();
+      ::_exit(1);
+    }
+    std::clog.flush();
+    ::_exit(0);
+  });
+
+  log.information(config::versionText() + " serving MCP on stdio with backend " +
+                  (config.backend_path.empty() ? config.backend : engine->plugin.string()));
+  transport.serve(std::cin, std::cout);
+  log.information("stdin closed; stopping every run");
+  manager.shutdown();
+  transport.finish();
+  std::cout.flush();
+  log.information("every run stopped; exiting");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before any thread starts, so that every thread inherits the mask: shutdown signals are
+  // taken only by sigwait(), and a closed stdout gives EPIPE instead of killing the server.
+  sigset_t blocked = shutdownSignals();
+  sigaddset(&blocked, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &blocked, nullptr);
+
+  std::ios::sync_with_stdio(false);
+  // Reading stdin must not flush stdout: only the transport writes there, under its lock.
+  std::cin.tie(nullptr);
+
+  config::ParseResult parsed = config::parse(std::vector<std::string>(argv + 1, argv + argc));
+  if (!parsed.error.empty()) {
+    std::cerr << "safe-code-sandbox: " << parsed.error
+              << "\nRun safe-code-sandbox --help to see every flag." << std::endl;
+    return 2;
+  }
+  if (parsed.action == config::Action::kHelp) {
+    std::cout << config::helpText() << std::flush;
+    return 0;
+  }
+  if (parsed.action == config::Action::kVersion) {
+    std::cout << config::versionText() << std::endl;
+    return 0;
+  }
+  config::Config& config = parsed.config;
+  if (auto problem = config::loadSeccompProfile(&config)) {
+    std::cerr << "safe-code-sandbox: " << *problem << std::endl;
+    return 2;
+  }
+  logging::setUp(*logging::parseLevel(config.log_level));
+  Poco::Logger& log = Poco::Logger::get("scs.main");
+  try {
+    if (parsed.action == config::Action::kAudit) {
+      return runAudit(config, log);
+    }
+    return serve(config, log);
+  } catch (const std::exception& e) {
+    log.fatal(std::string("cannot serve: ") + e.what());
+    return parsed.action == config::Action::kAudit ? audit::kExitSetupFailed : 1;
+  }
+}

@@ -1,8 +1,428 @@
-#include <boost/dll/alias.hpp>
-#include <scs/backend/backend.h>
+#include "fake_backend.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace scs::fake {
 namespace {
-scs::backend::RuntimeBackend* createBackend(const scs::backend::BackendContext&, std::string* e) { *e = "not yet"; return nullptr; }
-const scs::backend::AbiStamp kStamp{scs::backend::kAbiVersion, scs::backend::kToolchain};
+
+using backend::Code;
+using backend::Status;
+
+constexpr std::int64_t kBytesPerGb = std::int64_t{1} << 30;
+constexpr std::size_t kFloodChunk = 64 * 1024;
+constexpr int kKilledExitCode = 137;
+
+Status scripted(const std::string& call) {
+  return Status{Code::kUnavailable, "fake: " + call + " failed as scripted"};
 }
-BOOST_DLL_ALIAS(createBackend, scs_create_backend)
-BOOST_DLL_ALIAS(kStamp, scs_backend_abi)
+
+Status notFound(const std::string& id) { return Status{Code::kNotFound, "fake: no sandbox " + id}; }
+
+template <typename Reply, typename Fn>
+Reply guardReply(Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    Reply reply;
+    reply.status = Status{Code::kInternal, std::string("fake: ") + e.what()};
+    return reply;
+  }
+}
+
+template <typename Fn>
+Status guardStatus(Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    return Status{Code::kInternal, std::string("fake: ") + e.what()};
+  }
+}
+
+void differ(std::int64_t* value) { *value = *value > 0 ? *value * 2 : 1; }
+
+void differ(std::vector<std::string>* values, const char* extra) {
+  if (values->empty()) {
+    values->push_back(extra);
+  } else {
+    values->pop_back();
+  }
+}
+
+const std::map<std::string, std::function<void(backend::Posture&)>>& alterations() {
+  using P = backend::Posture;
+  static const std::map<std::string, std::function<void(P&)>> table = {
+      {"image", [](P& p) { p.image += "-substituted"; }},
+      {"runtime", [](P& p) { p.runtime = p.runtime == "runc" ? "runsc" : "runc"; }},
+      {"user", [](P& p) { p.user = p.user == "0:0" ? "10001:10001" : "0:0"; }},
+      {"network_disabled", [](P& p) { p.network_disabled = !p.network_disabled; }},
+      {"read_only_root", [](P& p) { p.read_only_root = !p.read_only_root; }},
+      {"privileged", [](P& p) { p.privileged = !p.privileged; }},
+      {"all_capabilities_dropped",
+       [](P& p) { p.all_capabilities_dropped = !p.all_capabilities_dropped; }},
+      {"added_capabilities", [](P& p) { p.added_capabilities.push_back("SYS_ADMIN"); }},
+      {"no_new_privileges", [](P& p) { p.no_new_privileges = !p.no_new_privileges; }},
+      {"seccomp_enabled", [](P& p) { p.seccomp_enabled = !p.seccomp_enabled; }},
+      {"seccomp_profile",
+       [](P& p) {
+         p.seccomp_profile =
+             p.seccomp_profile.empty() ? R"({"defaultAction":"SCMP_ACT_ALLOW"})" : "";
+       }},
+      {"init_process", [](P& p) { p.init_process = !p.init_process; }},
+      {"host_namespaces", [](P& p) { p.host_namespaces.push_back("pid"); }},
+      {"host_mounts", [](P& p) { p.host_mounts.push_back("/:/host"); }},
+      {"devices", [](P& p) { p.devices.push_back("/dev/kvm"); }},
+      {"tmpfs",
+       [](P& p) {
+         if (p.tmpfs.empty()) {
+           backend::TmpfsMount extra;
+           extra.path = "/scratch";
+           extra.size_bytes = 1 << 20;
+           p.tmpfs.push_back(extra);
+         } else {
+           p.tmpfs.front().noexec = !p.tmpfs.front().noexec;
+         }
+       }},
+      {"memory_bytes", [](P& p) { differ(&p.memory_bytes); }},
+      {"memory_swap_bytes", [](P& p) { differ(&p.memory_swap_bytes); }},
+      {"nano_cpus", [](P& p) { differ(&p.nano_cpus); }},
+      {"pids_limit", [](P& p) { differ(&p.pids_limit); }},
+      {"open_files_limit", [](P& p) { differ(&p.open_files_limit); }},
+      {"file_size_limit_bytes", [](P& p) { differ(&p.file_size_limit_bytes); }},
+      {"core_dumps_disabled", [](P& p) { p.core_dumps_disabled = !p.core_dumps_disabled; }},
+      {"masked_paths", [](P& p) { differ(&p.masked_paths, "/proc/kcore"); }},
+      {"readonly_paths", [](P& p) { differ(&p.readonly_paths, "/proc/sys"); }},
+  };
+  return table;
+}
+
+}  // namespace
+
+std::optional<std::string> parseOptions(const std::map<std::string, std::string>& raw,
+                                        Options* options) {
+  for (const auto& [key, value] : raw) {
+    if (key == "cores") {
+      auto cores = parseInteger(value, 1, 4096);
+      if (!cores) {
+        return "fake backend option cores=" + value + " is not a whole number from 1 to 4096";
+      }
+      options->cores = static_cast<int>(*cores);
+    } else if (key == "memory_gb") {
+      char* end = nullptr;
+      const double gb = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0' || !std::isfinite(gb) || gb <= 0 || gb > 1 << 20) {
+        return "fake backend option memory_gb=" + value + " is not a positive number";
+      }
+      options->memory_gb = gb;
+    } else if (key == "fail") {
+      std::string_view rest = value;
+      while (true) {
+        const auto comma = rest.find(',');
+        const std::string call(rest.substr(0, comma));
+        if (call != "create" && call != "inspect" && call != "list" && call != "capacity") {
+          return "fake backend option fail=" + value +
+                 " names an unknown call; use create, inspect, list or capacity";
+        }
+        options->fail.insert(call);
+        if (comma == std::string_view::npos) {
+          break;
+        }
+        rest.remove_prefix(comma + 1);
+      }
+    } else if (key == "posture") {
+      if (alterations().count(value) == 0) {
+        return "fake backend option posture=" + value + " names no posture field";
+      }
+      options->posture_field = value;
+    } else if (key == "engine") {
+      // Every backend receives --engine; the fake has no engine to reach.
+    } else {
+      return "unknown fake backend option '" + key +
+             "'; known: cores, memory_gb, fail, posture, engine";
+    }
+  }
+  return std::nullopt;
+}
+
+bool alterPosture(const std::string& field, backend::Posture* posture) {
+  auto it = alterations().find(field);
+  if (it == alterations().end()) {
+    return false;
+  }
+  it->second(*posture);
+  return true;
+}
+
+FakeBackend::FakeBackend(Options options, backend::LogSink* log)
+    : options_(std::move(options)), log_(log) {}
+
+FakeBackend::~FakeBackend() {
+  std::vector<std::thread> workers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, sandbox] : sandboxes_) {
+      sandbox->killed = true;
+      sandbox->removed = true;
+      if (sandbox->worker.joinable()) {
+        workers.push_back(std::move(sandbox->worker));
+      }
+    }
+    cv_.notify_all();
+  }
+  for (auto& worker : workers) {
+    worker.join();
+  }
+}
+
+void FakeBackend::log(backend::LogLevel level, const std::string& message) {
+  if (log_ != nullptr) {
+    log_->log(level, message);
+  }
+}
+
+std::shared_ptr<FakeBackend::Sandbox> FakeBackend::find(const std::string& id) {
+  auto it = sandboxes_.find(id);
+  return it == sandboxes_.end() ? nullptr : it->second;
+}
+
+backend::CapacityReply FakeBackend::capacity() {
+  return guardReply<backend::CapacityReply>([&] {
+    backend::CapacityReply reply;
+    if (options_.fail.count("capacity") != 0) {
+      reply.status = scripted("capacity");
+      return reply;
+    }
+    reply.capacity.cores = options_.cores;
+    reply.capacity.memory_bytes =
+        static_cast<std::int64_t>(options_.memory_gb * static_cast<double>(kBytesPerGb));
+    return reply;
+  });
+}
+
+backend::CreateReply FakeBackend::create(const backend::SandboxSpec& spec) {
+  return guardReply<backend::CreateReply>([&] {
+    backend::CreateReply reply;
+    if (options_.fail.count("create") != 0) {
+      reply.status = scripted("create");
+      return reply;
+    }
+    auto sandbox = std::make_shared<Sandbox>();
+    sandbox->labels = spec.labels;
+    sandbox->posture = spec.posture;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sandbox->id = "fake-" + std::to_string(next_id_++);
+      sandboxes_[sandbox->id] = sandbox;
+    }
+    reply.id = sandbox->id;
+    log(backend::LogLevel::kDebug, "fake: created " + reply.id);
+    return reply;
+  });
+}
+
+backend::InspectReply FakeBackend::inspect(const std::string& id) {
+  return guardReply<backend::InspectReply>([&] {
+    backend::InspectReply reply;
+    if (options_.fail.count("inspect") != 0) {
+      reply.status = scripted("inspect");
+      return reply;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    auto sandbox = find(id);
+    if (!sandbox) {
+      reply.status = notFound(id);
+      return reply;
+    }
+    reply.posture = sandbox->posture;
+    if (!options_.posture_field.empty()) {
+      alterPosture(options_.posture_field, &reply.posture);
+    }
+    return reply;
+  });
+}
+
+Status FakeBackend::deliver(const std::string& id, const std::string& archive) {
+  return guardStatus([&] {
+    std::string main_py;
+    if (auto problem = extractFile(archive, "main.py", &main_py)) {
+      return Status{Code::kRejected, "fake: " + *problem};
+    }
+    Script script;
+    if (auto problem = parseScript(main_py, &script)) {
+      return Status{Code::kRejected, "fake: " + *problem};
+    }
+    if (script.fail.count("deliver") != 0) {
+      return scripted("deliver");
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    auto sandbox = find(id);
+    if (!sandbox) {
+      return notFound(id);
+    }
+    if (sandbox->state != State::kCreated) {
+      return Status{Code::kRejected, "fake: sandbox " + id + " has already started"};
+    }
+    sandbox->script = std::move(script);
+    return Status{};
+  });
+}
+
+Status FakeBackend::start(const std::string& id, backend::OutputSink* sink) {
+  return guardStatus([&] {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto sandbox = find(id);
+    if (!sandbox) {
+      return notFound(id);
+    }
+    if (sandbox->state != State::kCreated) {
+      return Status{Code::kRejected, "fake: sandbox " + id + " has already started"};
+    }
+    if (sandbox->script.fail.count("start") != 0) {
+      return scripted("start");
+    }
+    sandbox->state = State::kStarting;
+    cv_.wait_for(lock, sandbox->script.start_delay, [&] { return sandbox->removed; });
+    if (sandbox->removed) {
+      return notFound(id);
+    }
+    sandbox->state = State::kRunning;
+    sandbox->sink = sink;
+    sandbox->worker = std::thread([this, sandbox] { play(sandbox); });
+    lock.unlock();
+    log(backend::LogLevel::kInfo, "fake: started " + id);
+    return Status{};
+  });
+}
+
+void FakeBackend::play(const std::shared_ptr<Sandbox>& sandbox) {
+  const Script& script = sandbox->script;
+  backend::Exit exit;
+  exit.exited = true;
+  try {
+    if (!sandbox->killed && !script.stdout_text.empty()) {
+      sandbox->sink->write(backend::Stream::kStdout, script.stdout_text);
+    }
+    if (!sandbox->killed && !script.stderr_text.empty()) {
+      sandbox->sink->write(backend::Stream::kStderr, script.stderr_text);
+    }
+    const std::string chunk(kFloodChunk, 'x');
+    for (std::uint64_t left = script.flood_bytes; left > 0 && !sandbox->killed;) {
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(left, kFloodChunk));
+      sandbox->sink->write(backend::Stream::kStdout, std::string_view(chunk).substr(0, n));
+      left -= n;
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    if (script.hang) {
+      cv_.wait(lock, [&] { return sandbox->killed.load(); });
+    } else {
+      cv_.wait_for(lock, script.sleep, [&] { return sandbox->killed.load(); });
+    }
+    lock.unlock();
+    if (sandbox->killed) {
+      exit.exit_code = kKilledExitCode;
+    } else if (script.engine_error) {
+      exit.engine_error = *script.engine_error;
+    } else if (script.oom) {
+      exit.exit_code = kKilledExitCode;
+      exit.oom_killed = true;
+    } else if (script.child_oom) {
+      exit.exit_code = 0;
+      exit.oom_killed = true;
+    } else if (script.signal) {
+      exit.exit_code = 128 + *script.signal;
+    } else {
+      exit.exit_code = script.exit_code;
+    }
+  } catch (const std::exception& e) {
+    exit.exit_code.reset();
+    exit.engine_error = std::string("fake: ") + e.what();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  sandbox->exit = exit;
+  sandbox->state = State::kExited;
+  cv_.notify_all();
+}
+
+backend::WaitReply FakeBackend::wait(const std::string& id, std::chrono::milliseconds timeout) {
+  return guardReply<backend::WaitReply>([&] {
+    backend::WaitReply reply;
+    std::unique_lock<std::mutex> lock(mu_);
+    auto sandbox = find(id);
+    if (!sandbox) {
+      reply.status = notFound(id);
+      return reply;
+    }
+    if (sandbox->script.fail.count("wait") != 0) {
+      reply.status = scripted("wait");
+      return reply;
+    }
+    cv_.wait_for(lock, timeout,
+                 [&] { return sandbox->state == State::kExited || sandbox->removed; });
+    if (sandbox->state == State::kExited) {
+      reply.exit = sandbox->exit;
+    } else if (sandbox->removed) {
+      reply.status = notFound(id);
+    }
+    return reply;
+  });
+}
+
+Status FakeBackend::kill(const std::string& id) {
+  return guardStatus([&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto sandbox = find(id);
+    if (!sandbox) {
+      return notFound(id);
+    }
+    sandbox->killed = true;
+    cv_.notify_all();
+    return Status{};
+  });
+}
+
+Status FakeBackend::remove(const std::string& id) {
+  return guardStatus([&] {
+    std::thread worker;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto sandbox = find(id);
+      if (!sandbox) {
+        return Status{};
+      }
+      sandbox->killed = true;
+      sandbox->removed = true;
+      worker = std::move(sandbox->worker);
+      sandboxes_.erase(id);
+      cv_.notify_all();
+    }
+    if (worker.joinable()) {
+      worker.join();
+    }
+    log(backend::LogLevel::kDebug, "fake: removed " + id);
+    return Status{};
+  });
+}
+
+backend::ListReply FakeBackend::list(const std::string& label_key) {
+  return guardReply<backend::ListReply>([&] {
+    backend::ListReply reply;
+    if (options_.fail.count("list") != 0) {
+      reply.status = scripted("list");
+      return reply;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, sandbox] : sandboxes_) {
+      if (sandbox->labels.count(label_key) != 0) {
+        reply.sandboxes.push_back(backend::SandboxInfo{id, sandbox->labels});
+      }
+    }
+    return reply;
+  });
+}
+
+}  // namespace scs::fake

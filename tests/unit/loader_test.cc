@@ -1,0 +1,552 @@
+#include "plugin/loader.h"
+
+#include <dlfcn.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <boost/dll/shared_library.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "policy/files.h"
+
+namespace scs::plugin {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+const fs::path kFakePlugin = fs::path(SCS_PLUGIN_DIR) / "libscs_backend_fake.so";
+const fs::path kBadAbiPlugin = fs::path(SCS_TEST_PLUGIN_DIR) / "libscs_backend_badabi.so";
+
+class RecordingLog : public backend::LogSink {
+ public:
+  void log(backend::LogLevel level, std::string_view message) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_.emplace_back(level, std::string(message));
+  }
+  bool has(backend::LogLevel level, const std::string& text) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [entry_level, entry_text] : entries_) {
+      if (entry_level == level && entry_text == text) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::pair<backend::LogLevel, std::string>> entries_;
+};
+
+class CollectingSink : public backend::OutputSink {
+ public:
+  void write(backend::Stream stream, std::string_view bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    (stream == backend::Stream::kStdout ? out_ : err_).append(bytes);
+    ++writes_;
+  }
+  std::string out() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return out_;
+  }
+  std::string err() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return err_;
+  }
+  int writes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return writes_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::string out_;
+  std::string err_;
+  int writes_ = 0;
+};
+
+// A private directory (mode 0700) that is removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "scs-loader-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      throw std::runtime_error("mkdtemp failed");
+    }
+    path_ = pattern;
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::shared_ptr<backend::RuntimeBackend> loadFake(RecordingLog& log,
+                                                  std::map<std::string, std::string> options = {},
+                                                  std::string* error = nullptr) {
+  std::string ignored;
+  return loadBackend(kFakePlugin, backend::BackendContext{std::move(options), &log},
+                     error != nullptr ? error : &ignored);
+}
+
+TEST(BackendPathTest, JoinsTheDirectoryAndTheName) {
+  EXPECT_EQ(backendPath("fake", "/opt/scs/plugins"), "/opt/scs/plugins/libscs_backend_fake.so");
+  EXPECT_EQ(backendPath("my_vm2", "/p"), "/p/libscs_backend_my_vm2.so");
+}
+
+TEST(BackendPathTest, RefusesNamesThatCouldEscapeTheDirectory) {
+  for (const char* name : {"", "../fake", "a/b", "Docker", "fake.so", "fa ke", "-x"}) {
+    EXPECT_THROW(backendPath(name, "/p"), std::invalid_argument) << name;
+  }
+}
+
+TEST(LoaderTest, LoadsTheFakeAndCallsItThroughTheInterface) {
+  RecordingLog log;
+  std::string error;
+  auto backend = loadFake(log, {}, &error);
+  ASSERT_NE(backend, nullptr) << error;
+  const backend::CapacityReply capacity = backend->capacity();
+  ASSERT_TRUE(capacity.status.ok()) << capacity.status.message;
+  EXPECT_EQ(capacity.capacity.cores, 8);
+  EXPECT_EQ(capacity.capacity.memory_bytes, std::int64_t{64} << 30);
+}
+
+TEST(LoaderTest, PassesTheOptionsToTheFactory) {
+  RecordingLog log;
+  auto backend = loadFake(log, {{"cores", "2"}, {"memory_gb", "4"}, {"engine", "unix:///x"}});
+  ASSERT_NE(backend, nullptr);
+  const backend::CapacityReply capacity = backend->capacity();
+  EXPECT_EQ(capacity.capacity.cores, 2);
+  EXPECT_EQ(capacity.capacity.memory_bytes, std::int64_t{4} << 30);
+}
+
+TEST(LoaderTest, ReportsTheFactorysOwnError) {
+  RecordingLog log;
+  for (const auto& [key, value] : std::map<std::string, std::string>{{"posture", "colour"},
+                                                                     {"cores", "0"},
+                                                                     {"memory_gb", "lots"},
+                                                                     {"fail", "everything"},
+                                                                     {"colour", "blue"}}) {
+    std::string error;
+    EXPECT_EQ(loadFake(log, {{key, value}}, &error), nullptr);
+    EXPECT_THAT(error, HasSubstr("could not start")) << key;
+    EXPECT_THAT(error, HasSubstr(key)) << error;
+  }
+}
+
+TEST(LoaderTest, RefusesAWrongAbiBeforeItsFactoryRuns) {
+  RecordingLog log;
+  std::string error;
+  // The bad plugin's factory calls std::abort(): reaching the assertions proves it never ran.
+  auto backend = loadBackend(kBadAbiPlugin, backend::BackendContext{{}, &log}, &error);
+  EXPECT_EQ(backend, nullptr);
+  EXPECT_THAT(error, HasSubstr("ABI version " + std::to_string(backend::kAbiVersion + 1000)));
+  EXPECT_THAT(error, HasSubstr("needs ABI version " + std::to_string(backend::kAbiVersion)));
+  EXPECT_THAT(error, HasSubstr(kBadAbiPlugin.string()));
+}
+
+TEST(LoaderDeathTest, TheWrongAbiFixtureReallyAbortsWhenItsFactoryIsCalled) {
+  // Keeps the test above honest: calling this factory is fatal.
+  EXPECT_DEATH(
+      {
+        boost::dll::shared_library library(kBadAbiPlugin.string());
+        RecordingLog log;
+        std::string error;
+        library.get_alias<backend::FactoryFn>(backend::kFactorySymbol)(
+            backend::BackendContext{{}, &log}, &error);
+      },
+      "");
+}
+
+TEST(LoaderTest, RefusesARelativePath) {
+  RecordingLog log;
+  std::string error;
+  EXPECT_EQ(loadBackend("build/plugins/libscs_backend_fake.so", {{}, &log}, &error), nullptr);
+  EXPECT_THAT(error, HasSubstr("relative"));
+  EXPECT_EQ(loadBackend("", {{}, &log}, &error), nullptr);
+  EXPECT_THAT(error, HasSubstr("relative"));
+}
+
+TEST(LoaderTest, RefusesAMissingFile) {
+  RecordingLog log;
+  std::string error;
+  const fs::path missing = fs::path(SCS_PLUGIN_DIR) / "libscs_backend_nosuch.so";
+  EXPECT_EQ(loadBackend(missing, {{}, &log}, &error), nullptr);
+  EXPECT_THAT(error, HasSubstr(missing.string()));
+  EXPECT_THAT(error, HasSubstr("does not exist"));
+}
+
+TEST(LoaderTest, RefusesADirectory) {
+  RecordingLog log;
+  std::string error;
+  EXPECT_EQ(loadBackend(SCS_PLUGIN_DIR, {{}, &log}, &error), nullptr);
+  EXPECT_THAT(error, HasSubstr("not a regular file"));
+}
+
+TEST(LoaderTest, RefusesAFileWritableByOthers) {
+  TempDir dir;
+  const fs::path copy = dir.path() / "libscs_backend_fake.so";
+  fs::copy_file(kFakePlugin, copy);
+  fs::permissions(copy, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                            fs::perms::others_read);
+  RecordingLog log;
+  std::string error;
+  // The copy itself is loadable, so only the permission change below can refuse it.
+  EXPECT_NE(loadBackend(copy, {{}, &log}, &error), nullptr) << error;
+
+  fs::permissions(copy, fs::perms::others_write, fs::perm_options::add);
+  EXPECT_EQ(loadBackend(copy, {{}, &log}, &error), nullptr);
+  EXPECT_THAT(error, HasSubstr("writable by group or others"));
+
+  fs::permissions(copy, fs::perms::others_write, fs::perm_options::remove);
+  fs::permissions(copy, fs::perms::group_write, fs::perm_options::add);
+  EXPECT_EQ(loadBackend(copy, {{}, &log}, &error), nullptr);
+  EXPECT_THAT(error, HasSubstr("writable by group or others"));
+}
+
+TEST(LoaderTest, RefusesAFileInADirectoryWritableByOthers) {
+  TempDir dir;
+  const fs::path copy = dir.path() / "libscs_backend_fake.so";
+  fs::copy_file(kFakePlugin, copy);
+  fs::permissions(dir.path(), fs::perms::others_write | fs::perms::others_exec,
+                  fs::perm_options::add);
+  RecordingLog log;
+  std::string error;
+  EXPECT_EQ(loadBackend(copy, {{}, &log}, &error), nullptr);
+  EXPECT_THAT(error, HasSubstr("plugin directory"));
+  EXPECT_THAT(error, HasSubstr("writable by group or others"));
+}
+
+TEST(LoaderTest, RefusesALibraryThatIsNotABackend) {
+  TempDir dir;
+  const fs::path text = dir.path() / "libscs_backend_text.so";
+  { std::ofstream(text) << "not an ELF file\n"; }
+  RecordingLog log;
+  std::string error;
+  EXPECT_EQ(loadBackend(text, {{}, &log}, &error), nullptr);
+  EXPECT_THAT(error, HasSubstr("cannot load"));
+
+  // A real shared object without the entry symbols: the bad-ABI plugin's directory holds
+  // only plugins, so use a copy of the C++ runtime's math library.
+  const fs::path libm = dir.path() / "libm.so.6";
+  const char* sources[] = {"/lib/x86_64-linux-gnu/libm.so.6",
+                           "/usr/lib/x86_64-linux-gnu/libm.so.6"};
+  for (const char* source : sources) {
+    if (fs::exists(source)) {
+      fs::copy_file(source, libm);
+      break;
+    }
+  }
+  ASSERT_TRUE(fs::exists(libm));
+  EXPECT_EQ(loadBackend(libm, {{}, &log}, &error), nullptr);
+  EXPECT_THAT(error, HasSubstr("does not export"));
+}
+
+TEST(LoaderTest, KeepsTheLibraryMappedWhileTheBackendLives) {
+  auto mapped = [] {
+    void* handle = ::dlopen(kFakePlugin.c_str(), RTLD_NOW | RTLD_NOLOAD);
+    if (handle != nullptr) {
+      ::dlclose(handle);
+    }
+    return handle != nullptr;
+  };
+  ASSERT_FALSE(mapped());
+  RecordingLog log;
+  auto backend = loadFake(log);
+  ASSERT_NE(backend, nullptr);
+  auto copy = backend;
+  backend.reset();
+  EXPECT_TRUE(mapped());
+  EXPECT_TRUE(copy->capacity().status.ok());
+  copy.reset();
+  EXPECT_FALSE(mapped());
+}
+
+// The fake backend, driven through the plugin interface exactly as the core drives it.
+class FakeBackendTest : public ::testing::Test {
+ protected:
+  void load(std::map<std::string, std::string> options = {}) {
+    std::string error;
+    backend_ = loadFake(log_, std::move(options), &error);
+    ASSERT_NE(backend_, nullptr) << error;
+  }
+
+  static backend::SandboxSpec spec(const std::string& run_id) {
+    backend::SandboxSpec spec;
+    spec.run_id = run_id;
+    spec.labels = {{"io.scs.managed", "1"}, {"io.scs.run-id", run_id}};
+    spec.command = {"/usr/bin/python3", "-I", "/opt/scs/launcher.py"};
+    spec.posture.image = "safe-code-sandbox:latest";
+    spec.posture.runtime = "runc";
+    spec.posture.user = "10001:10001";
+    spec.posture.network_disabled = true;
+    spec.posture.read_only_root = true;
+    spec.posture.all_capabilities_dropped = true;
+    spec.posture.no_new_privileges = true;
+    spec.posture.seccomp_enabled = true;
+    spec.posture.memory_bytes = std::int64_t{5} << 30;
+    spec.posture.memory_swap_bytes = std::int64_t{5} << 30;
+    spec.posture.pids_limit = 256;
+    spec.posture.masked_paths = {"/proc/kcore"};
+    backend::TmpfsMount workspace;
+    workspace.path = "/workspace";
+    workspace.size_bytes = 1 << 20;
+    workspace.noexec = workspace.nosuid = workspace.nodev = true;
+    spec.posture.tmpfs = {workspace};
+    return spec;
+  }
+
+  static std::string archive(const std::string& main_py) {
+    return policy::buildArchive(
+        {policy::File{"main.py", main_py}, policy::File{"data/input.txt", "#fake: exit=9\n"}},
+        10001, 10001);
+  }
+
+  // create -> inspect -> deliver -> start; returns the sandbox id.
+  std::string run(const std::string& main_py, CollectingSink* sink) {
+    const backend::CreateReply created = backend_->create(spec("run-1"));
+    EXPECT_TRUE(created.status.ok()) << created.status.message;
+    EXPECT_TRUE(backend_->inspect(created.id).status.ok());
+    const backend::Status delivered = backend_->deliver(created.id, archive(main_py));
+    EXPECT_TRUE(delivered.ok()) << delivered.message;
+    const backend::Status started = backend_->start(created.id, sink);
+    EXPECT_TRUE(started.ok()) << started.message;
+    return created.id;
+  }
+
+  backend::Exit waitExit(const std::string& id) {
+    const backend::WaitReply reply = backend_->wait(id, 10s);
+    EXPECT_TRUE(reply.status.ok()) << reply.status.message;
+    EXPECT_TRUE(reply.exit.exited);
+    return reply.exit;
+  }
+
+  RecordingLog log_;
+  std::shared_ptr<backend::RuntimeBackend> backend_;
+};
+
+TEST_F(FakeBackendTest, PlaysBackTheDirectivesOfMainPy) {
+  load();
+  CollectingSink sink;
+  const std::string id =
+      run("print('this is never run')\n#fake: stdout=hello\\sworld\\n stderr=a\\tb\\\\\n#fake: "
+          "exit=3\n",
+          &sink);
+  const backend::Exit exit = waitExit(id);
+  EXPECT_EQ(exit.exit_code, 3);
+  EXPECT_FALSE(exit.oom_killed);
+  EXPECT_TRUE(exit.engine_error.empty());
+  EXPECT_EQ(sink.out(), "hello world\n");
+  EXPECT_EQ(sink.err(), "a\tb\\");
+  EXPECT_TRUE(log_.has(backend::LogLevel::kInfo, "fake: started " + id));
+  EXPECT_TRUE(backend_->remove(id).ok());
+}
+
+TEST_F(FakeBackendTest, WithoutDirectivesARunSucceedsSilently) {
+  load();
+  CollectingSink sink;
+  const backend::Exit exit = waitExit(run("print('hello')\n", &sink));
+  EXPECT_EQ(exit.exit_code, 0);
+  EXPECT_EQ(sink.out(), "");
+  EXPECT_EQ(sink.writes(), 0);
+}
+
+TEST_F(FakeBackendTest, EndsWithTheScriptedEvidence) {
+  load();
+  struct Case {
+    const char* directives;
+    std::optional<int> exit_code;
+    bool oom;
+    std::string engine_error;
+  };
+  for (const Case& c :
+       {Case{"oom", 137, true, ""}, Case{"child_oom", 0, true, ""},
+        Case{"signal=11", 139, false, ""}, Case{"exit=255", 255, false, ""},
+        Case{"engine_error=runtime\\sbroke", std::nullopt, false, "runtime broke"}}) {
+    CollectingSink sink;
+    const backend::Exit exit = waitExit(run(std::string("#fake: ") + c.directives + "\n", &sink));
+    EXPECT_EQ(exit.exit_code, c.exit_code) << c.directives;
+    EXPECT_EQ(exit.oom_killed, c.oom) << c.directives;
+    EXPECT_EQ(exit.engine_error, c.engine_error) << c.directives;
+  }
+}
+
+TEST_F(FakeBackendTest, FloodsInChunks) {
+  load();
+  CollectingSink sink;
+  const backend::Exit exit = waitExit(run("#fake: flood=1000000\n", &sink));
+  EXPECT_EQ(exit.exit_code, 0);
+  EXPECT_EQ(sink.out(), std::string(1000000, 'x'));
+  EXPECT_GT(sink.writes(), 1);
+}
+
+TEST_F(FakeBackendTest, AHangingRunEndsOnlyWhenKilled) {
+  load();
+  CollectingSink sink;
+  const std::string id = run("#fake: stdout=partial hang\n", &sink);
+  const backend::WaitReply early = backend_->wait(id, 100ms);
+  ASSERT_TRUE(early.status.ok());
+  EXPECT_FALSE(early.exit.exited);
+  EXPECT_EQ(sink.out(), "partial");
+  ASSERT_TRUE(backend_->kill(id).ok());
+  const backend::Exit exit = waitExit(id);
+  EXPECT_EQ(exit.exit_code, 137);
+  EXPECT_FALSE(exit.oom_killed);
+  EXPECT_TRUE(backend_->kill(id).ok());
+}
+
+TEST_F(FakeBackendTest, SleepsBeforeEnding) {
+  load();
+  CollectingSink sink;
+  const auto begin = std::chrono::steady_clock::now();
+  const std::string id = run("#fake: sleep_ms=400 exit=1\n", &sink);
+  EXPECT_FALSE(backend_->wait(id, 10ms).exit.exited);
+  EXPECT_EQ(waitExit(id).exit_code, 1);
+  EXPECT_GE(std::chrono::steady_clock::now() - begin, 400ms);
+}
+
+TEST_F(FakeBackendTest, DelaysStart) {
+  load();
+  CollectingSink sink;
+  const auto begin = std::chrono::steady_clock::now();
+  const std::string id = run("#fake: start_delay_ms=300\n", &sink);
+  EXPECT_GE(std::chrono::steady_clock::now() - begin, 300ms);
+  EXPECT_EQ(waitExit(id).exit_code, 0);
+}
+
+TEST_F(FakeBackendTest, FailsTheScriptedCall) {
+  load();
+  {
+    const std::string id = backend_->create(spec("a")).id;
+    const backend::Status status = backend_->deliver(id, archive("#fake: fail=deliver\n"));
+    EXPECT_EQ(status.code, backend::Code::kUnavailable);
+    EXPECT_THAT(status.message, HasSubstr("deliver"));
+  }
+  {
+    const std::string id = backend_->create(spec("b")).id;
+    ASSERT_TRUE(backend_->deliver(id, archive("#fake: fail=start\n")).ok());
+    CollectingSink sink;
+    EXPECT_EQ(backend_->start(id, &sink).code, backend::Code::kUnavailable);
+    EXPECT_FALSE(log_.has(backend::LogLevel::kInfo, "fake: started " + id));
+  }
+  {
+    const std::string id = backend_->create(spec("c")).id;
+    ASSERT_TRUE(backend_->deliver(id, archive("#fake: fail=wait\n")).ok());
+    CollectingSink sink;
+    ASSERT_TRUE(backend_->start(id, &sink).ok());
+    EXPECT_EQ(backend_->wait(id, 1s).status.code, backend::Code::kUnavailable);
+  }
+}
+
+TEST_F(FakeBackendTest, RejectsBadDirectivesAndArchives) {
+  load();
+  const std::string id = backend_->create(spec("a")).id;
+  for (const char* main_py : {"#fake: explode\n", "#fake: exit=256\n", "#fake: exit=x\n",
+                              "#fake: stdout=\\q\n", "#fake: fail=create\n", "#fake: hang=1\n"}) {
+    EXPECT_EQ(backend_->deliver(id, archive(main_py)).code, backend::Code::kRejected) << main_py;
+  }
+  EXPECT_EQ(backend_->deliver(id, "garbage").code, backend::Code::kRejected);
+  EXPECT_EQ(backend_->deliver(id, policy::buildArchive({policy::File{"other.py", ""}}, 1, 1)).code,
+            backend::Code::kRejected);
+}
+
+TEST_F(FakeBackendTest, FailsEveryCallNamedByTheFailOption) {
+  load({{"fail", "create,inspect,list,capacity"}});
+  EXPECT_EQ(backend_->create(spec("a")).status.code, backend::Code::kUnavailable);
+  EXPECT_EQ(backend_->inspect("fake-1").status.code, backend::Code::kUnavailable);
+  EXPECT_EQ(backend_->list("io.scs.managed").status.code, backend::Code::kUnavailable);
+  EXPECT_EQ(backend_->capacity().status.code, backend::Code::kUnavailable);
+}
+
+TEST_F(FakeBackendTest, InspectReadsBackThePostureOfTheCreate) {
+  load();
+  const backend::SandboxSpec s = spec("a");
+  const backend::InspectReply reply = backend_->inspect(backend_->create(s).id);
+  ASSERT_TRUE(reply.status.ok());
+  EXPECT_EQ(reply.posture, s.posture);
+}
+
+class FakePostureFaultTest : public FakeBackendTest,
+                             public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(FakePostureFaultTest, InspectReadsBackADifferentPosture) {
+  load({{"posture", GetParam()}});
+  const backend::SandboxSpec s = spec("a");
+  const backend::InspectReply reply = backend_->inspect(backend_->create(s).id);
+  ASSERT_TRUE(reply.status.ok());
+  EXPECT_NE(reply.posture, s.posture);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryField, FakePostureFaultTest,
+    ::testing::Values("image", "runtime", "user", "network_disabled", "read_only_root",
+                      "privileged", "all_capabilities_dropped", "added_capabilities",
+                      "no_new_privileges", "seccomp_enabled", "seccomp_profile", "init_process",
+                      "host_namespaces", "host_mounts", "devices", "tmpfs", "memory_bytes",
+                      "memory_swap_bytes", "nano_cpus", "pids_limit", "open_files_limit",
+                      "file_size_limit_bytes", "core_dumps_disabled", "masked_paths",
+                      "readonly_paths"));
+
+TEST_F(FakeBackendTest, ListsLabelledSandboxesAndForgetsRemovedOnes) {
+  load();
+  const std::string a = backend_->create(spec("a")).id;
+  const std::string b = backend_->create(spec("b")).id;
+  backend::SandboxSpec unlabelled = spec("c");
+  unlabelled.labels = {{"other", "x"}};
+  backend_->create(unlabelled);
+
+  backend::ListReply listed = backend_->list("io.scs.managed");
+  ASSERT_TRUE(listed.status.ok());
+  ASSERT_EQ(listed.sandboxes.size(), 2u);
+  EXPECT_EQ(listed.sandboxes[0].id, a);
+  EXPECT_EQ(listed.sandboxes[0].labels.at("io.scs.run-id"), "a");
+  EXPECT_EQ(listed.sandboxes[1].id, b);
+
+  EXPECT_TRUE(backend_->remove(a).ok());
+  EXPECT_TRUE(backend_->remove(a).ok());
+  listed = backend_->list("io.scs.managed");
+  ASSERT_EQ(listed.sandboxes.size(), 1u);
+  EXPECT_EQ(listed.sandboxes[0].id, b);
+  EXPECT_EQ(backend_->inspect(a).status.code, backend::Code::kNotFound);
+  EXPECT_EQ(backend_->kill(a).code, backend::Code::kNotFound);
+  EXPECT_EQ(backend_->wait(a, 10ms).status.code, backend::Code::kNotFound);
+}
+
+TEST_F(FakeBackendTest, RemovingARunningSandboxEndsAWaitOnIt) {
+  load();
+  CollectingSink sink;
+  const std::string id = run("#fake: hang\n", &sink);
+  backend::WaitReply reply;
+  const auto begin = std::chrono::steady_clock::now();
+  std::thread waiter([&] { reply = backend_->wait(id, 30s); });
+  EXPECT_TRUE(backend_->remove(id).ok());
+  waiter.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, 5s);
+  EXPECT_TRUE(reply.status.code == backend::Code::kNotFound || reply.exit.exited);
+  EXPECT_EQ(backend_->list("io.scs.managed").sandboxes.size(), 0u);
+}
+
+TEST_F(FakeBackendTest, DestroyingTheBackendEndsRunningSandboxes) {
+  load();
+  CollectingSink sink;
+  run("#fake: hang\n", &sink);
+  run("#fake: flood=100000000\n", &sink);
+  const auto begin = std::chrono::steady_clock::now();
+  backend_.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, 2s);
+}
+
+}  // namespace
+}  // namespace scs::plugin

@@ -1,0 +1,67 @@
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policy/files.h"
+#include "policy/limits.h"
+#include "policy/posture.h"
+#include "runs/run_manager.h"
+
+namespace scs::config {
+
+// `--seccomp-profile` value that keeps the engine's own default profile instead of a file.
+inline constexpr const char* kEngineDefaultSeccomp = "engine-default";
+
+// Every operator setting of the server, from the config file and the flags.
+struct Config {
+  std::string backend = "docker";
+  std::filesystem::path backend_path;  // empty: plugin_dir/libscs_backend_<backend>.so
+  std::filesystem::path plugin_dir;    // default: <directory of the executable>/plugins
+  std::map<std::string, std::string> backend_options;  // includes "engine" when set
+  std::string seccomp_profile_path;                    // a file, or kEngineDefaultSeccomp
+  policy::LimitSettings limits;
+  runs::RunSettings runs;
+  policy::SandboxSettings sandbox;  // seccomp_profile is filled by loadSeccompProfile()
+  policy::FileSettings files;
+  std::size_t max_message_bytes = std::size_t{16} << 20;
+  std::string log_level = "info";
+  std::string transport = "stdio";
+  bool self_test = false;  // run the audit once at startup; refuse to serve when it fails
+};
+
+// The settings before any file or flag: the shipped defaults.
+Config defaults();
+
+// kAudit: the `audit` subcommand (the first argument), which takes every server flag.
+enum class Action { kServe, kHelp, kVersion, kAudit };
+
+struct ParseResult {
+  Action action = Action::kServe;
+  Config config;
+  std::string error;  // non-empty: a bad flag, file or value (the server exits with code 2)
+};
+
+// Parses the arguments after argv[0]: an optional leading `audit`, then flags.
+// `--config FILE` is read first; flags override it.
+ParseResult parse(const std::vector<std::string>& args);
+
+// Reads the profile named by config->seccomp_profile_path into
+// config->sandbox.seccomp_profile. Returns an error sentence when it is missing, unreadable
+// or not a JSON object.
+std::optional<std::string> loadSeccompProfile(Config* config);
+
+// The text of --help; every default in it is read from defaults().
+std::string helpText();
+
+// "safe-code-sandbox <version>".
+std::string versionText();
+
+// <directory of the running executable>/plugins, from /proc/self/exe.
+std::filesystem::path defaultPluginDir();
+
+}  // namespace scs::config

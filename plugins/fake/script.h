@@ -1,0 +1,40 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+
+namespace scs::fake {
+
+// What one fake run does, from the `#fake:` directive lines of its main.py.
+struct Script {
+  int exit_code = 0;
+  std::string stdout_text;
+  std::string stderr_text;
+  std::uint64_t flood_bytes = 0;
+  std::chrono::milliseconds sleep{0};
+  bool hang = false;
+  bool oom = false;
+  bool child_oom = false;
+  std::optional<int> signal;
+  std::set<std::string> fail;  // "deliver", "start", "wait"
+  std::optional<std::string> engine_error;
+  std::chrono::milliseconds start_delay{0};
+};
+
+// Parses every line of `main_py` that starts with "#fake:". Returns an error sentence for
+// an unknown directive or a bad value.
+std::optional<std::string> parseScript(std::string_view main_py, Script* script);
+
+// Finds the regular file `name` in an uncompressed ustar archive. Returns an error sentence
+// when the archive is malformed or has no such file.
+std::optional<std::string> extractFile(std::string_view archive, std::string_view name,
+                                       std::string* content);
+
+// Parses a whole decimal number in [min, max].
+std::optional<std::int64_t> parseInteger(std::string_view text, std::int64_t min, std::int64_t max);
+
+}  // namespace scs::fake

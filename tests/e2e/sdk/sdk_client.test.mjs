@@ -1,0 +1,112 @@
+// The official MCP TypeScript SDK client against the real server binary with the fake
+// backend: what an MCP host such as Claude Desktop does, end to end over stdio.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+
+const binary = process.env.SCS_BINARY;
+const FINAL = new Set(['succeeded', 'failed', 'timed_out', 'out_of_memory', 'stopped',
+  'sandbox_error']);
+
+describe('safe-code-sandbox through the official MCP SDK client', () => {
+  let client;
+  let transport;
+  let stderr = '';
+
+  before(async () => {
+    assert.ok(binary, 'SCS_BINARY must name the server binary');
+    transport = new StdioClientTransport({
+      command: binary,
+      args: ['--backend', 'fake'],
+      stderr: 'pipe',
+    });
+    transport.stderr.on('data', (chunk) => { stderr += chunk.toString(); });
+    client = new Client({ name: 'scs-sdk-e2e', version: '1.0.0' });
+    await client.connect(transport);
+  });
+
+  after(async () => {
+    await client?.close();
+  });
+
+  async function call(name, args) {
+    const result = await client.callTool({ name, arguments: args });
+    assert.notEqual(result.isError, true, JSON.stringify(result.content));
+    assert.deepEqual(JSON.parse(result.content[0].text), result.structuredContent);
+    return result.structuredContent;
+  }
+
+  async function finalReport(runId) {
+    const deadline = Date.now() + 60_000;
+    while (Date.now() < deadline) {
+      const report = await call('get_result', { run_id: runId, wait_seconds: 10 });
+      if (FINAL.has(report.status)) {
+        return report;
+      }
+    }
+    assert.fail(`run ${runId} did not finish`);
+  }
+
+  test('negotiates the protocol and names the server', () => {
+    assert.equal(client.getServerVersion().name, 'safe-code-sandbox');
+    assert.ok(client.getServerCapabilities().tools);
+  });
+
+  test('lists the three tools with input and output schemas', async () => {
+    const { tools } = await client.listTools();
+    assert.deepEqual(tools.map((t) => t.name).sort(), ['get_result', 'start_run', 'stop_run']);
+    for (const tool of tools) {
+      assert.equal(tool.inputSchema.type, 'object', tool.name);
+      assert.equal(tool.outputSchema.type, 'object', tool.name);
+      assert.ok(tool.description.length > 0, tool.name);
+    }
+    const start = tools.find((t) => t.name === 'start_run');
+    assert.ok(start.inputSchema.required.includes('code'));
+  });
+
+  test('starts a run and reports its scripted output', async () => {
+    const started = await call('start_run', {
+      code: '#fake: stdout=hello\\sfrom\\sthe\\sfake\\n\nprint("never run")\n',
+    });
+    assert.match(started.status, /^(queued|running)$/);
+    assert.equal(started.limits.processes, 256);
+    const report = await finalReport(started.run_id);
+    assert.equal(report.status, 'succeeded');
+    assert.equal(report.exit_code, 0);
+    assert.equal(report.stdout, 'hello from the fake\n');
+    assert.equal(report.stdout_bytes, 20);
+    assert.equal(report.stdout_truncated, false);
+  });
+
+  test('stops a hanging run', async () => {
+    const started = await call('start_run', { code: '#fake: hang\n' });
+    const stopped = await call('stop_run', { run_id: started.run_id });
+    assert.equal(stopped.status, 'stopped');
+    const report = await call('get_result', { run_id: started.run_id });
+    assert.equal(report.status, 'stopped');
+  });
+
+  test('refuses memory above the maximum with the exact message', async () => {
+    const result = await client.callTool({
+      name: 'start_run',
+      arguments: { code: 'print(1)\n', limits: { memory_gb: 32 } },
+    });
+    assert.equal(result.isError, true);
+    assert.match(result.content[0].text, /Requested 32 GB of memory, max is 16 GB/);
+  });
+
+  test('exits on its own within 2 s of stdin closing, with a run still hanging', async () => {
+    await call('start_run', { code: '#fake: hang\n' });
+    // close() ends stdin and sends SIGTERM only if the server is still running 2 s later.
+    const begin = Date.now();
+    await client.close();
+    const took = Date.now() - begin;
+    assert.ok(took < 2000, `the server took ${took} ms to exit`);
+    // The server logged to stderr, never into the protocol stream.
+    assert.match(stderr, /Information scs\.backend: fake: started/);
+    assert.match(stderr, /stdin closed; stopping every run/);
+    assert.match(stderr, /every run stopped; exiting/);
+  });
+});

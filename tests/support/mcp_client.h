@@ -1,0 +1,64 @@
+#pragma once
+
+#include <Poco/JSON/Object.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace scs::testing {
+
+// The real server binary as a child process, spoken to over stdio with newline-delimited
+// JSON-RPC, for e2e and integration tests. Not thread-safe.
+class McpProcess {
+ public:
+  // Launches `binary` with `args`. stderr is collected in the background (see stderrText()).
+  McpProcess(const std::string& binary, const std::vector<std::string>& args);
+  ~McpProcess();  // kills the child if still running
+
+  // Writes one line (a newline is appended) to the child's stdin.
+  void sendLine(const std::string& line);
+
+  // Next line the child wrote to stdout, or nullopt at EOF or when `timeout` passes.
+  std::optional<std::string> readLine(std::chrono::milliseconds timeout);
+
+  // Sends a request with a fresh integer id and returns the response with that id
+  // (notifications and other ids that arrive first are skipped). Throws on timeout/EOF.
+  Poco::JSON::Object::Ptr request(const std::string& method, Poco::JSON::Object::Ptr params,
+                                  std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+  // initialize + notifications/initialized; returns the initialize result.
+  Poco::JSON::Object::Ptr initialize();
+
+  // tools/call; returns the CallToolResult object (with isError, content, structuredContent).
+  Poco::JSON::Object::Ptr callTool(const std::string& name, Poco::JSON::Object::Ptr arguments,
+                                   std::chrono::milliseconds timeout = std::chrono::seconds(90));
+
+  // Closes the child's stdin (EOF).
+  void closeStdin();
+
+  // Sends a signal (e.g. SIGTERM) to the child.
+  void signal(int signal_number);
+
+  // Waits for the child to exit; its exit code, or nullopt if still running after `timeout`.
+  std::optional<int> waitExit(std::chrono::milliseconds timeout);
+
+  // Everything the child wrote to stderr so far.
+  std::string stderrText() const;
+
+  // Every stdout line read so far (for "stdout carries only JSON-RPC" checks).
+  const std::vector<std::string>& stdoutLines() const;
+
+  int pid() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Parses `json` as an object; throws on anything else.
+Poco::JSON::Object::Ptr parseObject(const std::string& json);
+
+}  // namespace scs::testing
