@@ -6,11 +6,16 @@
 # Environment:
 #   SCS_SKIP_DOCKER=1    no Docker engine, image or Docker packages (fake backend only)
 #   SCS_SKIP_BUILD=1     do not run CMake
-#   SCS_WITH_RUNSC=1     also install gVisor (runsc) and register it as the Docker runtime "runsc"
+#   SCS_WITH_RUNSC       gVisor: install Debian's runsc and register it as the Docker runtime
+#                        "runsc" (--runtime runsc). auto (default): when apt offers the package;
+#                        1: always (fail without it); 0: never
 #   SCS_BUILD_DIR        build directory (default: build)
 #   SCS_BUILD_TYPE       CMake build type of a new build directory (default: RelWithDebInfo)
 #   SCS_JOBS             parallel build jobs (default: nproc)
-#   IMAGE                sandbox image to build (default: safe-code-sandbox:latest)
+#   IMAGE                the server's sandbox image (default: safe-code-sandbox:latest); when it
+#                        names a flavour (safe-code-sandbox:minimal, :scientific, or :latest,
+#                        which is scientific), that flavour is built too
+#   SCS_IMAGE_FLAVOURS   image flavours to build (default: scientific), e.g. "scientific minimal"
 set -euo pipefail
 exec 1>&2 </dev/null
 
@@ -21,6 +26,16 @@ export DEBIAN_FRONTEND=noninteractive
 
 log() { printf 'setup: %s\n' "$*"; }
 want_docker() { [[ "${SCS_SKIP_DOCKER:-0}" != 1 ]]; }
+
+# Whether runsc is still to be installed (see SCS_WITH_RUNSC).
+runsc_to_install() {
+  want_docker && ! command -v runsc >/dev/null || return 1
+  case "${SCS_WITH_RUNSC:-auto}" in
+    0) return 1 ;;
+    1) return 0 ;;
+    *) apt-cache show runsc >/dev/null 2>&1 ;;
+  esac
+}
 
 is_installed() {
   [[ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" == installed ]]
@@ -36,7 +51,7 @@ install_missing_packages() {
     # Any Docker engine will do (docker-ce included); Debian's docker.io only when none exists.
     command -v dockerd >/dev/null || wanted+=(docker.io)
     command -v mmdebstrap >/dev/null || wanted+=(mmdebstrap)
-    [[ "${SCS_WITH_RUNSC:-0}" != 1 ]] || command -v runsc >/dev/null || wanted+=(runsc)
+    ! runsc_to_install || wanted+=(runsc)
   fi
   local missing=() package
   for package in "${wanted[@]}"; do
@@ -45,6 +60,10 @@ install_missing_packages() {
   ((${#missing[@]})) || return 0
   log "installing ${missing[*]}"
   apt-get update -q
+  # With fresh package lists apt may offer runsc where it did not before.
+  if [[ " ${missing[*]} " != *" runsc "* ]] && runsc_to_install; then
+    missing+=(runsc)
+  fi
   apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
@@ -59,7 +78,6 @@ build() {
 }
 
 # Registers runsc with the engine when it is installed: merges into daemon.json, never clobbers.
-# Prints "changed" when the file was rewritten.
 register_runsc() {
   command -v runsc >/dev/null || return 0
   python3 - "$(command -v runsc)" <<'EOF'
@@ -78,8 +96,16 @@ if config.get("runtimes", {}).get("runsc") != wanted:
         json.dump(config, f, indent=2)
         f.write("\n")
     os.replace(path + ".tmp", path)
-    print("changed")
 EOF
+}
+
+# The engine lists runtimes from daemon.json once it has read the file (at start or on SIGHUP).
+wait_for_runsc() {
+  local deadline=$((SECONDS + $1))
+  until docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.2
+  done
 }
 
 wait_for_docker() {
@@ -91,12 +117,13 @@ wait_for_docker() {
 }
 
 start_docker() {
-  local runsc_changed
-  runsc_changed="$(register_runsc)"
+  register_runsc
   if docker info >/dev/null 2>&1; then
-    if [[ "$runsc_changed" == changed ]]; then
+    # A running engine reads the runtimes of daemon.json again on SIGHUP.
+    if command -v runsc >/dev/null && ! wait_for_runsc 0; then
       log "runsc registered; reloading the engine's configuration"
       kill -HUP "$(cat /var/run/docker.pid)"
+      wait_for_runsc 10 || log "warning: the engine does not list runsc after the reload"
     fi
     return 0
   fi
@@ -112,6 +139,26 @@ start_docker() {
   log "dockerd is up"
 }
 
+# Builds each wanted flavour of the sandbox image (docker/build-image.sh does nothing for one that
+# is up to date). Any other IMAGE is the operator's own and is not built.
+build_images() {
+  local flavours image="${IMAGE:-safe-code-sandbox:latest}"
+  read -r -a flavours <<<"${SCS_IMAGE_FLAVOURS:-scientific}"
+  if [[ "$image" == safe-code-sandbox:latest ]]; then
+    flavours+=(scientific)
+  elif [[ "$image" == safe-code-sandbox:* && -f "$root/docker/flavours/${image#*:}.debian" ]]; then
+    flavours+=("${image#*:}")
+  else
+    log "IMAGE=$image is not a flavour of docker/flavours/; not built here"
+  fi
+  local flavour built=" "
+  for flavour in "${flavours[@]}"; do
+    [[ "$built" != *" $flavour "* ]] || continue
+    "$root/docker/build-image.sh" "$flavour"
+    built+="$flavour "
+  done
+}
+
 main() {
   local started=$SECONDS
   mkdir -p "$build_dir"
@@ -122,7 +169,7 @@ main() {
   [[ "${SCS_SKIP_BUILD:-0}" == 1 ]] || build
   if want_docker; then
     start_docker
-    "$root/docker/build-image.sh" "${IMAGE:-safe-code-sandbox:latest}"
+    build_images
   fi
   log "ready in $((SECONDS - started)) s"
 }
