@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 #include <system_error>
+#include <variant>
 
 #if !defined(SCS_VERSION) || !defined(SCS_DEFAULT_SECCOMP_PROFILE)
 #error "the build defines SCS_VERSION and SCS_DEFAULT_SECCOMP_PROFILE (core/CMakeLists.txt)"
@@ -271,6 +272,27 @@ const std::vector<Flag>& flags() {
        [](const Config& c) { return std::to_string(c.files.max_total_bytes); },
        intSetter<std::size_t>("max-files-bytes", 1024, std::int64_t{1} << 30,
                               [](Config& c) -> std::size_t& { return c.files.max_total_bytes; })},
+      {"max-stdin-bytes", "N", "Most bytes of stdin one start_run may carry.",
+       [](const Config& c) { return std::to_string(c.files.max_stdin_bytes); },
+       intSetter<std::size_t>("max-stdin-bytes", 0, std::int64_t{1} << 30,
+                              [](Config& c) -> std::size_t& { return c.files.max_stdin_bytes; })},
+      {"max-out-files", "N",
+       "Most files a run returns from /workspace/out; more are left out and flagged.",
+       [](const Config& c) { return std::to_string(c.runs.out_files.max_files); },
+       intSetter<std::size_t>("max-out-files", 0, 10'000,
+                              [](Config& c) -> std::size_t& { return c.runs.out_files.max_files; })},
+      {"max-out-file-bytes", "N",
+       "Largest file a run returns from /workspace/out; a larger one is left out and flagged.",
+       [](const Config& c) { return std::to_string(c.runs.out_files.max_file_bytes); },
+       intSetter<std::size_t>(
+           "max-out-file-bytes", 0, std::int64_t{1} << 30,
+           [](Config& c) -> std::size_t& { return c.runs.out_files.max_file_bytes; })},
+      {"max-out-bytes", "N",
+       "Most bytes of files, in total, a run returns from /workspace/out.",
+       [](const Config& c) { return std::to_string(c.runs.out_files.max_total_bytes); },
+       intSetter<std::size_t>(
+           "max-out-bytes", 0, std::int64_t{1} << 30,
+           [](Config& c) -> std::size_t& { return c.runs.out_files.max_total_bytes; })},
       {"max-message-bytes", "N",
        "Largest JSON-RPC message accepted; a longer one is answered with an error.",
        [](const Config& c) { return std::to_string(c.max_message_bytes); },
@@ -295,6 +317,57 @@ const std::vector<Flag>& flags() {
          c.transport = v;
          return std::nullopt;
        }},
+      {"http", "ADDR:PORT",
+       "Serve MCP over Streamable HTTP at http://ADDR:PORT/mcp instead of stdio (stdin and "
+       "stdout are then not used). ADDR defaults to 127.0.0.1 (\":8080\" or \"8080\"); write "
+       "IPv6 as [ADDR]:PORT. Port 0 picks a free port. The server logs \"listening on "
+       "http://ADDR:PORT/mcp\". An ADDR beyond loopback is refused without --token-file.",
+       nullptr,
+       [](Config& c, const std::string& v) -> Problem {
+         auto address = mcp::parseListenAddress(v);
+         if (auto* problem = std::get_if<std::string>(&address)) {
+           return *problem;
+         }
+         c.http.listen = v;
+         return std::nullopt;
+       }},
+      {"token-file", "FILE",
+       "HTTP only: bearer tokens clients must send (Authorization: Bearer TOKEN), one per "
+       "line or NAME:TOKEN, NAME being the tenant that owns the runs the token starts; # "
+       "starts a comment. The file must not be open to other users (chmod 600).",
+       nullptr,
+       [](Config& c, const std::string& v) -> Problem {
+         if (auto problem = requireValue("token-file", v)) {
+           return problem;
+         }
+         c.http.token_file = v;
+         return std::nullopt;
+       }},
+      {"allowed-origins", "LIST",
+       "HTTP only: comma-separated Origin values accepted from browsers, e.g. "
+       "https://app.example.com; * accepts any. Other Origins get 403. Default: http:// and "
+       "the allowed hosts.",
+       nullptr,
+       [](Config& c, const std::string& v) -> Problem {
+         c.http.allowed_origins = mcp::splitList(v);
+         return c.http.allowed_origins.empty()
+                    ? Problem("--allowed-origins needs at least one origin")
+                    : std::nullopt;
+       }},
+      {"allowed-hosts", "LIST",
+       "HTTP only: comma-separated Host header values accepted (HOST:PORT, or HOST for any "
+       "port; * accepts any); others get 421, which stops DNS rebinding. Default: localhost, "
+       "127.0.0.1 and [::1] with the bound port, plus the bound address when it is one.",
+       nullptr,
+       [](Config& c, const std::string& v) -> Problem {
+         c.http.allowed_hosts = mcp::splitList(v);
+         return c.http.allowed_hosts.empty() ? Problem("--allowed-hosts needs at least one host")
+                                             : std::nullopt;
+       }},
+      {"max-http-body-bytes", "N", "HTTP only: largest request body accepted; larger gets 413.",
+       [](const Config& c) { return std::to_string(c.http.max_body_bytes); },
+       intSetter<std::size_t>("max-http-body-bytes", 1024, std::int64_t{1} << 30,
+                              [](Config& c) -> std::size_t& { return c.http.max_body_bytes; })},
       {"self-test", "",
        "Run the sandbox audit (see `safe-code-sandbox audit`) once at startup and refuse to "
        "serve (exit 1) when any check fails.",
@@ -437,7 +510,20 @@ Problem checkLimitPair(const Config& config, const std::set<std::string>& given,
   return std::nullopt;
 }
 
+Problem checkHttpFlags(const Config& config, const std::set<std::string>& given) {
+  for (const char* flag :
+       {"token-file", "allowed-origins", "allowed-hosts", "max-http-body-bytes"}) {
+    if (config.http.listen.empty() && given.count(flag) != 0) {
+      return flagName(flag) + " applies to HTTP only; give --http ADDR:PORT too";
+    }
+  }
+  return std::nullopt;
+}
+
 Problem validate(const Config& config, const std::set<std::string>& given) {
+  if (auto p = checkHttpFlags(config, given)) {
+    return p;
+  }
   const policy::LimitSettings& l = config.limits;
   if (auto p = checkLimitPair(config, given, "memory-gb", &policy::Limits::memory_gb,
                               l.min_memory_gb, " GB")) {

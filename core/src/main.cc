@@ -13,11 +13,13 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "audit/audit.h"
 #include "config.h"
 #include "logging.h"
+#include "mcp/http_transport.h"
 #include "mcp/server.h"
 #include "mcp/stdio_transport.h"
 #include "plugin/loader.h"
@@ -139,14 +141,36 @@ int runAudit(config::Config& config, Poco::Logger& log) {
     ::_exit(audit::kExitSetupFailed);
   });
   log.information("auditing a sandbox with runtime " + config.sandbox.runtime);
-  const audit::Report report = audit::run(
-      manager, audit::auditLimits(engine->limits->defaults()), config.sandbox, config.files);
+  const audit::Report report = audit::run(manager, audit::auditLimits(engine->limits->defaults()),
+                                          config.sandbox, config.files);
   manager.shutdown();
   printAudit(report, &std::cout, log);
   return audit::exitCode(report);
 }
 
-int serve(config::Config& config, Poco::Logger& log) {
+// Serves MCP over Streamable HTTP until SIGTERM or SIGINT; stdin and stdout are not used.
+int serveHttp(mcp::Server& server, runs::RunManager& manager, mcp::HttpEndpoint endpoint,
+              Poco::Logger& log) {
+  mcp::HttpTransport transport(server, std::move(endpoint));
+  if (auto problem = transport.start()) {
+    log.error("cannot start: " + *problem);
+    return 1;
+  }
+  log.information(config::versionText() + " serving MCP over Streamable HTTP at " +
+                  transport.url());
+  const sigset_t signals = shutdownSignals();
+  int number = 0;
+  while (sigwait(&signals, &number) != 0) {
+  }
+  log.information("received " + signalText(number) + "; stopping every run");
+  transport.stop();
+  manager.shutdown();
+  transport.finish();
+  log.information("every run stopped; exiting");
+  return 0;
+}
+
+int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::Logger& log) {
   std::unique_ptr<Engine> engine = loadEngine(config, log);
   if (!engine) {
     return 1;
@@ -159,8 +183,8 @@ int serve(config::Config& config, Poco::Logger& log) {
   }
   if (config.self_test) {
     log.information("self-test: auditing a sandbox with runtime " + config.sandbox.runtime);
-    const audit::Report report = audit::run(
-        manager, audit::auditLimits(engine->limits->defaults()), config.sandbox, config.files);
+    const audit::Report report = audit::run(manager, audit::auditLimits(engine->limits->defaults()),
+                                            config.sandbox, config.files);
     printAudit(report, nullptr, log);
     if (!audit::passed(report)) {
       log.error("cannot start: the self-test audit failed; refusing to serve");
@@ -169,7 +193,11 @@ int serve(config::Config& config, Poco::Logger& log) {
   }
   mcp::ServerInfo info;
   info.version = SCS_VERSION;
+  info.run_retention = config.runs.retention;
   mcp::Server server(manager, *engine->limits, config.files, info);
+  if (http) {
+    return serveHttp(server, manager, std::move(*http), log);
+  }
   mcp::StdioTransport transport(server, config.max_message_bytes);
 
   // SIGTERM and SIGINT stop every run, let the answers in flight be written whole, and end
@@ -232,13 +260,22 @@ int main(int argc, char** argv) {
     std::cerr << "safe-code-sandbox: " << *problem << std::endl;
     return 2;
   }
+  std::optional<mcp::HttpEndpoint> http;
+  if (!config.http.listen.empty() && parsed.action == config::Action::kServe) {
+    auto resolved = mcp::resolveHttpSettings(config.http);
+    if (auto* problem = std::get_if<std::string>(&resolved)) {
+      std::cerr << "safe-code-sandbox: " << *problem << std::endl;
+      return 2;
+    }
+    http = std::move(std::get<mcp::HttpEndpoint>(resolved));
+  }
   logging::setUp(*logging::parseLevel(config.log_level));
   Poco::Logger& log = Poco::Logger::get("scs.main");
   try {
     if (parsed.action == config::Action::kAudit) {
       return runAudit(config, log);
     }
-    return serve(config, log);
+    return serve(config, std::move(http), log);
   } catch (const std::exception& e) {
     log.fatal(std::string("cannot serve: ") + e.what());
     return parsed.action == config::Action::kAudit ? audit::kExitSetupFailed : 1;

@@ -69,6 +69,15 @@ Status guardedStatus(const char* operation, Body&& body) {
 
 std::string shortId(const std::string& id) { return id.substr(0, 12); }
 
+using SteadyClock = std::chrono::steady_clock;
+
+std::string millisSince(SteadyClock::time_point since) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f ms",
+                std::chrono::duration<double, std::milli>(SteadyClock::now() - since).count());
+  return text;
+}
+
 std::optional<std::int64_t> readNumber(const std::string& path) {
   std::ifstream in(path);
   std::int64_t value = 0;
@@ -238,7 +247,9 @@ backend::CreateReply DockerBackend::create(const backend::SandboxSpec& spec) {
     }
     const std::string name = spec.run_id.empty() ? "" : "scs-" + spec.run_id;
     std::vector<std::string> warnings;
+    const auto began = SteadyClock::now();
     Result<std::string> created = client_.create(name, body.body, &warnings);
+    log(LogLevel::kDebug, "docker: create " + name + " took " + millisSince(began));
     if (!created.status.ok()) {
       // The engine may have created it before the reply was lost; the name finds it.
       if (!name.empty() && created.status.code != Code::kRejected &&
@@ -276,7 +287,9 @@ backend::CreateReply DockerBackend::create(const backend::SandboxSpec& spec) {
 backend::InspectReply DockerBackend::inspect(const std::string& id) {
   return guarded<backend::InspectReply>("inspect", [&] {
     backend::InspectReply reply;
+    const auto began = SteadyClock::now();
     const Result<json::ObjectPtr> record = client_.inspect(id);
+    log(LogLevel::kDebug, "docker: inspect " + shortId(id) + " took " + millisSince(began));
     reply.status = record.status;
     if (!record.status.ok()) {
       return reply;
@@ -326,22 +339,29 @@ Status DockerBackend::start(const std::string& id, backend::OutputSink* sink) {
     }
     // Attach before start so no output is lost, and register the wait before start: a wait
     // on a created container returns at once (F5).
+    const auto began = SteadyClock::now();
     Result<ConnectionPtr> attach = client_.attach(id);
+    const std::string attach_took = millisSince(began);
     if (!attach.status.ok()) {
       return attach.status;
     }
     std::shared_ptr<Connection> attached(std::move(attach.value));
+    const auto wait_began = SteadyClock::now();
     Result<ConnectionPtr> waiting = client_.openWait(id, "next-exit");
+    const std::string wait_took = millisSince(wait_began);
     if (!waiting.status.ok()) {
       attached->abort();
       return waiting.status;
     }
     std::shared_ptr<Connection> wait_connection(std::move(waiting.value));
+    const auto start_began = SteadyClock::now();
     if (const Status started = client_.start(id); !started.ok()) {
       attached->abort();
       wait_connection->abort();
       return started;
     }
+    log(LogLevel::kDebug, "docker: start " + shortId(id) + ": attach " + attach_took +
+                              ", wait " + wait_took + ", start " + millisSince(start_began));
     std::lock_guard<std::mutex> lock(mu_);
     if (sandbox->removing) {
       attached->abort();
@@ -352,6 +372,7 @@ Status DockerBackend::start(const std::string& id, backend::OutputSink* sink) {
     sandbox->wait = wait_connection;
     sandbox->started = true;
     sandbox->thread = std::thread(&DockerBackend::runSandbox, this, sandbox, sink);
+    cv_.notify_all();  // wakes the cgroup sampler
     return {};
   });
 }
@@ -368,6 +389,8 @@ void DockerBackend::runSandbox(std::shared_ptr<Sandbox> sandbox, backend::Output
   }
   backend::WaitReply result;
   std::string engine_error;
+  const auto began = SteadyClock::now();
+  std::string steps;
   try {
     // Written from a second thread so output is drained while stdin is still being fed.
     bool delivered = false;
@@ -395,6 +418,7 @@ void DockerBackend::runSandbox(std::shared_ptr<Sandbox> sandbox, backend::Output
     while ((got = attach->read(buffer.data(), buffer.size())) > 0) {
       demux.feed(std::string_view(buffer.data(), static_cast<std::size_t>(got)));
     }
+    steps += "output ended " + millisSince(began);
     join_writer.join();
     std::string().swap(archive);
     sampleOne(*sandbox);
@@ -423,6 +447,7 @@ void DockerBackend::runSandbox(std::shared_ptr<Sandbox> sandbox, backend::Output
            (read = wait_connection->read(buffer.data(), buffer.size())) > 0) {
       body.append(buffer.data(), static_cast<std::size_t>(read));
     }
+    steps += ", wait body " + millisSince(began);
     const Result<WaitOutcome> outcome =
         read < 0 ? Result<WaitOutcome>{{Code::kUnavailable, "wait: the engine's wait broke"}}
                  : EngineClient::parseWait(body);
@@ -433,6 +458,7 @@ void DockerBackend::runSandbox(std::shared_ptr<Sandbox> sandbox, backend::Output
     // A removed sandbox has no record left to read.
     const Result<json::ObjectPtr> record =
         removing ? Result<json::ObjectPtr>{} : client_.inspect(sandbox->id);
+    steps += ", inspect " + millisSince(began);
     const json::ObjectPtr state = json::object(record.value, "State");
     if (outcome.status.ok()) {
       result.exit.exited = true;
@@ -454,6 +480,14 @@ void DockerBackend::runSandbox(std::shared_ptr<Sandbox> sandbox, backend::Output
     if (const auto error = json::string(state, "Error"); error && !error->empty()) {
       appendCapped(&engine_error, *error + "; ");
     }
+    // A stopping engine closes its API before it kills the containers, and the open wait
+    // stream still delivers their exit: an engine that cannot be reached right after the
+    // exit ended the run itself, whatever exit code it reported.
+    if (!removing && !record.status.ok() && record.status.code != Code::kNotFound) {
+      appendCapped(&engine_error,
+                   "the container engine stopped or became unreachable as the run ended: " +
+                       record.status.message + "; ");
+    }
 
     std::unique_lock<std::mutex> lock(mu_);
     if (result.exit.exited && events_connected_) {
@@ -462,6 +496,7 @@ void DockerBackend::runSandbox(std::shared_ptr<Sandbox> sandbox, backend::Output
         return sandbox->die_event || !events_connected_ || sandbox->removing || stopping_;
       });
     }
+    steps += ", die event " + millisSince(began);
     result.exit.oom_killed = json::boolean(state, "OOMKilled").value_or(false) ||
                              sandbox->oom_event || sandbox->cgroup_oom;
     result.exit.peak_memory_bytes = sandbox->peak_memory_bytes;
@@ -479,6 +514,7 @@ void DockerBackend::runSandbox(std::shared_ptr<Sandbox> sandbox, backend::Output
     engine_error.pop_back();
   }
   result.exit.engine_error = engine_error;
+  log(LogLevel::kDebug, "docker: " + shortId(sandbox->id) + " after start: " + steps);
   {
     std::lock_guard<std::mutex> lock(mu_);
     sandbox->result = std::move(result);
@@ -519,7 +555,9 @@ Status DockerBackend::remove(const std::string& id) {
       }
     }
     cv_.notify_all();
+    const auto began = SteadyClock::now();
     const Status removed = client_.remove(id);
+    log(LogLevel::kDebug, "docker: remove " + shortId(id) + " took " + millisSince(began));
     if (sandbox) {
       std::thread thread;
       {
@@ -672,16 +710,23 @@ void DockerBackend::sampleCgroups() {
   while (true) {
     std::vector<std::shared_ptr<Sandbox>> running;
     {
+      const auto collect = [&] {
+        running.clear();
+        for (const auto& [id, sandbox] : sandboxes_) {
+          if (sandbox->started && !sandbox->done) {
+            running.push_back(sandbox);
+          }
+        }
+        return !running.empty();
+      };
       std::unique_lock<std::mutex> lock(mu_);
+      // Idle until start() wakes it: no timer runs while no sandbox does.
+      cv_.wait(lock, [&] { return stopping_ || collect(); });
       cv_.wait_for(lock, settings_.sample_interval, [&] { return stopping_; });
       if (stopping_) {
         return;
       }
-      for (const auto& [id, sandbox] : sandboxes_) {
-        if (sandbox->started && !sandbox->done) {
-          running.push_back(sandbox);
-        }
-      }
+      collect();
     }
     for (const auto& sandbox : running) {
       sampleOne(*sandbox);

@@ -1,6 +1,8 @@
 #include "fake_backend.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <functional>
@@ -42,6 +44,84 @@ Status guardStatus(Fn&& fn) {
   } catch (const std::exception& e) {
     return Status{Code::kInternal, std::string("fake: ") + e.what()};
   }
+}
+
+std::string jsonString(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (byte < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", byte);
+      out.append(escaped);
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string base64(std::string_view bytes) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (std::size_t i = 0; i < bytes.size(); i += 3) {
+    const std::size_t n = std::min<std::size_t>(3, bytes.size() - i);
+    unsigned bits = 0;
+    for (std::size_t j = 0; j < 3; ++j) {
+      bits = (bits << 8) | (j < n ? static_cast<unsigned char>(bytes[i + j]) : 0u);
+    }
+    for (std::size_t j = 0; j < 4; ++j) {
+      out.push_back(j <= n ? kAlphabet[(bits >> (18 - 6 * j)) & 63] : '=');
+    }
+  }
+  return out;
+}
+
+// The value of "nonce" in the control file, which the core writes as compact JSON.
+std::string nonceOf(std::string_view control) {
+  constexpr std::string_view kKey = "\"nonce\":\"";
+  const std::size_t at = control.find(kKey);
+  if (at == std::string_view::npos) {
+    return {};
+  }
+  const std::size_t start = at + kKey.size();
+  const std::size_t end = control.find('"', start);
+  return end == std::string_view::npos ? std::string()
+                                       : std::string(control.substr(start, end - start));
+}
+
+std::string tracebackOf(const std::pair<std::string, std::string>& exception) {
+  return "Traceback (most recent call last):\n  File \"/workspace/main.py\", line 1, in "
+         "<module>\n" +
+         exception.first + ": " + exception.second + "\n";
+}
+
+// What the launcher writes after the program ends.
+std::string trailerOf(const std::string& nonce, const Script& script) {
+  std::string trailer("\n\0SCS-TRAILER-", 14);
+  trailer += nonce;
+  trailer.push_back('\0');
+  trailer += "{\"exception\":";
+  if (script.exception) {
+    trailer += "{\"type\":" + jsonString(script.exception->first) +
+               ",\"message\":" + jsonString(script.exception->second) +
+               ",\"traceback\":" + jsonString(tracebackOf(*script.exception)) + "}";
+  } else {
+    trailer += "null";
+  }
+  trailer += ",\"files\":[";
+  for (std::size_t i = 0; i < script.out_files.size(); ++i) {
+    const auto& [path, content] = script.out_files[i];
+    trailer += (i == 0 ? "" : ",");
+    trailer += "{\"path\":" + jsonString(path) + ",\"size\":" + std::to_string(content.size()) +
+               ",\"content_base64\":\"" + base64(content) + "\"}";
+  }
+  trailer += "],\"files_truncated\":false,\"files_omitted\":0}\n";
+  return trailer;
 }
 
 void differ(std::int64_t* value) { *value = *value > 0 ? *value * 2 : 1; }
@@ -259,6 +339,13 @@ Status FakeBackend::deliver(const std::string& id, const std::string& archive) {
     if (script.fail.count("deliver") != 0) {
       return scripted("deliver");
     }
+    std::string control;
+    std::string nonce;
+    std::string stdin_data;
+    if (!extractFile(archive, ".scs/control.json", &control)) {
+      nonce = nonceOf(control);
+      extractFile(archive, ".scs/stdin", &stdin_data);
+    }
     std::lock_guard<std::mutex> lock(mu_);
     auto sandbox = find(id);
     if (!sandbox) {
@@ -268,6 +355,8 @@ Status FakeBackend::deliver(const std::string& id, const std::string& archive) {
       return Status{Code::kRejected, "fake: sandbox " + id + " has already started"};
     }
     sandbox->script = std::move(script);
+    sandbox->nonce = std::move(nonce);
+    sandbox->stdin_data = std::move(stdin_data);
     return Status{};
   });
 }
@@ -307,6 +396,9 @@ void FakeBackend::play(const std::shared_ptr<Sandbox>& sandbox) {
     if (!sandbox->killed && !script.stdout_text.empty()) {
       sandbox->sink->write(backend::Stream::kStdout, script.stdout_text);
     }
+    if (!sandbox->killed && script.echo_stdin && !sandbox->stdin_data.empty()) {
+      sandbox->sink->write(backend::Stream::kStdout, sandbox->stdin_data);
+    }
     if (!sandbox->killed && !script.stderr_text.empty()) {
       sandbox->sink->write(backend::Stream::kStderr, script.stderr_text);
     }
@@ -335,8 +427,16 @@ void FakeBackend::play(const std::shared_ptr<Sandbox>& sandbox) {
       exit.oom_killed = true;
     } else if (script.signal) {
       exit.exit_code = 128 + *script.signal;
+    } else if (script.exception && !script.exit_given) {
+      exit.exit_code = 1;
     } else {
       exit.exit_code = script.exit_code;
+    }
+    if (!sandbox->killed && script.exception) {
+      sandbox->sink->write(backend::Stream::kStderr, tracebackOf(*script.exception));
+    }
+    if (!sandbox->killed && !sandbox->nonce.empty() && !script.engine_error) {
+      sandbox->sink->write(backend::Stream::kStdout, trailerOf(sandbox->nonce, script));
     }
   } catch (const std::exception& e) {
     exit.exit_code.reset();

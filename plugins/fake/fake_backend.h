@@ -33,7 +33,12 @@ std::optional<std::string> parseOptions(const std::map<std::string, std::string>
 bool alterPosture(const std::string& field, backend::Posture* posture);
 
 // An in-memory, deterministic test double of a container engine. It never runs code: each
-// sandbox plays back the `#fake:` directives of its main.py on its own thread.
+// sandbox plays back the `#fake:` directives of its main.py on its own thread. When the
+// archive carries the launcher's `.scs/control.json`, it also plays the launcher's side of the
+// side channel (runs/side_channel.h): after a run that was not killed it writes the trailer
+// "\n\0SCS-TRAILER-<nonce>\0{json}\n" to stdout, with the `exception=Type:message` and
+// `outfile=path:content` directives as its exception and files; `echo_stdin` copies
+// `.scs/stdin` to stdout.
 class FakeBackend : public backend::RuntimeBackend {
  public:
   FakeBackend(Options options, backend::LogSink* log);
@@ -57,6 +62,8 @@ class FakeBackend : public backend::RuntimeBackend {
     std::map<std::string, std::string> labels;
     backend::Posture posture;
     Script script;
+    std::string nonce;  // from .scs/control.json; empty: no side channel
+    std::string stdin_data;
     State state = State::kCreated;
     std::atomic<bool> killed{false};
     bool removed = false;

@@ -10,6 +10,26 @@ namespace {
 
 constexpr std::size_t kBlock = 512;
 
+std::optional<int> parseHex(std::string_view digits) {
+  if (digits.size() != 2) {
+    return std::nullopt;
+  }
+  int value = 0;
+  for (const char c : digits) {
+    value *= 16;
+    if (c >= '0' && c <= '9') {
+      value += c - '0';
+    } else if (c >= 'a' && c <= 'f') {
+      value += c - 'a' + 10;
+    } else if (c >= 'A' && c <= 'F') {
+      value += c - 'A' + 10;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return value;
+}
+
 std::optional<std::string> decodeEscapes(std::string_view text, std::string* out) {
   out->clear();
   for (std::size_t i = 0; i < text.size(); ++i) {
@@ -27,6 +47,18 @@ std::optional<std::string> decodeEscapes(std::string_view text, std::string* out
       case 't':
         out->push_back('\t');
         break;
+      case 'r':
+        out->push_back('\r');
+        break;
+      case 'x': {
+        const auto hex = parseHex(text.substr(i + 1, 2));
+        if (!hex) {
+          return std::string("\\x in a directive value needs two hex digits");
+        }
+        out->push_back(static_cast<char>(*hex));
+        i += 2;
+        break;
+      }
       case 's':
         out->push_back(' ');
         break;
@@ -112,7 +144,35 @@ std::optional<std::string> applyDirective(std::string_view item, Script* script)
   };
 
   if (key == "exit") {
+    script->exit_given = true;
     return integer(0, 255, &script->exit_code);
+  }
+  if (key == "exception" || key == "outfile") {
+    if (auto problem = needValue()) {
+      return problem;
+    }
+    const auto colon = value.find(':');
+    if (colon == std::string_view::npos || colon == 0) {
+      return "directive '" + std::string(key) + "' needs " +
+             (key == "exception" ? "Type:message" : "path:content");
+    }
+    std::string first;
+    std::string second;
+    if (auto problem = decodeEscapes(value.substr(0, colon), &first)) {
+      return problem;
+    }
+    if (auto problem = decodeEscapes(value.substr(colon + 1), &second)) {
+      return problem;
+    }
+    if (key == "exception") {
+      script->exception.emplace(std::move(first), std::move(second));
+    } else {
+      script->out_files.emplace_back(std::move(first), std::move(second));
+    }
+    return std::nullopt;
+  }
+  if (key == "echo_stdin") {
+    return flag(&script->echo_stdin);
   }
   if (key == "stdout" || key == "stderr") {
     if (auto problem = needValue()) {

@@ -6,12 +6,15 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace scs::fake {
 
 // What one fake run does, from the `#fake:` directive lines of its main.py.
 struct Script {
   int exit_code = 0;
+  bool exit_given = false;
   std::string stdout_text;
   std::string stderr_text;
   std::uint64_t flood_bytes = 0;
@@ -23,6 +26,12 @@ struct Script {
   std::set<std::string> fail;  // "deliver", "start", "wait"
   std::optional<std::string> engine_error;
   std::chrono::milliseconds start_delay{0};
+  // The launcher's side channel (runs/side_channel.h), emulated when the archive carries
+  // .scs/control.json: an uncaught exception (type, message), files written under
+  // /workspace/out (path, content), and stdin echoed to stdout.
+  std::optional<std::pair<std::string, std::string>> exception;
+  std::vector<std::pair<std::string, std::string>> out_files;
+  bool echo_stdin = false;
 };
 
 // Parses every line of `main_py` that starts with "#fake:". Returns an error sentence for

@@ -18,13 +18,6 @@
 namespace scs::integration {
 namespace {
 
-std::unique_ptr<testing::McpProcess> g_shared_server;
-
-const char* const kHowToStart =
-    "The integration tier needs a running Docker engine and the sandbox image. Run "
-    "./scripts/test (it installs and starts the Docker daemon and builds the image when "
-    "missing), or start dockerd and build the image with ./docker/build-image.sh.";
-
 std::string trimmed(std::string value) {
   while (!value.empty() && (value.back() == '\n' || value.back() == ' ' || value.back() == '\r')) {
     value.pop_back();
@@ -46,49 +39,37 @@ bool isSafeLabelValue(const std::string& value) {
   return true;
 }
 
-// The whole binary shares one server; its end is part of the test: stdin EOF must stop it
-// within 2 s, and afterwards no sandbox container may be left.
-class DockerEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    const CommandResult info = runCommand("docker info --format '{{.ServerVersion}}'");
-    ASSERT_EQ(info.exit_code, 0) << "`docker info` failed: " << info.output << "\n" << kHowToStart;
-    const CommandResult image =
-        runCommand(std::string("docker image inspect --format '{{.Id}}' ") + kImage);
-    ASSERT_EQ(image.exit_code, 0) << "The image " << kImage << " is missing: " << image.output
-                                  << "\n"
-                                  << kHowToStart;
-    // A canary in the server's own environment; the sandbox must never see it.
-    ::setenv("SCS_INTEGRATION_CANARY", "scs-canary-7f3e", 1);
-    g_shared_server = launchServer();
-  }
-
-  void TearDown() override {
-    if (!g_shared_server) {
-      return;
-    }
-    testing::McpProcess& server = *g_shared_server;
-    for (const std::string& line : server.stdoutLines()) {
-      EXPECT_TRUE(isValidUtf8(line)) << "a protocol line is not valid UTF-8";
-      EXPECT_NO_THROW(testing::parseObject(line)) << "not a JSON object: " << tail(line, 300);
-    }
-    server.closeStdin();
-    const auto exit_code = server.waitExit(std::chrono::seconds(2));
-    EXPECT_TRUE(exit_code.has_value()) << "the shared server did not exit within 2 s of EOF";
-    EXPECT_EQ(exit_code.value_or(-1), 0);
-    if (!exit_code.has_value()) {
-      std::cerr << "server log tail:\n" << tail(server.stderrText()) << "\n";
-    }
-    g_shared_server.reset();
-    EXPECT_EQ(managedContainers(), std::vector<std::string>{})
-        << "sandbox containers are left behind after the suite and server exit";
-  }
-};
-
-[[maybe_unused]] ::testing::Environment* const kEnvironment =
-    ::testing::AddGlobalTestEnvironment(new DockerEnvironment);
-
 }  // namespace
+
+const char* const kHowToStart =
+    "The integration tier needs a running Docker engine and the sandbox image. Run "
+    "./scripts/test (it installs and starts the Docker daemon and builds the image when "
+    "missing), or start dockerd and build the image with ./docker/build-image.sh.";
+
+std::string testRuntime() {
+  const char* runtime = std::getenv("SCS_TEST_RUNTIME");
+  return runtime != nullptr && *runtime != '\0' ? runtime : "runc";
+}
+
+bool underGvisor() { return testRuntime() == "runsc"; }
+
+std::string engineProblem() {
+  const CommandResult info = runCommand("docker info --format '{{json .Runtimes}}'");
+  if (info.exit_code != 0) {
+    return "`docker info` failed: " + info.output + "\n" + kHowToStart;
+  }
+  if (info.output.find("\"" + testRuntime() + "\"") == std::string::npos) {
+    return "the engine has no runtime " + testRuntime() +
+           " (SCS_TEST_RUNTIME); runtimes: " + info.output +
+           "\nscripts/setup.sh registers runsc when it is installed.";
+  }
+  const CommandResult image =
+      runCommand(std::string("docker image inspect --format '{{.Id}}' ") + kImage);
+  if (image.exit_code != 0) {
+    return std::string("The image ") + kImage + " is missing: " + image.output + "\n" + kHowToStart;
+  }
+  return "";
+}
 
 CommandResult runCommand(const std::string& command) {
   const std::string full = command + " 2>&1";
@@ -133,7 +114,10 @@ std::vector<std::string> containersOfRun(const std::string& run_id) {
 
 std::vector<std::string> managedContainers() { return containersWithLabel("io.scs.managed"); }
 
-bool hostProcessWithArgExists(const std::string& token) {
+namespace {
+
+template <typename Match>
+bool anyHostProcessArg(Match match) {
   namespace fs = std::filesystem;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator("/proc", ec)) {
@@ -144,7 +128,7 @@ bool hostProcessWithArgExists(const std::string& token) {
     std::ifstream cmdline(entry.path() / "cmdline", std::ios::binary);
     std::string argument;
     while (std::getline(cmdline, argument, '\0')) {
-      if (argument == token) {
+      if (match(argument)) {
         return true;
       }
     }
@@ -152,9 +136,21 @@ bool hostProcessWithArgExists(const std::string& token) {
   return false;
 }
 
+}  // namespace
+
+bool hostProcessArgContains(const std::string& fragment) {
+  return anyHostProcessArg(
+      [&](const std::string& argument) { return argument.find(fragment) != std::string::npos; });
+}
+
+bool hostProcessWithArgExists(const std::string& token) {
+  return anyHostProcessArg([&](const std::string& argument) { return argument == token; });
+}
+
 std::unique_ptr<testing::McpProcess> launchServer(const std::vector<std::string>& extra_args) {
-  std::vector<std::string> args{"--backend", "docker", "--output-cap-bytes",
-                                std::to_string(kOutputCapBytes)};
+  std::vector<std::string> args{"--backend",          "docker",
+                                "--runtime",          testRuntime(),
+                                "--output-cap-bytes", std::to_string(kOutputCapBytes)};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   // Extra server flags, e.g. "--seccomp-profile engine-default" to see the suite catch a
   // weakened posture.
@@ -168,13 +164,6 @@ std::unique_ptr<testing::McpProcess> launchServer(const std::vector<std::string>
   auto server = std::make_unique<testing::McpProcess>(SCS_BINARY, args);
   server->initialize();
   return server;
-}
-
-testing::McpProcess& sharedServer() {
-  if (!g_shared_server) {
-    throw std::runtime_error("the shared server is not running (global set-up failed)");
-  }
-  return *g_shared_server;
 }
 
 Poco::JSON::Object::Ptr startRunArguments(const RunRequest& request) {
@@ -458,12 +447,6 @@ void RunBatch::stopUnfinished(testing::McpProcess& server) {
     } catch (const std::exception& e) {
       ADD_FAILURE() << "stop_run for " << name << " failed: " << e.what();
     }
-  }
-}
-
-void IntegrationTest::TearDown() {
-  if (HasFailure() && g_shared_server) {
-    std::cerr << "shared server log tail:\n" << tail(g_shared_server->stderrText()) << "\n";
   }
 }
 

@@ -29,6 +29,17 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
+// The container runtime every test server uses: $SCS_TEST_RUNTIME, runc when unset.
+std::string testRuntime();
+
+// True under gVisor (runsc), where some answers legitimately differ: the call is handled by
+// gVisor's own kernel (the Sentry) instead of being refused by the host kernel.
+bool underGvisor();
+
+// Empty when the engine answers, knows testRuntime() and has the sandbox image; otherwise
+// what is missing and how to set it up.
+std::string engineProblem();
+
 // Runs `command` through /bin/sh.
 CommandResult runCommand(const std::string& command);
 
@@ -39,6 +50,9 @@ std::vector<std::string> managedContainers();
 
 // True when some host process has `token` as one of its argv words.
 bool hostProcessWithArgExists(const std::string& token);
+
+// True when one of some host process's argv words contains `fragment`.
+bool hostProcessArgContains(const std::string& fragment);
 
 // Polls `condition` until it holds or `budget` passes; returns the last value.
 template <typename Condition>
@@ -57,10 +71,11 @@ bool eventually(Condition condition, std::chrono::milliseconds budget,
 }
 
 // A server process speaking MCP over stdio, already initialised; `extra_args` are appended
-// to the flags every test server gets.
+// to the flags every test server gets (the Docker backend and --runtime testRuntime()).
 std::unique_ptr<testing::McpProcess> launchServer(const std::vector<std::string>& extra_args = {});
 
-// The server shared by every test in the binary (owned by the global environment).
+// The server shared by every test in integration_docker_test (owned by the global environment
+// in environment.cc, which only that binary links).
 testing::McpProcess& sharedServer();
 
 // The limits object for start_run; absent members are left to the server's defaults.

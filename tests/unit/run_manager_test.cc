@@ -304,7 +304,7 @@ class RunManagerTest : public ::testing::Test {
   }
 
   RunSnapshot finalOf(const std::string& run_id) {
-    std::optional<RunSnapshot> snapshot = manager().get(run_id, kPatience);
+    std::optional<RunSnapshot> snapshot = manager().get(kLocalTenant, run_id, kPatience);
     EXPECT_TRUE(snapshot.has_value());
     if (!snapshot) {
       return {};
@@ -314,7 +314,7 @@ class RunManagerTest : public ::testing::Test {
   }
 
   policy::RunStatus statusOf(const std::string& run_id) {
-    const auto snapshot = manager().get(run_id);
+    const auto snapshot = manager().get(kLocalTenant, run_id);
     return snapshot ? snapshot->status : policy::RunStatus::kSandboxError;
   }
 
@@ -510,7 +510,7 @@ TEST_F(RunManagerTest, ASandboxThatIgnoresKillIsGivenUpAfterTenSeconds) {
   clock_.advance(6s);
   ASSERT_TRUE(engine_.waitKilled(id));
   clock_.advance(9s);
-  EXPECT_FALSE(manager().get(id, 50ms)->status == policy::RunStatus::kSandboxError);
+  EXPECT_FALSE(manager().get(kLocalTenant, id, 50ms)->status == policy::RunStatus::kSandboxError);
   clock_.advance(2s);
 
   const RunSnapshot report = finalOf(id);
@@ -527,16 +527,16 @@ TEST_F(RunManagerTest, StoppingAQueuedRunTakesItOutOfTheQueueBeforeTheBackendSee
   EXPECT_EQ(third.queue_position, 2u);
   clock_.advance(3s);
 
-  const auto stopped = manager().stop(second.run_id);
+  const auto stopped = manager().stop(kLocalTenant, second.run_id);
   ASSERT_TRUE(stopped.has_value());
   EXPECT_EQ(stopped->status, policy::RunStatus::kStopped);
   EXPECT_EQ(stopped->reason, "Stopped by stop_run before it started.");
   EXPECT_FALSE(stopped->queue_position.has_value());
   EXPECT_FALSE(stopped->started_at.has_value());
   EXPECT_DOUBLE_EQ(stopped->queued_seconds, 3);
-  EXPECT_EQ(manager().get(third.run_id)->queue_position, 1u);
+  EXPECT_EQ(manager().get(kLocalTenant, third.run_id)->queue_position, 1u);
 
-  const auto again = manager().stop(second.run_id);
+  const auto again = manager().stop(kLocalTenant, second.run_id);
   EXPECT_EQ(again->status, policy::RunStatus::kStopped);
   EXPECT_EQ(again->reason, stopped->reason);
 
@@ -550,14 +550,14 @@ TEST_F(RunManagerTest, StoppingARunningRunKillsItAndReturnsOnceItIsRemoved) {
   EXPECT_CALL(backend_, kill("sb-1")).Times(AtLeast(1));
   const std::string id = startRunning();
 
-  const auto stopped = manager().stop(id);
+  const auto stopped = manager().stop(kLocalTenant, id);
   ASSERT_TRUE(stopped.has_value());
   EXPECT_EQ(stopped->status, policy::RunStatus::kStopped);
   EXPECT_EQ(stopped->signal, "SIGKILL");
   EXPECT_TRUE(engine_.sandboxOf(id)->removed);
   EXPECT_TRUE(engine_.sandboxOf(id)->killed);
 
-  const auto again = manager().stop(id);
+  const auto again = manager().stop(kLocalTenant, id);
   EXPECT_EQ(again->status, policy::RunStatus::kStopped);
   EXPECT_EQ(again->reason, stopped->reason);
 }
@@ -570,7 +570,7 @@ TEST_F(RunManagerTest, StoppingAFinishedRunChangesNothing) {
   ASSERT_EQ(report.status, policy::RunStatus::kFailed);
 
   for (int i = 0; i < 2; ++i) {
-    const auto stopped = manager().stop(id);
+    const auto stopped = manager().stop(kLocalTenant, id);
     ASSERT_TRUE(stopped.has_value());
     EXPECT_EQ(stopped->status, policy::RunStatus::kFailed);
     EXPECT_EQ(stopped->exit_code, 3);
@@ -580,8 +580,8 @@ TEST_F(RunManagerTest, StoppingAFinishedRunChangesNothing) {
 }
 
 TEST_F(RunManagerTest, UnknownRunIdsAreNotFound) {
-  EXPECT_FALSE(manager().get("0123456789abcdef0123456789abcdef").has_value());
-  EXPECT_FALSE(manager().stop("nope").has_value());
+  EXPECT_FALSE(manager().get(kLocalTenant, "0123456789abcdef0123456789abcdef").has_value());
+  EXPECT_FALSE(manager().stop(kLocalTenant, "nope").has_value());
 }
 
 TEST_F(RunManagerTest, RunIdsAreUnguessable128BitHex) {
@@ -614,12 +614,106 @@ TEST_F(RunManagerTest, AtMostFourRunsExecuteAndTheRestWaitInFifoOrder) {
   engine_.finish(runs[1].run_id, 0);
   ASSERT_TRUE(engine_.waitStarted(runs[4].run_id));
   EXPECT_EQ(statusOf(runs[4].run_id), policy::RunStatus::kRunning);
-  EXPECT_EQ(manager().get(runs[5].run_id)->queue_position, 1u);
+  EXPECT_EQ(manager().get(kLocalTenant, runs[5].run_id)->queue_position, 1u);
   EXPECT_EQ(engine_.createdCount(), 5u);
 
   engine_.finish(runs[0].run_id, 0);
   ASSERT_TRUE(engine_.waitStarted(runs[5].run_id));
   EXPECT_EQ(engine_.createdCount(), 6u);
+}
+
+StartRequest requestOf(const std::string& tenant) {
+  StartRequest start_request = request();
+  start_request.tenant = tenant;
+  return start_request;
+}
+
+TEST_F(RunManagerTest, ARunIsUnknownToEveryTenantButItsOwner) {
+  const RunSnapshot mine = startOk(requestOf("alice"));
+  EXPECT_FALSE(manager().get("bob", mine.run_id).has_value());
+  EXPECT_FALSE(manager().get(kLocalTenant, mine.run_id).has_value());
+  EXPECT_FALSE(manager().stop("bob", mine.run_id).has_value());
+  ASSERT_TRUE(engine_.waitStarted(mine.run_id));
+  EXPECT_FALSE(engine_.sandboxOf(mine.run_id)->killed);  // bob's stop touched nothing
+  EXPECT_EQ(manager().get("alice", mine.run_id)->status, policy::RunStatus::kRunning);
+  EXPECT_EQ(manager().stop("alice", mine.run_id)->status, policy::RunStatus::kStopped);
+}
+
+TEST_F(RunManagerTest, ATenantWithFiftyQueuedRunsCannotStarveAnotherTenantsOneRun) {
+  settings_.max_concurrent = 1;
+  settings_.max_queue = 50;
+  const std::string first = startRunning(requestOf("greedy"));
+  std::vector<RunSnapshot> greedy;
+  for (int i = 0; i < 50; ++i) {
+    greedy.push_back(startOk(requestOf("greedy")));
+    EXPECT_EQ(greedy.back().queue_position, static_cast<std::size_t>(i) + 1);
+  }
+  const RunSnapshot modest = startOk(requestOf("modest"));
+  EXPECT_EQ(modest.status, policy::RunStatus::kQueued);
+  EXPECT_EQ(modest.queue_position, 1u);
+  EXPECT_EQ(manager().get("greedy", greedy[0].run_id)->queue_position, 2u);
+  EXPECT_EQ(manager().get("greedy", greedy[1].run_id)->queue_position, 3u);
+
+  engine_.finish(first, 0);
+  ASSERT_TRUE(engine_.waitStarted(modest.run_id));
+  EXPECT_FALSE(engine_.sandboxOf(greedy[0].run_id).has_value());
+  engine_.finish(modest.run_id, 0);
+  // FIFO within a tenant.
+  ASSERT_TRUE(engine_.waitStarted(greedy[0].run_id));
+  EXPECT_FALSE(engine_.sandboxOf(greedy[1].run_id).has_value());
+  EXPECT_EQ(manager().get("greedy", greedy[1].run_id)->queue_position, 1u);
+}
+
+TEST_F(RunManagerTest, FreeSlotsGoRoundRobinBetweenTenantsAndPositionsPredictTheOrder) {
+  settings_.max_concurrent = 1;
+  const std::string a0 = startRunning(requestOf("a"));
+  const RunSnapshot a1 = startOk(requestOf("a"));
+  const RunSnapshot a2 = startOk(requestOf("a"));
+  const RunSnapshot b1 = startOk(requestOf("b"));
+  const RunSnapshot b2 = startOk(requestOf("b"));
+  const RunSnapshot c1 = startOk(requestOf("c"));
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"b", b1.run_id}, {"c", c1.run_id}, {"a", a1.run_id}, {"b", b2.run_id}, {"a", a2.run_id}};
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(manager().get(expected[i].first, expected[i].second)->queue_position, i + 1);
+  }
+  std::string running = a0;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    engine_.finish(running, 0);
+    ASSERT_TRUE(engine_.waitStarted(expected[i].second)) << i;
+    EXPECT_EQ(engine_.createdCount(), i + 2);  // nothing else started meanwhile
+    running = expected[i].second;
+  }
+}
+
+TEST_F(RunManagerTest, TheQueueBoundIsPerTenant) {
+  settings_.max_concurrent = 1;
+  settings_.max_queue = 2;
+  startRunning(requestOf("a"));
+  startOk(requestOf("a"));
+  startOk(requestOf("a"));
+  EXPECT_TRUE(std::holds_alternative<StartRefusal>(manager().start(requestOf("a"))));
+  const RunSnapshot other = startOk(requestOf("b"));
+  EXPECT_EQ(other.status, policy::RunStatus::kQueued);
+  EXPECT_EQ(other.queue_position, 1u);
+}
+
+TEST_F(RunManagerTest, MemoryAdmissionStillHoldsTheChosenRunAcrossTenants) {
+  settings_.host_memory_bytes = 8 * policy::kBytesPerGb;
+  StartRequest first_big = requestOf("a");
+  first_big.limits.memory_gb = 5;
+  StartRequest second_big = requestOf("b");
+  second_big.limits.memory_gb = 5;
+  const std::string holder = startRunning(first_big);
+  const RunSnapshot waiting = startOk(second_big);  // 5 + 5 > 8: waits
+  EXPECT_EQ(waiting.status, policy::RunStatus::kQueued);
+  // A small run of a third tenant does not overtake the waiting big one.
+  const RunSnapshot small = startOk(requestOf("c"));
+  EXPECT_EQ(small.status, policy::RunStatus::kQueued);
+  EXPECT_EQ(small.queue_position, 2u);
+  engine_.finish(holder, 0);
+  ASSERT_TRUE(engine_.waitStarted(waiting.run_id));
+  ASSERT_TRUE(engine_.waitStarted(small.run_id));
 }
 
 TEST_F(RunManagerTest, AStartBeyondTheQueueBoundIsRefused) {
@@ -663,10 +757,10 @@ TEST_F(RunManagerTest, ReportsExpireAfterTheRetentionPeriod) {
   finalOf(id);
 
   clock_.advance(59s);
-  EXPECT_TRUE(manager().get(id).has_value());
+  EXPECT_TRUE(manager().get(kLocalTenant, id).has_value());
   clock_.advance(2s);
-  EXPECT_FALSE(manager().get(id).has_value());
-  EXPECT_FALSE(manager().stop(id).has_value());
+  EXPECT_FALSE(manager().get(kLocalTenant, id).has_value());
+  EXPECT_FALSE(manager().stop(kLocalTenant, id).has_value());
 }
 
 TEST_F(RunManagerTest, TheOldestFinishedReportsAreForgottenFirstButNeverALiveRun) {
@@ -680,19 +774,20 @@ TEST_F(RunManagerTest, TheOldestFinishedReportsAreForgottenFirstButNeverALiveRun
     finalOf(id);
     finished.push_back(id);
   }
-  EXPECT_FALSE(manager().get(finished[0]).has_value());
-  EXPECT_TRUE(manager().get(finished[1]).has_value());
-  EXPECT_TRUE(manager().get(finished[2]).has_value());
+  EXPECT_FALSE(manager().get(kLocalTenant, finished[0]).has_value());
+  EXPECT_TRUE(manager().get(kLocalTenant, finished[1]).has_value());
+  EXPECT_TRUE(manager().get(kLocalTenant, finished[2]).has_value());
   EXPECT_EQ(statusOf(live), policy::RunStatus::kRunning);
 }
 
 TEST_F(RunManagerTest, GetLongPollsUntilTheRunFinishes) {
   const std::string id = startRunning();
   const auto before = std::chrono::steady_clock::now();
-  EXPECT_EQ(manager().get(id, 50ms)->status, policy::RunStatus::kRunning);
+  EXPECT_EQ(manager().get(kLocalTenant, id, 50ms)->status, policy::RunStatus::kRunning);
   EXPECT_GE(std::chrono::steady_clock::now() - before, 50ms);
 
-  auto polled = std::async(std::launch::async, [&] { return manager().get(id, kPatience); });
+  auto polled =
+      std::async(std::launch::async, [&] { return manager().get(kLocalTenant, id, kPatience); });
   engine_.finish(id, 0, "done\n");
   const auto report = polled.get();
   ASSERT_TRUE(report.has_value());
@@ -785,7 +880,7 @@ TEST_F(RunManagerTest, ShutdownStopsEverythingRemovesEverySandboxAndJoins) {
     EXPECT_EQ(statusOf(id), policy::RunStatus::kStopped);
     EXPECT_TRUE(engine_.sandboxOf(id)->killed);
   }
-  const auto stopped = manager().get(queued.run_id);
+  const auto stopped = manager().get(kLocalTenant, queued.run_id);
   EXPECT_EQ(stopped->status, policy::RunStatus::kStopped);
   EXPECT_THAT(stopped->reason, HasSubstr("before it started"));
 

@@ -264,7 +264,8 @@ TEST_F(ServerTest, InitializeAnswersAnUnknownVersionWithTheLatest) {
   const Object::Ptr response = request("initialize", R"({"protocolVersion":"2099-01-01"})");
   const Object::Ptr result = response->getObject("result");
   EXPECT_EQ(result->getValue<std::string>("protocolVersion"), "2025-11-25");
-  EXPECT_EQ(compact(result->getObject("capabilities")), R"({"tools":{"listChanged":false}})");
+  EXPECT_EQ(compact(result->getObject("capabilities")),
+            R"({"tools":{"listChanged":false},"logging":{}})");
   const Object::Ptr info = result->getObject("serverInfo");
   EXPECT_EQ(info->getValue<std::string>("name"), "scs");
   EXPECT_EQ(info->getValue<std::string>("title"), "Scs");
@@ -484,7 +485,8 @@ TEST_F(ServerTest, StoppingARunningRunReportsStopped) {
   const Object::Ptr polled =
       structured("get_result", callTool("get_result", R"({"run_id":")" + run_id + R"("})"));
   EXPECT_THAT(polled->getValue<std::string>("status"), ::testing::AnyOf("queued", "running"));
-  EXPECT_FALSE(polled->has("stdout"));
+  // A running run shows its output so far (issue 7); a queued one has none.
+  EXPECT_EQ(polled->has("stdout"), polled->getValue<std::string>("status") == "running");
 
   const Object::Ptr stopped =
       structured("stop_run", callTool("stop_run", R"({"run_id":")" + run_id + R"("})"));
@@ -649,10 +651,130 @@ TEST_F(ServerTest, AnUnexpectedExceptionIsAnInternalErrorAndIsLogged) {
             R"({"jsonrpc":"2.0","id":10,"result":{}})");
 }
 
+TEST_F(ServerTest, LoggingSetLevelAcceptsTheEightLevelsOnly) {
+  for (const std::string level :
+       {"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}) {
+    SCOPED_TRACE(level);
+    EXPECT_EQ(
+        compact(
+            request("logging/setLevel", R"({"level":")" + level + R"("})")->getObject("result")),
+        "{}");
+  }
+  expectError(request("logging/setLevel", R"({"level":"verbose"})"), -32602, "1");
+  expectError(request("logging/setLevel", "{}"), -32602, "1");
+}
+
+TEST_F(ServerTest, ParseClassifiesEachMessageOnce) {
+  EXPECT_EQ(Server::parse(R"({"jsonrpc":"2.0","id":0,"method":"initialize"})").kind(),
+            Message::Kind::kRequest);
+  EXPECT_EQ(Server::parse(R"({"jsonrpc":"2.0","id":0,"method":"initialize"})").method(),
+            "initialize");
+  EXPECT_EQ(Server::parse(R"({"jsonrpc":"2.0","method":"notifications/initialized"})").kind(),
+            Message::Kind::kNotification);
+  EXPECT_EQ(Server::parse(R"({"jsonrpc":"2.0","id":4,"result":{}})").kind(),
+            Message::Kind::kResponse);
+  // A request with bad params is still a request: it is answered with its id.
+  EXPECT_EQ(Server::parse(R"({"jsonrpc":"2.0","id":2,"method":"ping","params":[1]})").kind(),
+            Message::Kind::kRequest);
+  for (const std::string bad : {"{", "[]", "5", R"({"jsonrpc":"1.0","id":7,"method":"ping"})",
+                                R"({"jsonrpc":"2.0","id":null,"method":"ping"})"}) {
+    SCOPED_TRACE(bad);
+    const Message message = Server::parse(bad);
+    EXPECT_EQ(message.kind(), Message::Kind::kInvalid);
+    EXPECT_TRUE(message.method().empty());
+    EXPECT_TRUE(server_.handle(message).has_value());
+  }
+  EXPECT_EQ(server_.handle(Message()), R"({"jsonrpc":"2.0","id":null,"error":{"code":-32600,)"
+                                       R"("message":"Invalid Request"}})");
+}
+
+TEST_F(ServerTest, ARunIsUnknownToEveryTenantButItsOwner) {
+  RequestContext alice;
+  alice.tenant = "alice";
+  RequestContext bob;
+  bob.tenant = "bob";
+  const std::optional<std::string> started = server_.handle(
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"start_run",)"
+      R"("arguments":{"code":"#hang"}}})",
+      alice);
+  ASSERT_TRUE(started.has_value());
+  const std::string run_id = parse(*started)
+                                 ->getObject("result")
+                                 ->getObject("structuredContent")
+                                 ->getValue<std::string>("run_id");
+  const auto callAs = [&](const RequestContext& context, const std::string& tool) {
+    const std::optional<std::string> answer =
+        server_.handle(R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":")" +
+                           tool + R"(","arguments":{"run_id":")" + run_id + R"("}}})",
+                       context);
+    return answer ? parse(*answer)->getObject("result") : Object::Ptr(new Object);
+  };
+  const std::string unknown = "Unknown or expired run_id \"" + run_id + "\"";
+  EXPECT_THAT(toolError(callAs(bob, "get_result")), HasSubstr(unknown));
+  EXPECT_THAT(toolError(callAs(bob, "stop_run")), HasSubstr(unknown));
+  EXPECT_THAT(toolError(callTool("get_result", R"({"run_id":")" + run_id + R"("})")),
+              HasSubstr(unknown));  // the local tenant of stdio is a tenant like any other
+  EXPECT_EQ(structured("get_result", callAs(alice, "get_result"))->getValue<std::string>("status"),
+            "running");
+  EXPECT_EQ(structured("stop_run", callAs(alice, "stop_run"))->getValue<std::string>("status"),
+            "stopped");
+}
+
+TEST_F(ServerTest, AWaitingGetResultReportsProgressOnlyWhenTheTransportCanSendIt) {
+  ServerInfo info{"scs", "Scs", "1.2.3"};
+  info.progress_interval = std::chrono::milliseconds(20);
+  Server server(runs_, limits_, policy::FileSettings{}, info);
+  const std::string run_id = startRun("#hang");
+
+  std::vector<std::string> sent;
+  RequestContext context;
+  context.on_progress = [&](const std::string& notification) { sent.push_back(notification); };
+  const std::string get = R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{)"
+                          R"("name":"get_result","arguments":{"run_id":")" +
+                          run_id + R"(","wait_seconds":0.2})";
+  const std::optional<std::string> answer =
+      server.handle(get + R"(,"_meta":{"progressToken":"tok"}}})", context);
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(structured("get_result", parse(*answer)->getObject("result"))
+                ->getValue<std::string>("status"),
+            "running");
+  ASSERT_GE(sent.size(), 2u);
+  double last = 0;
+  for (const std::string& line : sent) {
+    const Object::Ptr notification = parse(line);
+    EXPECT_EQ(notification->getValue<std::string>("method"), "notifications/progress");
+    EXPECT_FALSE(notification->has("id"));
+    const Object::Ptr params = notification->getObject("params");
+    EXPECT_EQ(params->getValue<std::string>("progressToken"), "tok");
+    EXPECT_GT(params->getValue<double>("progress"), last);
+    last = params->getValue<double>("progress");
+    EXPECT_DOUBLE_EQ(params->getValue<double>("total"), 0.2);
+    EXPECT_THAT(params->getValue<std::string>("message"), HasSubstr("still running"));
+  }
+  EXPECT_LT(last, 0.2);
+
+  sent.clear();
+  ASSERT_TRUE(server.handle(get + "}}", context).has_value());
+  ASSERT_GE(sent.size(), 2u);
+  EXPECT_THAT(sent, ::testing::Each(std::string()));  // alive, but no token to report to
+
+  sent.clear();
+  ASSERT_TRUE(server.handle(get + R"(,"_meta":{"progressToken":7}}})").has_value());
+  EXPECT_TRUE(sent.empty());
+  structured("stop_run", callTool("stop_run", R"({"run_id":")" + run_id + R"("})"));
+}
+
 TEST_F(ServerTest, OversizedMessageErrorNamesTheCap) {
   const Object::Ptr response = parse(Server::oversizedMessageError(1024));
   expectError(response, -32600, "null");
   EXPECT_THAT(response->getObject("error")->getValue<std::string>("message"), HasSubstr("1024"));
+}
+
+TEST_F(ServerTest, RefusalIsAnInvalidRequestWithoutAnId) {
+  const Object::Ptr response = parse(Server::refusal("missing Mcp-Session-Id header."));
+  expectError(response, -32600, "null");
+  EXPECT_EQ(response->getObject("error")->getValue<std::string>("message"),
+            "Invalid Request: missing Mcp-Session-Id header.");
 }
 
 TEST(FormatTimestampTest, IsRfc3339UtcWithMilliseconds) {

@@ -67,8 +67,7 @@ std::string padded(const std::string& text, std::size_t width) {
 
 Check failedCheck(std::string name, std::string expected, std::string observed,
                   std::string detail = "") {
-  return Check{std::move(name), std::move(expected), std::move(observed), std::move(detail),
-               false};
+  return Check{std::move(name), std::move(expected), std::move(observed), std::move(detail), false};
 }
 
 }  // namespace
@@ -120,6 +119,11 @@ std::vector<Check> parseChecks(const std::string& stdout_text) {
     if (line.empty()) {
       continue;
     }
+    // Only the program's own lines count; anything else on stdout (the launcher's trailer)
+    // is not the audit's. A missing or short completion line still fails the audit.
+    if (line.front() != '{') {
+      continue;
+    }
     Poco::JSON::Object::Ptr object;
     try {
       Poco::JSON::Parser parser;
@@ -131,8 +135,11 @@ std::vector<Check> parseChecks(const std::string& stdout_text) {
       object = nullptr;
     }
     if (!object) {
-      checks.push_back(failedCheck("audit_output", "one JSON object per line",
-                                   lastLines(line, 200)));
+      checks.push_back(
+          failedCheck("audit_output", "one JSON object per line", lastLines(line, 200)));
+      continue;
+    }
+    if (!object->has("name") && !object->has("done")) {
       continue;
     }
     if (object->has("done")) {
@@ -170,8 +177,7 @@ Report run(runs::RunManager& runs, const policy::Limits& limits,
   config_file->set("content", programConfig(limits, sandbox));
   extra->add(config_file);
   // The same validation as a start_run from a client.
-  auto resolved =
-      policy::resolveFiles(std::string(program()), Poco::Dynamic::Var(extra), files);
+  auto resolved = policy::resolveFiles(std::string(program()), Poco::Dynamic::Var(extra), files);
   if (const auto* rejection = std::get_if<policy::FilesRejection>(&resolved)) {
     report.setup_error = "the audit program was refused: " + rejection->message;
     return report;
@@ -191,7 +197,7 @@ Report run(runs::RunManager& runs, const policy::Limits& limits,
                         kEngineSlack;
   std::optional<runs::RunSnapshot> snapshot;
   while (true) {
-    snapshot = runs.get(report.run_id, std::chrono::seconds(5));
+    snapshot = runs.get(runs::kLocalTenant, report.run_id, std::chrono::seconds(5));
     if (!snapshot) {
       report.setup_error = "the audit run " + report.run_id + " was forgotten by the server";
       return report;
@@ -200,7 +206,7 @@ Report run(runs::RunManager& runs, const policy::Limits& limits,
       break;
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      runs.stop(report.run_id);
+      runs.stop(runs::kLocalTenant, report.run_id);
       report.setup_error = "the audit run did not end in time";
       return report;
     }
@@ -218,9 +224,9 @@ Report run(runs::RunManager& runs, const policy::Limits& limits,
     if (snapshot->exit_code) {
       observed += " (exit code " + std::to_string(*snapshot->exit_code) + ")";
     }
-    report.checks.push_back(failedCheck(
-        "audit_program", "succeeded", observed,
-        snapshot->reason + " stderr: " + lastLines(snapshot->stderr_output.text, 600)));
+    report.checks.push_back(
+        failedCheck("audit_program", "succeeded", observed,
+                    snapshot->reason + " stderr: " + lastLines(snapshot->stderr_output.text, 600)));
   }
   return report;
 }
@@ -281,7 +287,8 @@ std::string formatTable(const Report& report) {
     failures += check.ok ? 0 : 1;
   }
   out << report.checks.size() << " checks, " << (report.checks.size() - failures) << " passed, "
-      << failures << " failed in " << policy::formatNumber(std::round(report.duration_seconds * 10) / 10)
+      << failures << " failed in "
+      << policy::formatNumber(std::round(report.duration_seconds * 10) / 10)
       << " s: " << (passed(report) ? "PASS" : "FAIL") << "\n";
   return out.str();
 }

@@ -24,8 +24,8 @@ using Poco::Dynamic::Var;
 using Poco::JSON::Array;
 using Poco::JSON::Object;
 
-constexpr const char* kSupportedVersions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
-                                              "2024-11-05"};
+constexpr const char* kLogLevels[] = {"debug", "info",     "notice", "warning",
+                                      "error", "critical", "alert",  "emergency"};
 
 constexpr const char* kInstructions =
     "Runs untrusted Python 3 (standard library only, no network) in a locked-down, throwaway "
@@ -64,6 +64,12 @@ class RpcError : public std::runtime_error {
  private:
   ErrorKind kind_;
   Var data_;
+};
+
+struct ErrorInfo {
+  ErrorKind kind;
+  std::string message;
+  Var data;
 };
 
 Poco::Logger& logger() { return Poco::Logger::get("scs.mcp"); }
@@ -195,64 +201,38 @@ std::string errorResponse(const Var& id, ErrorKind kind, const std::string& mess
   return serialise(response);
 }
 
-// The work of Server::handle, for one message; every failure is an exception.
+// Where `params._meta.progressToken` is a string or an integer, that token; else empty.
+Var progressToken(const Object::Ptr& params) {
+  if (!params || !params->has("_meta") || !isObject(params->get("_meta"))) {
+    return Var();
+  }
+  const Object::Ptr meta = asObject(params->get("_meta"));
+  const Var token = meta->has("progressToken") ? meta->get("progressToken") : Var();
+  return isUsableId(token) ? token : Var();
+}
+
+std::string progressNotification(const Var& token, double progress, double total,
+                                 const std::string& message) {
+  Object::Ptr params = newObject();
+  params->set("progressToken", responseId(token));
+  params->set("progress", progress);
+  params->set("total", total);
+  params->set("message", runs::toValidUtf8(message));
+  Object::Ptr notification = newObject();
+  notification->set("jsonrpc", "2.0");
+  notification->set("method", "notifications/progress");
+  notification->set("params", params);
+  return serialise(notification);
+}
+
+// Answers one well-formed request; every failure is an exception.
 class Dispatcher {
  public:
   Dispatcher(runs::RunManager& runs, const policy::LimitPolicy& limits,
-             const policy::FileSettings& files, const ServerInfo& info)
-      : tools_(runs, limits, files, info.run_retention), info_(info) {}
+             const policy::FileSettings& files, const ServerInfo& info,
+             const RequestContext& context)
+      : tools_(runs, limits, files, info.run_retention), info_(info), context_(context) {}
 
-  // `id` receives the request's id as soon as it is known to be usable.
-  std::optional<std::string> handle(std::string_view message, Var& id) {
-    const Var parsed = parseMessage(message);
-    if (parsed.type() == typeid(Array::Ptr)) {
-      throw RpcError(ErrorKind::kInvalidRequest,
-                     "Invalid Request: batches are not supported; send one message per line.");
-    }
-    if (!isObject(parsed)) {
-      throw RpcError(ErrorKind::kInvalidRequest,
-                     "Invalid Request: a JSON-RPC message must be a JSON object.");
-    }
-    const Object::Ptr request = asObject(parsed);
-    const bool has_id = request->has("id");
-    const Var raw_id = has_id ? request->get("id") : Var();
-    if (has_id && isUsableId(raw_id)) {
-      id = raw_id;
-    }
-    if (!request->has("method") && (request->has("result") || request->has("error"))) {
-      return std::nullopt;  // a response from the client; we never send requests
-    }
-    const Var jsonrpc = request->has("jsonrpc") ? request->get("jsonrpc") : Var();
-    if (!jsonrpc.isString() || jsonrpc.toString() != "2.0") {
-      throw RpcError(ErrorKind::kInvalidRequest, "Invalid Request: \"jsonrpc\" must be \"2.0\".");
-    }
-    const Var method_value = request->has("method") ? request->get("method") : Var();
-    if (!method_value.isString()) {
-      throw RpcError(ErrorKind::kInvalidRequest, "Invalid Request: \"method\" must be a string.");
-    }
-    if (has_id && !isUsableId(raw_id)) {
-      throw RpcError(ErrorKind::kInvalidRequest,
-                     "Invalid Request: \"id\" must be a string or an integer.");
-    }
-    const std::string method = method_value.toString();
-    if (!has_id) {
-      poco_debug(logger(), "notification " + runs::toValidUtf8(method));
-      return std::nullopt;
-    }
-    poco_debug(logger(), "request " + runs::toValidUtf8(method));
-
-    Object::Ptr params;
-    if (request->has("params")) {
-      const Var value = request->get("params");
-      if (!isObject(value)) {
-        throw RpcError(ErrorKind::kInvalidParams, "Invalid params: \"params\" must be an object.");
-      }
-      params = asObject(value);
-    }
-    return resultResponse(id, dispatch(method, params));
-  }
-
- private:
   Object::Ptr dispatch(const std::string& method, const Object::Ptr& params) {
     if (method == "initialize") {
       return initialize(params);
@@ -268,15 +248,19 @@ class Dispatcher {
     if (method == "tools/call") {
       return callTool(params);
     }
+    if (method == "logging/setLevel") {
+      return setLogLevel(params);
+    }
     throw RpcError(ErrorKind::kMethodNotFound, "Method not found: " + runs::toValidUtf8(method));
   }
 
+ private:
   Object::Ptr initialize(const Object::Ptr& params) {
     const Var requested =
         params && params->has("protocolVersion") ? params->get("protocolVersion") : Var();
     if (!requested.isString()) {
       Array::Ptr supported = new Array;
-      for (const char* version : kSupportedVersions) {
+      for (const char* version : kSupportedProtocolVersions) {
         supported->add(std::string(version));
       }
       Object::Ptr data = newObject();
@@ -284,17 +268,17 @@ class Dispatcher {
       throw RpcError(ErrorKind::kInvalidParams,
                      "Invalid params: initialize needs \"protocolVersion\" (a string).", data);
     }
-    std::string version = kLatestProtocolVersion;
-    for (const char* supported : kSupportedVersions) {
-      if (requested.toString() == supported) {
-        version = supported;
-      }
-    }
+    const std::string version = isSupportedProtocolVersion(requested.toString())
+                                    ? requested.toString()
+                                    : std::string(kLatestProtocolVersion);
 
     Object::Ptr tools = newObject();
     tools->set("listChanged", false);
     Object::Ptr capabilities = newObject();
     capabilities->set("tools", tools);
+    // Declared so that clients may set a level; the server has no log for them (its log goes
+    // to stderr), and sending none is within the capability.
+    capabilities->set("logging", newObject());
     Object::Ptr server_info = newObject();
     server_info->set("name", info_.name);
     server_info->set("title", info_.title);
@@ -306,6 +290,18 @@ class Dispatcher {
     result->set("serverInfo", server_info);
     result->set("instructions", kInstructions);
     return result;
+  }
+
+  Object::Ptr setLogLevel(const Object::Ptr& params) {
+    const Var level = params && params->has("level") ? params->get("level") : Var();
+    for (const char* known : kLogLevels) {
+      if (level.isString() && level.toString() == known) {
+        return newObject();
+      }
+    }
+    throw RpcError(ErrorKind::kInvalidParams,
+                   "Invalid params: \"level\" must be one of debug, info, notice, warning, error, "
+                   "critical, alert, emergency.");
   }
 
   Object::Ptr callTool(const Object::Ptr& params) {
@@ -327,37 +323,139 @@ class Dispatcher {
     if (!tools_.has(tool)) {
       throw RpcError(ErrorKind::kInvalidParams, "Unknown tool: " + runs::toValidUtf8(tool));
     }
-    return tools_.call(tool, arguments);
+    CallContext call;
+    call.tenant = context_.tenant;
+    if (context_.on_progress) {
+      call.progress_interval = info_.progress_interval;
+      call.on_wait = [this, token = progressToken(params)](double waited, double total,
+                                                           const std::string& message) {
+        context_.on_progress(token.isEmpty() ? std::string()
+                                             : progressNotification(token, waited, total, message));
+      };
+    }
+    return tools_.call(tool, arguments, call);
   }
 
   Tools tools_;
   const ServerInfo& info_;
+  const RequestContext& context_;
 };
 
 }  // namespace
+
+struct Message::Detail {
+  Var id;                          // the usable id, or empty
+  Object::Ptr params;              // a request's params, when given
+  std::optional<ErrorInfo> error;  // set: the answer is this error
+};
 
 Server::Server(runs::RunManager& runs, const policy::LimitPolicy& limits,
                const policy::FileSettings& files, ServerInfo info)
     : runs_(runs), limits_(limits), files_(files), info_(std::move(info)) {}
 
-std::optional<std::string> Server::handle(std::string_view message) {
-  Var id;
+Message Server::parse(std::string_view text) {
+  Message message;
+  auto detail = std::make_shared<Message::Detail>();
+  try {
+    const Var parsed = parseMessage(text);
+    if (parsed.type() == typeid(Array::Ptr)) {
+      throw RpcError(ErrorKind::kInvalidRequest,
+                     "Invalid Request: batches are not supported; send one message at a time.");
+    }
+    if (!isObject(parsed)) {
+      throw RpcError(ErrorKind::kInvalidRequest,
+                     "Invalid Request: a JSON-RPC message must be a JSON object.");
+    }
+    const Object::Ptr request = asObject(parsed);
+    const bool has_id = request->has("id");
+    const Var raw_id = has_id ? request->get("id") : Var();
+    if (has_id && isUsableId(raw_id)) {
+      detail->id = raw_id;
+    }
+    if (!request->has("method") && (request->has("result") || request->has("error"))) {
+      message.kind_ = Message::Kind::kResponse;  // we never send requests
+      message.detail_ = detail;
+      return message;
+    }
+    const Var jsonrpc = request->has("jsonrpc") ? request->get("jsonrpc") : Var();
+    if (!jsonrpc.isString() || jsonrpc.toString() != "2.0") {
+      throw RpcError(ErrorKind::kInvalidRequest, "Invalid Request: \"jsonrpc\" must be \"2.0\".");
+    }
+    const Var method_value = request->has("method") ? request->get("method") : Var();
+    if (!method_value.isString()) {
+      throw RpcError(ErrorKind::kInvalidRequest, "Invalid Request: \"method\" must be a string.");
+    }
+    if (has_id && !isUsableId(raw_id)) {
+      throw RpcError(ErrorKind::kInvalidRequest,
+                     "Invalid Request: \"id\" must be a string or an integer.");
+    }
+    message.method_ = method_value.toString();
+    message.kind_ = has_id ? Message::Kind::kRequest : Message::Kind::kNotification;
+    if (has_id && request->has("params")) {
+      const Var value = request->get("params");
+      if (!isObject(value)) {
+        throw RpcError(ErrorKind::kInvalidParams, "Invalid params: \"params\" must be an object.");
+      }
+      detail->params = asObject(value);
+    }
+  } catch (const RpcError& e) {
+    if (e.kind() != ErrorKind::kInvalidParams) {
+      message.kind_ = Message::Kind::kInvalid;
+    }
+    detail->error = ErrorInfo{e.kind(), e.what(), e.data()};
+  } catch (const std::exception& e) {
+    logError(std::string("internal error parsing a message: ") + e.what());
+    message.kind_ = Message::Kind::kInvalid;
+    detail->error = ErrorInfo{ErrorKind::kInternal, "Internal error", Var()};
+  }
+  message.detail_ = detail;
+  return message;
+}
+
+std::optional<std::string> Server::handle(std::string_view message, const RequestContext& context) {
+  return handle(parse(message), context);
+}
+
+std::optional<std::string> Server::handle(const Message& message, const RequestContext& context) {
+  const Message::Detail* detail = message.detail_.get();
+  if (message.kind() == Message::Kind::kResponse) {
+    return std::nullopt;
+  }
+  if (message.kind() == Message::Kind::kNotification) {
+    if (logger().debug()) {  // poco_debug() is compiled out of release builds
+      logger().debug("notification " + runs::toValidUtf8(message.method()));
+    }
+    return std::nullopt;
+  }
+  const Var id = detail != nullptr ? detail->id : Var();
   ErrorKind kind = ErrorKind::kInternal;
   std::string error_message = "Internal error";
   Var data;
-  try {
-    Dispatcher dispatcher(runs_, limits_, files_, info_);
-    return dispatcher.handle(message, id);
-  } catch (const RpcError& e) {
-    kind = e.kind();
-    error_message = e.what();
-    data = e.data();
-  } catch (const Poco::Exception& e) {
-    logError("internal error handling a message: " + e.displayText());
-  } catch (const std::exception& e) {
-    logError(std::string("internal error handling a message: ") + e.what());
-  } catch (...) {
-    logError("internal error handling a message: unknown exception");
+  if (detail == nullptr) {
+    kind = ErrorKind::kInvalidRequest;
+    error_message = "Invalid Request";
+  } else if (detail->error) {
+    kind = detail->error->kind;
+    error_message = detail->error->message;
+    data = detail->error->data;
+  } else {
+    if (logger().debug()) {
+      logger().debug("request " + runs::toValidUtf8(message.method()));
+    }
+    try {
+      Dispatcher dispatcher(runs_, limits_, files_, info_, context);
+      return resultResponse(id, dispatcher.dispatch(message.method(), detail->params));
+    } catch (const RpcError& e) {
+      kind = e.kind();
+      error_message = e.what();
+      data = e.data();
+    } catch (const Poco::Exception& e) {
+      logError("internal error handling a message: " + e.displayText());
+    } catch (const std::exception& e) {
+      logError(std::string("internal error handling a message: ") + e.what());
+    } catch (...) {
+      logError("internal error handling a message: unknown exception");
+    }
   }
   try {
     return errorResponse(id, kind, error_message, data);
@@ -372,6 +470,19 @@ std::string Server::oversizedMessageError(std::size_t limit) {
                        "Invalid Request: the message is longer than the limit of " +
                            std::to_string(limit) + " bytes.",
                        Var());
+}
+
+std::string Server::refusal(const std::string& message) {
+  return errorResponse(Var(), ErrorKind::kInvalidRequest, "Invalid Request: " + message, Var());
+}
+
+bool isSupportedProtocolVersion(std::string_view version) {
+  for (const char* supported : kSupportedProtocolVersions) {
+    if (version == supported) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace scs::mcp

@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +15,10 @@
 namespace scs::mcp {
 
 inline constexpr const char* kLatestProtocolVersion = "2025-11-25";
+inline constexpr const char* kSupportedProtocolVersions[] = {"2025-11-25", "2025-06-18",
+                                                             "2025-03-26", "2024-11-05"};
+
+bool isSupportedProtocolVersion(std::string_view version);
 
 struct ServerInfo {
   std::string name = "safe-code-sandbox";
@@ -20,6 +26,44 @@ struct ServerInfo {
   std::string version;
   // How long reports are kept after a run ends (RunSettings::retention); quoted to the model.
   std::chrono::seconds run_retention{3600};
+  // How often a waiting request reports through RequestContext::on_progress.
+  std::chrono::milliseconds progress_interval{5000};
+};
+
+// What a transport knows about a message beyond its text.
+struct RequestContext {
+  // Whose runs the message may start, see and stop.
+  std::string tenant = runs::kLocalTenant;
+  // Set by a transport that can send messages ahead of the answer (HTTP with SSE). While a
+  // request waits (get_result with wait_seconds), handle() calls it, on the caller's thread,
+  // every ServerInfo::progress_interval with one serialised JSON-RPC notification to send first:
+  // notifications/progress when the request carried a progressToken, otherwise an empty
+  // string (nothing to report, the request is still alive).
+  std::function<void(const std::string& notification)> on_progress;
+};
+
+// One JSON-RPC message, parsed and classified once, so that a transport can route it (e.g.
+// require an HTTP session for anything but initialize) before Server::handle answers it.
+class Message {
+ public:
+  enum class Kind {
+    kRequest,       // has an id: answered
+    kNotification,  // no id: never answered
+    kResponse,      // a client's answer to a server request: never answered
+    kInvalid,       // not JSON, not one JSON-RPC object, or a malformed one: answered with an error
+  };
+
+  Kind kind() const { return kind_; }
+  // The method of a request or notification; empty otherwise.
+  const std::string& method() const { return method_; }
+
+ private:
+  friend class Server;
+  struct Detail;
+
+  Kind kind_ = Kind::kInvalid;
+  std::string method_;
+  std::shared_ptr<const Detail> detail_;
 };
 
 // The transport-independent MCP protocol: JSON-RPC 2.0 framing, the lifecycle, and the
@@ -29,12 +73,20 @@ class Server {
   Server(runs::RunManager& runs, const policy::LimitPolicy& limits,
          const policy::FileSettings& files, ServerInfo info);
 
+  // Parses and classifies one message. Never throws.
+  static Message parse(std::string_view text);
+
   // Handles one JSON-RPC message. Returns the serialised response (one line, no newline),
   // or nullopt when the message needs none (a notification or a response).
-  std::optional<std::string> handle(std::string_view message);
+  std::optional<std::string> handle(const Message& message, const RequestContext& context = {});
+  std::optional<std::string> handle(std::string_view message, const RequestContext& context = {});
 
   // The answer to a message over the transport's size cap (JSON-RPC -32600, id null).
   static std::string oversizedMessageError(std::size_t limit);
+
+  // The answer to a message a transport refuses before handling it (JSON-RPC -32600, id
+  // null), e.g. an HTTP request without its session; `message` says what is wrong.
+  static std::string refusal(const std::string& message);
 
  private:
   runs::RunManager& runs_;

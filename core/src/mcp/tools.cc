@@ -2,6 +2,7 @@
 
 #include <Poco/Dynamic/Var.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -14,6 +15,7 @@
 
 #include "policy/status_map.h"
 #include "runs/output.h"
+#include "runs/side_channel.h"
 
 namespace scs::mcp {
 namespace {
@@ -89,12 +91,61 @@ Object::Ptr toolError(const std::string& message) {
   return result;
 }
 
-Object::Ptr toolSuccess(const Object::Ptr& structured) {
+std::string base64Of(std::string_view bytes) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  std::size_t i = 0;
+  for (; i + 3 <= bytes.size(); i += 3) {
+    const unsigned bits = (static_cast<unsigned char>(bytes[i]) << 16) |
+                          (static_cast<unsigned char>(bytes[i + 1]) << 8) |
+                          static_cast<unsigned char>(bytes[i + 2]);
+    out.push_back(kAlphabet[(bits >> 18) & 63]);
+    out.push_back(kAlphabet[(bits >> 12) & 63]);
+    out.push_back(kAlphabet[(bits >> 6) & 63]);
+    out.push_back(kAlphabet[bits & 63]);
+  }
+  if (i < bytes.size()) {
+    const bool two = i + 1 < bytes.size();
+    const unsigned bits = (static_cast<unsigned char>(bytes[i]) << 16) |
+                          (two ? static_cast<unsigned char>(bytes[i + 1]) << 8 : 0u);
+    out.push_back(kAlphabet[(bits >> 18) & 63]);
+    out.push_back(kAlphabet[(bits >> 12) & 63]);
+    out.push_back(two ? kAlphabet[(bits >> 6) & 63] : '=');
+    out.push_back('=');
+  }
+  return out;
+}
+
+// One image content block per returned file a client can display, after the text block.
+Array::Ptr imageBlocks(const runs::RunSnapshot& snapshot) {
+  Array::Ptr blocks = new Array;
+  for (const runs::OutFile& file : snapshot.results.files) {
+    const std::string mime = runs::mimeTypeOf(file.path, file.content);
+    if (!runs::isDisplayableImage(mime, file.content)) {
+      continue;
+    }
+    Object::Ptr block = newObject();
+    block->set("type", "image");
+    block->set("data", base64Of(file.content));
+    block->set("mimeType", mime);
+    blocks->add(block);
+  }
+  return blocks;
+}
+
+Object::Ptr toolSuccess(const Object::Ptr& structured, const Array::Ptr& images = nullptr) {
   Object::Ptr text = newObject();
   text->set("type", "text");
   text->set("text", compact(structured));
   Array::Ptr content = new Array;
   content->add(text);
+  if (images) {
+    for (const Var& image : *images) {
+      content->add(image);
+    }
+  }
   Object::Ptr result = newObject();
   result->set("content", content);
   result->set("structuredContent", structured);
@@ -250,10 +301,24 @@ Object::Ptr runSchema() {
                   nullable("integer", "Exit code of main.py; null when it never exited."));
   properties->set("signal", typed("string", "Signal that killed the program, e.g. SIGSEGV."));
   properties->set("reason", typed("string", "One sentence on why the run ended this way."));
-  properties->set("stdout", typed("string", "Captured stdout (head and tail when truncated)."));
-  properties->set("stderr", typed("string", "Captured stderr (head and tail when truncated)."));
+  properties->set("stdout", typed("string",
+                                  "Captured stdout (head and tail when truncated); while running, "
+                                  "the output so far. Starts at stdout_offset when given."));
+  properties->set("stderr", typed("string",
+                                  "Captured stderr (head and tail when truncated); while running, "
+                                  "the output so far. Starts at stderr_offset when given."));
   properties->set("stdout_bytes", stdout_bytes);
   properties->set("stderr_bytes", stderr_bytes);
+  Object::Ptr stdout_offset = typed("integer",
+                                    "Byte offset in stdout where the `stdout` text starts; present "
+                                    "when get_result was called with an offset.");
+  stdout_offset->set("minimum", 0);
+  Object::Ptr stderr_offset = typed("integer",
+                                    "Byte offset in stderr where the `stderr` text starts; present "
+                                    "when get_result was called with an offset.");
+  stderr_offset->set("minimum", 0);
+  properties->set("stdout_offset", stdout_offset);
+  properties->set("stderr_offset", stderr_offset);
   properties->set("stdout_truncated",
                   typed("boolean", "True when the middle of stdout was dropped."));
   properties->set("stderr_truncated",
@@ -267,6 +332,42 @@ Object::Ptr runSchema() {
   properties->set("peak_memory_bytes",
                   typed("integer", "Peak memory use, where the sandbox can measure it."));
   properties->set("cpu_seconds", typed("number", "CPU time used, where it can be measured."));
+
+  Object::Ptr exception_properties = newObject();
+  exception_properties->set("type", typed("string", "Exception class, e.g. ValueError."));
+  exception_properties->set("message", typed("string", "str() of the exception."));
+  exception_properties->set("traceback",
+                            typed("string", "The formatted traceback (its end when long)."));
+  Object::Ptr exception =
+      objectSchema(exception_properties, {"type", "message", "traceback"}, false);
+  exception->set("description", "Present when the program died of an uncaught Python exception.");
+  properties->set("exception", exception);
+
+  Object::Ptr file_properties = newObject();
+  file_properties->set("path", typed("string", "Path relative to /workspace/out."));
+  Object::Ptr file_size = typed("integer", "Size in bytes.");
+  file_size->set("minimum", 0);
+  file_properties->set("size", file_size);
+  Object::Ptr file_encoding =
+      typed("string", "utf-8: `content` is the text; base64: `content` is the bytes in base64.");
+  file_encoding->set("enum", names({"utf-8", "base64"}));
+  file_properties->set("encoding", file_encoding);
+  file_properties->set("content", typed("string", "The file's content, as `encoding` says."));
+  file_properties->set("mime_type", typed("string", "e.g. image/png, text/csv."));
+  Object::Ptr files = newObject();
+  files->set("type", "array");
+  files->set("description",
+             "Files the run wrote under /workspace/out (final reports only). PNG, JPEG, GIF and "
+             "SVG images also come as image content blocks.");
+  files->set("items", objectSchema(file_properties,
+                                   {"path", "size", "encoding", "content", "mime_type"}, false));
+  properties->set("files", files);
+  properties->set(
+      "files_truncated",
+      typed("boolean", "True when some files of /workspace/out were left out by a cap."));
+  Object::Ptr files_omitted = typed("integer", "How many files were left out by a cap.");
+  files_omitted->set("minimum", 0);
+  properties->set("files_omitted", files_omitted);
   return objectSchema(properties, {"run_id", "status"}, false);
 }
 
@@ -322,13 +423,29 @@ Poco::JSON::Array::Ptr Tools::definitions() const {
       "status is queued or running) -> read the report. Call stop_run to cancel a run you no "
       "longer need.\n"
       "Environment: `code` is saved as /workspace/main.py and run as `python3 -I main.py` in "
-      "/workspace, with the Python 3 standard library only. There is no network access and no "
-      "pip or package installs. Optional `files` ([{path, content, encoding}], encoding "
-      "\"utf-8\" (default) or \"base64\" for binary data) are written into /workspace next to "
-      "main.py; paths are relative, without \"..\", and main.py is reserved. At most " +
+      "/workspace. Besides the Python 3 standard library, the default image includes numpy, "
+      "pandas, scipy, matplotlib (headless Agg backend), sympy, scikit-learn, statsmodels, "
+      "seaborn, Pillow, networkx, beautifulsoup4, lxml, openpyxl, PyYAML, tabulate, "
+      "python-dateutil, pytz and jinja2; an operator may choose a minimal image with the "
+      "standard library only (an ImportError then tells you). There is no network access and no "
+      "pip or package installs.\n"
+      "Input: optional `files` ([{path, content, encoding}], encoding \"utf-8\" (default) or "
+      "\"base64\" for binary data) are written into /workspace next to main.py; paths are "
+      "relative, without \"..\"; main.py and .scs/ are reserved. At most " +
       std::to_string(files_.max_files) + " files and " + formatBytes(files_.max_total_bytes) +
-      " in total including the code. Only /workspace and /tmp are writable; nothing survives "
-      "the run.\n" +
+      " in total including the code. `python3 -I` leaves /workspace off sys.path: to import a "
+      "module you sent in `files`, first run `import sys; sys.path.insert(0, \"/workspace\")`. "
+      "Optional `stdin` (a string, at most " +
+      formatBytes(files_.max_stdin_bytes) +
+      ") is what the program reads from standard input; without it stdin is empty.\n"
+      "Output: what the program prints comes back as stdout and stderr. Files it writes under "
+      "/workspace/out (the directory exists) come back in the final report's `files`: text "
+      "inline, binary as base64; count and size are capped by the operator (files_truncated "
+      "says when some were left out). PNG, JPEG, GIF and SVG images there are also returned as "
+      "images you can see, so save a chart with e.g. "
+      "plt.savefig(\"/workspace/out/plot.png\"). An uncaught exception is reported as "
+      "`exception` {type, message, traceback}. Only /workspace and /tmp are writable; nothing "
+      "survives the run.\n" +
       limits_text +
       "\nRuns beyond the concurrency cap wait in a queue (status queued, with queue_position). "
       "Returns {run_id, status, limits, queue_position when queued}.";
@@ -351,9 +468,19 @@ Poco::JSON::Array::Ptr Tools::definitions() const {
       ". stopped: stop_run ended it. sandbox_error: the sandbox itself failed, not your code; "
       "it needs a human, so do not retry in a loop.\n"
       "The report has exit_code (null when there is none), signal, reason, stdout, stderr, "
-      "their total byte counts, duration_seconds, queued_seconds, limits, started_at and "
-      "finished_at. stdout and stderr are capped: when *_truncated is true the head and the "
-      "tail are kept and the middle is dropped. Reports are kept for " +
+      "their total byte counts, duration_seconds, queued_seconds, limits, started_at, "
+      "finished_at, and peak_memory_bytes and cpu_seconds where the sandbox measures them. "
+      "When the program died of an uncaught Python exception, `exception` has its type, "
+      "message and traceback. `files` lists what the program wrote under /workspace/out "
+      "({path, size, encoding, content, mime_type}; encoding utf-8 for text, base64 for "
+      "binary); images among them also come as image content. stdout and stderr are capped: "
+      "when *_truncated is true the head and the tail are kept and the middle is dropped.\n"
+      "Live output: while the status is running, the answer also has stdout, stderr and their "
+      "byte counts so far (print() is line-buffered, so each printed line shows up at once). "
+      "To get only what is new, pass stdout_offset and stderr_offset set "
+      "to the stdout_bytes and stderr_bytes of the previous answer; the text then starts at "
+      "that byte, and the answer's stdout_offset and stderr_offset say where it really starts "
+      "(later, when that part was dropped from the middle). Reports are kept for " +
       kept + " after a run ends.";
 
   const std::string stop_description =
@@ -393,10 +520,15 @@ Poco::JSON::Array::Ptr Tools::definitions() const {
   Object::Ptr limits = objectSchema(limit_properties, {}, true);
   limits->set("description", "Resource limits; omitted ones take their defaults.");
 
+  Object::Ptr stdin_schema =
+      typed("string", "Text the program reads from standard input; without it stdin is empty.");
+  stdin_schema->set("maxLength", static_cast<std::uint64_t>(files_.max_stdin_bytes));
+
   Object::Ptr start_properties = newObject();
   start_properties->set("code", typed("string", "Python 3 source, run as main.py."));
   start_properties->set("files", files);
   start_properties->set("limits", limits);
+  start_properties->set("stdin", stdin_schema);
 
   Object::Ptr run_id = typed("string", "The run_id start_run returned.");
   run_id->set("minLength", 1);
@@ -409,6 +541,14 @@ Poco::JSON::Array::Ptr Tools::definitions() const {
   Object::Ptr get_properties = newObject();
   get_properties->set("run_id", run_id);
   get_properties->set("wait_seconds", wait);
+  for (const char* stream : {"stdout", "stderr"}) {
+    Object::Ptr offset = typed("integer", "Return " + std::string(stream) +
+                                              " from this byte on: pass the previous answer's " +
+                                              stream + "_bytes to get only what is new.");
+    offset->set("minimum", 0);
+    offset->set("default", 0);
+    get_properties->set(std::string(stream) + "_offset", offset);
+  }
 
   Object::Ptr stop_properties = newObject();
   stop_properties->set("run_id", run_id);
@@ -429,20 +569,22 @@ bool Tools::has(const std::string& name) const {
 }
 
 Poco::JSON::Object::Ptr Tools::call(const std::string& name,
-                                    const Poco::JSON::Object::Ptr& arguments) const {
+                                    const Poco::JSON::Object::Ptr& arguments,
+                                    const CallContext& context) const {
   const Object empty;
   const Object& args = arguments ? *arguments : empty;
   if (name == kStartRun) {
-    return startRun(args);
+    return startRun(args, context);
   }
   if (name == kGetResult) {
-    return getResult(args);
+    return getResult(args, context);
   }
-  return stopRun(args);
+  return stopRun(args, context);
 }
 
-Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments) const {
-  if (std::string message = checkArgumentNames(arguments, kStartRun, {"code", "files", "limits"});
+Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallContext& context) const {
+  if (std::string message =
+          checkArgumentNames(arguments, kStartRun, {"code", "files", "limits", "stdin"});
       !message.empty()) {
     return toolError(message);
   }
@@ -463,10 +605,24 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments) const {
   if (auto* rejection = std::get_if<policy::FilesRejection>(&files)) {
     return toolError(rejection->message);
   }
+  std::optional<std::string> stdin_data;
+  if (const Var stdin_text = argument(arguments, "stdin"); !stdin_text.isEmpty()) {
+    if (!stdin_text.isString()) {
+      return toolError("\"stdin\" must be a string: the text the program reads from stdin.");
+    }
+    stdin_data = stdin_text.toString();
+    if (stdin_data->size() > files_.max_stdin_bytes) {
+      return toolError("\"stdin\" is too large: " + std::to_string(stdin_data->size()) +
+                       " bytes, max is " + std::to_string(files_.max_stdin_bytes) +
+                       " bytes. Send large input as a file in `files` instead.");
+    }
+  }
 
   runs::StartRequest request;
   request.files = std::move(std::get<std::vector<policy::File>>(files));
   request.limits = std::get<policy::Limits>(limits);
+  request.tenant = context.tenant;
+  request.stdin_data = std::move(stdin_data);
   auto started = runs_.start(std::move(request));
   if (auto* refusal = std::get_if<runs::StartRefusal>(&started)) {
     return toolError(refusal->message);
@@ -474,8 +630,10 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments) const {
   return toolSuccess(snapshotToJson(std::get<runs::RunSnapshot>(started)));
 }
 
-Poco::JSON::Object::Ptr Tools::getResult(const Object& arguments) const {
-  if (std::string message = checkArgumentNames(arguments, kGetResult, {"run_id", "wait_seconds"});
+Poco::JSON::Object::Ptr Tools::getResult(const Object& arguments,
+                                         const CallContext& context) const {
+  if (std::string message = checkArgumentNames(
+          arguments, kGetResult, {"run_id", "wait_seconds", "stdout_offset", "stderr_offset"});
       !message.empty()) {
     return toolError(message);
   }
@@ -498,15 +656,48 @@ Poco::JSON::Object::Ptr Tools::getResult(const Object& arguments) const {
     wait = std::chrono::milliseconds(std::llround(seconds * 1000));
   }
 
-  const std::string id = run_id.toString();
-  std::optional<runs::RunSnapshot> snapshot = runs_.get(id, wait);
-  if (!snapshot) {
-    return toolError(unknownRunMessage(id));
+  runs::OutputOffsets from;
+  bool with_offsets = false;
+  for (const auto& [key, target] : {std::pair{"stdout_offset", &from.stdout_from},
+                                    std::pair{"stderr_offset", &from.stderr_from}}) {
+    const Var offset = argument(arguments, key);
+    if (offset.isEmpty()) {
+      continue;
+    }
+    const double value =
+        offset.isNumeric() && !offset.isBoolean() ? offset.convert<double>() : std::nan("");
+    if (!(value >= 0 && value <= 9.0e15 && value == std::floor(value))) {
+      return toolError("\"" + std::string(key) +
+                       "\" must be a whole number of bytes, 0 or more: pass the previous "
+                       "report's " +
+                       std::string(key).substr(0, 6) + "_bytes to get only what is new.");
+    }
+    *target = static_cast<std::uint64_t>(value);
+    with_offsets = true;
   }
-  return toolSuccess(snapshotToJson(*snapshot));
+
+  const std::string id = run_id.toString();
+  // Without on_wait the whole wait is one slice.
+  const std::chrono::milliseconds slice =
+      context.on_wait ? std::max(context.progress_interval, std::chrono::milliseconds(1)) : wait;
+  std::chrono::milliseconds waited{0};
+  while (true) {
+    const std::chrono::milliseconds next = std::min(slice, wait - waited);
+    std::optional<runs::RunSnapshot> snapshot = runs_.get(context.tenant, id, next, from);
+    if (!snapshot) {
+      return toolError(unknownRunMessage(id));
+    }
+    waited += next;
+    if (policy::isFinal(snapshot->status) || waited >= wait) {
+      return toolSuccess(snapshotToJson(*snapshot, with_offsets), imageBlocks(*snapshot));
+    }
+    context.on_wait(
+        static_cast<double>(waited.count()) / 1000, static_cast<double>(wait.count()) / 1000,
+        "Run " + id + " is still " + std::string(policy::statusName(snapshot->status)) + ".");
+  }
 }
 
-Poco::JSON::Object::Ptr Tools::stopRun(const Object& arguments) const {
+Poco::JSON::Object::Ptr Tools::stopRun(const Object& arguments, const CallContext& context) const {
   if (std::string message = checkArgumentNames(arguments, kStopRun, {"run_id"}); !message.empty()) {
     return toolError(message);
   }
@@ -515,14 +706,60 @@ Poco::JSON::Object::Ptr Tools::stopRun(const Object& arguments) const {
     return toolError(message);
   }
   const std::string id = run_id.toString();
-  std::optional<runs::RunSnapshot> snapshot = runs_.stop(id);
+  std::optional<runs::RunSnapshot> snapshot = runs_.stop(context.tenant, id);
   if (!snapshot) {
     return toolError(unknownRunMessage(id));
   }
-  return toolSuccess(snapshotToJson(*snapshot));
+  return toolSuccess(snapshotToJson(*snapshot), imageBlocks(*snapshot));
 }
 
-Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot) {
+namespace {
+
+void setOutput(Object& object, const runs::RunSnapshot& snapshot, bool with_offsets) {
+  object.set("stdout", runs::toValidUtf8(snapshot.stdout_output.text));
+  object.set("stderr", runs::toValidUtf8(snapshot.stderr_output.text));
+  object.set("stdout_bytes", snapshot.stdout_output.bytes);
+  object.set("stderr_bytes", snapshot.stderr_output.bytes);
+  object.set("stdout_truncated", snapshot.stdout_output.truncated);
+  object.set("stderr_truncated", snapshot.stderr_output.truncated);
+  if (with_offsets) {
+    object.set("stdout_offset", snapshot.stdout_output.offset);
+    object.set("stderr_offset", snapshot.stderr_output.offset);
+  }
+}
+
+void setResults(Object& object, const runs::RunResults& results) {
+  if (results.exception) {
+    Object::Ptr exception = newObject();
+    exception->set("type", runs::toValidUtf8(results.exception->type));
+    exception->set("message", runs::toValidUtf8(results.exception->message));
+    exception->set("traceback", runs::toValidUtf8(results.exception->traceback));
+    object.set("exception", exception);
+  }
+  if (results.files.empty() && !results.files_truncated) {
+    return;
+  }
+  Array::Ptr files = new Array;
+  for (const runs::OutFile& file : results.files) {
+    Object::Ptr entry = newObject();
+    entry->set("path", runs::toValidUtf8(file.path));
+    entry->set("size", static_cast<std::uint64_t>(file.content.size()));
+    const bool text = runs::toValidUtf8(file.content) == file.content;
+    entry->set("encoding", text ? "utf-8" : "base64");
+    entry->set("content", text ? file.content : base64Of(file.content));
+    entry->set("mime_type", runs::mimeTypeOf(file.path, file.content));
+    files->add(entry);
+  }
+  object.set("files", files);
+  object.set("files_truncated", results.files_truncated);
+  if (results.files_omitted > 0) {
+    object.set("files_omitted", results.files_omitted);
+  }
+}
+
+}  // namespace
+
+Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot, bool with_offsets) {
   Object::Ptr object = newObject();
   object->set("run_id", runs::toValidUtf8(snapshot.run_id));
   object->set("status", std::string(policy::statusName(snapshot.status)));
@@ -531,6 +768,9 @@ Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot) {
       object->set("queue_position", static_cast<std::uint64_t>(*snapshot.queue_position));
     }
     object->set("limits", limitsToJson(snapshot.limits));
+    if (snapshot.status == policy::RunStatus::kRunning) {
+      setOutput(*object, snapshot, with_offsets);
+    }
     return object;
   }
   object->set("exit_code", snapshot.exit_code ? Var(*snapshot.exit_code) : Var());
@@ -538,12 +778,7 @@ Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot) {
     object->set("signal", runs::toValidUtf8(*snapshot.signal));
   }
   object->set("reason", runs::toValidUtf8(snapshot.reason));
-  object->set("stdout", runs::toValidUtf8(snapshot.stdout_output.text));
-  object->set("stderr", runs::toValidUtf8(snapshot.stderr_output.text));
-  object->set("stdout_bytes", snapshot.stdout_output.bytes);
-  object->set("stderr_bytes", snapshot.stderr_output.bytes);
-  object->set("stdout_truncated", snapshot.stdout_output.truncated);
-  object->set("stderr_truncated", snapshot.stderr_output.truncated);
+  setOutput(*object, snapshot, with_offsets);
   object->set("duration_seconds", milliRound(snapshot.duration_seconds));
   object->set("queued_seconds", milliRound(snapshot.queued_seconds));
   object->set("limits", limitsToJson(snapshot.limits));
@@ -555,6 +790,7 @@ Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot) {
   if (snapshot.cpu_seconds) {
     object->set("cpu_seconds", milliRound(*snapshot.cpu_seconds));
   }
+  setResults(*object, snapshot.results);
   return object;
 }
 

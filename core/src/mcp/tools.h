@@ -4,6 +4,7 @@
 #include <Poco/JSON/Object.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 
 #include "policy/files.h"
@@ -17,6 +18,18 @@ inline constexpr const char* kGetResult = "get_result";
 inline constexpr const char* kStopRun = "stop_run";
 
 inline constexpr double kMaxWaitSeconds = 60;
+
+// Who calls a tool, and how a waiting call reports that it is still alive.
+struct CallContext {
+  // Whose runs the call may start, see and stop.
+  std::string tenant = runs::kLocalTenant;
+  // When set, a get_result that waits calls it every progress_interval while the run is not
+  // final, with the seconds waited so far, the seconds it waits at most, and one sentence on
+  // the run's state. Called on the caller's thread.
+  std::function<void(double waited_seconds, double wait_seconds, const std::string& message)>
+      on_wait;
+  std::chrono::milliseconds progress_interval{5000};
+};
 
 // The three tools: their definitions for tools/list and their execution for tools/call.
 // Holds references only; cheap to build per call. Thread-safe as far as RunManager is.
@@ -35,13 +48,16 @@ class Tools {
   // the CallToolResult. Bad arguments, refusals and unknown run ids are results with
   // isError true and one text block a model can act on; success carries structuredContent
   // and the same JSON as text. Throws only on an unexpected failure (a bug).
-  Poco::JSON::Object::Ptr call(const std::string& name,
-                               const Poco::JSON::Object::Ptr& arguments) const;
+  Poco::JSON::Object::Ptr call(const std::string& name, const Poco::JSON::Object::Ptr& arguments,
+                               const CallContext& context = {}) const;
 
  private:
-  Poco::JSON::Object::Ptr startRun(const Poco::JSON::Object& arguments) const;
-  Poco::JSON::Object::Ptr getResult(const Poco::JSON::Object& arguments) const;
-  Poco::JSON::Object::Ptr stopRun(const Poco::JSON::Object& arguments) const;
+  Poco::JSON::Object::Ptr startRun(const Poco::JSON::Object& arguments,
+                                   const CallContext& context) const;
+  Poco::JSON::Object::Ptr getResult(const Poco::JSON::Object& arguments,
+                                    const CallContext& context) const;
+  Poco::JSON::Object::Ptr stopRun(const Poco::JSON::Object& arguments,
+                                  const CallContext& context) const;
 
   runs::RunManager& runs_;
   const policy::LimitPolicy& limits_;
@@ -49,9 +65,11 @@ class Tools {
   std::chrono::seconds retention_;
 };
 
-// A run as tools report it: {run_id, status, limits, queue_position?} while queued or
-// running; the full report once final.
-Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot);
+// A run as tools report it: {run_id, status, limits, queue_position?} while queued, plus the
+// output so far while running; the full report once final (with exception and files when the
+// launcher reported them). `with_offsets` adds stdout_offset and stderr_offset.
+Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot,
+                                       bool with_offsets = false);
 
 // RFC 3339 in UTC with milliseconds: "2026-11-30T12:34:56.789Z".
 std::string formatTimestamp(std::chrono::system_clock::time_point time);

@@ -20,6 +20,8 @@ namespace scs::policy {
 namespace {
 
 constexpr std::string_view kMain = "main.py";
+// Reserved for the sandbox's control files (runs/side_channel.h).
+constexpr std::string_view kControlDirectory = ".scs";
 constexpr std::size_t kMaxComponentBytes = 255;  // NAME_MAX
 constexpr std::size_t kBlock = 512;
 constexpr std::size_t kNameField = 100;
@@ -111,6 +113,10 @@ std::variant<std::string, Problem> normalisePath(const std::string& raw,
   }
   if (path == kMain || path.starts_with(std::string(kMain) + "/")) {
     return Problem{"must not use \"main.py\", which holds the code argument" + got};
+  }
+  if (path == kControlDirectory || path.starts_with(std::string(kControlDirectory) + "/")) {
+    return Problem{"must not use \".scs\", which the sandbox reserves for its own control files" +
+                   got};
   }
   std::vector<std::string> entries = parentDirectories(path);
   entries.push_back(path);

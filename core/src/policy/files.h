@@ -13,6 +13,7 @@ struct FileSettings {
   std::size_t max_files = 100;
   std::size_t max_total_bytes = 10u << 20;  // code plus every file, decoded
   std::size_t max_path_bytes = 255;
+  std::size_t max_stdin_bytes = 1u << 20;  // start_run's optional stdin
 };
 
 struct File {
@@ -26,7 +27,8 @@ struct FilesRejection {
 
 // Validates start_run's `code` and `files` (SPEC section 1): relative normalised paths,
 // no "..", no absolute path, no NUL, no backslash, `main.py` reserved, encodings utf-8 or
-// base64, caps on count and total size. Returns every file including main.py (first).
+// base64, caps on count and total size, and the top-level ".scs" reserved for the sandbox's
+// control files. Returns every file including main.py (first).
 std::variant<std::vector<File>, FilesRejection> resolveFiles(const std::string& code,
                                                              const Poco::Dynamic::Var& files,
                                                              const FileSettings& settings);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace scs::runs {
 namespace {
@@ -20,6 +21,63 @@ void appendBounded(std::vector<char>& buffer, std::string_view bytes, std::size_
 
 bool inRange(unsigned char byte, unsigned char low, unsigned char high) {
   return byte >= low && byte <= high;
+}
+
+bool isContinuation(char byte) { return (static_cast<unsigned char>(byte) & 0xC0) == 0x80; }
+
+// Length of the UTF-8 sequence `lead` starts; 0 when it starts none.
+std::size_t sequenceLength(char lead) {
+  const auto byte = static_cast<unsigned char>(lead);
+  if (inRange(byte, 0xC2, 0xDF)) {
+    return 2;
+  }
+  if (inRange(byte, 0xE0, 0xEF)) {
+    return 3;
+  }
+  if (inRange(byte, 0xF0, 0xF4)) {
+    return 4;
+  }
+  return 0;
+}
+
+// `at`, or the start of the UTF-8 sequence in `segment` whose continuation bytes it falls in.
+std::size_t sequenceStart(std::string_view segment, std::size_t at) {
+  std::size_t lead = at;
+  while (lead > 0 && lead < segment.size() && at - lead < 3 && isContinuation(segment[lead])) {
+    --lead;
+  }
+  if (lead < at && sequenceLength(segment[lead]) > at - lead) {
+    return lead;
+  }
+  return at;
+}
+
+// Bytes at the end of `text` that begin a UTF-8 sequence the text cuts short.
+std::size_t incompleteSuffix(std::string_view text) {
+  for (std::size_t back = 1; back <= 3 && back <= text.size(); ++back) {
+    const char byte = text[text.size() - back];
+    if (!isContinuation(byte)) {
+      return sequenceLength(byte) > back ? back : 0;
+    }
+  }
+  return 0;
+}
+
+// KMP: for each prefix length k+1, the length of its longest proper prefix that is also its
+// suffix.
+std::vector<std::size_t> failureFunction(std::string_view pattern) {
+  std::vector<std::size_t> failure(pattern.size(), 0);
+  std::size_t k = 0;
+  for (std::size_t i = 1; i < pattern.size(); ++i) {
+    while (k > 0 && pattern[i] != pattern[k]) {
+      k = failure[k - 1];
+    }
+    if (pattern[i] == pattern[k]) {
+      ++k;
+    }
+    failure[i] = k;
+  }
+  return failure;
 }
 
 }  // namespace
@@ -81,8 +139,13 @@ std::string toValidUtf8(std::string_view bytes) {
   return out;
 }
 
-OutputCapture::OutputCapture(std::size_t cap_bytes_per_stream)
-    : head_cap_(cap_bytes_per_stream / 2), tail_cap_(cap_bytes_per_stream - head_cap_) {}
+OutputCapture::OutputCapture(std::size_t cap_bytes_per_stream, std::string trailer_marker,
+                             std::size_t trailer_cap_bytes)
+    : head_cap_(cap_bytes_per_stream / 2),
+      tail_cap_(cap_bytes_per_stream - head_cap_),
+      marker_(std::move(trailer_marker)),
+      marker_failure_(failureFunction(marker_)),
+      trailer_cap_(trailer_cap_bytes) {}
 
 OutputCapture::Buffer& OutputCapture::bufferFor(backend::Stream stream) {
   return stream == backend::Stream::kStdout ? stdout_ : stderr_;
@@ -94,7 +157,92 @@ const OutputCapture::Buffer& OutputCapture::bufferFor(backend::Stream stream) co
 
 void OutputCapture::write(backend::Stream stream, std::string_view bytes) {
   std::lock_guard lock(mutex_);
-  Buffer& buffer = bufferFor(stream);
+  if (stream == backend::Stream::kStdout) {
+    scanStdout(bytes);
+  } else {
+    append(stderr_, bytes);
+  }
+}
+
+void OutputCapture::close() {
+  std::lock_guard lock(mutex_);
+  if (!trailer_.found && matched_ > 0) {
+    append(stdout_, std::string_view(marker_).substr(0, matched_));
+  }
+  matched_ = 0;
+  closed_ = true;
+}
+
+// The held-back bytes are always marker_[0, matched_), so they need no buffer: on each write
+// the output is a prefix of those bytes followed by the new ones, up to what is still held.
+void OutputCapture::scanStdout(std::string_view bytes) {
+  if (trailer_.found) {
+    appendTrailer(bytes);
+    return;
+  }
+  if (marker_.empty()) {
+    append(stdout_, bytes);
+    return;
+  }
+  const std::size_t held = matched_;
+  const auto output = [&](std::size_t length) {
+    const std::size_t from_held = std::min(length, held);
+    append(stdout_, std::string_view(marker_).substr(0, from_held));
+    append(stdout_, bytes.substr(0, length - from_held));
+  };
+  std::size_t i = 0;
+  while (i < bytes.size()) {
+    if (matched_ == 0) {
+      const void* next = std::memchr(bytes.data() + i, marker_.front(), bytes.size() - i);
+      if (next == nullptr) {
+        break;
+      }
+      i = static_cast<std::size_t>(static_cast<const char*>(next) - bytes.data());
+    }
+    const char byte = bytes[i++];
+    while (matched_ > 0 && marker_[matched_] != byte) {
+      matched_ = marker_failure_[matched_ - 1];
+    }
+    if (marker_[matched_] == byte) {
+      ++matched_;
+    }
+    if (matched_ == marker_.size()) {
+      output(held + i - marker_.size());
+      matched_ = 0;
+      trailer_.found = true;
+      appendTrailer(bytes.substr(i));
+      return;
+    }
+  }
+  output(held + bytes.size() - matched_);
+}
+
+void OutputCapture::appendTrailer(std::string_view bytes) {
+  std::string& buffer = trailer_.bytes;
+  const std::size_t take = std::min(bytes.size(), trailer_cap_ - buffer.size());
+  if (take < bytes.size()) {
+    trailer_.overflowed = true;
+  }
+  const std::size_t needed = buffer.size() + take;
+  if (needed > buffer.capacity()) {
+    buffer.reserve(std::min(trailer_cap_, std::max(needed, buffer.capacity() * 2)));
+  }
+  buffer.append(bytes.substr(0, take));
+}
+
+OutputCapture::Trailer OutputCapture::takeTrailer() {
+  std::lock_guard lock(mutex_);
+  Trailer taken;
+  taken.found = trailer_.found;
+  taken.overflowed = trailer_.overflowed;
+  taken.bytes.swap(trailer_.bytes);
+  return taken;
+}
+
+void OutputCapture::append(Buffer& buffer, std::string_view bytes) {
+  if (bytes.empty()) {
+    return;
+  }
   buffer.total += bytes.size();
   if (buffer.head.size() < head_cap_) {
     const std::size_t take = std::min(bytes.size(), head_cap_ - buffer.head.size());
@@ -128,23 +276,48 @@ void OutputCapture::appendTail(Buffer& buffer, std::string_view bytes) {
   }
 }
 
-CapturedOutput OutputCapture::snapshot(backend::Stream stream) const {
+CapturedOutput OutputCapture::snapshot(backend::Stream stream, std::uint64_t from) const {
   std::string raw;
   CapturedOutput result;
   {
     std::lock_guard lock(mutex_);
     const Buffer& buffer = bufferFor(stream);
-    result.bytes = buffer.total;
-    const std::uint64_t kept = buffer.head.size() + buffer.tail.size();
-    const std::uint64_t omitted = buffer.total - kept;
+    std::string head(buffer.head.data(), buffer.head.size());
+    std::string tail;
+    tail.reserve(buffer.tail.size());
+    tail.append(buffer.tail.data() + buffer.tail_start, buffer.tail.size() - buffer.tail_start);
+    tail.append(buffer.tail.data(), buffer.tail_start);
+    // Bytes held back as a partial marker match are shown: they are output unless the marker
+    // completes, which only the launcher can make happen, as the run ends.
+    const std::string_view held =
+        stream == backend::Stream::kStdout ? std::string_view(marker_).substr(0, matched_) : "";
+    (tail.empty() ? head : tail).append(held);
+    result.bytes = buffer.total + held.size();
+    const std::uint64_t tail_offset = result.bytes - tail.size();
+    const std::uint64_t omitted = tail_offset - head.size();
     result.truncated = omitted > 0;
-    raw.reserve(kept + 64);
-    raw.append(buffer.head.data(), buffer.head.size());
-    if (result.truncated) {
-      raw.append("\n[... " + std::to_string(omitted) + " bytes omitted ...]\n");
+    std::uint64_t start = std::min(from, result.bytes);
+    if (start < head.size()) {
+      start = sequenceStart(head, static_cast<std::size_t>(start));
+      raw.reserve(head.size() - start + tail.size() + 64);
+      raw.append(head.substr(static_cast<std::size_t>(start)));
+      if (omitted > 0) {
+        raw.append("\n[... " + std::to_string(omitted) + " bytes omitted ...]\n");
+      }
+      raw.append(tail);
+    } else if (start < tail_offset) {
+      start = tail_offset;
+      raw = std::move(tail);
+    } else {
+      const std::size_t in_tail =
+          sequenceStart(tail, static_cast<std::size_t>(start - tail_offset));
+      start = tail_offset + in_tail;
+      raw = tail.substr(in_tail);
     }
-    raw.append(buffer.tail.data() + buffer.tail_start, buffer.tail.size() - buffer.tail_start);
-    raw.append(buffer.tail.data(), buffer.tail_start);
+    result.offset = start;
+    if (!closed_) {
+      raw.resize(raw.size() - incompleteSuffix(raw));
+    }
   }
   result.text = toValidUtf8(raw);
   return result;

@@ -21,15 +21,39 @@ std::string toValidUtf8(std::string_view bytes);
 // Captures one run's stdout and stderr with a fixed memory bound: per stream it keeps the
 // first cap/2 bytes and the last cap - cap/2 bytes and counts everything. write() never
 // blocks on anything but a short mutex and never allocates past the cap. Thread-safe.
+//
+// With a trailer marker (runs/side_channel.h), stdout is scanned for it across write()
+// boundaries: the bytes of a partial match are held back until the match fails (then they are
+// output) or completes; from the marker on, stdout goes to a trailer buffer of
+// `trailer_cap_bytes` instead, so neither the text nor `bytes` include the trailer. Snapshots
+// show held-back bytes as output, since a match only completes with the launcher's trailer.
 class OutputCapture : public backend::OutputSink {
  public:
-  explicit OutputCapture(std::size_t cap_bytes_per_stream);
+  explicit OutputCapture(std::size_t cap_bytes_per_stream, std::string trailer_marker = {},
+                         std::size_t trailer_cap_bytes = 0);
 
   void write(backend::Stream stream, std::string_view bytes) override;
 
+  // The stream ended: bytes held back as a partial marker match are output after all, and
+  // snapshots no longer hold back a UTF-8 sequence cut by the end of what has arrived.
+  void close();
+
   // The stream so far: everything when nothing was dropped, otherwise the head, a marker
-  // "\n[... N bytes omitted ...]\n" and the tail; always valid UTF-8.
-  CapturedOutput snapshot(backend::Stream stream) const;
+  // "\n[... N bytes omitted ...]\n" and the tail; always valid UTF-8. With `from`, the text
+  // starts at that byte offset of the stream instead, moved back to the start of a UTF-8
+  // sequence it cuts, or forward to the start of the tail when it falls in the dropped middle
+  // (CapturedOutput::offset says where it starts). Before close(), a UTF-8 sequence cut by the
+  // end of what has arrived is left out of the text (it is still counted in `bytes`).
+  CapturedOutput snapshot(backend::Stream stream, std::uint64_t from = 0) const;
+
+  struct Trailer {
+    bool found = false;       // the marker was seen
+    bool overflowed = false;  // more than the cap followed it; `bytes` is cut
+    std::string bytes;        // what followed the marker
+  };
+
+  // The trailer so far; its buffer is released.
+  Trailer takeTrailer();
 
   // Bytes of buffer held for both streams; never more than twice the per-stream cap.
   std::size_t retainedCapacity() const;
@@ -44,13 +68,22 @@ class OutputCapture : public backend::OutputSink {
 
   Buffer& bufferFor(backend::Stream stream);
   const Buffer& bufferFor(backend::Stream stream) const;
+  void append(Buffer& buffer, std::string_view bytes);
   void appendTail(Buffer& buffer, std::string_view bytes);
+  void scanStdout(std::string_view bytes);
+  void appendTrailer(std::string_view bytes);
 
   const std::size_t head_cap_;
   const std::size_t tail_cap_;
+  const std::string marker_;
+  const std::vector<std::size_t> marker_failure_;  // KMP failure function of marker_
+  const std::size_t trailer_cap_;
   mutable std::mutex mutex_;
   Buffer stdout_;
   Buffer stderr_;
+  std::size_t matched_ = 0;  // marker bytes matched at the end of stdout, held back
+  bool closed_ = false;
+  Trailer trailer_;
 };
 
 }  // namespace scs::runs

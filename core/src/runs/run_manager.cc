@@ -17,6 +17,7 @@
 #include <random>
 #include <system_error>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "runs/output.h"
@@ -32,21 +33,6 @@ constexpr auto kKillGrace = std::chrono::seconds(10);
 constexpr long long kDeadlineLabelSlackSeconds = 60;
 
 Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
-
-std::string randomHexId() {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::random_device device;
-  std::string id;
-  id.reserve(32);
-  for (int word = 0; word < 4; ++word) {
-    std::uint32_t value = device();
-    for (int nibble = 0; nibble < 8; ++nibble) {
-      id.push_back(kHex[value & 0xF]);
-      value >>= 4;
-    }
-  }
-  return id;
-}
 
 SteadyDuration toDuration(double seconds) {
   return std::chrono::duration_cast<SteadyDuration>(std::chrono::duration<double>(seconds));
@@ -99,6 +85,12 @@ std::string countOf(std::size_t count, std::string_view one, std::string_view ma
   return std::to_string(count) + " " + std::string(count == 1 ? one : many);
 }
 
+template <typename Value>
+Value valueOr(const std::map<std::string, Value>& map, const std::string& key, Value fallback) {
+  const auto found = map.find(key);
+  return found == map.end() ? fallback : found->second;
+}
+
 // Removes its sandbox when it goes out of scope, on every path out of a run.
 class SandboxLease {
  public:
@@ -137,12 +129,30 @@ class SandboxLease {
 
 }  // namespace
 
+std::string randomHexId() {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::random_device device;
+  std::string id;
+  id.reserve(32);
+  for (int word = 0; word < 4; ++word) {
+    std::uint32_t value = device();
+    for (int nibble = 0; nibble < 8; ++nibble) {
+      id.push_back(kHex[value & 0xF]);
+      value >>= 4;
+    }
+  }
+  return id;
+}
+
 struct RunManager::Impl {
   struct Run {
     std::string id;
+    std::string tenant;
+    std::uint64_t sequence = 0;  // order of arrival
     policy::Limits limits;
     std::int64_t memory_bytes = 0;
     std::vector<policy::File> files;
+    std::optional<std::string> stdin_data;
     policy::RunStatus status = policy::RunStatus::kQueued;
     SteadyTime enqueued_at;
     std::optional<SteadyTime> exec_start;
@@ -176,8 +186,9 @@ struct RunManager::Impl {
         instance_id_(settings.instance_id.empty() ? randomHexId() : settings.instance_id) {}
 
   std::variant<RunSnapshot, StartRefusal> start(StartRequest request);
-  std::optional<RunSnapshot> get(const std::string& run_id, std::chrono::milliseconds wait);
-  std::optional<RunSnapshot> stop(const std::string& run_id);
+  std::optional<RunSnapshot> get(const std::string& tenant, const std::string& run_id,
+                                 std::chrono::milliseconds wait, const OutputOffsets& from);
+  std::optional<RunSnapshot> stop(const std::string& tenant, const std::string& run_id);
   std::size_t sweepLeftovers();
   void shutdown();
 
@@ -189,11 +200,20 @@ struct RunManager::Impl {
            (settings_.host_memory_bytes == 0 ||
             running_memory_ + memory <= settings_.host_memory_bytes);
   }
+  std::shared_ptr<Run> findLocked(const std::string& tenant, const std::string& run_id);
+  void enqueueLocked(const std::shared_ptr<Run>& run);
+  void dequeueLocked(const std::shared_ptr<Run>& run);
+  std::size_t queuedCountLocked(const std::string& tenant) const;
+  const std::string* chooseTenantLocked(const std::map<std::string, std::size_t>& running,
+                                        const std::map<std::string, std::uint64_t>& served,
+                                        const std::map<std::string, std::size_t>& taken) const;
+  std::vector<const Run*> admissionOrderLocked() const;
   void admitLocked();
   void launchLocked(const std::shared_ptr<Run>& run);
+  void releaseSlotLocked(const Run& run);
   void finalizeStoppedLocked(Run& run, const std::string& reason);
   void purgeLocked();
-  RunSnapshot snapshotLocked(const Run& run) const;
+  RunSnapshot snapshotLocked(const Run& run, const OutputOffsets& from = {}) const;
   void sealEvidenceLocked(Run& run, policy::Evidence& evidence);
   void reapThreads();
 
@@ -214,7 +234,12 @@ struct RunManager::Impl {
   std::mutex mutex_;
   std::condition_variable changed_;  // a run became final
   std::map<std::string, std::shared_ptr<Run>> runs_;
-  std::deque<std::shared_ptr<Run>> queue_;
+  std::map<std::string, std::deque<std::shared_ptr<Run>>>
+      queues_;                                            // FIFO per tenant; no empty ones
+  std::map<std::string, std::size_t> running_by_tenant_;  // no zero entries
+  std::map<std::string, std::uint64_t> last_served_;      // service_tick_ of its latest start
+  std::uint64_t service_tick_ = 0;
+  std::uint64_t next_sequence_ = 0;
   std::deque<std::string> finished_order_;
   std::size_t running_ = 0;
   std::int64_t running_memory_ = 0;
@@ -237,62 +262,76 @@ std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest req
                                              static_cast<double>(policy::kBytesPerGb)) +
                         " GB."};
   }
-  const bool admit_now = queue_.empty() && canAdmitLocked(memory);
-  if (!admit_now && queue_.size() >= settings_.max_queue) {
-    return StartRefusal{"The queue is full: " + countOf(queue_.size(), "run is", "runs are") +
-                        " waiting behind " + std::to_string(running_) +
-                        " running. Try again when a run finishes."};
-  }
+  const std::size_t waiting = queuedCountLocked(request.tenant);
   auto run = std::make_shared<Run>();
   do {
     run->id = randomHexId();
   } while (runs_.count(run->id) != 0);
+  run->tenant = std::move(request.tenant);
+  run->sequence = ++next_sequence_;
   run->limits = request.limits;
   run->memory_bytes = memory;
   run->files = std::move(request.files);
+  run->stdin_data = std::move(request.stdin_data);
   run->enqueued_at = clock_.now();
   run->report.run_id = run->id;
   run->report.limits = run->limits;
-  runs_.emplace(run->id, run);
-  if (admit_now) {
-    launchLocked(run);
-  } else {
-    queue_.push_back(run);
-    logger().information("run " + run->id + " queued at position " + std::to_string(queue_.size()));
+  // Queued first and admitted by the one fair rule; only this run can start here, because
+  // every slot that was free before is already taken or held back by memory.
+  enqueueLocked(run);
+  admitLocked();
+  if (run->status == policy::RunStatus::kQueued && waiting >= settings_.max_queue) {
+    dequeueLocked(run);
+    return StartRefusal{"The queue is full: " + countOf(waiting, "run is", "runs are") +
+                        " waiting behind " + std::to_string(running_) +
+                        " running. Try again when a run finishes."};
   }
-  return snapshotLocked(*run);
+  runs_.emplace(run->id, run);
+  RunSnapshot snapshot = snapshotLocked(*run);
+  if (snapshot.queue_position) {
+    logger().information("run " + run->id + " of tenant " + run->tenant + " queued at position " +
+                         std::to_string(*snapshot.queue_position));
+  }
+  return snapshot;
 }
 
-std::optional<RunSnapshot> RunManager::Impl::get(const std::string& run_id,
-                                                 std::chrono::milliseconds wait) {
+std::shared_ptr<RunManager::Impl::Run> RunManager::Impl::findLocked(const std::string& tenant,
+                                                                    const std::string& run_id) {
+  const auto it = runs_.find(run_id);
+  if (it == runs_.end() || it->second->tenant != tenant) {
+    return nullptr;
+  }
+  return it->second;
+}
+
+std::optional<RunSnapshot> RunManager::Impl::get(const std::string& tenant,
+                                                 const std::string& run_id,
+                                                 std::chrono::milliseconds wait,
+                                                 const OutputOffsets& from) {
   reapThreads();
   std::unique_lock lock(mutex_);
   purgeLocked();
-  const auto it = runs_.find(run_id);
-  if (it == runs_.end()) {
+  const std::shared_ptr<Run> run = findLocked(tenant, run_id);
+  if (!run) {
     return std::nullopt;
   }
-  const std::shared_ptr<Run> run = it->second;
   if (wait.count() > 0 && !policy::isFinal(run->status)) {
     changed_.wait_for(lock, wait, [&] { return policy::isFinal(run->status); });
   }
-  return snapshotLocked(*run);
+  return snapshotLocked(*run, from);
 }
 
-std::optional<RunSnapshot> RunManager::Impl::stop(const std::string& run_id) {
+std::optional<RunSnapshot> RunManager::Impl::stop(const std::string& tenant,
+                                                  const std::string& run_id) {
   reapThreads();
   std::unique_lock lock(mutex_);
   purgeLocked();
-  const auto it = runs_.find(run_id);
-  if (it == runs_.end()) {
+  const std::shared_ptr<Run> run = findLocked(tenant, run_id);
+  if (!run) {
     return std::nullopt;
   }
-  const std::shared_ptr<Run> run = it->second;
   if (run->status == policy::RunStatus::kQueued) {
-    const auto queued = std::find(queue_.begin(), queue_.end(), run);
-    if (queued != queue_.end()) {
-      queue_.erase(queued);
-    }
+    dequeueLocked(run);
     finalizeStoppedLocked(*run, "Stopped by stop_run before it started.");
     admitLocked();
     changed_.notify_all();
@@ -368,10 +407,12 @@ void RunManager::Impl::shutdown() {
   {
     std::lock_guard lock(mutex_);
     shutting_down_ = true;
-    while (!queue_.empty()) {
-      finalizeStoppedLocked(*queue_.front(), "Stopped by server shutdown before it started.");
-      queue_.pop_front();
+    for (const auto& [tenant, queue] : queues_) {
+      for (const std::shared_ptr<Run>& run : queue) {
+        finalizeStoppedLocked(*run, "Stopped by server shutdown before it started.");
+      }
     }
+    queues_.clear();
     for (auto& [id, run] : runs_) {
       if (run->status != policy::RunStatus::kRunning || run->outcome_known || run->timer_fired ||
           run->stop_requested) {
@@ -395,11 +436,94 @@ void RunManager::Impl::shutdown() {
   reapThreads();
 }
 
+void RunManager::Impl::enqueueLocked(const std::shared_ptr<Run>& run) {
+  queues_[run->tenant].push_back(run);
+}
+
+void RunManager::Impl::dequeueLocked(const std::shared_ptr<Run>& run) {
+  const auto found = queues_.find(run->tenant);
+  if (found == queues_.end()) {
+    return;
+  }
+  std::deque<std::shared_ptr<Run>>& queue = found->second;
+  queue.erase(std::remove(queue.begin(), queue.end(), run), queue.end());
+  if (queue.empty()) {
+    queues_.erase(found);
+  }
+}
+
+std::size_t RunManager::Impl::queuedCountLocked(const std::string& tenant) const {
+  const auto found = queues_.find(tenant);
+  return found == queues_.end() ? 0 : found->second.size();
+}
+
+// The tenant whose queued run starts next, skipping the first taken[tenant] runs of each
+// queue: the one with the fewest running runs, then the one served longest ago, then the one
+// whose run came first. So a tenant with many queued runs cannot take every free slot while
+// another tenant waits. nullptr when nothing is left.
+const std::string* RunManager::Impl::chooseTenantLocked(
+    const std::map<std::string, std::size_t>& running,
+    const std::map<std::string, std::uint64_t>& served,
+    const std::map<std::string, std::size_t>& taken) const {
+  const std::string* chosen = nullptr;
+  std::tuple<std::size_t, std::uint64_t, std::uint64_t> best;
+  for (const auto& [tenant, queue] : queues_) {
+    const std::size_t skip = valueOr<std::size_t>(taken, tenant, 0);
+    if (skip >= queue.size()) {
+      continue;
+    }
+    const std::tuple<std::size_t, std::uint64_t, std::uint64_t> rank{
+        valueOr<std::size_t>(running, tenant, 0), valueOr<std::uint64_t>(served, tenant, 0),
+        queue[skip]->sequence};
+    if (chosen == nullptr || rank < best) {
+      chosen = &tenant;
+      best = rank;
+    }
+  }
+  return chosen;
+}
+
+// The queued runs in the order admitLocked() would start them if no run ended meanwhile.
+std::vector<const RunManager::Impl::Run*> RunManager::Impl::admissionOrderLocked() const {
+  std::vector<const Run*> order;
+  std::map<std::string, std::size_t> running = running_by_tenant_;
+  std::map<std::string, std::uint64_t> served = last_served_;
+  std::uint64_t tick = service_tick_;
+  std::map<std::string, std::size_t> taken;
+  while (const std::string* tenant = chooseTenantLocked(running, served, taken)) {
+    order.push_back(queues_.at(*tenant)[taken[*tenant]++].get());
+    ++running[*tenant];
+    served[*tenant] = ++tick;
+  }
+  return order;
+}
+
 void RunManager::Impl::admitLocked() {
-  while (!shutting_down_ && !queue_.empty() && canAdmitLocked(queue_.front()->memory_bytes)) {
-    const std::shared_ptr<Run> run = queue_.front();
-    queue_.pop_front();
+  while (!shutting_down_) {
+    const std::string* tenant = chooseTenantLocked(running_by_tenant_, last_served_, {});
+    if (tenant == nullptr) {
+      return;
+    }
+    const auto queue = queues_.find(*tenant);
+    // The chosen run waits for memory rather than be overtaken, so big runs are not starved.
+    if (!canAdmitLocked(queue->second.front()->memory_bytes)) {
+      return;
+    }
+    const std::shared_ptr<Run> run = queue->second.front();
+    queue->second.pop_front();
+    if (queue->second.empty()) {
+      queues_.erase(queue);
+    }
     launchLocked(run);
+  }
+}
+
+void RunManager::Impl::releaseSlotLocked(const Run& run) {
+  --running_;
+  running_memory_ -= run.memory_bytes;
+  const auto found = running_by_tenant_.find(run.tenant);
+  if (found != running_by_tenant_.end() && --found->second == 0) {
+    running_by_tenant_.erase(found);
   }
 }
 
@@ -407,12 +531,13 @@ void RunManager::Impl::launchLocked(const std::shared_ptr<Run>& run) {
   run->status = policy::RunStatus::kRunning;
   ++running_;
   running_memory_ += run->memory_bytes;
+  ++running_by_tenant_[run->tenant];
+  last_served_[run->tenant] = ++service_tick_;
   try {
     run->thread = std::thread([this, run] { runThread(run); });
   } catch (const std::system_error& e) {
     logger().error("run " + run->id + ": could not start its thread: " + e.what());
-    --running_;
-    running_memory_ -= run->memory_bytes;
+    releaseSlotLocked(*run);
     run->status = policy::RunStatus::kSandboxError;
     run->report.reason = "The server could not start a thread for this run.";
     run->finished = clock_.now();
@@ -449,16 +574,20 @@ void RunManager::Impl::purgeLocked() {
   }
 }
 
-RunSnapshot RunManager::Impl::snapshotLocked(const Run& run) const {
+RunSnapshot RunManager::Impl::snapshotLocked(const Run& run, const OutputOffsets& from) const {
   RunSnapshot snapshot = run.report;
+  if (run.capture) {
+    snapshot.stdout_output = run.capture->snapshot(backend::Stream::kStdout, from.stdout_from);
+    snapshot.stderr_output = run.capture->snapshot(backend::Stream::kStderr, from.stderr_from);
+  }
   snapshot.status = run.status;
   snapshot.started_at = run.started_at;
   snapshot.finished_at = run.finished_at;
   const SteadyTime now = clock_.now();
   if (run.status == policy::RunStatus::kQueued) {
-    const auto position = std::find_if(queue_.begin(), queue_.end(),
-                                       [&](const auto& queued) { return queued.get() == &run; });
-    snapshot.queue_position = static_cast<std::size_t>(position - queue_.begin()) + 1;
+    const std::vector<const Run*> order = admissionOrderLocked();
+    const auto position = std::find(order.begin(), order.end(), &run);
+    snapshot.queue_position = static_cast<std::size_t>(position - order.begin()) + 1;
     snapshot.queued_seconds = secondsBetween(run.enqueued_at, now);
     return snapshot;
   }
@@ -559,6 +688,9 @@ backend::SandboxSpec RunManager::Impl::buildSpec(const Run& run,
 void RunManager::Impl::execute(Run& run, Outcome& outcome) {
   policy::Evidence& evidence = outcome.evidence;
   std::vector<policy::File> files;
+  std::optional<std::string> stdin_data;
+  // Only the launcher learns it (in the archive), so the program cannot forge the trailer.
+  const std::string nonce = randomHexId();
   {
     std::lock_guard lock(mutex_);
     if (run.stop_requested) {
@@ -566,10 +698,13 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome) {
     }
     files = std::move(run.files);
     run.files.clear();
+    stdin_data = std::move(run.stdin_data);
+    run.stdin_data.reset();
     run.exec_start = clock_.now();
     run.started_at = clock_.wallNow();
-    run.capture = std::make_unique<OutputCapture>(settings_.output_cap_bytes);
-    logger().information("run " + run.id + " started after " +
+    run.capture = std::make_unique<OutputCapture>(settings_.output_cap_bytes, trailerMarker(nonce),
+                                                  trailerCapBytes(settings_.out_files));
+    logger().information("run " + run.id + " of tenant " + run.tenant + " started after " +
                          policy::formatNumber(secondsBetween(run.enqueued_at, *run.exec_start)) +
                          " s in the queue");
   }
@@ -620,6 +755,10 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome) {
   }
 
   {
+    for (policy::File& control : controlFiles(nonce, settings_.out_files, stdin_data)) {
+      files.push_back(std::move(control));
+    }
+    stdin_data.reset();
     const backend::Status delivered =
         backend_.deliver(created.id, policy::buildArchive(files, uid, gid));
     files.clear();
@@ -701,11 +840,20 @@ void RunManager::Impl::waitForExit(Run& run, const std::string& sandbox_id, Outc
 }
 
 void RunManager::Impl::finish(Run& run, Outcome& outcome) {
-  CapturedOutput stdout_output;
-  CapturedOutput stderr_output;
+  RunResults results;
   if (run.capture) {
-    stdout_output = run.capture->snapshot(backend::Stream::kStdout);
-    stderr_output = run.capture->snapshot(backend::Stream::kStderr);
+    run.capture->close();
+    OutputCapture::Trailer trailer = run.capture->takeTrailer();
+    if (trailer.overflowed) {
+      logger().warning("run " + run.id + ": the launcher's trailer is over its cap; ignored");
+    } else if (trailer.found) {
+      auto parsed = parseTrailer(trailer.bytes, settings_.out_files);
+      if (auto* problem = std::get_if<std::string>(&parsed)) {
+        logger().warning("run " + run.id + ": ignoring a malformed trailer: " + *problem);
+      } else {
+        results = std::move(std::get<RunResults>(parsed));
+      }
+    }
   }
   std::string status_name;
   double duration = 0;
@@ -720,7 +868,6 @@ void RunManager::Impl::finish(Run& run, Outcome& outcome) {
       verdict.status = policy::RunStatus::kSandboxError;
       verdict.reason = "The server could not decide how this run ended.";
     }
-    run.capture.reset();
     run.status = verdict.status;
     run.exec_end = outcome.ended;
     run.finished = clock_.now();
@@ -728,12 +875,10 @@ void RunManager::Impl::finish(Run& run, Outcome& outcome) {
     run.report.exit_code = verdict.exit_code;
     run.report.signal = verdict.signal;
     run.report.reason = std::move(verdict.reason);
-    run.report.stdout_output = std::move(stdout_output);
-    run.report.stderr_output = std::move(stderr_output);
+    run.report.results = std::move(results);
     run.report.peak_memory_bytes = outcome.exit.peak_memory_bytes;
     run.report.cpu_seconds = outcome.exit.cpu_seconds;
-    --running_;
-    running_memory_ -= run.memory_bytes;
+    releaseSlotLocked(run);
     finished_order_.push_back(run.id);
     done_threads_.push_back(std::move(run.thread));
     admitLocked();
@@ -757,13 +902,14 @@ std::variant<RunSnapshot, StartRefusal> RunManager::start(StartRequest request) 
   return impl_->start(std::move(request));
 }
 
-std::optional<RunSnapshot> RunManager::get(const std::string& run_id,
-                                           std::chrono::milliseconds wait) {
-  return impl_->get(run_id, wait);
+std::optional<RunSnapshot> RunManager::get(const std::string& tenant, const std::string& run_id,
+                                           std::chrono::milliseconds wait,
+                                           const OutputOffsets& from) {
+  return impl_->get(tenant, run_id, wait, from);
 }
 
-std::optional<RunSnapshot> RunManager::stop(const std::string& run_id) {
-  return impl_->stop(run_id);
+std::optional<RunSnapshot> RunManager::stop(const std::string& tenant, const std::string& run_id) {
+  return impl_->stop(tenant, run_id);
 }
 
 std::size_t RunManager::sweepLeftovers() { return impl_->sweepLeftovers(); }

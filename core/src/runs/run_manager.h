@@ -15,6 +15,7 @@
 #include "policy/posture.h"
 #include "policy/status_map.h"
 #include "runs/clock.h"
+#include "runs/side_channel.h"
 
 namespace scs::runs {
 
@@ -25,20 +26,31 @@ inline constexpr const char* kLabelRunId = "io.scs.run-id";
 inline constexpr const char* kLabelOwnerPid = "io.scs.owner-pid";
 inline constexpr const char* kLabelDeadline = "io.scs.deadline";  // unix seconds
 
+// The tenant of every run on stdio and on HTTP without tokens: one client, one owner.
+inline constexpr const char* kLocalTenant = "local";
+
 struct RunSettings {
   int max_concurrent = 4;
-  std::size_t max_queue = 64;
+  std::size_t max_queue = 64;  // queued runs per tenant
   std::chrono::seconds retention{3600};
-  std::size_t max_retained = 1000;            // oldest finished reports are forgotten first
-  std::size_t output_cap_bytes = 1u << 20;    // per stream, head and tail kept
-  std::int64_t host_memory_bytes = 0;         // admission: running memory limits must fit; 0 = off
-  std::string instance_id;                    // this server instance; random when empty
+  std::size_t max_retained = 1000;          // oldest finished reports are forgotten first
+  std::size_t output_cap_bytes = 1u << 20;  // per stream, head and tail kept
+  std::int64_t host_memory_bytes = 0;       // admission: running memory limits must fit; 0 = off
+  std::string instance_id;                  // this server instance; random when empty
+  OutFileCaps out_files;                    // files returned from /workspace/out
 };
 
 struct CapturedOutput {
-  std::string text;            // valid UTF-8 (invalid bytes replaced), head and tail when cut
-  std::uint64_t bytes = 0;     // everything the run wrote to the stream
+  std::string text;         // valid UTF-8 (invalid bytes replaced), head and tail when cut
+  std::uint64_t bytes = 0;  // everything the run wrote to the stream
   bool truncated = false;
+  std::uint64_t offset = 0;  // byte offset in the stream where `text` starts
+};
+
+// Where get() starts each stream's text (CapturedOutput::offset has the real start).
+struct OutputOffsets {
+  std::uint64_t stdout_from = 0;
+  std::uint64_t stderr_from = 0;
 };
 
 // What get_result, start_run and stop_run report about a run at one moment.
@@ -47,31 +59,41 @@ struct RunSnapshot {
   policy::RunStatus status = policy::RunStatus::kQueued;
   policy::Limits limits;
   std::optional<std::size_t> queue_position;  // 1-based, while queued
+  // The output so far while running, all of it once final:
+  CapturedOutput stdout_output;
+  CapturedOutput stderr_output;
   // Set once final:
   std::optional<int> exit_code;
   std::optional<std::string> signal;
   std::string reason;
-  CapturedOutput stdout_output;
-  CapturedOutput stderr_output;
   double duration_seconds = 0;  // execution time, from start to end
   double queued_seconds = 0;
   std::optional<std::chrono::system_clock::time_point> started_at;
   std::optional<std::chrono::system_clock::time_point> finished_at;
   std::optional<std::int64_t> peak_memory_bytes;
   std::optional<double> cpu_seconds;
+  RunResults results;  // from the launcher's trailer: exception, files out
 };
 
 struct StartRequest {
-  std::vector<policy::File> files;  // validated; main.py first
-  policy::Limits limits;            // resolved by LimitPolicy
+  std::vector<policy::File> files;        // validated; main.py first
+  policy::Limits limits;                  // resolved by LimitPolicy
+  std::string tenant = kLocalTenant;      // owns the run: only this tenant can see or stop it
+  std::optional<std::string> stdin_data;  // the program's stdin; none: /dev/null
 };
+
+// 128 random bits as 32 lower-case hex digits, for identifiers that must be unguessable.
+std::string randomHexId();
 
 struct StartRefusal {
   std::string message;  // e.g. the queue is full
 };
 
-// Owns every run: the FIFO queue, the concurrency cap, deadlines, the registry of reports,
-// and the order of backend calls for each run. Thread-safe.
+// Owns every run: the queue, the concurrency cap, deadlines, the registry of reports, and
+// the order of backend calls for each run. Every run belongs to the tenant that started it;
+// to any other tenant it does not exist. The queue is fair between tenants: a free slot goes
+// to the tenant with the fewest running runs (the one served longest ago among equals), FIFO
+// within a tenant, so no tenant can starve another. Thread-safe.
 class RunManager {
  public:
   RunManager(backend::RuntimeBackend& backend, const RunSettings& settings,
@@ -81,17 +103,21 @@ class RunManager {
   RunManager(const RunManager&) = delete;
   RunManager& operator=(const RunManager&) = delete;
 
-  // Queues the run, or starts it at once when a slot is free. Never blocks on the backend.
+  // Queues the run, or starts it at once when a slot is free; refuses it when its tenant
+  // already has max_queue runs waiting. Never blocks on the backend.
   std::variant<RunSnapshot, StartRefusal> start(StartRequest request);
 
   // The run's state now, or after waiting up to `wait` for it to finish. nullopt for an
-  // unknown or expired id.
-  std::optional<RunSnapshot> get(const std::string& run_id,
-                                 std::chrono::milliseconds wait = std::chrono::milliseconds(0));
+  // unknown or expired id, and for a run of another tenant. The output (so far, while
+  // running) starts at the offsets `from` (OutputCapture::snapshot).
+  std::optional<RunSnapshot> get(const std::string& tenant, const std::string& run_id,
+                                 std::chrono::milliseconds wait = std::chrono::milliseconds(0),
+                                 const OutputOffsets& from = {});
 
   // Stops a queued or running run (status stopped) and waits until its sandbox is removed;
-  // a finished run is reported unchanged. nullopt for an unknown or expired id.
-  std::optional<RunSnapshot> stop(const std::string& run_id);
+  // a finished run is reported unchanged. nullopt for an unknown or expired id, and for a
+  // run of another tenant.
+  std::optional<RunSnapshot> stop(const std::string& tenant, const std::string& run_id);
 
   // Removes sandboxes left by earlier server instances (their owner process is gone or
   // their deadline has passed). Returns how many were removed.

@@ -1,0 +1,341 @@
+#include "runs/side_channel.h"
+
+#include <Poco/Exception.h>
+#include <Poco/JSON/Array.h>
+#include <Poco/JSON/Object.h>
+#include <Poco/JSON/Parser.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <sstream>
+#include <utility>
+
+namespace scs::runs {
+namespace {
+
+using Poco::Dynamic::Var;
+using Poco::JSON::Array;
+using Poco::JSON::Object;
+
+constexpr std::size_t kMaxTypeBytes = 256;
+constexpr std::size_t kMaxMessageBytes = 8 << 10;
+constexpr std::size_t kMaxTracebackBytes = 8 << 10;
+constexpr std::size_t kMaxOutPathBytes = 4096;
+// Per file: JSON keys, the escaped path and the size; once: the exception and the flags.
+constexpr std::size_t kTrailerSlackPerFile = 32 << 10;
+constexpr std::size_t kTrailerSlack = 256 << 10;
+
+// Cuts at a byte count without splitting a UTF-8 sequence.
+std::size_t utf8Boundary(std::string_view text, std::size_t at) {
+  while (at > 0 && at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) {
+    --at;
+  }
+  return at;
+}
+
+std::string capHead(std::string text, std::size_t cap) {
+  if (text.size() <= cap) {
+    return text;
+  }
+  text.resize(utf8Boundary(text, cap));
+  return text + "...";
+}
+
+std::string capTail(std::string text, std::size_t cap) {
+  if (text.size() <= cap) {
+    return text;
+  }
+  std::size_t from = text.size() - cap;
+  while (from < text.size() && (static_cast<unsigned char>(text[from]) & 0xC0) == 0x80) {
+    ++from;
+  }
+  return "[...]\n" + text.substr(from);
+}
+
+int base64Value(char c) {
+  if (c >= 'A' && c <= 'Z') {
+    return c - 'A';
+  }
+  if (c >= 'a' && c <= 'z') {
+    return c - 'a' + 26;
+  }
+  if (c >= '0' && c <= '9') {
+    return c - '0' + 52;
+  }
+  if (c == '+') {
+    return 62;
+  }
+  if (c == '/') {
+    return 63;
+  }
+  return -1;
+}
+
+// Standard alphabet, padded, no whitespace.
+std::optional<std::string> decodeBase64(std::string_view text) {
+  if (text.size() % 4 != 0) {
+    return std::nullopt;
+  }
+  std::string out;
+  out.reserve(text.size() / 4 * 3);
+  for (std::size_t i = 0; i < text.size(); i += 4) {
+    const bool last = i + 4 == text.size();
+    std::array<int, 4> values{};
+    int padding = 0;
+    for (std::size_t j = 0; j < 4; ++j) {
+      const char c = text[i + j];
+      if (c == '=' && last && j >= 2) {
+        ++padding;
+        values[j] = 0;
+        continue;
+      }
+      if (padding > 0) {
+        return std::nullopt;
+      }
+      values[j] = base64Value(c);
+      if (values[j] < 0) {
+        return std::nullopt;
+      }
+    }
+    const unsigned bits =
+        (static_cast<unsigned>(values[0]) << 18) | (static_cast<unsigned>(values[1]) << 12) |
+        (static_cast<unsigned>(values[2]) << 6) | static_cast<unsigned>(values[3]);
+    out.push_back(static_cast<char>((bits >> 16) & 0xFF));
+    if (padding < 2) {
+      out.push_back(static_cast<char>((bits >> 8) & 0xFF));
+    }
+    if (padding < 1) {
+      out.push_back(static_cast<char>(bits & 0xFF));
+    }
+  }
+  return out;
+}
+
+bool isSafeOutPath(std::string_view path) {
+  if (path.empty() || path.size() > kMaxOutPathBytes || path.front() == '/' ||
+      path.find('\0') != std::string_view::npos) {
+    return false;
+  }
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t slash = path.find('/', start);
+    const std::string_view part = path.substr(start, slash - start);
+    if (part.empty() || part == "." || part == "..") {
+      return false;
+    }
+    if (slash == std::string_view::npos) {
+      return true;
+    }
+    start = slash + 1;
+  }
+}
+
+std::optional<std::string> stringMember(const Object& object, const std::string& key) {
+  if (!object.has(key)) {
+    return std::nullopt;
+  }
+  const Var value = object.get(key);
+  if (!value.isString()) {
+    return std::nullopt;
+  }
+  return value.convert<std::string>();
+}
+
+std::variant<RunException, std::string> readException(const Var& value) {
+  if (value.type() != typeid(Object::Ptr) || !value.extract<Object::Ptr>()) {
+    return std::string("\"exception\" is not an object");
+  }
+  const Object& object = *value.extract<Object::Ptr>();
+  RunException exception;
+  const auto type = stringMember(object, "type");
+  const auto message = stringMember(object, "message");
+  const auto traceback = stringMember(object, "traceback");
+  if (!type || type->empty() || !message || !traceback) {
+    return std::string("\"exception\" needs the strings type, message and traceback");
+  }
+  exception.type = capHead(*type, kMaxTypeBytes);
+  exception.message = capHead(*message, kMaxMessageBytes);
+  exception.traceback = capTail(*traceback, kMaxTracebackBytes);
+  return exception;
+}
+
+bool startsWith(std::string_view text, std::string_view prefix) {
+  return text.substr(0, prefix.size()) == prefix;
+}
+
+std::string extensionOf(std::string_view path) {
+  const std::size_t slash = path.rfind('/');
+  const std::string_view name = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  const std::size_t dot = name.rfind('.');
+  if (dot == std::string_view::npos || dot == 0) {
+    return {};
+  }
+  std::string extension(name.substr(dot + 1));
+  std::transform(extension.begin(), extension.end(), extension.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return extension;
+}
+
+bool looksLikeSvg(std::string_view content) {
+  return content.substr(0, 4096).find("<svg") != std::string_view::npos;
+}
+
+}  // namespace
+
+std::string trailerMarker(std::string_view nonce) {
+  std::string marker("\n\0SCS-TRAILER-", 14);
+  marker.append(nonce);
+  marker.push_back('\0');
+  return marker;
+}
+
+std::size_t trailerCapBytes(const OutFileCaps& caps) {
+  const std::size_t encoded = (caps.max_total_bytes + 2) / 3 * 4;
+  return encoded + caps.max_files * kTrailerSlackPerFile + kTrailerSlack;
+}
+
+std::vector<policy::File> controlFiles(std::string_view nonce, const OutFileCaps& caps,
+                                       const std::optional<std::string>& stdin_data) {
+  Object::Ptr control = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  control->set("nonce", std::string(nonce));
+  control->set("out_dir", std::string(kOutDirectory));
+  control->set("max_files", static_cast<std::uint64_t>(caps.max_files));
+  control->set("max_file_bytes", static_cast<std::uint64_t>(caps.max_file_bytes));
+  control->set("max_total_bytes", static_cast<std::uint64_t>(caps.max_total_bytes));
+  control->set("stdin", stdin_data.has_value());
+  std::ostringstream json;
+  control->stringify(json);
+  std::vector<policy::File> files{{kControlPath, json.str()}};
+  if (stdin_data) {
+    files.push_back({kStdinPath, *stdin_data});
+  }
+  return files;
+}
+
+std::variant<RunResults, std::string> parseTrailer(std::string_view trailer,
+                                                   const OutFileCaps& caps) {
+  std::string_view line = trailer;
+  if (!line.empty() && line.back() == '\n') {
+    line.remove_suffix(1);
+  }
+  if (line.find('\n') != std::string_view::npos) {
+    return std::string("the trailer is more than one line");
+  }
+  Var parsed;
+  try {
+    Poco::JSON::Parser parser;
+    parsed = parser.parse(std::string(line));
+  } catch (const Poco::Exception& e) {
+    return "the trailer is not JSON: " + e.displayText();
+  }
+  if (parsed.type() != typeid(Object::Ptr) || !parsed.extract<Object::Ptr>()) {
+    return std::string("the trailer is not a JSON object");
+  }
+  const Object& root = *parsed.extract<Object::Ptr>();
+
+  RunResults results;
+  if (root.has("exception") && !root.get("exception").isEmpty()) {
+    auto exception = readException(root.get("exception"));
+    if (auto* problem = std::get_if<std::string>(&exception)) {
+      return *problem;
+    }
+    results.exception = std::move(std::get<RunException>(exception));
+  }
+  if (root.has("files_omitted")) {
+    const Var omitted = root.get("files_omitted");
+    if (!omitted.isInteger() || omitted.convert<std::int64_t>() < 0) {
+      return std::string("\"files_omitted\" is not a count");
+    }
+    results.files_omitted = omitted.convert<std::uint64_t>();
+  }
+  if (root.has("files_truncated")) {
+    const Var truncated = root.get("files_truncated");
+    if (!truncated.isBoolean()) {
+      return std::string("\"files_truncated\" is not a boolean");
+    }
+    results.files_truncated = truncated.convert<bool>();
+  }
+  if (root.has("files") && !root.get("files").isEmpty()) {
+    const Var files = root.get("files");
+    if (files.type() != typeid(Array::Ptr) || !files.extract<Array::Ptr>()) {
+      return std::string("\"files\" is not an array");
+    }
+    std::size_t total = 0;
+    for (const Var& element : *files.extract<Array::Ptr>()) {
+      if (element.type() != typeid(Object::Ptr) || !element.extract<Object::Ptr>()) {
+        return std::string("an entry of \"files\" is not an object");
+      }
+      const Object& entry = *element.extract<Object::Ptr>();
+      const auto path = stringMember(entry, "path");
+      const auto encoded = stringMember(entry, "content_base64");
+      if (!path || !encoded) {
+        return std::string("an entry of \"files\" needs the strings path and content_base64");
+      }
+      std::optional<std::string> content = decodeBase64(*encoded);
+      if (!content) {
+        return "the content of \"" + capHead(*path, 200) + "\" is not base64";
+      }
+      if (!isSafeOutPath(*path) || results.files.size() >= caps.max_files ||
+          content->size() > caps.max_file_bytes || total + content->size() > caps.max_total_bytes) {
+        ++results.files_omitted;
+        continue;
+      }
+      total += content->size();
+      results.files.push_back({*path, std::move(*content)});
+    }
+  }
+  results.files_truncated = results.files_truncated || results.files_omitted > 0;
+  return results;
+}
+
+std::string mimeTypeOf(std::string_view path, std::string_view content) {
+  if (startsWith(content, "\x89PNG\r\n\x1a\n")) {
+    return "image/png";
+  }
+  if (startsWith(content, "\xFF\xD8\xFF")) {
+    return "image/jpeg";
+  }
+  if (startsWith(content, "GIF87a") || startsWith(content, "GIF89a")) {
+    return "image/gif";
+  }
+  if (startsWith(content, "%PDF-")) {
+    return "application/pdf";
+  }
+  const std::string extension = extensionOf(path);
+  if (extension == "svg") {
+    return looksLikeSvg(content) ? "image/svg+xml" : "application/octet-stream";
+  }
+  static const std::pair<const char*, const char*> kByExtension[] = {
+      {"txt", "text/plain"},        {"log", "text/plain"},
+      {"csv", "text/csv"},          {"tsv", "text/tab-separated-values"},
+      {"json", "application/json"}, {"html", "text/html"},
+      {"htm", "text/html"},         {"md", "text/markdown"},
+      {"xml", "application/xml"},   {"py", "text/x-python"},
+      {"zip", "application/zip"},   {"npy", "application/octet-stream"},
+  };
+  for (const auto& [known, mime] : kByExtension) {
+    if (extension == known) {
+      return mime;
+    }
+  }
+  return "application/octet-stream";
+}
+
+bool isDisplayableImage(std::string_view mime_type, std::string_view content) {
+  if (mime_type == "image/png") {
+    return startsWith(content, "\x89PNG\r\n\x1a\n");
+  }
+  if (mime_type == "image/jpeg") {
+    return startsWith(content, "\xFF\xD8\xFF");
+  }
+  if (mime_type == "image/gif") {
+    return startsWith(content, "GIF87a") || startsWith(content, "GIF89a");
+  }
+  if (mime_type == "image/svg+xml") {
+    return looksLikeSvg(content);
+  }
+  return false;
+}
+
+}  // namespace scs::runs

@@ -1,0 +1,77 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "policy/files.h"
+
+// The side channel between the core and the in-sandbox launcher (docker/launcher.py), which
+// never mounts a host path. In: the archive carries `.scs/control.json` (a per-run nonce and
+// the out-file caps) and, when given, `.scs/stdin`; the launcher keeps both in memory. Out: after
+// the user program ends, the launcher writes to stdout "\n\0SCS-TRAILER-<nonce>\0", one line of
+// JSON {"exception", "files", "files_truncated", "files_omitted"} and "\n". The core knows the
+// nonce, so the user program cannot forge the marker; everything from it on is not output.
+namespace scs::runs {
+
+inline constexpr const char* kOutDirectory = "/workspace/out";
+inline constexpr const char* kControlDirectory = ".scs";
+inline constexpr const char* kControlPath = ".scs/control.json";
+inline constexpr const char* kStdinPath = ".scs/stdin";
+
+// Operator caps on the files a run returns from /workspace/out.
+struct OutFileCaps {
+  std::size_t max_files = 20;
+  std::size_t max_file_bytes = std::size_t{8} << 20;
+  std::size_t max_total_bytes = std::size_t{16} << 20;
+};
+
+// An uncaught Python exception of the user program, as the launcher saw it.
+struct RunException {
+  std::string type;       // e.g. "ValueError", "numpy.linalg.LinAlgError"
+  std::string message;    // str() of the exception, capped
+  std::string traceback;  // the formatted traceback's tail, capped
+};
+
+struct OutFile {
+  std::string path;     // relative to /workspace/out, normalised
+  std::string content;  // the bytes
+};
+
+// What the trailer told about a run.
+struct RunResults {
+  std::optional<RunException> exception;
+  std::vector<OutFile> files;
+  bool files_truncated = false;     // some file was left out by a cap
+  std::uint64_t files_omitted = 0;  // how many
+};
+
+// "\n\0SCS-TRAILER-<nonce>\0": where the trailer starts in stdout.
+std::string trailerMarker(std::string_view nonce);
+
+// Bytes of trailer the core keeps: every file at its cap in base64, plus room for the rest.
+std::size_t trailerCapBytes(const OutFileCaps& caps);
+
+// The archive members that configure the launcher: `.scs/control.json`, and `.scs/stdin`
+// when `stdin_data` is set.
+std::vector<policy::File> controlFiles(std::string_view nonce, const OutFileCaps& caps,
+                                       const std::optional<std::string>& stdin_data);
+
+// Parses the trailer's bytes (everything after the marker). Never trusts them: malformed JSON
+// or fields are an error sentence; files that break a path rule or a cap are left out and
+// counted in files_omitted.
+std::variant<RunResults, std::string> parseTrailer(std::string_view trailer,
+                                                   const OutFileCaps& caps);
+
+// A MIME type for a returned file from its name, checked against its first bytes for images
+// ("application/octet-stream" when unknown).
+std::string mimeTypeOf(std::string_view path, std::string_view content);
+
+// True for the image types MCP clients display (PNG, JPEG, GIF, SVG) when the bytes are one.
+bool isDisplayableImage(std::string_view mime_type, std::string_view content);
+
+}  // namespace scs::runs

@@ -1,0 +1,320 @@
+// The real server binary over Streamable HTTP (--http 127.0.0.1:0) with the fake backend:
+// authentication, tenancy, DNS-rebinding checks, malformed HTTP and shutdown.
+#include <Poco/JSON/Object.h>
+#include <Poco/JSON/Parser.h>
+#include <Poco/Net/HTTPClientSession.h>
+#include <Poco/Net/HTTPRequest.h>
+#include <Poco/Net/HTTPResponse.h>
+#include <Poco/StreamCopier.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <map>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/mcp_client.h"
+
+namespace scs::testing {
+namespace {
+
+using Poco::JSON::Object;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using namespace std::chrono_literals;
+
+const std::string kBinary = SCS_BINARY;
+constexpr const char* kAliceToken = "alice-0123456789abcdef0123456789";
+constexpr const char* kBobToken = "bob-0123456789abcdef0123456789ab";
+constexpr const char* kInitialize =
+    R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",)"
+    R"("capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}})";
+constexpr const char* kPing = R"({"jsonrpc":"2.0","id":1,"method":"ping"})";
+
+// A token file, removed at the end of the test.
+class TokenFile {
+ public:
+  explicit TokenFile(mode_t mode = 0600) {
+    char name[] = "/tmp/scs-e2e-tokens-XXXXXX";
+    const int fd = ::mkstemp(name);
+    path_ = name;
+    std::ofstream(path_) << "# e2e tenants\nalice:" << kAliceToken << "\nbob:" << kBobToken << "\n";
+    ::fchmod(fd, mode);
+    ::close(fd);
+  }
+  ~TokenFile() { std::remove(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+struct Answer {
+  int status = 0;
+  std::string body;
+  Poco::Net::HTTPResponse response;
+
+  Object::Ptr json() const {
+    Poco::JSON::Parser parser;
+    return parser.parse(body).extract<Object::Ptr>();
+  }
+};
+
+// The server as a child process serving HTTP; the port is read from its log.
+class HttpServer {
+ public:
+  explicit HttpServer(std::vector<std::string> extra = {})
+      : process_(kBinary, arguments(std::move(extra))) {}
+
+  // Waits for "listening on http://HOST:PORT/mcp"; false if the server exits or is silent.
+  bool waitListening() {
+    const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+)/mcp)");
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::smatch match;
+      const std::string log = process_.stderrText();
+      if (std::regex_search(log, match, listening)) {
+        port_ = static_cast<std::uint16_t>(std::stoi(match[1]));
+        return true;
+      }
+      if (process_.waitExit(10ms)) {
+        return false;
+      }
+    }
+    return false;
+  }
+
+  Answer post(const std::string& body, std::map<std::string, std::string> headers = {}) {
+    return send("POST", body, std::move(headers));
+  }
+
+  Answer send(const std::string& method, const std::string& body,
+              std::map<std::string, std::string> headers) {
+    Poco::Net::HTTPClientSession session("127.0.0.1", port_);
+    session.setTimeout(Poco::Timespan(90, 0));
+    Poco::Net::HTTPRequest request(method, "/mcp", Poco::Net::HTTPRequest::HTTP_1_1);
+    std::map<std::string, std::string> all = {{"Content-Type", "application/json"},
+                                              {"Accept", "application/json, text/event-stream"}};
+    for (auto& [name, value] : headers) {
+      all[name] = value;
+    }
+    for (const auto& [name, value] : all) {
+      if (!value.empty()) {
+        request.set(name, value);
+      }
+    }
+    request.setContentLength(static_cast<std::streamsize>(body.size()));
+    session.sendRequest(request) << body;
+    Answer answer;
+    std::istream& in = session.receiveResponse(answer.response);
+    answer.status = static_cast<int>(answer.response.getStatus());
+    Poco::StreamCopier::copyToString(in, answer.body);
+    return answer;
+  }
+
+  // initialize + notifications/initialized with `token`; the session's headers.
+  std::map<std::string, std::string> open(const std::string& token = "") {
+    std::map<std::string, std::string> headers;
+    if (!token.empty()) {
+      headers["Authorization"] = "Bearer " + token;
+    }
+    const Answer initialized = post(kInitialize, headers);
+    EXPECT_EQ(initialized.status, 200) << initialized.body;
+    headers["Mcp-Session-Id"] = initialized.response.get("Mcp-Session-Id", "");
+    headers["MCP-Protocol-Version"] = "2025-11-25";
+    EXPECT_EQ(post(R"({"jsonrpc":"2.0","method":"notifications/initialized"})", headers).status,
+              202);
+    return headers;
+  }
+
+  // tools/call; the CallToolResult.
+  Object::Ptr call(const std::map<std::string, std::string>& session, const std::string& tool,
+                   const std::string& arguments) {
+    const Answer answer =
+        post(R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":")" + tool +
+                 R"(","arguments":)" + arguments + "}}",
+             session);
+    EXPECT_EQ(answer.status, 200) << answer.body;
+    return answer.json()->getObject("result");
+  }
+
+  McpProcess& process() { return process_; }
+
+ private:
+  static std::vector<std::string> arguments(std::vector<std::string> extra) {
+    std::vector<std::string> args = {"--backend", "fake", "--http", "127.0.0.1:0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+
+  McpProcess process_;
+  std::uint16_t port_ = 0;
+};
+
+std::string runId(const Object::Ptr& result) {
+  return result->getObject("structuredContent")->getValue<std::string>("run_id");
+}
+
+std::string text(const Object::Ptr& result) {
+  return result->getArray("content")->getObject(0)->getValue<std::string>("text");
+}
+
+TEST(HttpE2eTest, ARunThroughHttpWithTheRightTokenAndNoneForAnyOtherCaller) {
+  const TokenFile tokens;
+  HttpServer server({"--token-file", tokens.path()});
+  ASSERT_TRUE(server.waitListening()) << server.process().stderrText();
+
+  EXPECT_EQ(server.post(kInitialize).status, 401);
+  EXPECT_EQ(server.post(kInitialize, {{"Authorization", "Bearer not-a-valid-token-at-all"}}).status,
+            401);
+  const auto alice = server.open(kAliceToken);
+  const Object::Ptr started =
+      server.call(alice, "start_run", R"({"code":"#fake: stdout=hi\\sthere\\n\n"})");
+  ASSERT_FALSE(started->getValue<bool>("isError")) << text(started);
+  const std::string run_id = runId(started);
+  const Object::Ptr report =
+      server.call(alice, "get_result", R"({"run_id":")" + run_id + R"(","wait_seconds":20})");
+  const Object::Ptr structured = report->getObject("structuredContent");
+  EXPECT_EQ(structured->getValue<std::string>("status"), "succeeded");
+  EXPECT_EQ(structured->getValue<std::string>("stdout"), "hi there\n");
+
+  // Another tenant gets exactly what an unknown id gets.
+  const auto bob = server.open(kBobToken);
+  const Object::Ptr stranger = server.call(bob, "get_result", R"({"run_id":")" + run_id + R"("})");
+  EXPECT_TRUE(stranger->getValue<bool>("isError"));
+  const Object::Ptr unknown =
+      server.call(bob, "get_result", R"({"run_id":"00000000000000000000000000000000"})");
+  EXPECT_EQ(text(stranger), std::regex_replace(text(unknown), std::regex("0{32}"), run_id));
+  EXPECT_TRUE(
+      server.call(bob, "stop_run", R"({"run_id":")" + run_id + R"("})")->getValue<bool>("isError"));
+
+  const std::string log = server.process().stderrText();
+  EXPECT_THAT(log, Not(HasSubstr(kAliceToken)));
+  EXPECT_THAT(log, Not(HasSubstr(kBobToken)));
+  server.process().signal(SIGTERM);
+  EXPECT_EQ(server.process().waitExit(5s), 0);
+}
+
+TEST(HttpE2eTest, AnEvilOriginOrHostIsRefused) {
+  HttpServer server;
+  ASSERT_TRUE(server.waitListening()) << server.process().stderrText();
+  EXPECT_EQ(server.post(kInitialize, {{"Origin", "http://evil.example.com"}}).status, 403);
+  EXPECT_EQ(server.post(kInitialize, {{"Host", "evil.example.com"}}).status, 421);
+  EXPECT_EQ(server.post(kInitialize).status, 200);
+}
+
+TEST(HttpE2eTest, StdinIsNotServedWhenHttpIs) {
+  HttpServer server;
+  ASSERT_TRUE(server.waitListening()) << server.process().stderrText();
+  server.process().sendLine(kPing);
+  EXPECT_EQ(server.post(kInitialize).status, 200);  // the server is up and answering
+  EXPECT_EQ(server.process().readLine(200ms), std::nullopt);
+  server.process().closeStdin();
+  EXPECT_EQ(server.post(kInitialize).status, 200);  // stdin EOF does not stop it
+}
+
+TEST(HttpE2eTest, ABindBeyondLoopbackWithoutATokenFileIsRefusedAtStartup) {
+  McpProcess process(kBinary, {"--backend", "fake", "--http", "0.0.0.0:0"});
+  EXPECT_EQ(process.waitExit(10s), 2);
+  EXPECT_THAT(process.stderrText(),
+              HasSubstr("refusing to serve beyond loopback (0.0.0.0:0) without authentication"));
+  EXPECT_THAT(process.stderrText(), Not(HasSubstr("listening on")));
+}
+
+TEST(HttpE2eTest, HttpFlagsAreCheckedBeforeAnythingStarts) {
+  McpProcess without_http(kBinary, {"--backend", "fake", "--token-file", "/etc/hostname"});
+  EXPECT_EQ(without_http.waitExit(10s), 2);
+  EXPECT_THAT(without_http.stderrText(), HasSubstr("--token-file applies to HTTP only"));
+  McpProcess bad_port(kBinary, {"--backend", "fake", "--http", "127.0.0.1:http"});
+  EXPECT_EQ(bad_port.waitExit(10s), 2);
+  EXPECT_THAT(bad_port.stderrText(), HasSubstr("has no valid port"));
+}
+
+TEST(HttpE2eTest, ATokenFileOpenToOtherUsersIsRefusedAtStartup) {
+  const TokenFile tokens(0644);
+  McpProcess process(kBinary,
+                     {"--backend", "fake", "--http", "127.0.0.1:0", "--token-file", tokens.path()});
+  EXPECT_EQ(process.waitExit(10s), 2);
+  EXPECT_THAT(process.stderrText(), HasSubstr("chmod 600 " + tokens.path()));
+}
+
+TEST(HttpE2eTest, MalformedHttpGetsA4xxAndTheServerKeepsServing) {
+  HttpServer server({"--max-http-body-bytes", "2048"});
+  ASSERT_TRUE(server.waitListening()) << server.process().stderrText();
+  const auto session = server.open();
+  const auto with = [&](std::map<std::string, std::string> extra) {
+    auto headers = session;
+    for (auto& [name, value] : extra) {
+      headers[name] = value;
+    }
+    return headers;
+  };
+  EXPECT_EQ(server.post("{\"jsonrpc\":", session).status, 400);
+  EXPECT_EQ(server.post(std::string(4096, ' ') + kPing, session).status, 413);
+  EXPECT_EQ(server.post(kPing, with({{"Content-Type", "text/plain"}})).status, 415);
+  EXPECT_EQ(server.post(kPing, with({{"Accept", ""}})).status, 406);
+  EXPECT_EQ(
+      server.post(kPing, with({{"Mcp-Session-Id", "0123456789abcdef0123456789abcdef"}})).status,
+      404);
+  EXPECT_EQ(server.post(kPing, with({{"Mcp-Session-Id", ""}})).status, 400);
+  EXPECT_EQ(server.send("GET", "", session).status, 405);
+  const Answer pong = server.post(kPing, session);
+  EXPECT_EQ(pong.status, 200);
+  EXPECT_EQ(pong.body, R"({"jsonrpc":"2.0","id":1,"result":{}})");
+}
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t found = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
+    ++found;
+  }
+  return found;
+}
+
+TEST(HttpE2eTest, SigtermEndsALongPollAndEveryRunWithinTwoSeconds) {
+  HttpServer server({"--log-level", "debug"});
+  ASSERT_TRUE(server.waitListening()) << server.process().stderrText();
+  const auto session = server.open();
+  const std::string run_id = runId(server.call(session, "start_run", R"({"code":"#fake: hang"})"));
+  auto poll = std::async(std::launch::async, [&] {
+    try {
+      return server
+          .post(R"({"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"get_result",)"
+                R"("arguments":{"run_id":")" +
+                    run_id + R"(","wait_seconds":60}}})",
+                session)
+          .status;
+    } catch (const Poco::Exception&) {
+      return -1;  // the connection was shut down under the answer
+    }
+  });
+  // The second tools/call the server logs is the poll: it is now waiting.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (count(server.process().stderrText(), "request tools/call") < 2 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(count(server.process().stderrText(), "request tools/call"), 2u);
+  const auto began = std::chrono::steady_clock::now();
+  server.process().signal(SIGTERM);
+  EXPECT_EQ(server.process().waitExit(5s), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - began, 2s);
+  EXPECT_EQ(poll.wait_for(5s), std::future_status::ready);
+  const std::string log = server.process().stderrText();
+  EXPECT_THAT(log, HasSubstr("run " + run_id + " finished: stopped"));
+  EXPECT_THAT(log, HasSubstr("every run stopped; exiting"));
+}
+
+}  // namespace
+}  // namespace scs::testing

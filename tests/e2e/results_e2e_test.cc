@@ -1,0 +1,268 @@
+#include <Poco/JSON/Array.h>
+#include <Poco/JSON/Object.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <initializer_list>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "support/mcp_client.h"
+
+// Issue 7 end to end over stdio with the fake backend, which plays the launcher's side of the
+// side channel: files out, structured exceptions, stdin, live output with offsets.
+namespace scs::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using Object = Poco::JSON::Object;
+using Array = Poco::JSON::Array;
+using namespace std::chrono_literals;
+
+const std::string kBinary = SCS_BINARY;
+
+Object::Ptr object(std::initializer_list<std::pair<std::string, Poco::Dynamic::Var>> members) {
+  Object::Ptr result = new Object;
+  for (const auto& [key, value] : members) {
+    result->set(key, value);
+  }
+  return result;
+}
+
+std::string toolText(const Object::Ptr& result) {
+  return result->getArray("content")->getObject(0)->getValue<std::string>("text");
+}
+
+std::string base64Decode(const std::string& text) {
+  static const std::string kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  unsigned bits = 0;
+  int count = 0;
+  for (const char c : text) {
+    if (c == '=') {
+      break;
+    }
+    bits = (bits << 6) | static_cast<unsigned>(kAlphabet.find(c));
+    count += 6;
+    if (count >= 8) {
+      count -= 8;
+      out.push_back(static_cast<char>((bits >> count) & 0xFF));
+    }
+  }
+  return out;
+}
+
+class Server {
+ public:
+  explicit Server(std::vector<std::string> extra = {}) : process_(kBinary, args(extra)) {
+    process_.initialize();
+  }
+
+  // The CallToolResult, which must not be an error.
+  Object::Ptr result(const std::string& tool, Object::Ptr arguments) {
+    Object::Ptr result = process_.callTool(tool, arguments);
+    EXPECT_FALSE(result->optValue<bool>("isError", false)) << toolText(result);
+    EXPECT_FALSE(result->getObject("structuredContent").isNull()) << toolText(result);
+    return result;
+  }
+
+  Object::Ptr call(const std::string& tool, Object::Ptr arguments) {
+    return result(tool, arguments)->getObject("structuredContent");
+  }
+
+  std::string errorOf(const std::string& tool, Object::Ptr arguments) {
+    Object::Ptr result = process_.callTool(tool, arguments);
+    EXPECT_TRUE(result->optValue<bool>("isError", false)) << toolText(result);
+    return toolText(result);
+  }
+
+  std::string start(Object::Ptr arguments) {
+    return call("start_run", arguments)->getValue<std::string>("run_id");
+  }
+
+  // get_result's CallToolResult once the run is final.
+  Object::Ptr finalResult(const std::string& run_id) {
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (true) {
+      Object::Ptr got = result("get_result", object({{"run_id", run_id}, {"wait_seconds", 5}}));
+      const std::string status =
+          got->getObject("structuredContent")->getValue<std::string>("status");
+      if ((status != "queued" && status != "running") ||
+          std::chrono::steady_clock::now() > deadline) {
+        return got;
+      }
+    }
+  }
+
+  Object::Ptr runToEnd(const std::string& code) {
+    return finalResult(start(object({{"code", code}})))->getObject("structuredContent");
+  }
+
+  McpProcess& process() { return process_; }
+
+ private:
+  static std::vector<std::string> args(std::vector<std::string> extra) {
+    std::vector<std::string> all = {"--backend", "fake", "--log-level", "debug"};
+    all.insert(all.end(), extra.begin(), extra.end());
+    return all;
+  }
+
+  McpProcess process_;
+};
+
+TEST(ResultsE2eTest, AnUncaughtExceptionIsStructuredAndTheTracebackIsOnStderr) {
+  Server server;
+  const Object::Ptr report =
+      server.runToEnd("#fake: stdout=before\\n exception=ValueError:bad\\svalue\n");
+  EXPECT_EQ(report->getValue<std::string>("status"), "failed");
+  EXPECT_EQ(report->getValue<int>("exit_code"), 1);
+  const Object::Ptr exception = report->getObject("exception");
+  ASSERT_FALSE(exception.isNull());
+  EXPECT_EQ(exception->getValue<std::string>("type"), "ValueError");
+  EXPECT_EQ(exception->getValue<std::string>("message"), "bad value");
+  EXPECT_THAT(exception->getValue<std::string>("traceback"),
+              HasSubstr("Traceback (most recent call last)"));
+  EXPECT_THAT(report->getValue<std::string>("stderr"), HasSubstr("ValueError: bad value"));
+  // The trailer is never output.
+  EXPECT_EQ(report->getValue<std::string>("stdout"), "before\n");
+  EXPECT_EQ(report->getValue<int>("stdout_bytes"), 7);
+  EXPECT_THAT(report->getValue<std::string>("stdout"), Not(HasSubstr("SCS-TRAILER")));
+}
+
+TEST(ResultsE2eTest, ARunWithoutExceptionHasNoExceptionField) {
+  Server server;
+  const Object::Ptr report = server.runToEnd("#fake: stdout=ok exit=2\n");
+  EXPECT_EQ(report->getValue<int>("exit_code"), 2);
+  EXPECT_FALSE(report->has("exception"));
+  EXPECT_FALSE(report->has("files"));
+}
+
+TEST(ResultsE2eTest, FilesOutComeBackAndAPngAlsoAsAnImageBlock) {
+  Server server;
+  const std::string png("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", 16);
+  const std::string run_id =
+      server.start(object({{"code",
+                            "#fake: outfile=result.csv:a,b\\n1,2\\n "
+                            "outfile=plot.png:\\x89PNG\\r\\n\\x1a\\n\\x00\\x00\\x00\\rIHDR\n"}}));
+  const Object::Ptr result = server.finalResult(run_id);
+  const Object::Ptr report = result->getObject("structuredContent");
+  EXPECT_EQ(report->getValue<std::string>("status"), "succeeded");
+  const Array::Ptr files = report->getArray("files");
+  ASSERT_FALSE(files.isNull()) << toolText(result);
+  ASSERT_EQ(files->size(), 2u);
+  const Object::Ptr csv = files->getObject(0);
+  EXPECT_EQ(csv->getValue<std::string>("path"), "result.csv");
+  EXPECT_EQ(csv->getValue<std::string>("encoding"), "utf-8");
+  EXPECT_EQ(csv->getValue<std::string>("content"), "a,b\n1,2\n");
+  EXPECT_EQ(csv->getValue<std::string>("mime_type"), "text/csv");
+  EXPECT_EQ(csv->getValue<int>("size"), 8);
+  const Object::Ptr plot = files->getObject(1);
+  EXPECT_EQ(plot->getValue<std::string>("encoding"), "base64");
+  EXPECT_EQ(base64Decode(plot->getValue<std::string>("content")), png);
+  EXPECT_EQ(plot->getValue<std::string>("mime_type"), "image/png");
+  EXPECT_FALSE(report->getValue<bool>("files_truncated"));
+
+  const Array::Ptr content = result->getArray("content");
+  ASSERT_EQ(content->size(), 2u);
+  EXPECT_EQ(content->getObject(0)->getValue<std::string>("type"), "text");
+  const Object::Ptr image = content->getObject(1);
+  EXPECT_EQ(image->getValue<std::string>("type"), "image");
+  EXPECT_EQ(image->getValue<std::string>("mimeType"), "image/png");
+  EXPECT_EQ(base64Decode(image->getValue<std::string>("data")), png);
+}
+
+TEST(ResultsE2eTest, OverTheFileCapIsFlagged) {
+  Server server({"--max-out-files", "1"});
+  const Object::Ptr report = server.runToEnd("#fake: outfile=a.txt:one outfile=b.txt:two\n");
+  ASSERT_EQ(report->getArray("files")->size(), 1u);
+  EXPECT_EQ(report->getArray("files")->getObject(0)->getValue<std::string>("path"), "a.txt");
+  EXPECT_TRUE(report->getValue<bool>("files_truncated"));
+  EXPECT_EQ(report->getValue<int>("files_omitted"), 1);
+}
+
+TEST(ResultsE2eTest, StdinReachesTheProgramAndIsCapped) {
+  Server server({"--max-stdin-bytes", "32"});
+  const std::string input = "line one\nline two\n";
+  const std::string run_id =
+      server.start(object({{"code", "#fake: echo_stdin\n"}, {"stdin", input}}));
+  EXPECT_EQ(
+      server.finalResult(run_id)->getObject("structuredContent")->getValue<std::string>("stdout"),
+      input);
+  EXPECT_THAT(
+      server.errorOf("start_run", object({{"code", "pass"}, {"stdin", std::string(33, 'x')}})),
+      HasSubstr("max is 32 bytes"));
+}
+
+TEST(ResultsE2eTest, OutputIsVisibleBeforeTheRunEndsAndOffsetsFetchOnlyWhatIsNew) {
+  Server server;
+  const std::string run_id =
+      server.start(object({{"code", "#fake: stdout=early\\n stderr=warning\\n hang\n"}}));
+  // The fake writes at start; poll until the output has arrived.
+  Object::Ptr live = server.call("get_result", object({{"run_id", run_id}}));
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (live->optValue<std::string>("stdout", "") != "early\n" &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+    live = server.call("get_result", object({{"run_id", run_id}}));
+  }
+  EXPECT_EQ(live->getValue<std::string>("status"), "running");
+  EXPECT_EQ(live->getValue<std::string>("stdout"), "early\n");
+  EXPECT_EQ(live->getValue<int>("stdout_bytes"), 6);
+  EXPECT_EQ(live->getValue<std::string>("stderr"), "warning\n");
+
+  const Object::Ptr newer =
+      server.call("get_result", object({{"run_id", run_id},
+                                        {"stdout_offset", live->getValue<int>("stdout_bytes")},
+                                        {"stderr_offset", 3}}));
+  EXPECT_EQ(newer->getValue<std::string>("status"), "running");
+  EXPECT_EQ(newer->getValue<std::string>("stdout"), "");
+  EXPECT_EQ(newer->getValue<int>("stdout_offset"), 6);
+  EXPECT_EQ(newer->getValue<std::string>("stderr"), "ning\n");
+  EXPECT_EQ(newer->getValue<int>("stderr_offset"), 3);
+
+  const Object::Ptr stopped = server.call("stop_run", object({{"run_id", run_id}}));
+  EXPECT_EQ(stopped->getValue<std::string>("status"), "stopped");
+  EXPECT_EQ(stopped->getValue<std::string>("stdout"), "early\n");
+  EXPECT_THAT(server.errorOf("get_result", object({{"run_id", run_id}, {"stdout_offset", -1}})),
+              HasSubstr("stdout_offset"));
+}
+
+TEST(ResultsE2eTest, AFloodIsCountedExactlyWithTheTrailerExcluded) {
+  Server server;
+  const Object::Ptr report = server.runToEnd("#fake: flood=20000000 outfile=a.txt:x\n");
+  EXPECT_EQ(report->getValue<std::int64_t>("stdout_bytes"), 20000000);
+  EXPECT_TRUE(report->getValue<bool>("stdout_truncated"));
+  ASSERT_FALSE(report->getArray("files").isNull());
+  EXPECT_EQ(report->getArray("files")->getObject(0)->getValue<std::string>("content"), "x");
+}
+
+TEST(ResultsE2eTest, TheControlDirectoryCannotBeSentAsFiles) {
+  Server server;
+  Array::Ptr files = new Array;
+  files->add(object({{"path", ".scs/control.json"}, {"content", "{}"}}));
+  EXPECT_THAT(server.errorOf("start_run", object({{"code", "pass"}, {"files", files}})),
+              HasSubstr(".scs"));
+}
+
+TEST(ResultsE2eTest, ToolsListTeachesFilesExceptionsLiveOutputStdinAndImports) {
+  Server server;
+  const Object::Ptr listed = server.process().request("tools/list", nullptr);
+  const Array::Ptr tools = listed->getObject("result")->getArray("tools");
+  std::string all;
+  for (std::size_t i = 0; i < tools->size(); ++i) {
+    all += tools->getObject(i)->getValue<std::string>("description") + "\n";
+  }
+  for (const char* needle :
+       {"/workspace/out", "exception", "stdout_offset", "stdin", "numpy", "matplotlib",
+        "sys.path.insert(0, \"/workspace\")", "peak_memory_bytes"}) {
+    EXPECT_THAT(all, HasSubstr(needle));
+  }
+}
+
+}  // namespace
+}  // namespace scs::testing

@@ -1,0 +1,216 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "runs/output.h"
+#include "runs/side_channel.h"
+
+namespace scs::runs {
+namespace {
+
+using namespace std::string_literals;
+using backend::Stream;
+
+const std::string kNonce = "0123456789abcdef0123456789abcdef";
+const std::string kMarker = trailerMarker(kNonce);
+const std::string kReplacement = "\xEF\xBF\xBD";
+
+// Output with near misses: a marker with the wrong nonce, a prefix that restarts on its own
+// first byte, and a prefix cut by a different byte.
+const std::string kUserOutput =
+    "line one\n\n\0SCS-TRAILER-ffffffffffffffffffffffffffffffff\0 "s
+    "\n\n\n\0SCS\n\0SCS-TRAILER-0123x tail\n"s;
+const std::string kTrailer = "{\"exception\":null,\"files\":[]}\n";
+
+TEST(TrailerDetectionTest, TheMarkerIsFoundWhereverTheWritesSplitIt) {
+  const std::string stream = kUserOutput + kMarker + kTrailer;
+  for (std::size_t a = 0; a <= stream.size(); ++a) {
+    for (std::size_t b = a; b <= stream.size(); ++b) {
+      OutputCapture capture(4096, kMarker, 4096);
+      capture.write(Stream::kStdout, stream.substr(0, a));
+      capture.write(Stream::kStdout, stream.substr(a, b - a));
+      capture.write(Stream::kStdout, stream.substr(b));
+      const CapturedOutput live = capture.snapshot(Stream::kStdout);
+      ASSERT_EQ(live.bytes, kUserOutput.size()) << "split at " << a << ", " << b;
+      capture.close();
+      const CapturedOutput out = capture.snapshot(Stream::kStdout);
+      ASSERT_EQ(out.text, toValidUtf8(kUserOutput)) << "split at " << a << ", " << b;
+      ASSERT_EQ(out.bytes, kUserOutput.size());
+      const OutputCapture::Trailer trailer = capture.takeTrailer();
+      ASSERT_TRUE(trailer.found);
+      ASSERT_FALSE(trailer.overflowed);
+      ASSERT_EQ(trailer.bytes, kTrailer) << "split at " << a << ", " << b;
+    }
+  }
+}
+
+TEST(TrailerDetectionTest, OneByteAtATime) {
+  const std::string stream = kUserOutput + kMarker + kTrailer;
+  OutputCapture capture(4096, kMarker, 4096);
+  for (const char byte : stream) {
+    capture.write(Stream::kStdout, std::string(1, byte));
+  }
+  capture.close();
+  EXPECT_EQ(capture.snapshot(Stream::kStdout).bytes, kUserOutput.size());
+  EXPECT_EQ(capture.takeTrailer().bytes, kTrailer);
+}
+
+TEST(TrailerDetectionTest, APartialMatchIsShownAndIsOutputWhenTheStreamEnds) {
+  OutputCapture capture(4096, kMarker, 4096);
+  const std::string partial = kMarker.substr(0, 10);
+  capture.write(Stream::kStdout, "abc" + partial);
+  const CapturedOutput live = capture.snapshot(Stream::kStdout);
+  EXPECT_EQ(live.text, toValidUtf8("abc" + partial));
+  EXPECT_EQ(live.bytes, 3u + partial.size());
+  EXPECT_EQ(capture.snapshot(Stream::kStdout, 3).text, toValidUtf8(partial));
+  capture.close();
+  const CapturedOutput out = capture.snapshot(Stream::kStdout);
+  EXPECT_EQ(out.bytes, 3u + partial.size());
+  EXPECT_EQ(out.text, toValidUtf8("abc" + partial));
+  EXPECT_FALSE(capture.takeTrailer().found);
+}
+
+TEST(TrailerDetectionTest, ALineEndIsShownAtOnceThoughAMarkerStartsWithOne) {
+  OutputCapture capture(4096, kMarker, 4096);
+  capture.write(Stream::kStdout, "progress 1\n");
+  EXPECT_EQ(capture.snapshot(Stream::kStdout).text, "progress 1\n");
+  EXPECT_EQ(capture.snapshot(Stream::kStdout).bytes, 11u);
+  capture.write(Stream::kStdout, kMarker + kTrailer);
+  capture.close();
+  EXPECT_EQ(capture.snapshot(Stream::kStdout).text, "progress 1\n");
+  EXPECT_EQ(capture.takeTrailer().bytes, kTrailer);
+}
+
+TEST(TrailerDetectionTest, AFailedMatchReleasesTheHeldBytes) {
+  OutputCapture capture(4096, kMarker, 4096);
+  capture.write(Stream::kStdout, "abc" + kMarker.substr(0, 20));
+  capture.write(Stream::kStdout, "Z and more");
+  const CapturedOutput live = capture.snapshot(Stream::kStdout);
+  EXPECT_EQ(live.bytes, 3u + 20u + 10u);
+  EXPECT_EQ(live.text, toValidUtf8("abc" + kMarker.substr(0, 20) + "Z and more"));
+}
+
+TEST(TrailerDetectionTest, EverythingAfterTheMarkerIsTrailerAndIsCapped) {
+  OutputCapture capture(4096, kMarker, 8);
+  capture.write(Stream::kStdout, "out" + kMarker + "0123456789");
+  capture.write(Stream::kStdout, "more after the trailer");
+  EXPECT_EQ(capture.snapshot(Stream::kStdout).text, "out");
+  const OutputCapture::Trailer trailer = capture.takeTrailer();
+  EXPECT_TRUE(trailer.found);
+  EXPECT_TRUE(trailer.overflowed);
+  EXPECT_EQ(trailer.bytes, "01234567");
+}
+
+TEST(TrailerDetectionTest, StderrAndCapturesWithoutAMarkerAreNotScanned) {
+  OutputCapture with_marker(4096, kMarker, 4096);
+  with_marker.write(Stream::kStderr, kMarker + "x");
+  with_marker.close();
+  EXPECT_EQ(with_marker.snapshot(Stream::kStderr).bytes, kMarker.size() + 1);
+  EXPECT_FALSE(with_marker.takeTrailer().found);
+
+  OutputCapture without(4096);
+  without.write(Stream::kStdout, kMarker + "x");
+  without.close();
+  EXPECT_EQ(without.snapshot(Stream::kStdout).bytes, kMarker.size() + 1);
+  EXPECT_FALSE(without.takeTrailer().found);
+}
+
+TEST(TrailerDetectionTest, AFloodIsCountedExactlyWithTheTrailerExcluded) {
+  OutputCapture capture(1024, kMarker, 4096);
+  const std::string chunk(65536, 'x');
+  const std::uint64_t chunks = 1600;  // 100 MiB
+  for (std::uint64_t i = 0; i < chunks; ++i) {
+    capture.write(Stream::kStdout, chunk);
+  }
+  capture.write(Stream::kStdout, kMarker + kTrailer);
+  capture.close();
+  const CapturedOutput out = capture.snapshot(Stream::kStdout);
+  EXPECT_EQ(out.bytes, chunks * chunk.size());
+  EXPECT_TRUE(out.truncated);
+  EXPECT_EQ(out.text.back(), 'x');
+  EXPECT_EQ(capture.takeTrailer().bytes, kTrailer);
+}
+
+class OffsetTest : public ::testing::Test {
+ protected:
+  // Head "0123456789", dropped "abcdefghij", tail "ABCDEFGHIJ".
+  OffsetTest() : capture_(20) {
+    capture_.write(Stream::kStdout, "0123456789abcdefghijABCDEFGHIJ");
+    capture_.close();
+  }
+  CapturedOutput from(std::uint64_t offset) { return capture_.snapshot(Stream::kStdout, offset); }
+  OutputCapture capture_;
+};
+
+TEST_F(OffsetTest, ZeroIsTheWholeRetainedText) {
+  const CapturedOutput out = from(0);
+  EXPECT_EQ(out.text, "0123456789\n[... 10 bytes omitted ...]\nABCDEFGHIJ");
+  EXPECT_EQ(out.offset, 0u);
+  EXPECT_EQ(out.bytes, 30u);
+  EXPECT_TRUE(out.truncated);
+}
+
+TEST_F(OffsetTest, InTheHeadStartsThere) {
+  const CapturedOutput out = from(5);
+  EXPECT_EQ(out.text, "56789\n[... 10 bytes omitted ...]\nABCDEFGHIJ");
+  EXPECT_EQ(out.offset, 5u);
+}
+
+TEST_F(OffsetTest, InTheDroppedMiddleStartsAtTheTail) {
+  for (std::uint64_t offset : {10u, 15u, 19u}) {
+    const CapturedOutput out = from(offset);
+    EXPECT_EQ(out.text, "ABCDEFGHIJ") << offset;
+    EXPECT_EQ(out.offset, 20u) << offset;
+  }
+}
+
+TEST_F(OffsetTest, InTheTailStartsThere) {
+  const CapturedOutput out = from(25);
+  EXPECT_EQ(out.text, "FGHIJ");
+  EXPECT_EQ(out.offset, 25u);
+}
+
+TEST_F(OffsetTest, AtOrPastTheEndIsEmpty) {
+  for (std::uint64_t offset : {30u, 31u, 1000000u}) {
+    const CapturedOutput out = from(offset);
+    EXPECT_EQ(out.text, "") << offset;
+    EXPECT_EQ(out.offset, 30u) << offset;
+    EXPECT_EQ(out.bytes, 30u);
+  }
+}
+
+TEST(LiveOffsetTest, FetchingFromTheLastCountReassemblesTheStreamExactly) {
+  // Characters cut by a write boundary are held back, and the next fetch starts at their
+  // first byte, so the concatenated texts equal the stream.
+  const std::string stream =
+      "ab\xE2\x82\xAC"
+      "cd\xF0\x9F\x98\x80"
+      "e\xC3\xA9"
+      "f";
+  for (std::size_t step = 1; step <= 4; ++step) {
+    OutputCapture capture(4096);
+    std::string assembled;
+    std::uint64_t next = 0;
+    for (std::size_t at = 0; at < stream.size(); at += step) {
+      capture.write(Stream::kStdout, stream.substr(at, step));
+      const CapturedOutput out = capture.snapshot(Stream::kStdout, next);
+      ASSERT_EQ(out.offset, assembled.size()) << "step " << step << " at " << at;
+      assembled += out.text;
+      next = out.bytes;
+    }
+    EXPECT_EQ(assembled, stream) << "step " << step;
+  }
+}
+
+TEST(LiveOffsetTest, ACutCharacterIsReplacedOnlyOnceTheStreamHasEnded) {
+  OutputCapture capture(4096);
+  capture.write(Stream::kStdout, "ok\xE2\x82");
+  EXPECT_EQ(capture.snapshot(Stream::kStdout).text, "ok");
+  EXPECT_EQ(capture.snapshot(Stream::kStdout).bytes, 4u);
+  capture.close();
+  EXPECT_EQ(capture.snapshot(Stream::kStdout).text, "ok" + kReplacement);
+}
+
+}  // namespace
+}  // namespace scs::runs

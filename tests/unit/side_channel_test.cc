@@ -1,0 +1,212 @@
+#include "runs/side_channel.h"
+
+#include <Poco/JSON/Object.h>
+#include <Poco/JSON/Parser.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <variant>
+
+#include "policy/files.h"
+
+namespace scs::runs {
+namespace {
+
+using namespace std::string_literals;
+using ::testing::HasSubstr;
+
+const std::string kNonce = "0123456789abcdef0123456789abcdef";
+
+RunResults parsedOk(const std::string& trailer, const OutFileCaps& caps = {}) {
+  auto parsed = parseTrailer(trailer, caps);
+  if (auto* problem = std::get_if<std::string>(&parsed)) {
+    ADD_FAILURE() << "parse failed: " << *problem << "\n" << trailer;
+    return {};
+  }
+  return std::get<RunResults>(parsed);
+}
+
+std::string parseProblem(const std::string& trailer) {
+  auto parsed = parseTrailer(trailer, OutFileCaps{});
+  if (!std::holds_alternative<std::string>(parsed)) {
+    ADD_FAILURE() << "parsed: " << trailer;
+    return {};
+  }
+  return std::get<std::string>(parsed);
+}
+
+std::string fileJson(const std::string& path, const std::string& base64) {
+  return R"({"path":")" + path + R"(","size":1,"content_base64":")" + base64 + R"("})";
+}
+
+TEST(SideChannelTest, MarkerIsNewlineNulTagNonceNul) {
+  EXPECT_EQ(trailerMarker(kNonce), "\n\0SCS-TRAILER-"s + kNonce + "\0"s);
+}
+
+TEST(SideChannelTest, ControlFilesCarryTheNonceTheCapsAndStdin) {
+  const OutFileCaps caps{3, 100, 200};
+  const std::vector<policy::File> without = controlFiles(kNonce, caps, std::nullopt);
+  ASSERT_EQ(without.size(), 1u);
+  EXPECT_EQ(without[0].path, ".scs/control.json");
+  const auto control =
+      Poco::JSON::Parser().parse(without[0].content).extract<Poco::JSON::Object::Ptr>();
+  EXPECT_EQ(control->getValue<std::string>("nonce"), kNonce);
+  EXPECT_EQ(control->getValue<std::string>("out_dir"), "/workspace/out");
+  EXPECT_EQ(control->getValue<int>("max_files"), 3);
+  EXPECT_EQ(control->getValue<int>("max_file_bytes"), 100);
+  EXPECT_EQ(control->getValue<int>("max_total_bytes"), 200);
+  EXPECT_FALSE(control->getValue<bool>("stdin"));
+
+  const std::vector<policy::File> with = controlFiles(kNonce, caps, "line\0two"s);
+  ASSERT_EQ(with.size(), 2u);
+  EXPECT_THAT(with[0].content, HasSubstr(R"("stdin":true)"));
+  EXPECT_EQ(with[1].path, ".scs/stdin");
+  EXPECT_EQ(with[1].content, "line\0two"s);
+}
+
+TEST(SideChannelTest, TrailerCapHoldsEveryFileAtItsCapInBase64) {
+  const OutFileCaps caps{20, 8u << 20, 16u << 20};
+  EXPECT_GE(trailerCapBytes(caps), (16u << 20) / 3 * 4 + 20 * 1024);
+}
+
+TEST(SideChannelTest, ParsesExceptionAndFiles) {
+  const RunResults results = parsedOk(
+      R"({"exception":{"type":"ValueError","message":"bad \u00e9","traceback":"Traceback ...\nValueError: bad"},)"
+      R"("files":[{"path":"plot.png","size":3,"content_base64":"iVBO"},)"
+      R"({"path":"sub/a.txt","size":5,"content_base64":"aGVsbG8="}],)"
+      R"("files_truncated":false,"files_omitted":0})"
+      "\n");
+  ASSERT_TRUE(results.exception);
+  EXPECT_EQ(results.exception->type, "ValueError");
+  EXPECT_EQ(results.exception->message, "bad \xC3\xA9");
+  EXPECT_EQ(results.exception->traceback, "Traceback ...\nValueError: bad");
+  ASSERT_EQ(results.files.size(), 2u);
+  EXPECT_EQ(results.files[0].path, "plot.png");
+  EXPECT_EQ(results.files[0].content, "\x89PN");
+  EXPECT_EQ(results.files[1].path, "sub/a.txt");
+  EXPECT_EQ(results.files[1].content, "hello");
+  EXPECT_FALSE(results.files_truncated);
+  EXPECT_EQ(results.files_omitted, 0u);
+}
+
+TEST(SideChannelTest, NullExceptionAndNoFilesIsAnEmptyResult) {
+  const RunResults results = parsedOk(R"({"exception":null,"files":[],"files_truncated":false})");
+  EXPECT_FALSE(results.exception);
+  EXPECT_TRUE(results.files.empty());
+  EXPECT_FALSE(results.files_truncated);
+}
+
+TEST(SideChannelTest, TheLaunchersOwnTruncationIsKept) {
+  const RunResults results =
+      parsedOk(R"({"exception":null,"files":[],"files_truncated":true,"files_omitted":4})");
+  EXPECT_TRUE(results.files_truncated);
+  EXPECT_EQ(results.files_omitted, 4u);
+}
+
+TEST(SideChannelTest, MalformedTrailersAreErrors) {
+  EXPECT_THAT(parseProblem("not json"), HasSubstr("not JSON"));
+  EXPECT_THAT(parseProblem("[1,2]"), HasSubstr("not a JSON object"));
+  EXPECT_THAT(parseProblem("{\"exception\":null}\n{}\n"), HasSubstr("more than one line"));
+  EXPECT_THAT(parseProblem(R"({"exception":"boom"})"), HasSubstr("exception"));
+  EXPECT_THAT(parseProblem(R"({"exception":{"type":"E","message":1,"traceback":""}})"),
+              HasSubstr("exception"));
+  EXPECT_THAT(parseProblem(R"({"files":{}})"), HasSubstr("files"));
+  EXPECT_THAT(parseProblem(R"({"files":[{"path":"a"}]})"), HasSubstr("content_base64"));
+  EXPECT_THAT(parseProblem(R"({"files":[)" + fileJson("a", "QUJD=") + "]}"),
+              HasSubstr("not base64"));
+  EXPECT_THAT(parseProblem(R"({"files_omitted":-1})"), HasSubstr("files_omitted"));
+  EXPECT_THAT(parseProblem(R"({"files_truncated":"yes"})"), HasSubstr("files_truncated"));
+  // Cut short, as when the run was killed in the middle of the trailer.
+  EXPECT_THAT(parseProblem(R"({"exception":null,"files":[{"path":"a","si)"), HasSubstr("not JSON"));
+}
+
+TEST(SideChannelTest, UnsafePathsAreLeftOutAndCounted) {
+  const RunResults results =
+      parsedOk(R"({"files":[)" + fileJson("/etc/passwd", "eA==") + "," + fileJson("../x", "eA==") +
+               "," + fileJson("a//b", "eA==") + "," + fileJson("./a", "eA==") + "," +
+               fileJson("", "eA==") + "," + fileJson("ok/name.txt", "eA==") + "]}");
+  ASSERT_EQ(results.files.size(), 1u);
+  EXPECT_EQ(results.files[0].path, "ok/name.txt");
+  EXPECT_EQ(results.files_omitted, 5u);
+  EXPECT_TRUE(results.files_truncated);
+}
+
+TEST(SideChannelTest, CapsOnCountSizeAndTotalAreEnforcedHereToo) {
+  // "QUJD" is 3 bytes, "QUJDREVG" is 6.
+  const std::string trailer = R"({"files":[)" + fileJson("a", "QUJD") + "," +
+                              fileJson("big", "QUJDREVG") + "," + fileJson("b", "QUJD") + "," +
+                              fileJson("c", "QUJD") + "]}";
+  const RunResults by_size = parsedOk(trailer, OutFileCaps{10, 5, 100});
+  ASSERT_EQ(by_size.files.size(), 3u);
+  EXPECT_EQ(by_size.files_omitted, 1u);
+  EXPECT_TRUE(by_size.files_truncated);
+
+  const RunResults by_count = parsedOk(trailer, OutFileCaps{2, 100, 100});
+  ASSERT_EQ(by_count.files.size(), 2u);
+  EXPECT_EQ(by_count.files[1].path, "big");
+  EXPECT_EQ(by_count.files_omitted, 2u);
+
+  // A file that does not fit is left out; a later, smaller one may still fit.
+  const RunResults by_total = parsedOk(trailer, OutFileCaps{10, 100, 7});
+  ASSERT_EQ(by_total.files.size(), 2u);
+  EXPECT_EQ(by_total.files[1].path, "b");
+  EXPECT_EQ(by_total.files_omitted, 2u);
+}
+
+TEST(SideChannelTest, LongExceptionFieldsAreCapped) {
+  const std::string long_text(20000, 'x');
+  const RunResults results = parsedOk(R"({"exception":{"type":")" + long_text + R"(","message":")" +
+                                      long_text + R"(","traceback":")" + long_text + "END\"}}");
+  ASSERT_TRUE(results.exception);
+  EXPECT_LE(results.exception->type.size(), 300u);
+  EXPECT_LE(results.exception->message.size(), 8u * 1024 + 3);
+  EXPECT_LE(results.exception->traceback.size(), 8u * 1024 + 6);
+  EXPECT_THAT(results.exception->traceback, ::testing::EndsWith("xxEND"));
+}
+
+TEST(SideChannelTest, MimeTypesComeFromTheBytesForImagesAndTheNameOtherwise) {
+  EXPECT_EQ(mimeTypeOf("plot.png", "\x89PNG\r\n\x1a\nrest"), "image/png");
+  EXPECT_EQ(mimeTypeOf("no_extension", "\x89PNG\r\n\x1a\nrest"), "image/png");
+  EXPECT_EQ(mimeTypeOf("fake.png", "hello"), "application/octet-stream");
+  EXPECT_EQ(mimeTypeOf("a.jpg", "\xFF\xD8\xFF\xE0"), "image/jpeg");
+  EXPECT_EQ(mimeTypeOf("a.gif", "GIF89a..."), "image/gif");
+  EXPECT_EQ(mimeTypeOf("chart.SVG", "<?xml version=\"1.0\"?><svg></svg>"), "image/svg+xml");
+  EXPECT_EQ(mimeTypeOf("chart.svg", "not an image"), "application/octet-stream");
+  EXPECT_EQ(mimeTypeOf("data.csv", "a,b\n1,2\n"), "text/csv");
+  EXPECT_EQ(mimeTypeOf("notes.txt", "hi"), "text/plain");
+  EXPECT_EQ(mimeTypeOf("r.json", "{}"), "application/json");
+  EXPECT_EQ(mimeTypeOf("doc.pdf", "%PDF-1.7"), "application/pdf");
+  EXPECT_EQ(mimeTypeOf("blob", "\x01\x02"), "application/octet-stream");
+
+  EXPECT_TRUE(isDisplayableImage("image/png", "\x89PNG\r\n\x1a\n"));
+  EXPECT_FALSE(isDisplayableImage("image/png", "GIF89a"));
+  EXPECT_TRUE(isDisplayableImage("image/svg+xml", "<svg/>"));
+  EXPECT_FALSE(isDisplayableImage("application/pdf", "%PDF-1.7"));
+  EXPECT_FALSE(isDisplayableImage("text/plain", "hi"));
+}
+
+TEST(ReservedControlPathTest, FilesUnderDotScsAreRefused) {
+  for (const std::string path : {".scs/control.json", ".scs", "./.scs/stdin", ".scs/x/y"}) {
+    Poco::JSON::Array::Ptr files = new Poco::JSON::Array;
+    Poco::JSON::Object::Ptr file = new Poco::JSON::Object;
+    file->set("path", path);
+    file->set("content", "{}");
+    files->add(file);
+    auto resolved = policy::resolveFiles("print(1)", files, policy::FileSettings{});
+    ASSERT_TRUE(std::holds_alternative<policy::FilesRejection>(resolved)) << path;
+    EXPECT_THAT(std::get<policy::FilesRejection>(resolved).message, HasSubstr("\".scs\"")) << path;
+  }
+  for (const std::string path : {".scsx/a", "a/.scs/b", "scs/control.json"}) {
+    Poco::JSON::Array::Ptr files = new Poco::JSON::Array;
+    Poco::JSON::Object::Ptr file = new Poco::JSON::Object;
+    file->set("path", path);
+    file->set("content", "{}");
+    files->add(file);
+    auto resolved = policy::resolveFiles("print(1)", files, policy::FileSettings{});
+    EXPECT_TRUE(std::holds_alternative<std::vector<policy::File>>(resolved)) << path;
+  }
+}
+
+}  // namespace
+}  // namespace scs::runs
