@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/base64.h"
 #include "support/mcp_client.h"
 
 // Issue 7 end to end over stdio with the fake backend, which plays the launcher's side of the
@@ -37,25 +38,6 @@ std::string toolText(const Object::Ptr& result) {
   return result->getArray("content")->getObject(0)->getValue<std::string>("text");
 }
 
-std::string base64Decode(const std::string& text) {
-  static const std::string kAlphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  unsigned bits = 0;
-  int count = 0;
-  for (const char c : text) {
-    if (c == '=') {
-      break;
-    }
-    bits = (bits << 6) | static_cast<unsigned>(kAlphabet.find(c));
-    count += 6;
-    if (count >= 8) {
-      count -= 8;
-      out.push_back(static_cast<char>((bits >> count) & 0xFF));
-    }
-  }
-  return out;
-}
 
 class Server {
  public:

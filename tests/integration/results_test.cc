@@ -13,6 +13,7 @@
 #include <string>
 
 #include "integration/harness.h"
+#include "support/base64.h"
 
 namespace scs::integration {
 namespace {
@@ -24,25 +25,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-std::string base64Decode(const std::string& text) {
-  static const std::string kAlphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  unsigned bits = 0;
-  int count = 0;
-  for (const char c : text) {
-    if (c == '=') {
-      break;
-    }
-    bits = (bits << 6) | static_cast<unsigned>(kAlphabet.find(c));
-    count += 6;
-    if (count >= 8) {
-      count -= 8;
-      out.push_back(static_cast<char>((bits >> count) & 0xFF));
-    }
-  }
-  return out;
-}
+using scs::testing::base64Decode;
 
 Object::Ptr argumentsOf(const std::string& run_id) {
   Object::Ptr arguments = new Object;

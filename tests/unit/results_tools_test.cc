@@ -17,6 +17,7 @@
 
 #include "mcp/tools.h"
 #include "runs/side_channel.h"
+#include "support/base64.h"
 
 namespace scs::mcp {
 namespace {
@@ -204,25 +205,7 @@ std::string compact(const Object::Ptr& object) {
   return out.str();
 }
 
-std::string base64Decode(const std::string& text) {
-  static const std::string kAlphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  unsigned bits = 0;
-  int count = 0;
-  for (const char c : text) {
-    if (c == '=') {
-      break;
-    }
-    bits = (bits << 6) | static_cast<unsigned>(kAlphabet.find(c));
-    count += 6;
-    if (count >= 8) {
-      count -= 8;
-      out.push_back(static_cast<char>((bits >> count) & 0xFF));
-    }
-  }
-  return out;
-}
+using scs::testing::base64Decode;
 
 // Every key of `value` is in `schema` (recursively through objects and arrays), with the
 // schema's required keys present.
