@@ -104,6 +104,11 @@ TEST(SideChannelTest, TheLaunchersOwnTruncationIsKept) {
   EXPECT_EQ(results.files_omitted, 4u);
 }
 
+TEST(SideChannelTest, ACountBeyondInt64IsStillACount) {
+  EXPECT_EQ(parsedOk(R"({"files_omitted":9223372036854775808})").files_omitted,
+            9223372036854775808u);
+}
+
 TEST(SideChannelTest, MalformedTrailersAreErrors) {
   EXPECT_THAT(parseProblem("not json"), HasSubstr("not JSON"));
   EXPECT_THAT(parseProblem("[1,2]"), HasSubstr("not a JSON object"));
@@ -116,6 +121,9 @@ TEST(SideChannelTest, MalformedTrailersAreErrors) {
   EXPECT_THAT(parseProblem(R"({"files":[)" + fileJson("a", "QUJD=") + "]}"),
               HasSubstr("not base64"));
   EXPECT_THAT(parseProblem(R"({"files_omitted":-1})"), HasSubstr("files_omitted"));
+  EXPECT_THAT(parseProblem(R"({"files_omitted":true})"), HasSubstr("files_omitted"));
+  EXPECT_THAT(parseProblem(R"({"files_omitted":false})"), HasSubstr("files_omitted"));
+  EXPECT_THAT(parseProblem(R"({"files_omitted":-9223372036854775809})"), HasSubstr("files_omitted"));
   EXPECT_THAT(parseProblem(R"({"files_truncated":"yes"})"), HasSubstr("files_truncated"));
   // Cut short, as when the run was killed in the middle of the trailer.
   EXPECT_THAT(parseProblem(R"({"exception":null,"files":[{"path":"a","si)"), HasSubstr("not JSON"));

@@ -847,11 +847,17 @@ void RunManager::Impl::finish(Run& run, Outcome& outcome) {
     if (trailer.overflowed) {
       logger().warning("run " + run.id + ": the launcher's trailer is over its cap; ignored");
     } else if (trailer.found) {
-      auto parsed = parseTrailer(trailer.bytes, settings_.out_files);
-      if (auto* problem = std::get_if<std::string>(&parsed)) {
-        logger().warning("run " + run.id + ": ignoring a malformed trailer: " + *problem);
-      } else {
-        results = std::move(std::get<RunResults>(parsed));
+      // The trailer is written inside the sandbox: untrusted, so nothing in it may end the run
+      // thread before the run is reported and its slot released.
+      try {
+        auto parsed = parseTrailer(trailer.bytes, settings_.out_files);
+        if (auto* problem = std::get_if<std::string>(&parsed)) {
+          logger().warning("run " + run.id + ": ignoring a malformed trailer: " + *problem);
+        } else {
+          results = std::move(std::get<RunResults>(parsed));
+        }
+      } catch (const std::exception& e) {
+        logger().error("run " + run.id + ": ignoring a trailer that failed to parse: " + e.what());
       }
     }
   }

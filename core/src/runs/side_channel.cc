@@ -244,7 +244,9 @@ std::variant<RunResults, std::string> parseTrailer(std::string_view trailer,
   }
   if (root.has("files_omitted")) {
     const Var omitted = root.get("files_omitted");
-    if (!omitted.isInteger() || omitted.convert<std::int64_t>() < 0) {
+    // Poco counts a bool as an integer, and converting 2^63 or more to int64 throws.
+    if (!omitted.isInteger() || omitted.isBoolean() ||
+        (omitted.isSigned() && omitted.convert<std::int64_t>() < 0)) {
       return std::string("\"files_omitted\" is not a count");
     }
     results.files_omitted = omitted.convert<std::uint64_t>();
