@@ -268,7 +268,7 @@ TEST_F(EngineRestartTest, RunEndsAsSandboxErrorServerKeepsServingAndRecovers) {
   awaitRunningContainer(*server, victim);
 
   ASSERT_EQ(::kill(dockerd_pid, SIGTERM), 0);
-  ASSERT_TRUE(eventually([&] { return !processExists(dockerd_pid); }, seconds(60)))
+  ASSERT_TRUE(eventually([pid = dockerd_pid] { return !processExists(pid); }, seconds(60)))
       << "dockerd did not stop within 60 s of SIGTERM";
 
   const auto report = awaitFinal(*server, victim, seconds(60));
