@@ -12,6 +12,7 @@
 #   SCS_BUILD_DIR        build directory (default: build)
 #   SCS_BUILD_TYPE       CMake build type of a new build directory (default: RelWithDebInfo)
 #   SCS_JOBS             parallel build jobs (default: nproc)
+#   SCS_WITH_FUZZ=0      do not install clang and libFuzzer (./scripts/fuzz needs them)
 #   IMAGE                the server's sandbox image (default: safe-code-sandbox:latest); when it
 #                        names a flavour (safe-code-sandbox:minimal, :scientific, or :latest,
 #                        which is scientific), that flavour is built too
@@ -44,6 +45,8 @@ is_installed() {
 install_missing_packages() {
   local wanted=(build-essential cmake pkg-config libpoco-dev libboost-dev
                 libboost-filesystem-dev libgtest-dev libgmock-dev googletest)
+  # clang with libFuzzer for ./scripts/fuzz, which ./scripts/test runs.
+  [[ "${SCS_WITH_FUZZ:-1}" == 0 ]] || wanted+=(clang libclang-rt-14-dev)
   # Node may come from elsewhere (nodesource, nvm): Debian's nodejs only when there is no node.
   command -v node >/dev/null || wanted+=(nodejs)
   command -v npm >/dev/null || wanted+=(npm)
