@@ -360,8 +360,8 @@ Status DockerBackend::start(const std::string& id, backend::OutputSink* sink) {
       wait_connection->abort();
       return started;
     }
-    log(LogLevel::kDebug, "docker: start " + shortId(id) + ": attach " + attach_took +
-                              ", wait " + wait_took + ", start " + millisSince(start_began));
+    log(LogLevel::kDebug, "docker: start " + shortId(id) + ": attach " + attach_took + ", wait " +
+                              wait_took + ", start " + millisSince(start_began));
     std::lock_guard<std::mutex> lock(mu_);
     if (sandbox->removing) {
       attached->abort();

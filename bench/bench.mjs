@@ -1,0 +1,990 @@
+// The benchmark behind `bench/run` (see docs/BENCHMARKS.md). Progress goes to stderr; the
+// final table goes to stdout and to bench/results/<date>.md, every sample to <date>.json.
+//
+// Contenders for one trivial run (`print(1)`), measured round-robin in one process so that
+// load drifts hit all of them alike:
+//   mcp       the server over stdio with the official MCP SDK client: start_run, then
+//             get_result with wait_seconds until the report is final
+//   docker    `docker run --rm` with the server's controls as flags, `python3 -I -c`
+//   floor     the Engine API alone: create, wait (registered), start, wait body, remove
+//   prepared  the Engine API with a sandbox created and started ahead of need (the launcher
+//             idles on stdin): write the code, read the output to its end and the exit
+//             record. Informational: the floor for the "prepared sandbox" design.
+import { spawn, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, '..');
+
+function envInt(name, fallback) {
+  const text = process.env[name];
+  if (text === undefined || text === '') {
+    return fallback;
+  }
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 0) {
+    throw new Error(`${name} must be a whole number, not '${text}'`);
+  }
+  return value;
+}
+
+const quick = process.env.BENCH_QUICK === '1';
+const cfg = {
+  runs: envInt('BENCH_RUNS', quick ? 10 : 50),
+  warmup: envInt('BENCH_WARMUP', quick ? 2 : 5),
+  throughput: envInt('BENCH_THROUGHPUT', quick ? 20 : 200),
+  concurrency: envInt('BENCH_CONCURRENCY', 4),
+  soak: envInt('BENCH_SOAK', quick ? 100 : 1000),
+  floodMiB: envInt('BENCH_FLOOD_MB', 100),
+  runsc: process.env.BENCH_RUNSC ?? 'auto',  // auto | 0 | 1
+  phases: (process.env.BENCH_PHASES ?? 'latency,runsc,throughput,memory,soak').split(','),
+  server: process.env.BENCH_SERVER ?? path.join(root, 'build-bench', 'safe-code-sandbox'),
+  // A second server binary measured as one more contender (e.g. a prototype), or empty.
+  compare: process.env.BENCH_COMPARE ?? '',
+  compareArgs: (process.env.BENCH_COMPARE_ARGS ?? '').split(' ').filter(Boolean),
+  image: process.env.BENCH_IMAGE ?? 'safe-code-sandbox:latest',
+  seccomp: process.env.BENCH_SECCOMP ?? path.join(root, 'docker', 'seccomp.json'),
+  socket: process.env.BENCH_DOCKER_SOCKET ?? '/var/run/docker.sock',
+  logLevel: process.env.BENCH_LOG_LEVEL ?? 'debug',
+  resultsDir: process.env.BENCH_RESULTS ?? path.join(here, 'results'),
+  label: process.env.BENCH_LABEL ?? '',
+};
+
+const FINAL = new Set(['succeeded', 'failed', 'timed_out', 'out_of_memory', 'stopped',
+  'sandbox_error']);
+const TRIVIAL = 'print(1)';
+const BENCH_LABEL = 'io.scs.bench';
+
+// What the server's sandbox gets by default (5 GB, 2 cpus, 256 processes, 600 s): the same
+// controls, spelled as `docker run` flags and as an Engine API create body.
+const sandbox = {
+  user: '10001:10001',
+  env: ['PATH=/usr/local/bin:/usr/bin:/bin', 'HOME=/tmp', 'LANG=C.UTF-8',
+    'PYTHONDONTWRITEBYTECODE=1', 'PYTHONUNBUFFERED=1', 'MPLBACKEND=Agg', 'OMP_NUM_THREADS=2',
+    'OPENBLAS_NUM_THREADS=2'],
+  tmpfs: {
+    '/tmp': 'rw,noexec,nosuid,nodev,size=134217728,nr_inodes=4096,mode=1777',
+    '/workspace': 'rw,noexec,nosuid,nodev,size=536870912,nr_inodes=16384,mode=0700,uid=10001,' +
+      'gid=10001',
+  },
+  memory: 5 * 1024 ** 3,
+  nanoCpus: 2e9,
+  pids: 256,
+  ulimits: [{ Name: 'nofile', Soft: 1024, Hard: 1024 },
+    { Name: 'fsize', Soft: 268435456, Hard: 268435456 }, { Name: 'core', Soft: 0, Hard: 0 }],
+  shm: 64 * 1024 ** 2,
+  oomScoreAdj: 500,
+};
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers
+
+const t0 = Date.now();
+function progress(message) {
+  const seconds = ((Date.now() - t0) / 1000).toFixed(0).padStart(4);
+  const load = os.loadavg()[0].toFixed(2);
+  process.stderr.write(`[bench ${seconds}s load ${load}] ${message}\n`);
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function percentile(samples, p) {
+  if (samples.length === 0) {
+    return NaN;
+  }
+  const sorted = [...samples].sort((a, b) => a - b);
+  // Nearest rank: the smallest sample with at least p% of the samples at or below it.
+  const rank = Math.max(1, Math.ceil((p / 100) * sorted.length));
+  return sorted[rank - 1];
+}
+
+function summary(samples) {
+  return {
+    n: samples.length,
+    p50: percentile(samples, 50),
+    p95: percentile(samples, 95),
+    min: Math.min(...samples),
+    max: Math.max(...samples),
+  };
+}
+
+function procStatus(pid) {
+  const text = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  const field = (name) => {
+    const match = text.match(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm'));
+    return match ? Number(match[1]) * 1024 : NaN;
+  };
+  return { rss: field('VmRSS'), hwm: field('VmHWM'), threads: Number(text.match(/^Threads:\s+(\d+)/m)?.[1]) };
+}
+
+const mib = (bytes) => bytes / 1024 ** 2;
+
+function sh(command, args) {
+  return execFileSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
+    .trim();
+}
+
+// Sandboxes of one server process (other servers may share the engine), or of any.
+function managedContainers(pid) {
+  const label = pid === undefined ? 'io.scs.managed' : `io.scs.owner-pid=${pid}`;
+  const out = sh('docker', ['ps', '-aq', '--filter', 'label=io.scs.managed', '--filter',
+    `label=${label}`]);
+  return out === '' ? [] : out.split('\n');
+}
+
+function removeBenchLeftovers() {
+  const out = sh('docker', ['ps', '-aq', '--filter', `label=${BENCH_LABEL}`]);
+  if (out !== '') {
+    sh('docker', ['rm', '-f', ...out.split('\n')]);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The server through the official SDK client
+
+class Server {
+  static async start(runtime, { logLevel = cfg.logLevel, extraArgs = [], binary = cfg.server } = {}) {
+    const args = ['--image', cfg.image, '--runtime', runtime, '--seccomp-profile', cfg.seccomp,
+      '--max-queue', String(Math.max(64, cfg.throughput + 8)), '--log-level', logLevel,
+      ...extraArgs];
+    const transport = new StdioClientTransport({ command: binary, args, stderr: 'pipe' });
+    const server = new Server(transport);
+    transport.stderr.on('data', (chunk) => server.onLog(chunk.toString()));
+    server.client = new Client({ name: 'scs-bench', version: '1.0.0' });
+    await server.client.connect(transport);
+    await server.client.listTools();  // the SDK validates structuredContent against these
+    server.pid = transport.pid;
+    return server;
+  }
+
+  constructor(transport) {
+    this.transport = transport;
+    this.partial = '';
+    this.steps = {};
+    this.errors = [];
+  }
+
+  // Collects the docker plugin's per-step debug timings and any warning or error line.
+  onLog(text) {
+    const lines = (this.partial + text).split('\n');
+    this.partial = lines.pop();
+    for (const line of lines) {
+      if (/ (Warning|Error|Critical|Fatal) /.test(line) && this.errors.length < 20) {
+        this.errors.push(line);
+      }
+      const add = (name, value) => (this.steps[name] ??= []).push(Number(value));
+      let m;
+      if ((m = line.match(/docker: create \S+ took ([\d.]+) ms/))) {
+        add('create', m[1]);
+      } else if ((m = line.match(/docker: inspect \S+ took ([\d.]+) ms/))) {
+        add('inspect (posture)', m[1]);
+      } else if ((m = line.match(/docker: start \S+: attach ([\d.]+) ms, wait ([\d.]+) ms, start ([\d.]+) ms/))) {
+        add('attach', m[1]);
+        add('register wait', m[2]);
+        add('start', m[3]);
+      } else if ((m = line.match(/after start: output ended ([\d.]+) ms, wait body ([\d.]+) ms, inspect ([\d.]+) ms, die event ([\d.]+) ms/))) {
+        add('start -> output ended', m[1]);
+        add('output ended -> exit record', String(Number(m[2]) - Number(m[1])));
+        add('exit record -> evidence complete', String(Number(m[4]) - Number(m[2])));
+      } else if ((m = line.match(/docker: remove \S+ took ([\d.]+) ms/))) {
+        add('remove', m[1]);
+      }
+    }
+  }
+
+  async call(name, args) {
+    const result = await this.client.callTool({ name, arguments: args }, undefined,
+      { timeout: 120_000 });
+    if (result.isError) {
+      throw new Error(`${name} failed: ${result.content?.[0]?.text}`);
+    }
+    return result.structuredContent;
+  }
+
+  async start(code) {
+    return this.call('start_run', { code });
+  }
+
+  async final(report) {
+    while (!FINAL.has(report.status)) {
+      report = await this.call('get_result', { run_id: report.run_id, wait_seconds: 30 });
+    }
+    return report;
+  }
+
+  async run(code) {
+    return this.final(await this.start(code));
+  }
+
+  async close() {
+    await this.client.close();
+  }
+}
+
+function expectTrivial(report) {
+  if (report.status !== 'succeeded' || report.stdout !== '1\n') {
+    throw new Error(`a trivial run did not succeed: ${report.status} ${report.reason} ` +
+      `stdout=${JSON.stringify(report.stdout)} stderr=${JSON.stringify(report.stderr)}`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// docker run --rm with the equivalent flags
+
+function dockerRunArgs(runtime) {
+  const args = ['run', '--rm', '--label', `${BENCH_LABEL}=1`, '--runtime', runtime,
+    '--network', 'none', '--read-only', '--cap-drop', 'ALL',
+    '--security-opt', 'no-new-privileges', '--security-opt', `seccomp=${cfg.seccomp}`,
+    '--user', sandbox.user, '--init', '--memory', String(sandbox.memory),
+    '--memory-swap', String(sandbox.memory), '--cpus', '2', '--pids-limit', String(sandbox.pids),
+    '--shm-size', String(sandbox.shm), '--oom-score-adj', String(sandbox.oomScoreAdj),
+    '--log-driver', 'none', '--cgroupns', 'private', '--ipc', 'private',
+    '--hostname', 'sandbox', '--workdir', '/workspace'];
+  for (const [where, options] of Object.entries(sandbox.tmpfs)) {
+    args.push('--tmpfs', `${where}:${options}`);
+  }
+  for (const limit of sandbox.ulimits) {
+    args.push('--ulimit', `${limit.Name}=${limit.Soft}:${limit.Hard}`);
+  }
+  for (const variable of sandbox.env) {
+    args.push('--env', variable);
+  }
+  args.push(cfg.image, '/usr/bin/python3', '-I', '-c', TRIVIAL);
+  return args;
+}
+
+function dockerRun(runtime) {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const child = spawn('docker', dockerRunArgs(runtime), { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (chunk) => { out += chunk; });
+    child.stderr.on('data', (chunk) => { err += chunk; });
+    child.on('error', reject);
+    child.on('close', (code) => {
+      const ms = performance.now() - started;
+      if (code !== 0 || out !== '1\n') {
+        reject(new Error(`docker run failed (exit ${code}): ${err.trim()} stdout=${JSON.stringify(out)}`));
+      } else {
+        resolve(ms);
+      }
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Engine API, one connection per call as the plugin does
+
+let apiVersion = '1.41';
+
+function engine(method, target, body) {
+  return new Promise((resolve, reject) => {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const headers = { Host: 'docker' };
+    if (payload !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      headers['Content-Length'] = Buffer.byteLength(payload);
+    }
+    const request = http.request({ socketPath: cfg.socket, method, path: `/v${apiVersion}${target}`,
+      headers, agent: false }, (response) => {
+      const chunks = [];
+      response.on('data', (chunk) => chunks.push(chunk));
+      response.on('end', () => {
+        const text = Buffer.concat(chunks).toString();
+        if (response.statusCode >= 300) {
+          reject(new Error(`${method} ${target}: HTTP ${response.statusCode} ${text.trim()}`));
+        } else {
+          resolve(text === '' ? null : JSON.parse(text));
+        }
+      });
+      response.on('error', reject);
+    });
+    request.on('error', reject);
+    request.end(payload);
+  });
+}
+
+// Opens a streamed reply (wait) and resolves once the headers arrived, with a promise for the
+// parsed body: the wait is registered before the container starts.
+function engineStream(method, target) {
+  return new Promise((resolve, reject) => {
+    const request = http.request({ socketPath: cfg.socket, method, path: `/v${apiVersion}${target}`,
+      headers: { Host: 'docker', 'Content-Length': 0 }, agent: false }, (response) => {
+      const body = new Promise((resolveBody, rejectBody) => {
+        const chunks = [];
+        response.on('data', (chunk) => chunks.push(chunk));
+        response.on('end', () => {
+          const text = Buffer.concat(chunks).toString();
+          response.statusCode >= 300 ? rejectBody(new Error(`${target}: ${text}`))
+            : resolveBody(JSON.parse(text));
+        });
+        response.on('error', rejectBody);
+      });
+      resolve({ body });
+    });
+    request.on('error', reject);
+    request.end();
+  });
+}
+
+// POST /attach with `Upgrade: tcp`: the raw hijacked socket.
+function engineAttach(id) {
+  return new Promise((resolve, reject) => {
+    const request = http.request({ socketPath: cfg.socket, method: 'POST',
+      path: `/v${apiVersion}/containers/${id}/attach?stream=1&stdin=1&stdout=1&stderr=1`,
+      headers: { Host: 'docker', Connection: 'Upgrade', Upgrade: 'tcp', 'Content-Length': 0 },
+      agent: false });
+    request.on('upgrade', (response, socket, head) => resolve({ socket, head }));
+    request.on('response', (response) => reject(new Error(`attach: HTTP ${response.statusCode}`)));
+    request.on('error', reject);
+    request.end();
+  });
+}
+
+function createBody(runtime, command, stdin) {
+  return {
+    Image: cfg.image,
+    Cmd: command,
+    Entrypoint: [],
+    User: sandbox.user,
+    Env: sandbox.env,
+    WorkingDir: '/workspace',
+    Hostname: 'sandbox',
+    Labels: { [BENCH_LABEL]: '1' },
+    NetworkDisabled: true,
+    AttachStdin: stdin,
+    OpenStdin: stdin,
+    StdinOnce: stdin,
+    AttachStdout: stdin,
+    AttachStderr: stdin,
+    StopTimeout: 1,
+    HostConfig: {
+      Runtime: runtime,
+      NetworkMode: 'none',
+      ReadonlyRootfs: true,
+      CapDrop: ['ALL'],
+      SecurityOpt: ['no-new-privileges:true', `seccomp=${seccompText}`],
+      Init: true,
+      Memory: sandbox.memory,
+      MemorySwap: sandbox.memory,
+      NanoCpus: sandbox.nanoCpus,
+      PidsLimit: sandbox.pids,
+      Ulimits: sandbox.ulimits,
+      ShmSize: sandbox.shm,
+      OomScoreAdj: sandbox.oomScoreAdj,
+      Tmpfs: sandbox.tmpfs,
+      LogConfig: { Type: 'none', Config: {} },
+      CgroupnsMode: 'private',
+      IpcMode: 'private',
+    },
+  };
+}
+
+let seccompText = '';
+
+async function engineFloor(runtime) {
+  const started = performance.now();
+  const created = await engine('POST', '/containers/create', createBody(runtime,
+    ['/usr/bin/python3', '-I', '-c', TRIVIAL], false));
+  const waiting = await engineStream('POST', `/containers/${created.Id}/wait?condition=next-exit`);
+  await engine('POST', `/containers/${created.Id}/start`);
+  const exit = await waiting.body;
+  await engine('DELETE', `/containers/${created.Id}?force=1&v=1`);
+  const ms = performance.now() - started;
+  if (exit.StatusCode !== 0) {
+    throw new Error(`the floor's container exited ${exit.StatusCode}`);
+  }
+  return ms;
+}
+
+// A ustar archive holding main.py, owned by the sandbox user, as the core builds it.
+function ustar(name, content) {
+  const data = Buffer.from(content);
+  const header = Buffer.alloc(512);
+  const put = (offset, length, text) => header.write(text, offset, length, 'ascii');
+  const octal = (value, length) => value.toString(8).padStart(length - 1, '0') + '\0';
+  put(0, 100, name);
+  put(100, 8, octal(0o644, 8));
+  put(108, 8, octal(10001, 8));
+  put(116, 8, octal(10001, 8));
+  put(124, 12, octal(data.length, 12));
+  put(136, 12, octal(0, 12));
+  put(148, 8, '        ');
+  put(156, 1, '0');
+  put(257, 6, 'ustar\0');
+  put(263, 2, '00');
+  let sum = 0;
+  for (const byte of header) {
+    sum += byte;
+  }
+  put(148, 8, sum.toString(8).padStart(6, '0') + '\0 ');
+  const padding = Buffer.alloc((512 - (data.length % 512)) % 512);
+  return Buffer.concat([header, data, padding, Buffer.alloc(1024)]);
+}
+
+class PreparedSandbox {
+  // Created, attached, wait registered and started: the launcher idles on stdin.
+  static async make(runtime) {
+    const created = await engine('POST', '/containers/create', createBody(runtime,
+      ['/usr/bin/timeout', '-s', 'KILL', '610', '/usr/bin/python3', '-I', '/opt/scs/launcher.py'],
+      true));
+    const prepared = new PreparedSandbox(created.Id);
+    const { socket, head } = await engineAttach(created.Id);
+    prepared.socket = socket;
+    prepared.output = [head];
+    prepared.ended = new Promise((resolve) => {
+      socket.on('data', (chunk) => prepared.output.push(chunk));
+      socket.on('end', resolve);
+      socket.on('close', resolve);
+      socket.on('error', resolve);
+    });
+    prepared.waiting = await engineStream('POST', `/containers/${created.Id}/wait?condition=next-exit`);
+    await engine('POST', `/containers/${created.Id}/start`);
+    return prepared;
+  }
+
+  constructor(id) {
+    this.id = id;
+  }
+
+  // Timed: code in, output to its end, exit record.
+  async use() {
+    const started = performance.now();
+    this.socket.end(archive);
+    await this.ended;
+    const exit = await this.waiting.body;
+    const ms = performance.now() - started;
+    const stdout = demuxStdout(Buffer.concat(this.output));
+    if (exit.StatusCode !== 0 || stdout !== '1\n') {
+      throw new Error(`the prepared sandbox exited ${exit.StatusCode} with ${JSON.stringify(stdout)}`);
+    }
+    return ms;
+  }
+
+  async remove() {
+    this.socket.destroy();
+    await engine('DELETE', `/containers/${this.id}?force=1&v=1`);
+  }
+}
+
+const archive = ustar('main.py', `${TRIVIAL}\n`);
+
+function demuxStdout(stream) {
+  let out = '';
+  for (let at = 0; at + 8 <= stream.length;) {
+    const size = stream.readUInt32BE(at + 4);
+    if (stream[at] === 1) {
+      out += stream.subarray(at + 8, at + 8 + size).toString();
+    }
+    at += 8 + size;
+  }
+  return out;
+}
+
+// Waits until no sandbox of these servers is left (a server may remove one after its report),
+// so that no contender pays for another's clean-up. At most 10 s.
+async function settle(pids) {
+  const owners = new Set(pids.map(String));
+  const filters = encodeURIComponent(JSON.stringify({ label: ['io.scs.managed'] }));
+  for (const deadline = Date.now() + 10_000; Date.now() < deadline;) {
+    const listed = await engine('GET', `/containers/json?all=1&filters=${filters}`);
+    if (!listed.some((c) => owners.has(c.Labels?.['io.scs.owner-pid']))) {
+      return;
+    }
+    await sleep(5);
+  }
+  progress('warning: a server sandbox was still there 10 s after its run');
+}
+
+// ---------------------------------------------------------------------------------------------
+// Phases
+
+const results = { config: { ...cfg, seccomp: path.relative(root, cfg.seccomp) }, machine: {},
+  phases: {} };
+
+function machineInfo() {
+  const docker = JSON.parse(sh('docker', ['version', '--format', '{{json .}}']));
+  const info = JSON.parse(sh('docker', ['info', '--format', '{{json .}}']));
+  const cpu = os.cpus()[0]?.model ?? 'unknown';
+  return {
+    nproc: os.cpus().length,
+    cpu,
+    memory_gib: +(os.totalmem() / 1024 ** 3).toFixed(1),
+    kernel: `${os.type()} ${os.release()}`,
+    docker: docker.Server?.Version,
+    api: docker.Server?.ApiVersion,
+    storage: info.Driver,
+    cgroup: info.CgroupVersion,
+    runtimes: Object.keys(info.Runtimes ?? {}),
+    image: sh('docker', ['image', 'inspect', '-f', '{{.Id}}', cfg.image]).slice(7, 19),
+    node: process.version,
+    server: cfg.server,
+  };
+}
+
+// Round-robin over the contenders, rotating who goes first each round.
+async function latency(runtime) {
+  progress(`latency (${runtime}): starting the server`);
+  const server = await Server.start(runtime);
+  const idle = procStatus(server.pid);
+  const other = cfg.compare
+    ? await Server.start(runtime, { binary: cfg.compare, extraArgs: cfg.compareArgs }) : null;
+  let prepared = await PreparedSandbox.make(runtime);
+  const viaMcp = async (target) => {
+    const started = performance.now();
+    const report = await target.run(TRIVIAL);
+    const ms = performance.now() - started;
+    expectTrivial(report);
+    return ms;
+  };
+  const contenders = {
+    mcp: () => viaMcp(server),
+    ...(other ? { compare: () => viaMcp(other) } : {}),
+    docker: () => dockerRun(runtime),
+    floor: () => engineFloor(runtime),
+    prepared: async () => {
+      const ms = await prepared.use();
+      await prepared.remove();
+      prepared = await PreparedSandbox.make(runtime);  // ahead of the next round
+      return ms;
+    },
+  };
+  const names = Object.keys(contenders);
+  const samples = Object.fromEntries(names.map((name) => [name, []]));
+  const load = [os.loadavg()[0]];
+  const rounds = cfg.warmup + cfg.runs;
+  try {
+    for (let round = 0; round < rounds; ++round) {
+      for (let k = 0; k < names.length; ++k) {
+        const name = names[(round + k) % names.length];
+        const ms = await contenders[name]();
+        if (round >= cfg.warmup) {
+          samples[name].push(ms);
+        }
+        await settle([server.pid, other?.pid].filter(Boolean));
+      }
+      if (round === cfg.warmup - 1) {
+        server.steps = {};  // the step timings cover the measured rounds only
+        if (other) {
+          other.steps = {};
+        }
+      }
+      if ((round + 1) % 10 === 0 || round + 1 === rounds) {
+        const medians = names.map((name) => `${name} ${ms(percentile(samples[name], 50))}`);
+        progress(`latency (${runtime}): round ${round + 1}/${rounds}, p50 so far: ` +
+          `${medians.join(', ')} ms`);
+      }
+    }
+  } finally {
+    await prepared.remove().catch(() => {});
+    await server.close();
+    await other?.close();
+  }
+  load.push(os.loadavg()[0]);
+  const stepSummary = (target) => Object.fromEntries(Object.entries(target.steps)
+    .map(([name, values]) => [name, summary(values)]));
+  const steps = stepSummary(server);
+  return {
+    runtime,
+    idle_rss: idle.rss,
+    load,
+    ...Object.fromEntries(names.map((name) => [name, summary(samples[name])])),
+    samples,
+    steps,
+    ...(other ? { compare_steps: stepSummary(other), compare_binary: cfg.compare } : {}),
+    server_errors: server.errors,
+  };
+}
+
+// 200 runs submitted at once against the same 200 run one after another with docker run;
+// the docker runs are split around the server's batch (ABA) so a drift in load hits both.
+async function throughput() {
+  const n = cfg.throughput;
+  const server = await Server.start('runc',
+    { logLevel: 'info', extraArgs: ['--max-concurrent', String(cfg.concurrency)] });
+  const dockerTimes = [];
+  const sequential = async (count) => {
+    const started = performance.now();
+    for (let i = 0; i < count; ++i) {
+      dockerTimes.push(await dockerRun('runc'));
+      if ((dockerTimes.length) % 50 === 0) {
+        progress(`throughput: docker run ${dockerTimes.length}/${n}`);
+      }
+    }
+    return performance.now() - started;
+  };
+  const load = [os.loadavg()[0]];
+  let dockerMs = 0;
+  let mcpMs = 0;
+  try {
+    await server.run(TRIVIAL);  // warm
+    dockerMs += await sequential(Math.floor(n / 2));
+    progress(`throughput: ${n} runs submitted at once to the server (concurrency ${cfg.concurrency})`);
+    const started = performance.now();
+    const accepted = await Promise.all(Array.from({ length: n }, () => server.start(TRIVIAL)));
+    let done = 0;
+    for (const report of accepted) {
+      expectTrivial(await server.final(report));
+      if (++done % 50 === 0) {
+        progress(`throughput: server ${done}/${n} final`);
+      }
+    }
+    mcpMs = performance.now() - started;
+    dockerMs += await sequential(n - Math.floor(n / 2));
+  } finally {
+    await server.close();
+  }
+  load.push(os.loadavg()[0]);
+  return {
+    runs: n,
+    concurrency: cfg.concurrency,
+    mcp_seconds: mcpMs / 1000,
+    mcp_rate: n / (mcpMs / 1000),
+    docker_seconds: dockerMs / 1000,
+    docker_rate: n / (dockerMs / 1000),
+    load,
+  };
+}
+
+function sampler(pid, intervalMs) {
+  let peak = 0;
+  let stopped = false;
+  const loop = (async () => {
+    while (!stopped) {
+      try {
+        peak = Math.max(peak, procStatus(pid).rss);
+      } catch {
+        return;
+      }
+      await sleep(intervalMs);
+    }
+  })();
+  return { stop: async () => { stopped = true; await loop; return peak; } };
+}
+
+async function memory() {
+  const server = await Server.start('runc', { logLevel: 'info' });
+  const load = [os.loadavg()[0]];
+  const bytes = cfg.floodMiB * 1024 * 1024;
+  const chunks = Math.ceil(bytes / 65536);
+  const flood = 'import sys\nchunk = b"x" * 65536\nwrite = sys.stdout.buffer.write\n' +
+    `for _ in range(${chunks}):\n    write(chunk)\n`;
+  try {
+    const initialized = procStatus(server.pid);
+    await sleep(1000);
+    const idle = procStatus(server.pid);
+    progress(`memory: idle VmRSS ${mib(idle.rss).toFixed(1)} MiB; flooding with ` +
+      `${cfg.concurrency} runs of ${cfg.floodMiB} MiB each`);
+    const watch = sampler(server.pid, 10);
+    const reports = await Promise.all(Array.from({ length: cfg.concurrency },
+      () => server.run(flood)));
+    const sampledPeak = await watch.stop();
+    const after = procStatus(server.pid);
+    for (const report of reports) {
+      if (report.status !== 'succeeded' || report.stdout_bytes !== chunks * 65536 ||
+          !report.stdout_truncated) {
+        throw new Error(`a flood run ended ${report.status} with ${report.stdout_bytes} bytes: ` +
+          report.reason);
+      }
+    }
+    await sleep(1000);
+    const settled = procStatus(server.pid);
+    return {
+      initialized_rss: initialized.rss,
+      idle_rss: idle.rss,
+      idle_threads: idle.threads,
+      flood_runs: cfg.concurrency,
+      flood_bytes_each: chunks * 65536,
+      flood_seconds_max: Math.max(...reports.map((r) => r.duration_seconds)),
+      flood_peak_rss: Math.max(sampledPeak, after.hwm),
+      flood_hwm: after.hwm,
+      flood_sampled_peak: sampledPeak,
+      after_flood_rss: settled.rss,
+      load: [load[0], os.loadavg()[0]],
+    };
+  } finally {
+    await server.close();
+  }
+}
+
+async function soak() {
+  const n = cfg.soak;
+  const server = await Server.start('runc', { logLevel: 'info' });
+  const curve = [];
+  let failures = 0;
+  let left = [];
+  let leftAtOnce = 0;
+  let soakLoad;
+  let started;
+  let baseline;
+  let elapsed;
+  let end;
+  try {
+    const pool = async (count, onDone) => {
+      let next = 0;
+      const worker = async () => {
+        while (next < count) {
+          next += 1;
+          const report = await server.run(TRIVIAL);
+          if (report.status !== 'succeeded' || report.stdout !== '1\n') {
+            failures += 1;
+          }
+          onDone();
+        }
+      };
+      await Promise.all(Array.from({ length: cfg.concurrency }, worker));
+    };
+    const load = [os.loadavg()[0]];
+    await pool(20, () => {});  // warm: threads, arenas, the registry's first entries
+    await sleep(500);
+    baseline = procStatus(server.pid);
+    curve.push([0, baseline.rss]);
+    let done = 0;
+    started = performance.now();
+    await pool(n, () => {
+      done += 1;
+      if (done % 100 === 0 || done === n) {
+        const status = procStatus(server.pid);
+        curve.push([done, status.rss]);
+        progress(`soak: ${done}/${n}, VmRSS ${mib(status.rss).toFixed(1)} MiB`);
+      }
+    });
+    elapsed = (performance.now() - started) / 1000;
+    soakLoad = [load[0], os.loadavg()[0]];
+    left = managedContainers(server.pid);
+    leftAtOnce = left.length;
+    // Removal may trail the report when the core releases it after the run is final.
+    for (const deadline = Date.now() + 5000; left.length > 0 && Date.now() < deadline;) {
+      await sleep(100);
+      left = managedContainers(server.pid);
+    }
+  } finally {
+    await sleep(500);
+    end = procStatus(server.pid);
+    await server.close();
+  }
+  await sleep(500);
+  const leftAfterExit = managedContainers(server.pid);
+  return {
+    runs: n,
+    concurrency: cfg.concurrency,
+    seconds: elapsed,
+    failures,
+    baseline_rss: baseline.rss,
+    end_rss: end.rss,
+    growth: end.rss - baseline.rss,
+    end_hwm: end.hwm,
+    end_threads: end.threads,
+    left_when_all_final: leftAtOnce,
+    left_while_serving: left.length,
+    left_after_exit: leftAfterExit.length,
+    load: soakLoad,
+    curve,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report
+
+const ms = (value) => (Number.isFinite(value) ? value.toFixed(0) : 'n/a');
+const MiB = (value) => (Number.isFinite(value) ? mib(value).toFixed(1) : 'n/a');
+const ratio = (value) => (Number.isFinite(value) ? value.toFixed(2) : 'n/a');
+const verdict = (ok) => (ok ? 'met' : 'MISSED');
+
+function table() {
+  const lines = [];
+  const m = results.machine;
+  lines.push(`Machine: ${m.nproc} x ${m.cpu}, ${m.memory_gib} GiB, ${m.kernel}, Docker ` +
+    `${m.docker} (API ${m.api}, ${m.storage}, cgroup v${m.cgroup}), runtimes ${m.runtimes.join(', ')}; ` +
+    `image ${results.image_requested} (${m.image}); node ${m.node}.`);
+  const phaseLoad = Object.entries(results.phases).filter(([, p]) => p.load)
+    .map(([name, p]) => `${name} ${p.load.map((v) => v.toFixed(1)).join('->')}`);
+  lines.push(`Load average (1 min): ${results.load.map((v) => v.toFixed(2)).join(' -> ')} ` +
+    `(start -> end of the run; ${m.nproc} cores); by phase: ${phaseLoad.join(', ')}.`);
+  lines.push(`Runs per contender: ${cfg.runs} measured after ${cfg.warmup} warm-up rounds, ` +
+    'round-robin; percentiles are nearest-rank.');
+  if (cfg.label) {
+    lines.push(`Label: ${cfg.label}`);
+  }
+  lines.push('');
+
+  const lat = [];
+  for (const key of ['latency', 'runsc']) {
+    const phase = results.phases[key];
+    if (!phase || phase.skipped) {
+      continue;
+    }
+    lat.push(phase);
+  }
+  if (lat.length > 0) {
+    lines.push('| trivial run `print(1)`, ms | runtime | p50 | p95 | min | max |');
+    lines.push('|---|---|---:|---:|---:|---:|');
+    const names = {
+      mcp: 'server over MCP stdio (SDK client)',
+      docker: '`docker run --rm`, same controls',
+      floor: 'Engine API floor: create, start, wait, remove',
+      prepared: 'Engine API, prepared sandbox (informational)',
+      compare: `compared: \`${[path.basename(cfg.compare), ...cfg.compareArgs].join(' ')}\` over MCP`,
+    };
+    for (const phase of lat) {
+      for (const [key, name] of Object.entries(names)) {
+        const s = phase[key];
+        if (!s) {
+          continue;
+        }
+        lines.push(`| ${name} | ${phase.runtime} | ${ms(s.p50)} | ${ms(s.p95)} | ${ms(s.min)} | ${ms(s.max)} |`);
+      }
+    }
+    lines.push('');
+  }
+
+  const targets = [];
+  const lr = results.phases.latency;
+  if (lr) {
+    const r50 = lr.mcp.p50 / lr.docker.p50;
+    const r95 = lr.mcp.p95 / lr.docker.p95;
+    targets.push(['MCP p50 / `docker run` p50 (runc)', ratio(r50), '<= 0.30', verdict(r50 <= 0.3)]);
+    targets.push(['MCP p95 / `docker run` p95 (runc)', ratio(r95), '<= 0.50', verdict(r95 <= 0.5)]);
+    targets.push(['MCP p50 / Engine API floor p50 (runc)', ratio(lr.mcp.p50 / lr.floor.p50), '-', '-']);
+  }
+  const rs = results.phases.runsc;
+  if (rs && !rs.skipped) {
+    targets.push(['MCP p50 / `docker run` p50 (runsc)', ratio(rs.mcp.p50 / rs.docker.p50), '(<= 0.30)', verdict(rs.mcp.p50 / rs.docker.p50 <= 0.3)]);
+    targets.push(['MCP p95 / `docker run` p95 (runsc)', ratio(rs.mcp.p95 / rs.docker.p95), '(<= 0.50)', verdict(rs.mcp.p95 / rs.docker.p95 <= 0.5)]);
+  }
+  const tp = results.phases.throughput;
+  if (tp) {
+    const r = tp.mcp_rate / tp.docker_rate;
+    targets.push([`throughput: server, ${tp.runs} at once, concurrency ${tp.concurrency}`,
+      `${tp.mcp_rate.toFixed(2)} runs/s (${tp.mcp_seconds.toFixed(1)} s)`, '', '']);
+    targets.push([`throughput: \`docker run --rm\`, ${tp.runs} sequential`,
+      `${tp.docker_rate.toFixed(2)} runs/s (${tp.docker_seconds.toFixed(1)} s)`, '', '']);
+    targets.push(['throughput ratio', ratio(r), '>= 2', verdict(r >= 2)]);
+  }
+  const mem = results.phases.memory;
+  if (mem) {
+    targets.push(['server VmRSS idle, MiB', MiB(mem.idle_rss), '<= 20', verdict(mib(mem.idle_rss) <= 20)]);
+    targets.push([`server peak RSS (VmHWM), ${mem.flood_runs} runs x ${MiB(mem.flood_bytes_each)} MiB output, MiB`,
+      MiB(mem.flood_peak_rss), '<= 64', verdict(mib(mem.flood_peak_rss) <= 64)]);
+  }
+  const sk = results.phases.soak;
+  if (sk) {
+    targets.push([`soak: ${sk.runs} runs (${sk.failures} failed), containers left`,
+      `${sk.left_while_serving} while serving, ${sk.left_after_exit} after exit`, '0',
+      verdict(sk.left_while_serving === 0 && sk.left_after_exit === 0)]);
+    targets.push(['soak: VmRSS growth, MiB', `${MiB(sk.growth)} (${MiB(sk.baseline_rss)} -> ${MiB(sk.end_rss)})`,
+      '<= 5', verdict(mib(sk.growth) <= 5)]);
+  }
+  if (targets.length > 0) {
+    lines.push('| measure | value | target | verdict |');
+    lines.push('|---|---|---|---|');
+    for (const row of targets) {
+      lines.push(`| ${row.join(' | ')} |`);
+    }
+    lines.push('');
+  }
+
+  for (const phase of lat) {
+    if (Object.keys(phase.steps).length === 0) {
+      continue;
+    }
+    lines.push(`Where a server run's time goes (${phase.runtime}, docker plugin debug timings, ms):`);
+    lines.push('');
+    const other = phase.compare_steps;
+    lines.push(other ? '| step | p50 | p95 | compared p50 | compared p95 |' : '| step | p50 | p95 |');
+    lines.push(other ? '|---|---:|---:|---:|---:|' : '|---|---:|---:|');
+    for (const [name, s] of Object.entries(phase.steps)) {
+      const extra = other?.[name] ? ` ${other[name].p50.toFixed(1)} | ${other[name].p95.toFixed(1)} |` : '';
+      lines.push(`| ${name} | ${s.p50.toFixed(1)} | ${s.p95.toFixed(1)} |${extra}`);
+    }
+    lines.push('');
+  }
+  return lines.join('\n');
+}
+
+async function main() {
+  progress(`config: ${JSON.stringify({ ...cfg, server: undefined })}`);
+  if (!fs.existsSync(cfg.server)) {
+    throw new Error(`no server binary at ${cfg.server}`);
+  }
+  seccompText = fs.readFileSync(cfg.seccomp, 'utf8');
+  // Pinned for the whole run: a rebuild of the tag meanwhile must not mix two images.
+  const imageId = sh('docker', ['image', 'inspect', '-f', '{{.Id}}', cfg.image]);
+  results.image_requested = cfg.image;
+  cfg.image = `scs-bench:${imageId.replace('sha256:', '').slice(0, 12)}`;
+  sh('docker', ['tag', imageId, cfg.image]);
+  const version = JSON.parse(sh('docker', ['version', '--format', '{{json .Server}}']));
+  apiVersion = version.ApiVersion;
+  results.machine = machineInfo();
+  results.load = [os.loadavg()[0]];
+  results.started = new Date().toISOString();
+  removeBenchLeftovers();
+  const before = managedContainers();
+  if (before.length > 0) {
+    progress(`warning: ${before.length} io.scs.managed containers exist before the run`);
+  }
+  results.managed_before = before.length;
+
+  const want = (name) => cfg.phases.includes(name);
+  try {
+    if (want('latency')) {
+      results.phases.latency = await latency('runc');
+    }
+    if (want('runsc')) {
+      const registered = results.machine.runtimes.includes('runsc');
+      if (cfg.runsc === '0' || (!registered && cfg.runsc !== '1')) {
+        results.phases.runsc = { skipped: registered ? 'BENCH_RUNSC=0' : 'runsc is not registered' };
+      } else {
+        results.phases.runsc = await latency('runsc');
+      }
+    }
+    if (want('throughput')) {
+      results.phases.throughput = await throughput();
+    }
+    if (want('memory')) {
+      results.phases.memory = await memory();
+    }
+    if (want('soak') && cfg.soak > 0) {
+      progress(`soak: ${cfg.soak} runs, ${cfg.concurrency} at a time`);
+      results.phases.soak = await soak();
+    }
+  } finally {
+    // Never masks the error that ended the run.
+    try {
+      removeBenchLeftovers();
+      sh('docker', ['rmi', '--no-prune', cfg.image]);
+    } catch (error) {
+      progress(`clean-up failed (bench containers, tag ${cfg.image}): ${error.message.trim()}`);
+    }
+  }
+  results.load.push(os.loadavg()[0]);
+  results.finished = new Date().toISOString();
+
+  const text = table();
+  process.stdout.write(`${text}\n`);
+  fs.mkdirSync(cfg.resultsDir, { recursive: true });
+  const stamp = results.started.replace(/:/g, '').replace(/\..*/, '');
+  const base = path.join(cfg.resultsDir, stamp);
+  fs.writeFileSync(`${base}.md`, `# Benchmark ${results.started}\n\n${text}\n`);
+  fs.writeFileSync(`${base}.json`, `${JSON.stringify(results, null, 1)}\n`);
+  progress(`wrote ${path.relative(root, base)}.md and .json`);
+}
+
+if (process.argv.length > 2) {
+  process.stderr.write('usage: node bench/bench.mjs (no arguments; settings are BENCH_* ' +
+    'environment variables, see docs/BENCHMARKS.md)\n');
+  process.exit(process.argv[2] === '--help' ? 0 : 2);
+}
+
+main().catch((error) => {
+  progress(`failed: ${error.stack ?? error}`);
+  process.exit(1);
+});
