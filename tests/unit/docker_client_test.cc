@@ -14,6 +14,7 @@
 #include "engine_client.h"
 #include "http_transport.h"
 #include "mocks/mock_http_transport.h"
+#include "mocks/recording_sink.h"
 
 namespace scs::docker {
 namespace {
@@ -404,32 +405,7 @@ TEST(UnknownSandboxTest, CallsForSandboxesThisServerDidNotCreate) {
   EXPECT_TRUE(backend->remove("zzz").ok());
 }
 
-class RecordingSink : public backend::OutputSink {
- public:
-  void write(backend::Stream stream, std::string_view bytes) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    (stream == backend::Stream::kStdout ? out_ : err_).append(bytes);
-    ++writes_;
-  }
-  std::string out() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return out_;
-  }
-  std::string err() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return err_;
-  }
-  int writes() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return writes_;
-  }
-
- private:
-  std::mutex mu_;
-  std::string out_;
-  std::string err_;
-  int writes_ = 0;
-};
+using mocks::RecordingSink;
 
 std::string frame(int type, std::string_view payload) {
   std::string out(8, '\0');

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "mocks/recording_sink.h"
 #include "policy/files.h"
 
 namespace scs::plugin {
@@ -49,32 +50,7 @@ class RecordingLog : public backend::LogSink {
   std::vector<std::pair<backend::LogLevel, std::string>> entries_;
 };
 
-class CollectingSink : public backend::OutputSink {
- public:
-  void write(backend::Stream stream, std::string_view bytes) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    (stream == backend::Stream::kStdout ? out_ : err_).append(bytes);
-    ++writes_;
-  }
-  std::string out() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return out_;
-  }
-  std::string err() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return err_;
-  }
-  int writes() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return writes_;
-  }
-
- private:
-  std::mutex mu_;
-  std::string out_;
-  std::string err_;
-  int writes_ = 0;
-};
+using CollectingSink = mocks::RecordingSink;
 
 // A private directory (mode 0700) that is removed at the end of the test.
 class TempDir {
