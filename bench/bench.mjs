@@ -49,6 +49,8 @@ const cfg = {
   // A second server binary measured as one more contender (e.g. a prototype), or empty.
   compare: process.env.BENCH_COMPARE ?? '',
   compareArgs: (process.env.BENCH_COMPARE_ARGS ?? '').split(' ').filter(Boolean),
+  // Extra flags for every server the benchmark starts (e.g. --retention-seconds 1).
+  serverArgs: (process.env.BENCH_SERVER_ARGS ?? '').split(' ').filter(Boolean),
   image: process.env.BENCH_IMAGE ?? 'safe-code-sandbox:latest',
   seccomp: process.env.BENCH_SECCOMP ?? path.join(root, 'docker', 'seccomp.json'),
   socket: process.env.BENCH_DOCKER_SOCKET ?? '/var/run/docker.sock',
@@ -153,7 +155,7 @@ class Server {
   static async start(runtime, { logLevel = cfg.logLevel, extraArgs = [], binary = cfg.server } = {}) {
     const args = ['--image', cfg.image, '--runtime', runtime, '--seccomp-profile', cfg.seccomp,
       '--max-queue', String(Math.max(64, cfg.throughput + 8)), '--log-level', logLevel,
-      ...extraArgs];
+      ...cfg.serverArgs, ...extraArgs];
     const transport = new StdioClientTransport({ command: binary, args, stderr: 'pipe' });
     const server = new Server(transport);
     transport.stderr.on('data', (chunk) => server.onLog(chunk.toString()));
