@@ -306,10 +306,10 @@ std::pair<int, std::string> countAndOutcome(const std::string& verdict_text) {
   return {std::stoi(verdict_text.substr(0, space)), verdict_text.substr(space + 1)};
 }
 
-class AttackTest : public IntegrationTest {
+class AttackTest : public BatchedIntegrationTest<AttackTest> {
  protected:
   static void SetUpTestSuite() {
-    batch_ = new RunBatch;
+    batch_ = std::make_unique<RunBatch>();
     const Limits probe_limits{.timeout_seconds = 120};
     auto probe = [&](const std::string& name, const char* body, Limits limits) {
       batch_->add(name, {std::string(kPrelude) + body, limits, nullptr});
@@ -328,12 +328,6 @@ class AttackTest : public IntegrationTest {
     batch_->startAll(sharedServer());
   }
 
-  static void TearDownTestSuite() {
-    batch_->stopUnfinished(sharedServer());
-    delete batch_;
-    batch_ = nullptr;
-  }
-
   // The probe's report; the probe itself must have run to the end.
   static Poco::JSON::Object::Ptr probeReport(const std::string& name) {
     const auto report = batch_->report(sharedServer(), name);
@@ -347,10 +341,7 @@ class AttackTest : public IntegrationTest {
     return batch_->report(sharedServer(), name);
   }
 
-  static RunBatch* batch_;
 };
-
-RunBatch* AttackTest::batch_ = nullptr;
 
 // With only a loopback interface, gVisor's own network stack (netstack) answers "no route to
 // host" where the Linux stack answers "network unreachable"; neither sends a packet.

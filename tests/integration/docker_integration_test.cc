@@ -72,10 +72,10 @@ TEST_F(TimeoutTest, BusyLoopIsTimedOutAndSeenFinalWithinFiveSecondsOfStart) {
 }
 
 // Every status end to end; the runs of the batch execute in parallel.
-class StatusTest : public IntegrationTest {
+class StatusTest : public BatchedIntegrationTest<StatusTest> {
  protected:
   static void SetUpTestSuite() {
-    batch_ = new RunBatch;
+    batch_ = std::make_unique<RunBatch>();
     batch_->add("sum", {"print(sum(range(10)))\n", {}, nullptr});
     batch_->add("exit3", {"import sys\nsys.exit(3)\n", {}, nullptr});
     batch_->add("traceback", {"raise ValueError('boom from user code')\n", {}, nullptr});
@@ -97,16 +97,7 @@ while True:
     batch_->startAll(sharedServer());
   }
 
-  static void TearDownTestSuite() {
-    batch_->stopUnfinished(sharedServer());
-    delete batch_;
-    batch_ = nullptr;
-  }
-
-  static RunBatch* batch_;
 };
-
-RunBatch* StatusTest::batch_ = nullptr;
 
 TEST_F(StatusTest, SumSucceedsWithItsExactOutput) {
   const auto report = batch_->report(sharedServer(), "sum");
@@ -194,10 +185,10 @@ TEST_F(StatusTest, StopRunOnRunningSleepIsStoppedAndItsContainerRemoved) {
   EXPECT_EQ(text(again, "status"), "stopped");
 }
 
-class OutputTest : public IntegrationTest {
+class OutputTest : public BatchedIntegrationTest<OutputTest> {
  protected:
   static void SetUpTestSuite() {
-    batch_ = new RunBatch;
+    batch_ = std::make_unique<RunBatch>();
     batch_->add("flood", {R"PY(import sys
 out = sys.stdout.buffer
 block = b"x" * (1 << 20)
@@ -223,16 +214,7 @@ print("to stderr", file=sys.stderr)
     batch_->startAll(sharedServer());
   }
 
-  static void TearDownTestSuite() {
-    batch_->stopUnfinished(sharedServer());
-    delete batch_;
-    batch_ = nullptr;
-  }
-
-  static RunBatch* batch_;
 };
-
-RunBatch* OutputTest::batch_ = nullptr;
 
 TEST_F(OutputTest, OneGigabyteFloodSucceedsCountedAndCappedWithTheTailKept) {
   const auto report = batch_->report(sharedServer(), "flood");

@@ -173,4 +173,19 @@ class IntegrationTest : public ::testing::Test {
   void TearDown() override;
 };
 
+// A suite whose runs all start in its SetUpTestSuite (which creates batch_ and fills it) and
+// are stopped, if still unfinished, when the suite ends. One batch per suite type.
+template <class Suite>
+class BatchedIntegrationTest : public IntegrationTest {
+ protected:
+  static void TearDownTestSuite() {
+    if (batch_) {
+      batch_->stopUnfinished(sharedServer());
+      batch_.reset();
+    }
+  }
+
+  static inline std::unique_ptr<RunBatch> batch_;
+};
+
 }  // namespace scs::integration
