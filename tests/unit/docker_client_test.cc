@@ -426,6 +426,14 @@ constexpr const char* kStartPath = "/v1.41/containers/abc/start";
 constexpr const char* kInspectPath = "/v1.41/containers/abc/json";
 constexpr const char* kDeletePath = "/v1.41/containers/abc?force=1&v=1";
 
+// The inspect after the exit: the engine's record of a plain exit with `exit_code`.
+void expectExitedInspect(StrictMock<MockHttpTransport>& transport, int exit_code) {
+  EXPECT_CALL(transport, call(IsCall("GET", kInspectPath)))
+      .WillOnce(Return(reply(200, R"({"State":{"Status":"exited","Running":false,)"
+                                  R"("OOMKilled":false,"ExitCode":)" +
+                                      std::to_string(exit_code) + R"(,"Error":""}})")));
+}
+
 // Creates "abc" and delivers an archive; returns the attach and wait streams' handles once
 // started. The attach stream, like the launcher, answers only after stdin is closed.
 void createAndStart(StrictMock<MockHttpTransport>& transport, DockerBackend& backend,
@@ -459,9 +467,7 @@ TEST(RunTest, DeliversCodeOverStdinDrainsOutputAndReportsTheExit) {
   std::shared_ptr<State> attach;
   std::shared_ptr<State> waiting;
   createAndStart(transport, *backend, &sink, &attach, &waiting);
-  EXPECT_CALL(transport, call(IsCall("GET", kInspectPath)))
-      .WillOnce(Return(reply(200, R"({"State":{"Status":"exited","Running":false,)"
-                                  R"("OOMKilled":false,"ExitCode":3,"Error":""}})")));
+  expectExitedInspect(transport, 3);
 
   EXPECT_FALSE(backend->wait("abc", std::chrono::milliseconds(20)).exit.exited);
   const std::string stream = frame(1, "4") + frame(2, "Traceback\n") + frame(1, "5\n");
@@ -593,9 +599,7 @@ backend::WaitReply runWithCgroups(FakeCgroups& cgroups) {
   std::shared_ptr<State> attach;
   std::shared_ptr<State> waiting;
   createAndStart(transport, *backend, &sink, &attach, &waiting);
-  EXPECT_CALL(transport, call(IsCall("GET", kInspectPath)))
-      .WillOnce(Return(reply(200, R"({"State":{"Status":"exited","Running":false,)"
-                                  R"("OOMKilled":false,"ExitCode":0,"Error":""}})")));
+  expectExitedInspect(transport, 0);
   attach->finish();
   waiting->push(R"({"StatusCode":0})");
   waiting->finish();
@@ -677,9 +681,7 @@ void runWithEvents(const std::vector<std::string>& events, bool expect_oom) {
   std::shared_ptr<State> attach;
   std::shared_ptr<State> waiting;
   createAndStart(transport, *backend, &sink, &attach, &waiting);
-  EXPECT_CALL(transport, call(IsCall("GET", kInspectPath)))
-      .WillOnce(Return(reply(200, R"({"State":{"Status":"exited","Running":false,)"
-                                  R"("OOMKilled":false,"ExitCode":137,"Error":""}})")));
+  expectExitedInspect(transport, 137);
   attach->finish();
   waiting->push(R"({"StatusCode":137})");
   waiting->finish();
