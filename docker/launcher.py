@@ -6,7 +6,7 @@ Only regular files and directories are accepted, with fixed modes and no links o
 Any violation exits 125 with "sandbox launcher: rejected <why>" on stderr.
 
 Members under .scs/ configure the launcher and are never written to disk: control.json (a
-per-run nonce and the caps on returned files) and stdin. The launcher makes itself non-dumpable
+per-run nonce, the caps on returned files and the run's watchdog) and stdin. The launcher makes itself non-dumpable
 first, so the program, which has the same uid, cannot read its memory through /proc. It runs
 the program as its child, as `python3 -I main.py` would run it, except that stdout is
 line-buffered and an uncaught exception is also reported over a pipe. When the child ends, the
@@ -202,6 +202,7 @@ def read_control(raw):
     except ValueError:
         reject("bundle: control file is not JSON")
     caps = ("max_files", "max_file_bytes", "max_total_bytes")
+    watchdog = control.get("watchdog_seconds") if isinstance(control, dict) else None
     if (
         not isinstance(control, dict)
         or not isinstance(control.get("nonce"), str)
@@ -209,9 +210,25 @@ def read_control(raw):
         or not isinstance(control.get("out_dir"), str)
         or not control["out_dir"].startswith(WORKSPACE + "/")
         or any(type(control.get(cap)) is not int or control[cap] < 0 for cap in caps)
+        or (watchdog is not None and (type(watchdog) is not int or watchdog <= 0))
     ):
         reject("bundle: control file is malformed")
     return control
+
+
+def arm_watchdog(seconds):
+    """Ends the sandbox `seconds` after its code arrived, should the server die before its own
+    timer can. A sandbox prepared ahead of need started long before its code, so the outer
+    `timeout` also allows for that wait; this alarm counts from the code. It SIGKILLs every
+    process this uid may signal, that `timeout` included, so tini and the container end (exit
+    137, as from `timeout`). Killing the launcher instead ends `timeout`'s child: the same."""
+
+    def expire(signum, frame):
+        os.kill(-1, signal.SIGKILL)
+        os._exit(128 + signal.SIGKILL)
+
+    signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
 
 
 def raise_oom_score():
@@ -403,6 +420,8 @@ def main():
     except (tarfile.TarError, OSError, EOFError, UnicodeError) as error:
         reject(f"bundle: {error}")
     control = read_control(members.get("control.json"))
+    if control and control.get("watchdog_seconds"):
+        arm_watchdog(control["watchdog_seconds"])
     null = os.open("/dev/null", os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)

@@ -248,6 +248,25 @@ const std::vector<Flag>& flags() {
        [](const Config& c) { return std::to_string(c.runs.max_queue); },
        intSetter<std::size_t>("max-queue", 0, 100'000,
                               [](Config& c) -> std::size_t& { return c.runs.max_queue; })},
+      {"prepared", "N",
+       "Sandboxes kept started ahead of need with the default limits, so a run with those "
+       "limits (or a shorter timeout) skips the engine's create and start. Each serves one run "
+       "and counts against host memory while idle. 0: off.",
+       [](const Config& c) { return std::to_string(c.runs.prepared); },
+       intSetter<std::size_t>("prepared", 0, 64,
+                              [](Config& c) -> std::size_t& { return c.runs.prepared; })},
+      {"prepared-idle-seconds", "S",
+       "A prepared sandbox idle this long is replaced by a fresh one (its in-sandbox watchdog "
+       "allows for this wait on top of the run's timeout).",
+       [](const Config& c) { return std::to_string(c.runs.prepared_max_idle.count()); },
+       [](Config& c, const std::string& v) -> Problem {
+         std::int64_t parsed = 0;
+         if (auto problem = parseInt("prepared-idle-seconds", v, 1, 24 * 3600, &parsed)) {
+           return problem;
+         }
+         c.runs.prepared_max_idle = std::chrono::seconds(parsed);
+         return std::nullopt;
+       }},
       {"retention-seconds", "S", "How long a finished run's report is kept before it is forgotten.",
        [](const Config& c) { return std::to_string(c.runs.retention.count()); },
        [](Config& c, const std::string& v) -> Problem {
@@ -569,6 +588,7 @@ Config defaults() {
   Config config;
   config.plugin_dir = defaultPluginDir();
   config.seccomp_profile_path = SCS_DEFAULT_SECCOMP_PROFILE;
+  config.runs.prepared = 1;
   return config;
 }
 

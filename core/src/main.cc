@@ -109,6 +109,7 @@ std::unique_ptr<Engine> loadEngine(config::Config& config, Poco::Logger& log) {
     log.information(adjustment);
   }
   config.runs.host_memory_bytes = capacity.capacity.memory_bytes;
+  config.runs.prepared_limits = engine->limits->defaults();
   return engine;
 }
 
@@ -132,6 +133,7 @@ int runAudit(config::Config& config, Poco::Logger& log) {
     return audit::kExitSetupFailed;
   }
   runs::SystemClock clock;
+  config.runs.prepared = 0;  // one run, with the audit's own limits
   runs::RunManager manager(*engine->backend, config.runs, config.sandbox, clock);
   // Ctrl-C or SIGTERM during the audit still removes its sandbox.
   SignalThread signals([&](int number) {

@@ -19,12 +19,15 @@ using backend::Status;
 
 struct DockerBackend::Sandbox {
   std::string id;
-  std::string archive;
+  std::string archive;     // held from deliver() until the stdin writer takes it
+  bool delivered = false;  // deliver() succeeded; a second one is refused
+  std::chrono::steady_clock::time_point delivered_at;
   bool started = false;
-  bool done = false;       // the run ended and `result` is final
-  bool removing = false;   // remove() has begun; no new thread may start
-  bool die_event = false;  // the event stream reported the container's exit
-  bool oom_event = false;  // the event stream reported an OOM kill
+  bool output_ended = false;  // the attach stream ended: nothing reads stdin any more
+  bool done = false;          // the run ended and `result` is final
+  bool removing = false;      // remove() has begun; no new thread may start
+  bool die_event = false;     // the event stream reported the container's exit
+  bool oom_event = false;     // the event stream reported an OOM kill
   bool cgroup_oom = false;
   std::int64_t memory_limit = 0;
   std::optional<std::int64_t> peak_memory_bytes;
@@ -71,10 +74,41 @@ std::string shortId(const std::string& id) { return id.substr(0, 12); }
 
 using SteadyClock = std::chrono::steady_clock;
 
-std::string millisSince(SteadyClock::time_point since) {
+std::string millisBetween(SteadyClock::time_point from, SteadyClock::time_point to) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f ms",
-                std::chrono::duration<double, std::milli>(SteadyClock::now() - since).count());
+                std::chrono::duration<double, std::milli>(to - from).count());
+  return text;
+}
+
+std::string millisSince(SteadyClock::time_point since) {
+  return millisBetween(since, SteadyClock::now());
+}
+
+using Steps = std::vector<std::pair<const char*, SteadyClock::time_point>>;
+
+// "code delivered 812.0 ms after start; from delivery: written 0.2 ms, output ended 24.9 ms":
+// each step is timed from the later of the start and the delivery, so a sandbox that idled
+// before its run reads like one that was started for it.
+std::string timeline(SteadyClock::time_point started,
+                     std::optional<SteadyClock::time_point> delivered, const Steps& steps) {
+  std::string text;
+  SteadyClock::time_point from = started;
+  if (!delivered) {
+    text = "no code delivered; from start:";
+  } else if (*delivered <= started) {
+    text = "code delivered before start; from start:";
+  } else {
+    text = "code delivered " + millisBetween(started, *delivered) + " after start; from delivery:";
+    from = *delivered;
+  }
+  const char* separator = " ";
+  for (const auto& [step, at] : steps) {
+    text += separator;
+    text += step;
+    text += " " + millisBetween(from, at);
+    separator = ", ";
+  }
   return text;
 }
 
@@ -105,13 +139,16 @@ void appendCapped(std::string* text, std::string_view more) {
   }
 }
 
-// Joins the stdin writer on every path; aborting first unblocks it if the sandbox ended
-// without reading all of its stdin.
+// Joins the stdin writer on every path. `release` wakes a writer still waiting for code that
+// will never be read; aborting unblocks one if the sandbox ended without reading all of it.
+template <typename Release>
 struct WriterJoin {
   std::thread& writer;
   Connection& connection;
+  Release release;
   void join() {
     if (writer.joinable()) {
+      release();
       connection.abort();
       writer.join();
     }
@@ -310,15 +347,30 @@ backend::InspectReply DockerBackend::inspect(const std::string& id) {
 
 Status DockerBackend::deliver(const std::string& id, const std::string& archive) {
   return guardedStatus("deliver", [&]() -> Status {
-    std::lock_guard<std::mutex> lock(mu_);
-    const auto found = sandboxes_.find(id);
-    if (found == sandboxes_.end()) {
-      return {Code::kNotFound, "deliver: " + shortId(id) + " was not created by this server"};
+    std::string held = archive;  // in memory only, never on disk; copied outside the lock
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const auto found = sandboxes_.find(id);
+      if (found == sandboxes_.end()) {
+        return {Code::kNotFound, "deliver: " + shortId(id) + " was not created by this server"};
+      }
+      Sandbox& sandbox = *found->second;
+      if (sandbox.delivered) {
+        return {Code::kRejected, "deliver: " + shortId(id) + " has already been given its code"};
+      }
+      if (sandbox.removing) {
+        return {Code::kNotFound, "deliver: " + shortId(id) + " is being removed"};
+      }
+      if (sandbox.output_ended || sandbox.done) {
+        return {Code::kUnavailable,
+                "deliver: " + shortId(id) + " has already ended and cannot take code"};
+      }
+      sandbox.archive.swap(held);
+      sandbox.delivered = true;
+      sandbox.delivered_at = SteadyClock::now();
     }
-    if (found->second->started || found->second->removing) {
-      return {Code::kRejected, "deliver: " + shortId(id) + " has already started"};
-    }
-    found->second->archive = archive;  // held in memory until start(); never on disk
+    // Wakes the stdin writer of a started sandbox, and the cgroup sampler.
+    cv_.notify_all();
     return {};
   });
 }
@@ -378,24 +430,50 @@ Status DockerBackend::start(const std::string& id, backend::OutputSink* sink) {
 }
 
 void DockerBackend::runSandbox(std::shared_ptr<Sandbox> sandbox, backend::OutputSink* sink) {
-  std::string archive;
   std::shared_ptr<Connection> attach;
   std::shared_ptr<Connection> wait_connection;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    archive.swap(sandbox->archive);
     attach = sandbox->attach;
     wait_connection = sandbox->wait;
   }
   backend::WaitReply result;
   std::string engine_error;
   const auto began = SteadyClock::now();
-  std::string steps;
+  // Set by the writer before it ends; read here only after it has been joined.
+  std::optional<SteadyClock::time_point> delivered_at;
+  bool written = false;
+  Steps steps;
   try {
-    // Written from a second thread so output is drained while stdin is still being fed.
-    bool delivered = false;
-    std::thread writer([&] { delivered = attach->write(archive) && attach->shutdownWrite(); });
-    WriterJoin join_writer{writer, *attach};
+    const auto release_writer = [&] {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        sandbox->output_ended = true;
+      }
+      cv_.notify_all();
+    };
+    // Written from a second thread so output is drained while stdin is still being fed. A
+    // sandbox started idle waits here, stdin open, until deliver() hands over its code.
+    std::thread writer([&] {
+      std::string archive;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] {
+          return sandbox->delivered || sandbox->removing || stopping_ || sandbox->output_ended;
+        });
+        if (!sandbox->delivered) {
+          return;
+        }
+        delivered_at = sandbox->delivered_at;
+        archive.swap(sandbox->archive);
+        if (sandbox->removing || stopping_ || sandbox->output_ended) {
+          return;
+        }
+      }
+      written = attach->write(archive) && attach->shutdownWrite();
+      steps.emplace_back("written", SteadyClock::now());
+    });
+    WriterJoin join_writer{writer, *attach, release_writer};
 
     std::string system_error;
     StreamDemux demux([&](FrameType type, std::string_view payload) {
@@ -418,9 +496,9 @@ void DockerBackend::runSandbox(std::shared_ptr<Sandbox> sandbox, backend::Output
     while ((got = attach->read(buffer.data(), buffer.size())) > 0) {
       demux.feed(std::string_view(buffer.data(), static_cast<std::size_t>(got)));
     }
-    steps += "output ended " + millisSince(began);
+    const auto output_ended = SteadyClock::now();
     join_writer.join();
-    std::string().swap(archive);
+    steps.emplace_back("output ended", output_ended);
     sampleOne(*sandbox);
 
     bool removing = false;
@@ -437,7 +515,9 @@ void DockerBackend::runSandbox(std::shared_ptr<Sandbox> sandbox, backend::Output
     if (demux.malformed()) {
       appendCapped(&engine_error, "the engine's output stream was malformed; ");
     }
-    if (!delivered && !removing) {
+    if (!removing && !delivered_at) {
+      log(LogLevel::kDebug, "docker: " + shortId(sandbox->id) + " ended before it had its code");
+    } else if (!removing && !written) {
       log(LogLevel::kDebug, "docker: " + shortId(sandbox->id) + " did not read all of its code");
     }
 
@@ -447,7 +527,7 @@ void DockerBackend::runSandbox(std::shared_ptr<Sandbox> sandbox, backend::Output
            (read = wait_connection->read(buffer.data(), buffer.size())) > 0) {
       body.append(buffer.data(), static_cast<std::size_t>(read));
     }
-    steps += ", wait body " + millisSince(began);
+    steps.emplace_back("wait body", SteadyClock::now());
     const Result<WaitOutcome> outcome =
         read < 0 ? Result<WaitOutcome>{{Code::kUnavailable, "wait: the engine's wait broke"}}
                  : EngineClient::parseWait(body);
@@ -458,7 +538,7 @@ void DockerBackend::runSandbox(std::shared_ptr<Sandbox> sandbox, backend::Output
     // A removed sandbox has no record left to read.
     const Result<json::ObjectPtr> record =
         removing ? Result<json::ObjectPtr>{} : client_.inspect(sandbox->id);
-    steps += ", inspect " + millisSince(began);
+    steps.emplace_back("inspect", SteadyClock::now());
     const json::ObjectPtr state = json::object(record.value, "State");
     if (outcome.status.ok()) {
       result.exit.exited = true;
@@ -496,7 +576,7 @@ void DockerBackend::runSandbox(std::shared_ptr<Sandbox> sandbox, backend::Output
         return sandbox->die_event || !events_connected_ || sandbox->removing || stopping_;
       });
     }
-    steps += ", die event " + millisSince(began);
+    steps.emplace_back("die event", SteadyClock::now());
     result.exit.oom_killed = json::boolean(state, "OOMKilled").value_or(false) ||
                              sandbox->oom_event || sandbox->cgroup_oom;
     result.exit.peak_memory_bytes = sandbox->peak_memory_bytes;
@@ -514,7 +594,8 @@ void DockerBackend::runSandbox(std::shared_ptr<Sandbox> sandbox, backend::Output
     engine_error.pop_back();
   }
   result.exit.engine_error = engine_error;
-  log(LogLevel::kDebug, "docker: " + shortId(sandbox->id) + " after start: " + steps);
+  log(LogLevel::kDebug,
+      "docker: " + shortId(sandbox->id) + ": " + timeline(began, delivered_at, steps));
   {
     std::lock_guard<std::mutex> lock(mu_);
     sandbox->result = std::move(result);
@@ -713,14 +794,16 @@ void DockerBackend::sampleCgroups() {
       const auto collect = [&] {
         running.clear();
         for (const auto& [id, sandbox] : sandboxes_) {
-          if (sandbox->started && !sandbox->done) {
+          // An idle sandbox is not sampled: the counters are cumulative or high-water marks,
+          // so the first sample after delivery still covers its idle time.
+          if (sandbox->started && sandbox->delivered && !sandbox->done) {
             running.push_back(sandbox);
           }
         }
         return !running.empty();
       };
       std::unique_lock<std::mutex> lock(mu_);
-      // Idle until start() wakes it: no timer runs while no sandbox does.
+      // Idle until start() or deliver() wakes it: no timer runs while no code does.
       cv_.wait(lock, [&] { return stopping_ || collect(); });
       cv_.wait_for(lock, settings_.sample_interval, [&] { return stopping_; });
       if (stopping_) {

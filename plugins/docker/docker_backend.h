@@ -43,7 +43,10 @@ std::optional<DockerSettings> parseSettings(const std::map<std::string, std::str
 
 // RuntimeBackend over the Docker Engine API. Code reaches the sandbox over the attached stdin
 // (the root stays read-only); output is demultiplexed and drained at full speed by one thread
-// per started sandbox. Thread-safe, as the interface requires; no method throws.
+// per started sandbox. A sandbox started before deliver() idles with its stdin open; its
+// thread writes the archive the moment deliver() hands it over, then closes stdin. The archive
+// lives only in memory, until it has been written. Thread-safe, as the interface requires; no
+// method throws.
 class DockerBackend : public backend::RuntimeBackend {
  public:
   // Negotiates the API version and reads the engine's traits. nullptr with *error set when

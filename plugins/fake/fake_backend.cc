@@ -348,15 +348,21 @@ Status FakeBackend::deliver(const std::string& id, const std::string& archive) {
     }
     std::lock_guard<std::mutex> lock(mu_);
     auto sandbox = find(id);
-    if (!sandbox) {
+    if (!sandbox || sandbox->removed) {
       return notFound(id);
     }
-    if (sandbox->state != State::kCreated) {
-      return Status{Code::kRejected, "fake: sandbox " + id + " has already started"};
+    if (sandbox->delivered) {
+      return Status{Code::kRejected, "fake: sandbox " + id + " already has its code"};
+    }
+    if (sandbox->state == State::kExited ||
+        (sandbox->state != State::kCreated && sandbox->killed)) {
+      return Status{Code::kUnavailable, "fake: sandbox " + id + " has already ended"};
     }
     sandbox->script = std::move(script);
     sandbox->nonce = std::move(nonce);
     sandbox->stdin_data = std::move(stdin_data);
+    sandbox->delivered = true;
+    cv_.notify_all();  // wakes a sandbox started idle
     return Status{};
   });
 }
@@ -389,10 +395,20 @@ Status FakeBackend::start(const std::string& id, backend::OutputSink* sink) {
 }
 
 void FakeBackend::play(const std::shared_ptr<Sandbox>& sandbox) {
-  const Script& script = sandbox->script;
   backend::Exit exit;
   exit.exited = true;
   try {
+    {
+      // Idle, like the launcher on its stdin, until the code arrives or the sandbox is killed.
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return sandbox->delivered || sandbox->killed.load(); });
+      if (!sandbox->killed) {
+        lock.unlock();
+        log(backend::LogLevel::kInfo, "fake: running " + sandbox->id);
+      }
+    }
+    // Final once delivered; a sandbox killed idle plays the empty default script.
+    const Script& script = sandbox->script;
     if (!sandbox->killed && !script.stdout_text.empty()) {
       sandbox->sink->write(backend::Stream::kStdout, script.stdout_text);
     }

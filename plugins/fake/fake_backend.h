@@ -39,6 +39,15 @@ bool alterPosture(const std::string& field, backend::Posture* posture);
 // "\n\0SCS-TRAILER-<nonce>\0{json}\n" to stdout, with the `exception=Type:message` and
 // `outfile=path:content` directives as its exception and files; `echo_stdin` copies
 // `.scs/stdin` to stdout.
+//
+// A sandbox may be started before it has its code, like a prepared sandbox whose launcher
+// blocks on stdin: start() without an earlier deliver() leaves it running idle until deliver()
+// hands it its script (which then plays at once), or kill() or remove() ends it (a killed idle
+// sandbox exits 137, as any killed run). `start_delay_ms` and `fail=start` apply only when the
+// script is known at start, that is when it was delivered before. deliver() succeeds once per
+// sandbox: another is kRejected, one to a sandbox that has ended is kUnavailable, and one to a
+// removed sandbox kNotFound. start() logs "fake: started <id>"; "fake: running <id>" (info)
+// follows once the sandbox has its code and begins to play it.
 class FakeBackend : public backend::RuntimeBackend {
  public:
   FakeBackend(Options options, backend::LogSink* log);
@@ -64,6 +73,7 @@ class FakeBackend : public backend::RuntimeBackend {
     Script script;
     std::string nonce;  // from .scs/control.json; empty: no side channel
     std::string stdin_data;
+    bool delivered = false;  // script, nonce and stdin_data are set and final
     State state = State::kCreated;
     std::atomic<bool> killed{false};
     bool removed = false;

@@ -3,6 +3,7 @@
 #include <Poco/JSON/Stringifier.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <scs/backend/backend.h>
 #include <signal.h>
 
 #include <chrono>
@@ -198,7 +199,9 @@ class StatusE2eTest : public ::testing::TestWithParam<StatusCase> {};
 
 TEST_P(StatusE2eTest, ReportsTheStatusFromTheEvidence) {
   const StatusCase& c = GetParam();
-  Session session;
+  // Without prepared sandboxes the backend sees create, inspect, deliver, start in that order,
+  // so a scripted start failure or delay applies to the run itself.
+  Session session({"--prepared", "0"});
   Object::Ptr limits;
   if (c.timeout_seconds > 0) {
     limits = object({{"timeout_seconds", c.timeout_seconds}});
@@ -306,6 +309,31 @@ TEST(StdioE2eTest, QueuesRunsBeyondTheConcurrencyCap) {
   EXPECT_EQ(session.stop(c_id)->getValue<std::string>("status"), "stopped");
 }
 
+TEST(StdioE2eTest, ARunWithTheDefaultLimitsTakesAPreparedSandboxAndOthersTheNormalPath) {
+  Session session;  // --prepared 1 is the default
+  const std::string first =
+      session.start("#fake: stdout=one\\n\n")->getValue<std::string>("run_id");
+  EXPECT_EQ(session.finalReport(first)->getValue<std::string>("stdout"), "one\n");
+  const std::string other = session.start("#fake: stdout=two\\n\n", object({{"memory_gb", 1}}))
+                                ->getValue<std::string>("run_id");
+  EXPECT_EQ(session.finalReport(other)->getValue<std::string>("stdout"), "two\n");
+  const std::string log = session.finish();
+  EXPECT_THAT(log, HasSubstr("run " + first + " of tenant local started after"));
+  EXPECT_THAT(log, ::testing::ContainsRegex("run " + first + " [^\n]* in prepared sandbox "));
+  EXPECT_THAT(log, ::testing::ContainsRegex("run " + other + " [^\n]* s in the queue\n"));
+  // Every sandbox, the prepared ones included, was removed before the server exited.
+  std::size_t created = 0;
+  std::size_t removed = 0;
+  for (std::size_t at = 0; (at = log.find("fake: created ", at)) != std::string::npos; ++at) {
+    ++created;
+  }
+  for (std::size_t at = 0; (at = log.find("fake: removed ", at)) != std::string::npos; ++at) {
+    ++removed;
+  }
+  EXPECT_GE(created, 3u);  // the first run's, its replacement, and the other run's
+  EXPECT_EQ(removed, created);
+}
+
 class PostureFaultE2eTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(PostureFaultE2eTest, FailsTheRunBeforeUserCodeStarts) {
@@ -332,8 +360,9 @@ TEST(StdioE2eTest, ACreateFailureIsASandboxError) {
   EXPECT_THAT(session.finish(), Not(HasSubstr("fake: started")));
 }
 
+// Without a prepared sandbox any create would be this run's.
 TEST(StdioE2eTest, RefusesMoreCpusThanTheHostHas) {
-  Session session({"--backend-option", "cores=2"});
+  Session session({"--backend-option", "cores=2", "--prepared", "0"});
   Object::Ptr result = session.process().callTool(
       "start_run", object({{"code", "#fake: stdout=x\n"}, {"limits", object({{"cpus", 3}})}}));
   EXPECT_TRUE(result->getValue<bool>("isError"));
@@ -395,7 +424,7 @@ TEST(StdioE2eTest, AnswersMalformedJsonRpcAndKeepsServing) {
 }
 
 TEST(StdioE2eTest, RefusesAnOversizedLineAndKeepsServing) {
-  McpProcess process(kBinary, fakeArgs({"--max-message-bytes", "4096"}));
+  McpProcess process(kBinary, fakeArgs({"--max-message-bytes", "4096", "--prepared", "0"}));
   process.initialize();
   const std::string big = R"({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":)"
                           R"("start_run","arguments":{"code":")" +
@@ -491,8 +520,8 @@ TEST(StartupE2eTest, RefusesAPluginWithTheWrongAbiWithoutRunningIt) {
   // Its factory aborts: a clean exit code 1 (not 128 + SIGABRT) proves it was never called.
   EXPECT_EQ(process.waitExit(10s), 1);
   const std::string err = process.stderrText();
-  EXPECT_THAT(err, HasSubstr("ABI version 1001"));
-  EXPECT_THAT(err, HasSubstr("needs ABI version 1"));
+  EXPECT_THAT(err, HasSubstr("ABI version " + std::to_string(backend::kAbiVersion + 1000)));
+  EXPECT_THAT(err, HasSubstr("needs ABI version " + std::to_string(backend::kAbiVersion)));
   EXPECT_THAT(err, HasSubstr(kBadAbiPlugin));
   EXPECT_EQ(process.readLine(1s), std::nullopt);
 }

@@ -340,7 +340,6 @@ class AttackTest : public BatchedIntegrationTest<AttackTest> {
   static Poco::JSON::Object::Ptr anyReport(const std::string& name) {
     return batch_->report(sharedServer(), name);
   }
-
 };
 
 // With only a loopback interface, gVisor's own network stack (netstack) answers "no route to

@@ -96,7 +96,6 @@ while True:
                                     Limits{.timeout_seconds = 2}, nullptr});
     batch_->startAll(sharedServer());
   }
-
 };
 
 TEST_F(StatusTest, SumSucceedsWithItsExactOutput) {
@@ -172,12 +171,11 @@ TEST_F(StatusTest, LoopIgnoringSigtermIsTimedOut) {
 TEST_F(StatusTest, StopRunOnRunningSleepIsStoppedAndItsContainerRemoved) {
   auto& server = sharedServer();
   const std::string run_id = startRun(server, {"import time\ntime.sleep(60)\n", {}, nullptr});
-  awaitRunningContainer(server, run_id, seconds(120));
+  const std::string container = awaitRunningContainer(server, run_id, seconds(120));
 
   const auto stopped = callToolOk(server, "stop_run", runIdArguments(run_id));
   EXPECT_EQ(text(stopped, "status"), "stopped") << describe(stopped);
-  EXPECT_EQ(containersOfRun(run_id), std::vector<std::string>{})
-      << "stop_run answered before the container was removed";
+  EXPECT_FALSE(containerExists(container)) << "stop_run answered before the container was removed";
 
   const auto later = snapshot(server, run_id);
   EXPECT_EQ(text(later, "status"), "stopped");
@@ -213,7 +211,6 @@ print("to stderr", file=sys.stderr)
                             nullptr});
     batch_->startAll(sharedServer());
   }
-
 };
 
 TEST_F(OutputTest, OneGigabyteFloodSucceedsCountedAndCappedWithTheTailKept) {
@@ -388,7 +385,7 @@ TEST_F(FailurePathTest, MissingImageIsASandboxErrorAndLeavesNoContainer) {
   EXPECT_EQ(text(report, "status"), "sandbox_error") << describe(report);
   EXPECT_FALSE(text(report, "reason").empty());
   EXPECT_THAT(text(report, "stdout"), Not(HasSubstr("ran")));
-  EXPECT_EQ(containersOfRun(run_id), std::vector<std::string>{});
+  EXPECT_EQ(containersOfRun(*server, run_id), std::vector<std::string>{});
   server->closeStdin();
   EXPECT_TRUE(server->waitExit(seconds(2)).has_value());
 }
@@ -429,10 +426,9 @@ time.sleep(3)
 )PY";
   auto& server = sharedServer();
   const std::string run_id = startRun(server, {code, Limits{.timeout_seconds = 60}, nullptr});
-  awaitRunningContainer(server, run_id, seconds(120));
   // Under gVisor sandboxed processes are tasks of the Sentry, not host processes: the host-side
   // trace of the daemon is the gVisor sandbox itself, whose host processes name the container.
-  const std::string container = containersOfRun(run_id).at(0);
+  const std::string container = awaitRunningContainer(server, run_id, seconds(120));
   const auto daemonOnHost = [&] {
     return underGvisor() ? hostProcessArgContains(container) : hostProcessWithArgExists(token);
   };
@@ -443,7 +439,7 @@ time.sleep(3)
   EXPECT_EQ(text(report, "status"), "succeeded") << describe(report);
   EXPECT_EQ(verdict(report, "daemon"), "sleep " + token);
   EXPECT_LT(number(report, "duration_seconds"), 30.0) << "the run waited for its daemon";
-  EXPECT_TRUE(eventually([&] { return containersOfRun(run_id).empty(); }, seconds(10)))
+  EXPECT_TRUE(eventually([&] { return !containerExists(container); }, seconds(10)))
       << "the container of run " << run_id << " is still there";
   EXPECT_TRUE(eventually([&] { return !daemonOnHost(); }, seconds(5)))
       << "the daemonised grandchild outlived its run";
@@ -452,44 +448,53 @@ time.sleep(3)
 TEST_F(LifecycleTest, StdinEofWithARunningRunExitsWithinTwoSecondsAndRemovesTheContainer) {
   auto server = launchServer();
   const std::string run_id = startRun(*server, {"import time\ntime.sleep(60)\n", {}, nullptr});
-  awaitRunningContainer(*server, run_id);
+  const std::string container = awaitRunningContainer(*server, run_id);
 
   server->closeStdin();
   const auto exit_code = server->waitExit(seconds(2));
   ASSERT_TRUE(exit_code.has_value()) << "still running 2 s after stdin EOF\n"
                                      << tail(server->stderrText());
   EXPECT_EQ(*exit_code, 0);
-  EXPECT_EQ(containersOfRun(run_id), std::vector<std::string>{})
+  EXPECT_FALSE(containerExists(container))
       << "the server exited and left the container of run " << run_id;
+  EXPECT_EQ(containersOfServer(*server), std::vector<std::string>{})
+      << "the server exited and left a sandbox (a prepared one?)";
 }
 
 TEST_F(LifecycleTest, SigtermWithARunningRunExitsWithinTwoSecondsAndRemovesTheContainer) {
   auto server = launchServer();
   const std::string run_id = startRun(*server, {"import time\ntime.sleep(60)\n", {}, nullptr});
-  awaitRunningContainer(*server, run_id);
+  const std::string container = awaitRunningContainer(*server, run_id);
 
   server->signal(SIGTERM);
   const auto exit_code = server->waitExit(seconds(2));
   ASSERT_TRUE(exit_code.has_value()) << "still running 2 s after SIGTERM\n"
                                      << tail(server->stderrText());
-  EXPECT_EQ(containersOfRun(run_id), std::vector<std::string>{})
+  EXPECT_FALSE(containerExists(container))
       << "the server exited and left the container of run " << run_id;
+  EXPECT_EQ(containersOfServer(*server), std::vector<std::string>{})
+      << "the server exited and left a sandbox (a prepared one?)";
 }
 
 TEST_F(LifecycleTest, ContainerLeftBySigkilledServerIsRemovedByTheNextStartupSweep) {
   auto first = launchServer();
   const std::string run_id = startRun(*first, {"import time\ntime.sleep(60)\n", {}, nullptr});
-  awaitRunningContainer(*first, run_id);
+  const std::string container = awaitRunningContainer(*first, run_id);
   first->signal(SIGKILL);
   ASSERT_TRUE(first->waitExit(seconds(5)).has_value());
+  const std::vector<std::string> left = containersOfServer(*first);
   first.reset();
-  ASSERT_FALSE(containersOfRun(run_id).empty())
+  ASSERT_TRUE(containerExists(container))
       << "the container vanished with the killed server; the sweep has nothing to prove";
 
+  // The run's sandbox, and the prepared one the killed server kept idle, are swept.
   auto second = launchServer();
-  EXPECT_TRUE(eventually([&] { return containersOfRun(run_id).empty(); }, seconds(20)))
-      << "the next server instance did not sweep the container of run " << run_id << "\n"
-      << tail(second->stderrText());
+  for (const std::string& id : left) {
+    EXPECT_TRUE(eventually([&] { return !containerExists(id); }, seconds(20)))
+        << "the next server instance did not sweep container " << id
+        << (id == container ? " of run " + run_id : std::string(" (prepared)")) << "\n"
+        << tail(second->stderrText());
+  }
   second->closeStdin();
   EXPECT_TRUE(second->waitExit(seconds(2)).has_value());
 }

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "integration/harness.h"
@@ -100,27 +101,42 @@ TEST(FaultTest, MissingEngineSocketStopsTheServerAtStartupWithAClearMessage) {
       << "a server that cannot start must not write to stdout";
 }
 
-// The in-sandbox watchdog (timeout -s KILL <timeout + grace>) ends an orphan whose server
-// died without a chance to kill it; the next server's startup sweep removes what is left.
-TEST(FaultTest, SigkilledServerOrphanEndsByItsDeadlineAndIsSwept) {
+double unixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// An orphan whose server was SIGKILLed ends by its in-sandbox watchdog, `timeout + grace`
+// after its code arrived, and the next server's startup sweep removes what is left. With
+// --prepared 0 the run gets a fresh sandbox whose outer `timeout -s KILL` fires; in a
+// prepared sandbox (started before the run, its outer watchdog allowing for the idle time)
+// the launcher's own watchdog, armed when the code arrives, fires instead.
+void expectOrphanEndsByItsWatchdogAndIsSwept(bool prepared) {
   ASSERT_THAT(engineProblem(), IsEmpty());
   constexpr int kTimeoutSeconds = 2;
-  const std::string since = std::to_string(
-      std::chrono::duration_cast<seconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count() -
-      5);
-  auto first = launchServer();
+  const std::string since = std::to_string(static_cast<long long>(unixNow()) - 5);
+  auto first = launchServer({"--prepared", prepared ? "1" : "0"});
+  if (prepared) {
+    // The pool prepares its sandbox as the server starts; the run must find it ready.
+    const auto idle = [&] {
+      const std::vector<std::string> ids = containersOfServer(*first);
+      return ids.size() == 1 && containerState(ids[0]).rfind("running ", 0) == 0;
+    };
+    ASSERT_TRUE(eventually(idle, seconds(60)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
   const std::string run_id =
       startRun(*first, {"import time\nopen('/tmp/scs-ready', 'w').close()\ntime.sleep(3600)\n",
                         Limits{.timeout_seconds = kTimeoutSeconds}, nullptr});
-  awaitRunningContainer(*first, run_id);
   // Killed only once the user code runs: a server killed while the launcher still reads the
   // bundle from stdin ends the sandbox at once (the launcher refuses a cut bundle).
-  const std::string id = containersOfRun(run_id).at(0);
+  const std::string id = awaitRunningContainer(*first, run_id);
+  ASSERT_EQ(first->stderrText().find("in prepared sandbox " + id) != std::string::npos, prepared)
+      << tail(first->stderrText());
   ASSERT_TRUE(eventually(
       [&] { return runCommand("docker exec " + id + " test -e /tmp/scs-ready").exit_code == 0; },
       seconds(30), std::chrono::milliseconds(100)))
       << "main.py never ran in " << id;
+  const double code_seen = unixNow();
   first->signal(SIGKILL);
   ASSERT_TRUE(first->waitExit(seconds(5)).has_value());
   first.reset();
@@ -142,7 +158,6 @@ TEST(FaultTest, SigkilledServerOrphanEndsByItsDeadlineAndIsSwept) {
                          [&](const ContainerEvent& e) { return e.action == action; });
   };
   const ContainerEvent die = event("die");
-  const double lifetime = die.seconds - event("start").seconds;
   std::string actions;
   for (const ContainerEvent& e : events) {
     actions += e.action + " ";
@@ -150,23 +165,39 @@ TEST(FaultTest, SigkilledServerOrphanEndsByItsDeadlineAndIsSwept) {
   EXPECT_THAT(actions, ::testing::Not(HasSubstr("kill")))
       << "something killed the orphan through the engine, so its watchdog did not end it (a "
          "server started beside this test sweeps orphans too: run the integration tier alone)";
-  // `timeout -s KILL` reports the KILL it sent as 128 + 9.
+  // Either watchdog's SIGKILL ends the container's main process: 128 + 9.
   EXPECT_EQ(die.exit_code, "137") << "the orphan did not end by its watchdog";
   const double deadline = kTimeoutSeconds + kDeadlineGraceSeconds;
-  EXPECT_GE(lifetime, deadline - 0.5) << "the orphan ended before its watchdog's deadline";
-  EXPECT_LE(lifetime, deadline + 5) << "the watchdog fired late";
-  ASSERT_EQ(containersOfRun(run_id), std::vector<std::string>{id})
+  if (prepared) {
+    // The code arrived before the test saw it run (a docker exec poll away).
+    const double after_code = die.seconds - code_seen;
+    EXPECT_GE(after_code, deadline - 3) << "the orphan ended before its watchdog's deadline";
+    EXPECT_LE(after_code, deadline + 5) << "the watchdog fired late";
+  } else {
+    const double lifetime = die.seconds - event("start").seconds;
+    EXPECT_GE(lifetime, deadline - 0.5) << "the orphan ended before its watchdog's deadline";
+    EXPECT_LE(lifetime, deadline + 5) << "the watchdog fired late";
+  }
+  ASSERT_TRUE(containerExists(id))
       << "the ended orphan was removed before the next start of this server could sweep it "
          "(another server's sweep? events: "
       << actions << ")";
 
-  auto second = launchServer();
-  EXPECT_THAT(containersOfRun(run_id), IsEmpty())
+  auto second = launchServer({"--prepared", "0"});
+  EXPECT_FALSE(containerExists(id))
       << "the next server instance did not sweep the container of run " << run_id << "\n"
       << tail(second->stderrText());
   EXPECT_THAT(second->stderrText(), HasSubstr("sandboxes left by earlier instances"));
   second->closeStdin();
   EXPECT_EQ(second->waitExit(seconds(5)).value_or(-1), 0);
+}
+
+TEST(FaultTest, SigkilledServerOrphanEndsByItsDeadlineAndIsSwept) {
+  expectOrphanEndsByItsWatchdogAndIsSwept(false);
+}
+
+TEST(FaultTest, SigkilledServerOrphanInAPreparedSandboxEndsByItsDeadlineAndIsSwept) {
+  expectOrphanEndsByItsWatchdogAndIsSwept(true);
 }
 
 // dockerd processes on the host: pid and argv.
@@ -265,7 +296,7 @@ TEST_F(EngineRestartTest, RunEndsAsSandboxErrorServerKeepsServingAndRecovers) {
   const std::string victim =
       startRun(*server, {"import time\nprint('started', flush=True)\ntime.sleep(600)\n",
                          Limits{.timeout_seconds = 300}, nullptr});
-  awaitRunningContainer(*server, victim);
+  const std::string victim_container = awaitRunningContainer(*server, victim);
 
   ASSERT_EQ(::kill(dockerd_pid, SIGTERM), 0);
   ASSERT_TRUE(eventually([pid = dockerd_pid] { return !processExists(pid); }, seconds(60)))
@@ -297,14 +328,13 @@ TEST_F(EngineRestartTest, RunEndsAsSandboxErrorServerKeepsServingAndRecovers) {
   server->closeStdin();
   EXPECT_EQ(server->waitExit(seconds(5)).value_or(-1), 0);
   for (const std::string& run_id : {during, after}) {
-    EXPECT_THAT(containersOfRun(run_id), IsEmpty()) << "run " << run_id << " left a container";
+    EXPECT_THAT(containersOfRun(*server, run_id), IsEmpty())
+        << "run " << run_id << " left a container";
   }
-  // Removing the victim's sandbox failed while the engine was away; at the latest, the next
-  // server start sweeps it (its owner is gone).
-  auto next = launchServer();
-  EXPECT_THAT(containersOfRun(victim), IsEmpty()) << "the victim's sandbox was never removed";
-  next->closeStdin();
-  EXPECT_EQ(next->waitExit(seconds(5)).value_or(-1), 0);
+  // Removing the victim's sandbox failed while the engine was away; the server retried until
+  // the engine was back (at the latest, at its shutdown).
+  EXPECT_FALSE(containerExists(victim_container)) << "the victim's sandbox was never removed\n"
+                                                  << tail(server->stderrText());
 }
 
 }  // namespace

@@ -112,7 +112,43 @@ std::vector<std::string> containersOfRun(const std::string& run_id) {
   return containersWithLabel("io.scs.run-id=" + run_id);
 }
 
+std::vector<std::string> containersOfRun(const testing::McpProcess& server,
+                                         const std::string& run_id) {
+  std::vector<std::string> ids = containersOfRun(run_id);
+  const std::string log = server.stderrText();
+  const std::size_t line_start = log.find("run " + run_id + " of tenant ");
+  if (line_start == std::string::npos) {
+    return ids;
+  }
+  const std::string line = log.substr(line_start, log.find('\n', line_start) - line_start);
+  const std::string marker = " in prepared sandbox ";
+  const std::size_t at = line.find(marker);
+  if (at == std::string::npos) {
+    return ids;
+  }
+  const std::string prepared = line.substr(at + marker.size());
+  if (containerExists(prepared)) {
+    ids.push_back(prepared);
+  }
+  return ids;
+}
+
+std::vector<std::string> containersOfServer(const testing::McpProcess& server) {
+  return containersWithLabel("io.scs.owner-pid=" + std::to_string(server.pid()));
+}
+
 std::vector<std::string> managedContainers() { return containersWithLabel("io.scs.managed"); }
+
+bool containerExists(const std::string& id) {
+  if (id.empty() || id.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    throw std::runtime_error("not a container id: " + id);
+  }
+  const CommandResult result = runCommand("docker ps -a -q --no-trunc --filter id=" + id);
+  if (result.exit_code != 0) {
+    throw std::runtime_error("docker ps failed: " + result.output);
+  }
+  return !trimmed(result.output).empty();
+}
 
 namespace {
 
@@ -240,9 +276,10 @@ Poco::JSON::Object::Ptr awaitFinal(testing::McpProcess& server, const std::strin
   }
 }
 
-void awaitRunningContainer(testing::McpProcess& server, const std::string& run_id,
-                           std::chrono::seconds budget) {
+std::string awaitRunningContainer(testing::McpProcess& server, const std::string& run_id,
+                                  std::chrono::seconds budget) {
   std::string status;
+  std::vector<std::string> containers;
   const bool running = eventually(
       [&] {
         status = text(snapshot(server, run_id), "status");
@@ -250,13 +287,15 @@ void awaitRunningContainer(testing::McpProcess& server, const std::string& run_i
           throw std::runtime_error("run " + run_id + " ended (" + status +
                                    ") before it was seen running");
         }
-        return status == "running" && !containersOfRun(run_id).empty();
+        containers = containersOfRun(server, run_id);
+        return status == "running" && !containers.empty();
       },
       budget, std::chrono::milliseconds(200));
   if (!running) {
     throw std::runtime_error("run " + run_id + " has no running container after " +
                              std::to_string(budget.count()) + " s (status " + status + ")");
   }
+  return containers.front();
 }
 
 bool isFinalStatus(const std::string& status) {

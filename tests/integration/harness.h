@@ -45,8 +45,16 @@ CommandResult runCommand(const std::string& command);
 
 // IDs of containers (running or not) carrying the label `key=value`, or `key` alone.
 std::vector<std::string> containersWithLabel(const std::string& label);
+// By the run-id label alone: the sandboxes created for the run.
 std::vector<std::string> containersOfRun(const std::string& run_id);
+// Those, and the prepared sandbox the server's log says the run took (a prepared sandbox is
+// labelled before its run exists). Works on a server that has exited, too.
+std::vector<std::string> containersOfRun(const testing::McpProcess& server,
+                                         const std::string& run_id);
+// Containers the server process started (label io.scs.owner-pid), prepared ones included.
+std::vector<std::string> containersOfServer(const testing::McpProcess& server);
 std::vector<std::string> managedContainers();
+bool containerExists(const std::string& id);
 
 // True when some host process has `token` as one of its argv words.
 bool hostProcessWithArgExists(const std::string& token);
@@ -108,9 +116,10 @@ Poco::JSON::Object::Ptr awaitFinal(testing::McpProcess& server, const std::strin
 // get_result without waiting.
 Poco::JSON::Object::Ptr snapshot(testing::McpProcess& server, const std::string& run_id);
 
-// Polls until the run reports `running` and its container exists; throws after `budget`.
-void awaitRunningContainer(testing::McpProcess& server, const std::string& run_id,
-                           std::chrono::seconds budget = std::chrono::seconds(60));
+// Polls until the run reports `running` and its container exists, and returns the
+// container's id; throws after `budget`.
+std::string awaitRunningContainer(testing::McpProcess& server, const std::string& run_id,
+                                  std::chrono::seconds budget = std::chrono::seconds(60));
 
 bool isFinalStatus(const std::string& status);
 

@@ -140,17 +140,19 @@ void expectStartup(StrictMock<MockHttpTransport>* transport, const std::string& 
 }
 
 std::unique_ptr<DockerBackend> connectTo(StrictMock<MockHttpTransport>* transport,
-                                         const DockerSettings& settings, std::string* error) {
-  static NullLog log;
-  return DockerBackend::connect(std::make_unique<ForwardingTransport>(transport), settings, &log,
-                                error);
+                                         const DockerSettings& settings, std::string* error,
+                                         backend::LogSink* log = nullptr) {
+  static NullLog null_log;
+  return DockerBackend::connect(std::make_unique<ForwardingTransport>(transport), settings,
+                                log != nullptr ? log : &null_log, error);
 }
 
 std::unique_ptr<DockerBackend> connected(StrictMock<MockHttpTransport>* transport,
-                                         const DockerSettings& settings = quietSettings()) {
+                                         const DockerSettings& settings = quietSettings(),
+                                         backend::LogSink* log = nullptr) {
   expectStartup(transport, R"({"ApiVersion":"1.41","MinAPIVersion":"1.12"})", "/v1.41/info");
   std::string error;
-  auto backend = connectTo(transport, settings, &error);
+  auto backend = connectTo(transport, settings, &error, log);
   EXPECT_TRUE(backend) << error;
   return backend;
 }
@@ -434,15 +436,12 @@ void expectExitedInspect(StrictMock<MockHttpTransport>& transport, int exit_code
                                       std::to_string(exit_code) + R"(,"Error":""}})")));
 }
 
-// Creates "abc" and delivers an archive; returns the attach and wait streams' handles once
-// started. The attach stream, like the launcher, answers only after stdin is closed.
-void createAndStart(StrictMock<MockHttpTransport>& transport, DockerBackend& backend,
-                    RecordingSink* sink, std::shared_ptr<State>* attach,
-                    std::shared_ptr<State>* waiting) {
-  EXPECT_CALL(transport, call(IsCall("POST", kCreatePath)))
-      .WillOnce(Return(reply(201, R"({"Id":"abc","Warnings":null})")));
-  ASSERT_EQ(backend.create(minimalSpec()).id, "abc");
-  ASSERT_TRUE(backend.deliver("abc", std::string("ustar\0archive", 13)).ok());
+const std::string kArchive("ustar\0archive", 13);
+
+// Starts the created "abc"; returns the attach and wait streams' handles. The attach stream,
+// like the launcher, answers only after stdin is closed.
+void start(StrictMock<MockHttpTransport>& transport, DockerBackend& backend, RecordingSink* sink,
+           std::shared_ptr<State>* attach, std::shared_ptr<State>* waiting) {
   {
     InSequence order;  // attach and register the wait before start
     EXPECT_CALL(transport,
@@ -458,6 +457,24 @@ void createAndStart(StrictMock<MockHttpTransport>& transport, DockerBackend& bac
   }
   const backend::Status started = backend.start("abc", sink);
   ASSERT_TRUE(started.ok()) << started.message;
+}
+
+void create(StrictMock<MockHttpTransport>& transport, DockerBackend& backend) {
+  EXPECT_CALL(transport, call(IsCall("POST", kCreatePath)))
+      .WillOnce(Return(reply(201, R"({"Id":"abc","Warnings":null})")));
+  ASSERT_EQ(backend.create(minimalSpec()).id, "abc");
+}
+
+// Creates "abc", delivers an archive unless `deliver_first` is false (a sandbox prepared ahead
+// of its run, whose launcher idles on stdin), and starts it.
+void createAndStart(StrictMock<MockHttpTransport>& transport, DockerBackend& backend,
+                    RecordingSink* sink, std::shared_ptr<State>* attach,
+                    std::shared_ptr<State>* waiting, bool deliver_first = true) {
+  create(transport, backend);
+  if (deliver_first) {
+    ASSERT_TRUE(backend.deliver("abc", kArchive).ok());
+  }
+  start(transport, backend, sink, attach, waiting);
 }
 
 TEST(RunTest, DeliversCodeOverStdinDrainsOutputAndReportsTheExit) {
@@ -485,7 +502,7 @@ TEST(RunTest, DeliversCodeOverStdinDrainsOutputAndReportsTheExit) {
   EXPECT_EQ(done.exit.engine_error, "");
   EXPECT_EQ(sink.out(), "45\n");
   EXPECT_EQ(sink.err(), "Traceback\n");
-  EXPECT_EQ(attach->writtenBytes(), std::string("ustar\0archive", 13));
+  EXPECT_EQ(attach->writtenBytes(), kArchive);
   EXPECT_TRUE(attach->writeShut());
   const int writes = sink.writes();
   EXPECT_EQ(backend->wait("abc", std::chrono::milliseconds(0)).exit.exit_code, 3);  // repeatable
@@ -563,6 +580,202 @@ TEST(RunTest, StartFailureAbortsTheStreamsAndStartsNoThread) {
   EXPECT_TRUE(attach->wasAborted());
   EXPECT_TRUE(waiting->wasAborted());
   EXPECT_FALSE(backend->wait("abc", std::chrono::milliseconds(5)).exit.exited);
+  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
+  EXPECT_TRUE(backend->remove("abc").ok());
+}
+
+class RecordingLog : public backend::LogSink {
+ public:
+  void log(backend::LogLevel, std::string_view message) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    lines_.emplace_back(message);
+  }
+  bool contains(const std::string& text) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& line : lines_) {
+      if (line.find(text) != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
+// The container ends on its own with its stdin never read, as when the launcher's timeout
+// kills a sandbox that idled too long.
+void endWithoutReading(State& attach) {
+  {
+    std::lock_guard<std::mutex> lock(attach.mu);
+    attach.hold_until_write_shut = false;
+    attach.finished = true;
+  }
+  attach.cv.notify_all();
+}
+
+// The run of a sandbox that was started before its code existed, then given it.
+TEST(PreparedTest, DeliverAfterStartWritesTheArchiveAndTheRunCompletes) {
+  StrictMock<MockHttpTransport> transport;
+  RecordingLog log;
+  auto backend = connected(&transport, quietSettings(), &log);
+  RecordingSink sink;
+  std::shared_ptr<State> attach;
+  std::shared_ptr<State> waiting;
+  createAndStart(transport, *backend, &sink, &attach, &waiting, /*deliver_first=*/false);
+  EXPECT_FALSE(backend->wait("abc", std::chrono::milliseconds(20)).exit.exited);
+  EXPECT_EQ(attach->writtenBytes(), "");  // idle: stdin stays open and empty
+  EXPECT_FALSE(attach->writeShut());
+
+  expectExitedInspect(transport, 0);
+  attach->push(frame(1, "1\n"));  // read back only once stdin is closed
+  attach->finish();
+  waiting->push(R"({"StatusCode":0})");
+  waiting->finish();
+  const backend::Status delivered = backend->deliver("abc", kArchive);
+  ASSERT_TRUE(delivered.ok()) << delivered.message;
+
+  const auto done = backend->wait("abc", std::chrono::seconds(30));
+  ASSERT_TRUE(done.status.ok()) << done.status.message;
+  EXPECT_TRUE(done.exit.exited);
+  EXPECT_EQ(done.exit.exit_code, 0);
+  EXPECT_EQ(done.exit.engine_error, "");
+  EXPECT_EQ(sink.out(), "1\n");
+  EXPECT_EQ(attach->writtenBytes(), kArchive);
+  EXPECT_TRUE(attach->writeShut());
+  // The steps are timed from the delivery, which the line places after the start.
+  EXPECT_TRUE(log.contains("docker: abc: code delivered "));
+  EXPECT_TRUE(log.contains(" ms after start; from delivery: written "));
+  EXPECT_TRUE(log.contains(", output ended "));
+  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
+  EXPECT_TRUE(backend->remove("abc").ok());
+}
+
+TEST(PreparedTest, ASecondDeliverIsRejectedAndOnlyTheFirstArchiveIsWritten) {
+  StrictMock<MockHttpTransport> transport;
+  auto backend = connected(&transport);
+  RecordingSink sink;
+  std::shared_ptr<State> attach;
+  std::shared_ptr<State> waiting;
+  createAndStart(transport, *backend, &sink, &attach, &waiting, /*deliver_first=*/false);
+  expectExitedInspect(transport, 0);
+  attach->finish();
+  waiting->push(R"({"StatusCode":0})");
+  waiting->finish();
+  ASSERT_TRUE(backend->deliver("abc", kArchive).ok());
+  const backend::Status again = backend->deliver("abc", "another archive");
+  EXPECT_EQ(again.code, Code::kRejected);
+  EXPECT_NE(again.message.find("abc"), std::string::npos) << again.message;
+  ASSERT_TRUE(backend->wait("abc", std::chrono::seconds(30)).exit.exited);
+  EXPECT_EQ(attach->writtenBytes(), kArchive);
+  EXPECT_EQ(backend->deliver("abc", kArchive).code, Code::kRejected);  // after the end too
+  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
+  EXPECT_TRUE(backend->remove("abc").ok());
+}
+
+// The path of a sandbox created for its run: the archive is held until start.
+TEST(PreparedTest, DeliverBeforeStartIsHeldUntilStartAndCannotBeRepeated) {
+  StrictMock<MockHttpTransport> transport;
+  RecordingLog log;
+  auto backend = connected(&transport, quietSettings(), &log);
+  create(transport, *backend);
+  ASSERT_TRUE(backend->deliver("abc", kArchive).ok());
+  EXPECT_EQ(backend->deliver("abc", "another archive").code, Code::kRejected);
+  RecordingSink sink;
+  std::shared_ptr<State> attach;
+  std::shared_ptr<State> waiting;
+  start(transport, *backend, &sink, &attach, &waiting);
+  EXPECT_EQ(backend->deliver("abc", "another archive").code, Code::kRejected);
+  expectExitedInspect(transport, 0);
+  attach->finish();
+  waiting->push(R"({"StatusCode":0})");
+  waiting->finish();
+  ASSERT_TRUE(backend->wait("abc", std::chrono::seconds(30)).exit.exited);
+  EXPECT_EQ(attach->writtenBytes(), kArchive);
+  EXPECT_TRUE(attach->writeShut());
+  EXPECT_TRUE(log.contains("docker: abc: code delivered before start; from start: written "));
+  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
+  EXPECT_TRUE(backend->remove("abc").ok());
+}
+
+TEST(PreparedTest, RemovingAnIdleSandboxReturnsAndJoinsItsThread) {
+  StrictMock<MockHttpTransport> transport;
+  auto backend = connected(&transport);
+  RecordingSink sink;
+  std::shared_ptr<State> attach;
+  std::shared_ptr<State> waiting;
+  createAndStart(transport, *backend, &sink, &attach, &waiting, /*deliver_first=*/false);
+  EXPECT_FALSE(backend->wait("abc", std::chrono::milliseconds(10)).exit.exited);
+  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
+  const auto began = std::chrono::steady_clock::now();
+  EXPECT_TRUE(backend->remove("abc").ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(5));
+  EXPECT_TRUE(attach->wasAborted());
+  EXPECT_TRUE(waiting->wasAborted());
+  EXPECT_EQ(attach->writtenBytes(), "");
+  EXPECT_FALSE(attach->writeShut());
+  EXPECT_EQ(sink.writes(), 0);
+  EXPECT_EQ(backend->deliver("abc", kArchive).code, Code::kNotFound);
+}
+
+TEST(PreparedTest, DeliverDuringAFailedRemovalFails) {
+  StrictMock<MockHttpTransport> transport;
+  auto backend = connected(&transport);
+  RecordingSink sink;
+  std::shared_ptr<State> attach;
+  std::shared_ptr<State> waiting;
+  createAndStart(transport, *backend, &sink, &attach, &waiting, /*deliver_first=*/false);
+  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath)))
+      .WillOnce(Return(reply(500, R"({"message":"driver failed"})")));
+  EXPECT_EQ(backend->remove("abc").code, Code::kUnavailable);
+  EXPECT_TRUE(attach->wasAborted());  // its thread ended all the same
+  const backend::Status delivered = backend->deliver("abc", kArchive);
+  EXPECT_EQ(delivered.code, Code::kNotFound);
+  EXPECT_NE(delivered.message.find("removed"), std::string::npos) << delivered.message;
+  EXPECT_EQ(attach->writtenBytes(), "");
+}
+
+TEST(PreparedTest, DestroyingTheBackendEndsIdleSandboxes) {
+  StrictMock<MockHttpTransport> transport;
+  auto backend = connected(&transport);
+  RecordingSink sink;
+  std::shared_ptr<State> attach;
+  std::shared_ptr<State> waiting;
+  createAndStart(transport, *backend, &sink, &attach, &waiting, /*deliver_first=*/false);
+  const auto began = std::chrono::steady_clock::now();
+  backend.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(5));
+  EXPECT_TRUE(attach->wasAborted());
+  EXPECT_TRUE(waiting->wasAborted());
+  EXPECT_EQ(attach->writtenBytes(), "");
+}
+
+TEST(PreparedTest, ASandboxThatEndedIdleRefusesItsCode) {
+  StrictMock<MockHttpTransport> transport;
+  RecordingLog log;
+  auto backend = connected(&transport, quietSettings(), &log);
+  RecordingSink sink;
+  std::shared_ptr<State> attach;
+  std::shared_ptr<State> waiting;
+  createAndStart(transport, *backend, &sink, &attach, &waiting, /*deliver_first=*/false);
+  expectExitedInspect(transport, 137);
+  endWithoutReading(*attach);
+  waiting->push(R"({"StatusCode":137})");
+  waiting->finish();
+  const auto done = backend->wait("abc", std::chrono::seconds(30));
+  ASSERT_TRUE(done.status.ok()) << done.status.message;
+  EXPECT_EQ(done.exit.exit_code, 137);
+  EXPECT_EQ(done.exit.engine_error, "");
+
+  const backend::Status delivered = backend->deliver("abc", kArchive);
+  EXPECT_EQ(delivered.code, Code::kUnavailable);
+  EXPECT_NE(delivered.message.find("ended"), std::string::npos) << delivered.message;
+  EXPECT_EQ(attach->writtenBytes(), "");
+  EXPECT_FALSE(attach->writeShut());
+  EXPECT_TRUE(log.contains("docker: abc ended before it had its code"));
+  EXPECT_TRUE(log.contains("docker: abc: no code delivered; from start: output ended "));
   EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
   EXPECT_TRUE(backend->remove("abc").ok());
 }

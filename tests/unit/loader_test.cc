@@ -514,6 +514,112 @@ TEST_F(FakeBackendTest, RemovingARunningSandboxEndsAWaitOnIt) {
   EXPECT_EQ(backend_->list("io.scs.managed").sandboxes.size(), 0u);
 }
 
+// A sandbox prepared ahead of its run: started with no code, it idles until deliver().
+TEST_F(FakeBackendTest, AStartedSandboxIdlesUntilItsCodeIsDelivered) {
+  load();
+  const std::string id = backend_->create(spec("a")).id;
+  CollectingSink sink;
+  ASSERT_TRUE(backend_->start(id, &sink).ok());
+  EXPECT_TRUE(log_.has(backend::LogLevel::kInfo, "fake: started " + id));
+  const backend::WaitReply idle = backend_->wait(id, 50ms);
+  ASSERT_TRUE(idle.status.ok()) << idle.status.message;
+  EXPECT_FALSE(idle.exit.exited);
+  EXPECT_EQ(sink.writes(), 0);
+  EXPECT_FALSE(log_.has(backend::LogLevel::kInfo, "fake: running " + id));
+
+  const backend::Status delivered =
+      backend_->deliver(id, archive("#fake: stdout=hello\\n stderr=oops exit=4\n"));
+  ASSERT_TRUE(delivered.ok()) << delivered.message;
+  const backend::Exit exit = waitExit(id);
+  EXPECT_EQ(exit.exit_code, 4);
+  EXPECT_EQ(sink.out(), "hello\n");
+  EXPECT_EQ(sink.err(), "oops");
+  EXPECT_TRUE(log_.has(backend::LogLevel::kInfo, "fake: running " + id));
+  EXPECT_TRUE(backend_->remove(id).ok());
+}
+
+TEST_F(FakeBackendTest, AKilledIdleSandboxEndsKilledAndRefusesCode) {
+  load();
+  const std::string id = backend_->create(spec("a")).id;
+  CollectingSink sink;
+  ASSERT_TRUE(backend_->start(id, &sink).ok());
+  ASSERT_TRUE(backend_->kill(id).ok());
+  const backend::Exit exit = waitExit(id);
+  EXPECT_EQ(exit.exit_code, 137);
+  EXPECT_FALSE(exit.oom_killed);
+  const backend::Status delivered = backend_->deliver(id, archive("#fake: exit=3\n"));
+  EXPECT_EQ(delivered.code, backend::Code::kUnavailable);
+  EXPECT_THAT(delivered.message, HasSubstr("ended"));
+  EXPECT_EQ(sink.writes(), 0);
+  EXPECT_EQ(waitExit(id).exit_code, 137);
+  EXPECT_FALSE(log_.has(backend::LogLevel::kInfo, "fake: running " + id));
+}
+
+TEST_F(FakeBackendTest, ASecondDeliverIsRejectedBeforeAndAfterStart) {
+  load();
+  {
+    const std::string id = backend_->create(spec("a")).id;
+    ASSERT_TRUE(backend_->deliver(id, archive("#fake: exit=5\n")).ok());
+    EXPECT_EQ(backend_->deliver(id, archive("#fake: exit=6\n")).code, backend::Code::kRejected);
+    CollectingSink sink;
+    ASSERT_TRUE(backend_->start(id, &sink).ok());
+    EXPECT_EQ(backend_->deliver(id, archive("#fake: exit=6\n")).code, backend::Code::kRejected);
+    EXPECT_EQ(waitExit(id).exit_code, 5);
+  }
+  {
+    const std::string id = backend_->create(spec("b")).id;
+    CollectingSink sink;
+    ASSERT_TRUE(backend_->start(id, &sink).ok());
+    ASSERT_TRUE(backend_->deliver(id, archive("#fake: exit=7 sleep_ms=100\n")).ok());
+    const backend::Status again = backend_->deliver(id, archive("#fake: exit=8\n"));
+    EXPECT_EQ(again.code, backend::Code::kRejected);
+    EXPECT_THAT(again.message, HasSubstr(id));
+    EXPECT_EQ(waitExit(id).exit_code, 7);
+    EXPECT_EQ(backend_->deliver(id, archive("#fake: exit=8\n")).code, backend::Code::kRejected);
+  }
+}
+
+TEST_F(FakeBackendTest, RemovingAnIdleSandboxEndsItAndRefusesCode) {
+  load();
+  const std::string id = backend_->create(spec("a")).id;
+  CollectingSink sink;
+  ASSERT_TRUE(backend_->start(id, &sink).ok());
+  backend::WaitReply reply;
+  std::thread waiter([&] { reply = backend_->wait(id, 30s); });
+  const auto begin = std::chrono::steady_clock::now();
+  EXPECT_TRUE(backend_->remove(id).ok());
+  waiter.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, 5s);
+  EXPECT_TRUE(reply.status.code == backend::Code::kNotFound || reply.exit.exited);
+  EXPECT_EQ(backend_->deliver(id, archive("#fake: exit=3\n")).code, backend::Code::kNotFound);
+  EXPECT_EQ(sink.writes(), 0);
+}
+
+// start_delay_ms and fail=start act on start(); code delivered after it comes too late for them.
+TEST_F(FakeBackendTest, StartDirectivesApplyOnlyWhenTheCodeCameBeforeStart) {
+  load();
+  const std::string id = backend_->create(spec("a")).id;
+  CollectingSink sink;
+  ASSERT_TRUE(backend_->start(id, &sink).ok());
+  const auto begin = std::chrono::steady_clock::now();
+  ASSERT_TRUE(
+      backend_->deliver(id, archive("#fake: start_delay_ms=5000 fail=start exit=2\n")).ok());
+  EXPECT_EQ(waitExit(id).exit_code, 2);
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, 4s);
+}
+
+TEST_F(FakeBackendTest, DestroyingTheBackendEndsIdleSandboxes) {
+  load();
+  CollectingSink sink;
+  for (const char* run_id : {"a", "b"}) {
+    ASSERT_TRUE(backend_->start(backend_->create(spec(run_id)).id, &sink).ok());
+  }
+  const auto begin = std::chrono::steady_clock::now();
+  backend_.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, 2s);
+  EXPECT_EQ(sink.writes(), 0);
+}
+
 TEST_F(FakeBackendTest, DestroyingTheBackendEndsRunningSandboxes) {
   load();
   CollectingSink sink;

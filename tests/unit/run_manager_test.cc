@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <fstream>
 #include <functional>
@@ -128,6 +129,59 @@ class FakeEngine {
     return waitFor([&] { return has(run_id) && byRun(run_id).killed; });
   }
 
+  bool waitRemoved(const std::string& run_id) {
+    return waitFor([&] { return has(run_id) && byRun(run_id).removed; });
+  }
+  bool waitRemovedCount(std::size_t count) {
+    return waitFor([&] { return removedCountLocked() == count; });
+  }
+  // For sandboxes made before their run existed (prepared), by sandbox id.
+  bool waitSandbox(const std::string& id, const std::function<bool(const Sandbox&)>& condition) {
+    return waitFor([&] { return sandboxes_.count(id) != 0 && condition(sandboxes_.at(id)); });
+  }
+  // The id of a sandbox for which `condition` holds, once one does; empty after kPatience.
+  std::string waitAnySandbox(const std::function<bool(const Sandbox&)>& condition) {
+    std::string found;
+    waitFor([&] {
+      for (const auto& [id, sandbox] : sandboxes_) {
+        if (condition(sandbox)) {
+          found = id;
+          return true;
+        }
+      }
+      return false;
+    });
+    return found;
+  }
+  std::optional<Sandbox> sandbox(const std::string& id) {
+    std::lock_guard lock(mutex_);
+    const auto found = sandboxes_.find(id);
+    if (found == sandboxes_.end()) {
+      return std::nullopt;
+    }
+    return found->second;
+  }
+  void finishSandbox(const std::string& id, int exit_code, const std::string& out = "") {
+    std::lock_guard lock(mutex_);
+    Sandbox& sandbox = sandboxes_.at(id);
+    if (!out.empty()) {
+      sandbox.sink->write(backend::Stream::kStdout, out);
+    }
+    sandbox.ended = true;
+    sandbox.exit.exit_code = exit_code;
+    changed_.notify_all();
+  }
+  // remove() blocks until releaseRemovals().
+  void holdRemovals() {
+    std::lock_guard lock(mutex_);
+    hold_removals_ = true;
+  }
+  void releaseRemovals() {
+    std::lock_guard lock(mutex_);
+    hold_removals_ = false;
+    changed_.notify_all();
+  }
+
   std::optional<Sandbox> sandboxOf(const std::string& run_id) {
     std::lock_guard lock(mutex_);
     if (!has(run_id)) {
@@ -141,6 +195,11 @@ class FakeEngine {
   }
   std::size_t removedCount() {
     std::lock_guard lock(mutex_);
+    return removedCountLocked();
+  }
+
+ private:
+  std::size_t removedCountLocked() {
     std::size_t count = 0;
     for (const auto& [id, sandbox] : sandboxes_) {
       count += sandbox.removed ? 1 : 0;
@@ -148,7 +207,6 @@ class FakeEngine {
     return count;
   }
 
- private:
   backend::CreateReply create(const backend::SandboxSpec& spec) {
     std::lock_guard lock(mutex_);
     if (fail_at_ == "create") {
@@ -180,6 +238,7 @@ class FakeEngine {
       return {backend::Code::kRejected, "copy refused"};
     }
     sandboxes_.at(id).archive = archive;
+    changed_.notify_all();
     return {};
   }
 
@@ -227,7 +286,8 @@ class FakeEngine {
   }
 
   backend::Status remove(const std::string& id) {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return !hold_removals_; });
     Sandbox& sandbox = sandboxes_.at(id);
     sandbox.removed = true;
     sandbox.ended = true;
@@ -256,6 +316,7 @@ class FakeEngine {
   std::string fail_at_;
   std::function<void(backend::Posture&)> tamper_;
   bool ignore_kill_ = false;
+  bool hold_removals_ = false;
   backend::ListReply list_;
 };
 
@@ -356,7 +417,7 @@ TEST_F(RunManagerTest, ASuccessfulRunDrivesTheBackendInOrder) {
   EXPECT_EQ(report.finished_at, TestClock::wallStart() + 2500ms);
   EXPECT_EQ(report.limits, request().limits);
   EXPECT_FALSE(report.queue_position.has_value());
-  EXPECT_TRUE(engine_.sandboxOf(id)->removed);
+  EXPECT_TRUE(engine_.waitRemoved(id));
 }
 
 TEST_F(RunManagerTest, TheSpecCarriesTheCommandEnvironmentLabelsAndPosture) {
@@ -440,7 +501,7 @@ TEST_P(RunManagerFailureTest, ABackendFailureIsASandboxErrorAndTheSandboxIsRemov
   const RunSnapshot report = finalOf(startOk().run_id);
   EXPECT_EQ(report.status, policy::RunStatus::kSandboxError);
   EXPECT_THAT(report.reason, HasSubstr(point.reason));
-  EXPECT_EQ(engine_.removedCount(), static_cast<std::size_t>(point.removes));
+  EXPECT_TRUE(engine_.waitRemovedCount(static_cast<std::size_t>(point.removes)));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -462,12 +523,45 @@ TEST_F(RunManagerTest, AnExceptionFromTheBackendIsASandboxErrorAndTheSandboxIsRe
   EXPECT_THAT(report.reason, HasSubstr("bad archive"));
 }
 
-TEST_F(RunManagerTest, AFailedRemoveIsLoggedAndTheRunStillFinishes) {
+TEST_F(RunManagerTest, AFailedRemoveIsRetriedWithAGrowingPauseUntilItSucceeds) {
+  const backend::Status gone{backend::Code::kUnavailable, "engine gone"};
+  std::atomic<int> failures{0};
+  const auto fail = ::testing::InvokeWithoutArgs([&] {
+    ++failures;
+    return gone;
+  });
   EXPECT_CALL(backend_, remove("sb-1"))
-      .WillOnce(Return(backend::Status{backend::Code::kUnavailable, "engine gone"}));
+      .Times(3)
+      .WillOnce(fail)
+      .WillOnce(fail)
+      .WillOnce(::testing::DoDefault());
   const std::string id = startRunning();
   engine_.finish(id, 0);
   EXPECT_EQ(finalOf(id).status, policy::RunStatus::kSucceeded);
+
+  // Retried at once, then after a pause of 1 s on the server's clock.
+  ASSERT_TRUE(eventually([&] { return failures == 2; }));
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(engine_.sandboxOf(id)->removed);
+  clock_.advance(1s);
+  EXPECT_TRUE(engine_.waitRemoved(id));
+}
+
+TEST_F(RunManagerTest, ShutdownTriesAFailedRemovalOnceMoreAndLeavesTheRestToTheSweep) {
+  std::atomic<int> attempts{0};
+  EXPECT_CALL(backend_, remove("sb-1")).WillRepeatedly(::testing::InvokeWithoutArgs([&] {
+    ++attempts;
+    return backend::Status{backend::Code::kUnavailable, "engine gone"};
+  }));
+  const std::string id = startRunning();
+  engine_.finish(id, 0);
+  EXPECT_EQ(finalOf(id).status, policy::RunStatus::kSucceeded);
+  ASSERT_TRUE(eventually([&] { return attempts == 2; }));
+
+  const auto before = std::chrono::steady_clock::now();
+  manager().shutdown();
+  EXPECT_LT(std::chrono::steady_clock::now() - before, 2s);
+  EXPECT_EQ(attempts, 3);
 }
 
 TEST_F(RunManagerTest, TheServerTimerKillsARunThatOutlivesItsTimeout) {
@@ -514,7 +608,7 @@ TEST_F(RunManagerTest, ASandboxThatIgnoresKillIsGivenUpAfterTenSeconds) {
   clock_.advance(2s);
 
   const RunSnapshot report = finalOf(id);
-  EXPECT_TRUE(engine_.sandboxOf(id)->removed);
+  EXPECT_TRUE(engine_.waitRemoved(id));
   EXPECT_EQ(report.status, policy::RunStatus::kTimedOut);
 }
 
@@ -890,6 +984,204 @@ TEST_F(RunManagerTest, ShutdownStopsEverythingRemovesEverySandboxAndJoins) {
 
   manager().shutdown();
   EXPECT_EQ(engine_.removedCount(), 4u);
+}
+
+// Prepared sandboxes (issue 6): made ahead of need, each used by one run, never weaker.
+class PreparedRunManagerTest : public RunManagerTest {
+ protected:
+  PreparedRunManagerTest() {
+    settings_.prepared = 1;
+    settings_.prepared_limits = request().limits;
+    settings_.prepared_max_idle = 300s;
+  }
+
+  // Starts the manager and waits until `count` prepared sandboxes are ready.
+  void waitPrepared(std::size_t count = 1) {
+    ASSERT_TRUE(eventually([&] { return manager().preparedCount() == count; }));
+  }
+};
+
+TEST_F(PreparedRunManagerTest, APreparedSandboxIsCheckedAndStartedIdleBeforeAnyRun) {
+  {
+    InSequence in_order;
+    EXPECT_CALL(backend_, create(_));
+    EXPECT_CALL(backend_, inspect("sb-1"));
+    EXPECT_CALL(backend_, start("sb-1", _));
+  }
+  EXPECT_CALL(backend_, deliver(_, _)).Times(0);
+  waitPrepared();
+
+  const backend::SandboxSpec spec = engine_.sandbox("sb-1")->spec;
+  EXPECT_EQ(spec.posture, policy::requiredPosture(request().limits, sandbox_));
+  // The watchdog and the deadline label allow for the idle time: 30 + 10 + 300.
+  EXPECT_EQ(spec.command[3], "340");
+  EXPECT_EQ(spec.labels.at(kLabelDeadline), std::to_string(1'700'000'000 + 340 + 60));
+  EXPECT_EQ(spec.labels.at(kLabelPrepared), "true");
+  EXPECT_EQ(spec.labels.at(kLabelManaged), "true");
+  EXPECT_EQ(spec.labels.at(kLabelInstance), "test-instance");
+  EXPECT_THAT(spec.labels.at(kLabelRunId), ::testing::StartsWith("prepared-"));
+  EXPECT_TRUE(engine_.sandbox("sb-1")->archive.empty());
+}
+
+TEST_F(PreparedRunManagerTest, ARunWithTheSameLimitsGetsItsCodeInThePreparedSandbox) {
+  waitPrepared();
+  const RunSnapshot started = startOk();
+  ASSERT_EQ(started.status, policy::RunStatus::kRunning);
+  ASSERT_TRUE(engine_.waitSandbox("sb-1", [](const auto& sandbox) {
+    return sandbox.archive.find("print('hi')\n") != std::string::npos;
+  }));
+  clock_.advance(1500ms);
+  engine_.finishSandbox("sb-1", 0, "hello\n");
+
+  const RunSnapshot report = finalOf(started.run_id);
+  EXPECT_EQ(report.status, policy::RunStatus::kSucceeded);
+  EXPECT_EQ(report.stdout_output.text, "hello\n");
+  EXPECT_DOUBLE_EQ(report.duration_seconds, 1.5);
+  EXPECT_TRUE(engine_.waitSandbox("sb-1", [](const auto& sandbox) { return sandbox.removed; }));
+  // The pool replaces what the run used; the run itself created nothing.
+  EXPECT_TRUE(engine_.waitSandbox("sb-2", [](const auto& sandbox) { return sandbox.started; }));
+  EXPECT_THAT(engine_.sandbox("sb-2")->spec.labels.at(kLabelRunId),
+              ::testing::StartsWith("prepared-"));
+}
+
+TEST_F(PreparedRunManagerTest, OutputTheIdleLauncherWroteReachesTheRunThatTakesIt) {
+  waitPrepared();
+  engine_.sandbox("sb-1")->sink->write(backend::Stream::kStderr, "a warning while idle\n");
+  const std::string id = startOk().run_id;
+  ASSERT_TRUE(
+      engine_.waitSandbox("sb-1", [](const auto& sandbox) { return !sandbox.archive.empty(); }));
+  engine_.finishSandbox("sb-1", 0, "done\n");
+  const RunSnapshot report = finalOf(id);
+  EXPECT_EQ(report.stderr_output.text, "a warning while idle\n");
+  EXPECT_EQ(report.stdout_output.text, "done\n");
+}
+
+TEST_F(PreparedRunManagerTest, RunsWithOtherLimitsTakeTheNormalPathAndAShorterTimeoutDoesNot) {
+  waitPrepared();
+  const std::string more_memory = startRunning(request(2, 30, 1));
+  EXPECT_EQ(engine_.sandboxOf(more_memory)->spec.posture,
+            policy::requiredPosture(request(2, 30, 1).limits, sandbox_));
+  const std::string longer = startRunning(request(1, 31, 1));
+  EXPECT_TRUE(engine_.sandbox("sb-1")->archive.empty());
+
+  const std::string shorter = startOk(request(1, 5, 1)).run_id;
+  ASSERT_TRUE(
+      engine_.waitSandbox("sb-1", [](const auto& sandbox) { return !sandbox.archive.empty(); }));
+  EXPECT_FALSE(engine_.sandboxOf(shorter).has_value());  // nothing was created for it
+
+  // Its own timeout holds, not the longer one the prepared sandbox's watchdog allows.
+  EXPECT_CALL(backend_, kill("sb-1")).Times(AtLeast(1));
+  clock_.advance(6s);
+  EXPECT_EQ(finalOf(shorter).status, policy::RunStatus::kTimedOut);
+  engine_.finish(more_memory, 0);
+  engine_.finish(longer, 0);
+  EXPECT_EQ(finalOf(more_memory).status, policy::RunStatus::kSucceeded);
+  EXPECT_EQ(finalOf(longer).status, policy::RunStatus::kSucceeded);
+}
+
+TEST_F(PreparedRunManagerTest, ASandboxThatFailsItsPostureCheckIsRemovedAndNeverUsed) {
+  engine_.tamperReadBack([](backend::Posture& posture) { posture.read_only_root = false; });
+  EXPECT_CALL(backend_, start(_, _)).Times(0);
+  EXPECT_CALL(backend_, deliver(_, _)).Times(0);
+  manager();
+  ASSERT_TRUE(engine_.waitRemovedCount(1));
+  EXPECT_THAT(engine_.sandbox("sb-1")->spec.labels.at(kLabelRunId),
+              ::testing::StartsWith("prepared-"));
+
+  // The run is refused on its own check; the pool waits before trying again.
+  const RunSnapshot report = finalOf(startOk().run_id);
+  EXPECT_EQ(report.status, policy::RunStatus::kSandboxError);
+  EXPECT_THAT(report.reason, HasSubstr("posture check failed"));
+  EXPECT_TRUE(engine_.waitRemovedCount(2));
+  EXPECT_EQ(engine_.createdCount(), 2u);
+}
+
+TEST_F(PreparedRunManagerTest, ASandboxThatEndedWhileIdleIsNeverGivenARunsCode) {
+  EXPECT_CALL(backend_, deliver(_, _)).Times(::testing::AnyNumber());
+  EXPECT_CALL(backend_, deliver("sb-1", _)).Times(0);
+  waitPrepared();
+  engine_.finishSandbox("sb-1", 125);
+  // The run finds it dead and creates a sandbox, or the pool has replaced it already.
+  const std::string id = startOk().run_id;
+  const std::string used = engine_.waitAnySandbox(
+      [](const auto& sandbox) { return sandbox.started && !sandbox.archive.empty(); });
+  ASSERT_FALSE(used.empty());
+  EXPECT_NE(used, "sb-1");
+  engine_.finishSandbox(used, 0, "fine\n");
+  const RunSnapshot report = finalOf(id);
+  EXPECT_EQ(report.status, policy::RunStatus::kSucceeded);
+  EXPECT_EQ(report.stdout_output.text, "fine\n");
+  EXPECT_TRUE(engine_.waitSandbox("sb-1", [](const auto& sandbox) { return sandbox.removed; }));
+}
+
+TEST_F(PreparedRunManagerTest, AnIdleSandboxThatEndsIsReplacedBeforeARunNeedsIt) {
+  waitPrepared();
+  engine_.finishSandbox("sb-1", 125);
+  EXPECT_TRUE(engine_.waitSandbox("sb-1", [](const auto& sandbox) { return sandbox.removed; }));
+  EXPECT_TRUE(engine_.waitSandbox("sb-2", [](const auto& sandbox) { return sandbox.started; }));
+  EXPECT_TRUE(engine_.sandbox("sb-1")->archive.empty());
+}
+
+TEST_F(PreparedRunManagerTest, PreparedSandboxesCountAgainstHostMemoryAndGiveWayToARun) {
+  settings_.host_memory_bytes = 2 * policy::kBytesPerGb;  // the prepared sandbox holds 1 GB
+  waitPrepared();
+  const std::string big = startRunning(request(2, 30, 1));
+  EXPECT_TRUE(engine_.waitSandbox("sb-1", [](const auto& sandbox) { return sandbox.removed; }));
+  EXPECT_TRUE(engine_.sandbox("sb-1")->archive.empty());
+  // While the big run holds all the memory the pool makes nothing.
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(engine_.createdCount(), 2u);
+
+  engine_.finish(big, 0);
+  EXPECT_EQ(finalOf(big).status, policy::RunStatus::kSucceeded);
+  EXPECT_TRUE(engine_.waitSandbox("sb-3", [](const auto& sandbox) { return sandbox.started; }));
+}
+
+TEST_F(PreparedRunManagerTest, AnIdleSandboxIsReplacedAfterTheLongestIdleTime) {
+  waitPrepared();
+  clock_.advance(299s);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(engine_.sandbox("sb-1")->removed);
+  clock_.advance(2s);
+  EXPECT_TRUE(engine_.waitSandbox("sb-1", [](const auto& sandbox) { return sandbox.removed; }));
+  EXPECT_TRUE(engine_.waitSandbox("sb-2", [](const auto& sandbox) { return sandbox.started; }));
+}
+
+TEST_F(PreparedRunManagerTest, StoppingARunInAPreparedSandboxKillsItAndWaitsForItsRemoval) {
+  waitPrepared();
+  const std::string id = startOk().run_id;
+  ASSERT_TRUE(
+      engine_.waitSandbox("sb-1", [](const auto& sandbox) { return !sandbox.archive.empty(); }));
+  const auto stopped = manager().stop(kLocalTenant, id);
+  ASSERT_TRUE(stopped.has_value());
+  EXPECT_EQ(stopped->status, policy::RunStatus::kStopped);
+  EXPECT_TRUE(engine_.sandbox("sb-1")->killed);
+  EXPECT_TRUE(engine_.sandbox("sb-1")->removed);
+}
+
+TEST_F(PreparedRunManagerTest, ShutdownRemovesEveryPreparedSandbox) {
+  settings_.prepared = 2;
+  waitPrepared(2);
+  manager().shutdown();
+  EXPECT_EQ(engine_.createdCount(), 2u);
+  EXPECT_EQ(engine_.removedCount(), 2u);
+}
+
+TEST_F(RunManagerTest, ARunIsReportedBeforeItsSandboxIsRemovedAndStopWaitsForTheRemoval) {
+  const std::string id = startRunning();
+  engine_.holdRemovals();
+  engine_.finish(id, 0, "out\n");
+  EXPECT_EQ(finalOf(id).status, policy::RunStatus::kSucceeded);
+  EXPECT_FALSE(engine_.sandboxOf(id)->removed);
+
+  auto stopped = std::async(std::launch::async, [&] { return manager().stop(kLocalTenant, id); });
+  EXPECT_EQ(stopped.wait_for(100ms), std::future_status::timeout);
+  engine_.releaseRemovals();
+  ASSERT_EQ(stopped.wait_for(kPatience), std::future_status::ready);
+  const auto report = stopped.get();
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->status, policy::RunStatus::kSucceeded);
+  EXPECT_TRUE(engine_.sandboxOf(id)->removed);
 }
 
 }  // namespace

@@ -44,9 +44,9 @@ TEST(SideChannelTest, MarkerIsNewlineNulTagNonceNul) {
   EXPECT_EQ(trailerMarker(kNonce), "\n\0SCS-TRAILER-"s + kNonce + "\0"s);
 }
 
-TEST(SideChannelTest, ControlFilesCarryTheNonceTheCapsAndStdin) {
+TEST(SideChannelTest, ControlFilesCarryTheNonceTheCapsTheWatchdogAndStdin) {
   const OutFileCaps caps{3, 100, 200};
-  const std::vector<policy::File> without = controlFiles(kNonce, caps, std::nullopt);
+  const std::vector<policy::File> without = controlFiles(kNonce, caps, 70, std::nullopt);
   ASSERT_EQ(without.size(), 1u);
   EXPECT_EQ(without[0].path, ".scs/control.json");
   const auto control =
@@ -57,8 +57,9 @@ TEST(SideChannelTest, ControlFilesCarryTheNonceTheCapsAndStdin) {
   EXPECT_EQ(control->getValue<int>("max_file_bytes"), 100);
   EXPECT_EQ(control->getValue<int>("max_total_bytes"), 200);
   EXPECT_FALSE(control->getValue<bool>("stdin"));
+  EXPECT_EQ(control->getValue<int>("watchdog_seconds"), 70);
 
-  const std::vector<policy::File> with = controlFiles(kNonce, caps, "line\0two"s);
+  const std::vector<policy::File> with = controlFiles(kNonce, caps, 70, "line\0two"s);
   ASSERT_EQ(with.size(), 2u);
   EXPECT_THAT(with[0].content, HasSubstr(R"("stdin":true)"));
   EXPECT_EQ(with[1].path, ".scs/stdin");

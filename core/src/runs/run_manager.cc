@@ -12,8 +12,10 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <system_error>
 #include <thread>
@@ -31,6 +33,10 @@ using SteadyDuration = std::chrono::steady_clock::duration;
 constexpr auto kWaitSlice = std::chrono::seconds(1);
 constexpr auto kKillGrace = std::chrono::seconds(10);
 constexpr long long kDeadlineLabelSlackSeconds = 60;
+constexpr auto kRetryFirstBackoff = std::chrono::seconds(1);
+constexpr auto kRetryMaxBackoff = std::chrono::seconds(60);
+constexpr auto kMaintenanceRecheck = std::chrono::seconds(1);
+constexpr std::size_t kMaxHeldBytes = 64u << 10;
 
 Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
 
@@ -91,40 +97,60 @@ Value valueOr(const std::map<std::string, Value>& map, const std::string& key, V
   return found == map.end() ? fallback : found->second;
 }
 
-// Removes its sandbox when it goes out of scope, on every path out of a run.
+// Removes its sandbox (through the action it was given) when released or destroyed, so every
+// path out of a run removes the run's sandbox exactly once.
 class SandboxLease {
  public:
-  SandboxLease(backend::RuntimeBackend& backend, std::string sandbox_id, std::string run_id)
-      : backend_(backend), sandbox_id_(std::move(sandbox_id)), run_id_(std::move(run_id)) {}
+  explicit SandboxLease(std::function<void()> remove) : remove_(std::move(remove)) {}
   SandboxLease(const SandboxLease&) = delete;
   SandboxLease& operator=(const SandboxLease&) = delete;
   ~SandboxLease() { release(); }
 
-  void release() noexcept {
-    if (released_) {
-      return;
-    }
-    released_ = true;
-    try {
-      const backend::Status status = backend_.remove(sandbox_id_);
-      if (!status.ok()) {
-        logger().error("run " + run_id_ + ": removing sandbox " + sandbox_id_ +
-                       " failed: " + status.message);
-      }
-    } catch (const std::exception& e) {
-      logger().error("run " + run_id_ + ": removing sandbox " + sandbox_id_ +
-                     " threw: " + e.what());
-    } catch (...) {
-      logger().error("run " + run_id_ + ": removing sandbox " + sandbox_id_ +
-                     " threw a non-standard exception");
+  void release() {
+    std::function<void()> remove = std::move(remove_);
+    remove_ = nullptr;
+    if (remove) {
+      remove();
     }
   }
 
  private:
-  backend::RuntimeBackend& backend_;
-  std::string sandbox_id_;
-  std::string run_id_;
-  bool released_ = false;
+  std::function<void()> remove_;
+};
+
+// The sink a prepared sandbox is started with, before its run exists. It holds what the
+// idle launcher writes (normally nothing; capped) and, once bound to the run's capture, hands
+// that over first and forwards everything after it.
+class DeferredSink : public backend::OutputSink {
+ public:
+  void write(backend::Stream stream, std::string_view bytes) override {
+    std::lock_guard lock(mutex_);
+    if (target_ != nullptr) {
+      target_->write(stream, bytes);
+      return;
+    }
+    const std::size_t room = kMaxHeldBytes - std::min(held_bytes_, kMaxHeldBytes);
+    bytes = bytes.substr(0, room);
+    if (!bytes.empty()) {
+      held_.emplace_back(stream, std::string(bytes));
+      held_bytes_ += bytes.size();
+    }
+  }
+
+  void bind(backend::OutputSink* target) {
+    std::lock_guard lock(mutex_);
+    for (const auto& [stream, bytes] : held_) {
+      target->write(stream, bytes);
+    }
+    held_.clear();
+    target_ = target;
+  }
+
+ private:
+  std::mutex mutex_;
+  backend::OutputSink* target_ = nullptr;
+  std::vector<std::pair<backend::Stream, std::string>> held_;
+  std::size_t held_bytes_ = 0;
 };
 
 }  // namespace
@@ -145,6 +171,16 @@ std::string randomHexId() {
 }
 
 struct RunManager::Impl {
+  // A sandbox created, posture-checked and started idle for a run that has yet to come.
+  struct Prepared {
+    std::string sandbox_id;
+    backend::Posture posture;    // the required posture its engine record passed
+    double timeout_seconds = 0;  // the longest run its watchdog allows
+    std::int64_t memory_bytes = 0;
+    SteadyTime ready_at;
+    DeferredSink sink;  // outlives the sandbox: freed only after its removal
+  };
+
   struct Run {
     std::string id;
     std::string tenant;
@@ -165,9 +201,11 @@ struct RunManager::Impl {
     bool timer_fired = false;
     bool started = false;        // backend start() succeeded
     bool outcome_known = false;  // evidence sealed: a later stop cannot change the verdict
+    bool settled = false;        // no sandbox of this run is left: never made, or removed
     std::string sandbox_id;
     std::unique_ptr<OutputCapture> capture;
-    RunSnapshot report;  // the final fields, once final
+    std::unique_ptr<Prepared> prepared;  // taken at admission; kept until the run is forgotten
+    RunSnapshot report;                  // the final fields, once final
     std::thread thread;
   };
 
@@ -183,7 +221,9 @@ struct RunManager::Impl {
         settings_(settings),
         sandbox_(sandbox),
         clock_(clock),
-        instance_id_(settings.instance_id.empty() ? randomHexId() : settings.instance_id) {}
+        instance_id_(settings.instance_id.empty() ? randomHexId() : settings.instance_id) {
+    maintenance_thread_ = std::thread([this] { maintenanceThread(); });
+  }
 
   std::variant<RunSnapshot, StartRefusal> start(StartRequest request);
   std::optional<RunSnapshot> get(const std::string& tenant, const std::string& run_id,
@@ -195,10 +235,13 @@ struct RunManager::Impl {
   std::int64_t memoryBytes(const policy::Limits& limits) const {
     return std::llround(limits.memory_gb * static_cast<double>(policy::kBytesPerGb));
   }
-  bool canAdmitLocked(std::int64_t memory) const {
-    return running_ < static_cast<std::size_t>(std::max(settings_.max_concurrent, 0)) &&
-           (settings_.host_memory_bytes == 0 ||
-            running_memory_ + memory <= settings_.host_memory_bytes);
+  bool slotFreeLocked() const {
+    return running_ < static_cast<std::size_t>(std::max(settings_.max_concurrent, 0));
+  }
+  // Whether `memory` more fits beside the running runs and the prepared sandboxes.
+  bool memoryFitsLocked(std::int64_t memory) const {
+    return settings_.host_memory_bytes == 0 ||
+           running_memory_ + prepared_memory_ + memory <= settings_.host_memory_bytes;
   }
   std::shared_ptr<Run> findLocked(const std::string& tenant, const std::string& run_id);
   void enqueueLocked(const std::shared_ptr<Run>& run);
@@ -218,12 +261,31 @@ struct RunManager::Impl {
   void reapThreads();
 
   void runThread(const std::shared_ptr<Run>& run);
-  void execute(Run& run, Outcome& outcome);
+  void execute(Run& run, Outcome& outcome, std::optional<SandboxLease>& lease);
+  bool runInPrepared(Run& run, const std::string& archive, Outcome& outcome);
   void waitForExit(Run& run, const std::string& sandbox_id, Outcome& outcome);
   void finish(Run& run, Outcome& outcome);
-  backend::SandboxSpec buildSpec(const Run& run, const backend::Posture& required) const;
+  // When the in-sandbox watchdog ends a run whose server could not: the timeout and a grace.
+  long long watchdogSeconds(const policy::Limits& limits) const {
+    return ceilSeconds(limits.timeout_seconds) + sandbox_.deadline_grace_seconds;
+  }
+  backend::SandboxSpec buildSpec(const std::string& label_run_id, const policy::Limits& limits,
+                                 const backend::Posture& required, bool prepared) const;
   bool stopRequested(Run& run);
   void killSandbox(const std::string& sandbox_id, const std::string& run_id);
+
+  std::function<void()> removalOf(const std::string& sandbox_id, const std::string& run_id) {
+    return [this, sandbox_id, run_id] { removeSandbox(sandbox_id, "run " + run_id); };
+  }
+  void removeSandbox(const std::string& sandbox_id, const std::string& whose) noexcept;
+  void retryRemovals(bool last_chance, std::unique_lock<std::mutex>& lock);
+  void retireEndedLocked(std::unique_lock<std::mutex>& lock);
+
+  std::deque<std::unique_ptr<Prepared>>::iterator findPreparedLocked(const Run& run);
+  bool evictPreparedLocked(std::int64_t needed, const Prepared* keep);
+  void retireLocked(std::unique_ptr<Prepared> prepared);
+  void maintenanceThread();
+  std::unique_ptr<Prepared> prepareOne();
 
   backend::RuntimeBackend& backend_;
   const RunSettings settings_;
@@ -243,8 +305,22 @@ struct RunManager::Impl {
   std::deque<std::string> finished_order_;
   std::size_t running_ = 0;
   std::int64_t running_memory_ = 0;
+  std::size_t live_threads_ = 0;  // run threads not yet done with their sandbox
   std::vector<std::thread> done_threads_;
   bool shutting_down_ = false;
+
+  // The prepared sandboxes: ready ones oldest first, ones being made, ones to remove.
+  std::deque<std::unique_ptr<Prepared>> prepared_;
+  std::size_t preparing_ = 0;
+  std::int64_t prepared_memory_ = 0;  // of the ready ones and the ones being made
+  std::vector<std::unique_ptr<Prepared>> retiring_;
+  // Sandboxes whose removal failed (the engine was away), retried with a growing pause.
+  std::vector<std::string> unremoved_;
+  SteadyTime removal_retry_at_{};
+  std::chrono::seconds removal_backoff_ = kRetryFirstBackoff;
+  std::condition_variable pool_changed_;  // wakes the maintenance thread
+  std::thread maintenance_thread_;
+  std::mutex maintenance_join_mutex_;
 };
 
 std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest request) {
@@ -352,8 +428,8 @@ std::optional<RunSnapshot> RunManager::Impl::stop(const std::string& tenant,
       killSandbox(kill_id, run->id);
       lock.lock();
     }
-    changed_.wait(lock, [&] { return policy::isFinal(run->status); });
   }
+  changed_.wait(lock, [&] { return policy::isFinal(run->status) && run->settled; });
   return snapshotLocked(*run);
 }
 
@@ -425,15 +501,20 @@ void RunManager::Impl::shutdown() {
       }
     }
     changed_.notify_all();
+    pool_changed_.notify_all();
   }
   for (const auto& [sandbox_id, run_id] : kills) {
     killSandbox(sandbox_id, run_id);
   }
   {
     std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return running_ == 0; });
+    changed_.wait(lock, [&] { return live_threads_ == 0; });
   }
   reapThreads();
+  std::lock_guard join_lock(maintenance_join_mutex_);
+  if (maintenance_thread_.joinable()) {
+    maintenance_thread_.join();
+  }
 }
 
 void RunManager::Impl::enqueueLocked(const std::shared_ptr<Run>& run) {
@@ -505,17 +586,79 @@ void RunManager::Impl::admitLocked() {
       return;
     }
     const auto queue = queues_.find(*tenant);
-    // The chosen run waits for memory rather than be overtaken, so big runs are not starved.
-    if (!canAdmitLocked(queue->second.front()->memory_bytes)) {
+    const std::shared_ptr<Run> run = queue->second.front();
+    if (!slotFreeLocked()) {
       return;
     }
-    const std::shared_ptr<Run> run = queue->second.front();
+    // A prepared sandbox the run can use already holds the run's memory.
+    const auto prepared = findPreparedLocked(*run);
+    const std::int64_t needed =
+        run->memory_bytes - (prepared == prepared_.end() ? 0 : (*prepared)->memory_bytes);
+    if (!memoryFitsLocked(needed)) {
+      // Idle prepared sandboxes give way to a run; otherwise the chosen run waits for memory
+      // rather than be overtaken, so big runs are not starved.
+      const Prepared* keep = prepared == prepared_.end() ? nullptr : prepared->get();
+      if (evictPreparedLocked(needed, keep)) {
+        continue;
+      }
+      return;
+    }
     queue->second.pop_front();
     if (queue->second.empty()) {
       queues_.erase(queue);
     }
+    if (prepared != prepared_.end()) {
+      run->prepared = std::move(*prepared);
+      prepared_.erase(prepared);
+      prepared_memory_ -= run->prepared->memory_bytes;
+      pool_changed_.notify_all();
+    }
     launchLocked(run);
   }
+}
+
+std::deque<std::unique_ptr<RunManager::Impl::Prepared>>::iterator
+RunManager::Impl::findPreparedLocked(const Run& run) {
+  if (prepared_.empty()) {
+    return prepared_.end();
+  }
+  // The environment follows from the limits' cpus, which the posture carries (nano_cpus).
+  const backend::Posture required = policy::requiredPosture(run.limits, sandbox_);
+  return std::find_if(prepared_.begin(), prepared_.end(), [&](const auto& prepared) {
+    return prepared->posture == required && run.limits.timeout_seconds <= prepared->timeout_seconds;
+  });
+}
+
+// Retires idle prepared sandboxes, other than `keep`, until `needed` more bytes fit; does
+// nothing when even all of them would not make room. True when it made room.
+bool RunManager::Impl::evictPreparedLocked(std::int64_t needed, const Prepared* keep) {
+  std::int64_t idle = 0;
+  for (const auto& prepared : prepared_) {
+    if (prepared.get() != keep) {
+      idle += prepared->memory_bytes;
+    }
+  }
+  if (idle == 0 || !memoryFitsLocked(needed - idle)) {
+    return false;
+  }
+  for (auto it = prepared_.begin(); it != prepared_.end() && !memoryFitsLocked(needed);) {
+    if (it->get() == keep) {
+      ++it;
+      continue;
+    }
+    std::unique_ptr<Prepared> evicted = std::move(*it);
+    it = prepared_.erase(it);
+    logger().information("prepared sandbox " + evicted->sandbox_id +
+                         " gives way to a run that needs its memory");
+    retireLocked(std::move(evicted));
+  }
+  return true;
+}
+
+void RunManager::Impl::retireLocked(std::unique_ptr<Prepared> prepared) {
+  prepared_memory_ -= prepared->memory_bytes;
+  retiring_.push_back(std::move(prepared));
+  pool_changed_.notify_all();
 }
 
 void RunManager::Impl::releaseSlotLocked(const Run& run) {
@@ -525,6 +668,7 @@ void RunManager::Impl::releaseSlotLocked(const Run& run) {
   if (found != running_by_tenant_.end() && --found->second == 0) {
     running_by_tenant_.erase(found);
   }
+  pool_changed_.notify_all();  // the memory may let the pool refill
 }
 
 void RunManager::Impl::launchLocked(const std::shared_ptr<Run>& run) {
@@ -535,8 +679,14 @@ void RunManager::Impl::launchLocked(const std::shared_ptr<Run>& run) {
   last_served_[run->tenant] = ++service_tick_;
   try {
     run->thread = std::thread([this, run] { runThread(run); });
+    ++live_threads_;
   } catch (const std::system_error& e) {
     logger().error("run " + run->id + ": could not start its thread: " + e.what());
+    if (run->prepared) {
+      retiring_.push_back(std::move(run->prepared));
+      pool_changed_.notify_all();
+    }
+    run->settled = true;
     releaseSlotLocked(*run);
     run->status = policy::RunStatus::kSandboxError;
     run->report.reason = "The server could not start a thread for this run.";
@@ -549,6 +699,7 @@ void RunManager::Impl::launchLocked(const std::shared_ptr<Run>& run) {
 
 void RunManager::Impl::finalizeStoppedLocked(Run& run, const std::string& reason) {
   run.status = policy::RunStatus::kStopped;
+  run.settled = true;
   run.report.reason = reason;
   run.finished = clock_.now();
   run.finished_at = clock_.wallNow();
@@ -624,8 +775,9 @@ void RunManager::Impl::reapThreads() {
 
 void RunManager::Impl::runThread(const std::shared_ptr<Run>& run) {
   Outcome outcome;
+  std::optional<SandboxLease> lease;
   try {
-    execute(*run, outcome);
+    execute(*run, outcome, lease);
   } catch (const std::exception& e) {
     logger().error("run " + run->id + ": unexpected error: " + e.what());
     outcome.evidence.sandbox_failure = std::string("internal error: ") + e.what();
@@ -633,7 +785,14 @@ void RunManager::Impl::runThread(const std::shared_ptr<Run>& run) {
     logger().error("run " + run->id + ": unexpected non-standard exception");
     outcome.evidence.sandbox_failure = "internal error";
   }
+  // Reported first: the evidence is complete, and removal (5 to 60 ms) need not delay it.
   finish(*run, outcome);
+  lease.reset();
+  std::lock_guard lock(mutex_);
+  run->settled = true;
+  --live_threads_;
+  done_threads_.push_back(std::move(run->thread));
+  changed_.notify_all();
 }
 
 bool RunManager::Impl::stopRequested(Run& run) {
@@ -648,23 +807,31 @@ void RunManager::Impl::killSandbox(const std::string& sandbox_id, const std::str
   }
 }
 
-backend::SandboxSpec RunManager::Impl::buildSpec(const Run& run,
-                                                 const backend::Posture& required) const {
+// A prepared sandbox's watchdog and deadline label also allow for its time idle (a sandbox
+// idle longer is replaced).
+backend::SandboxSpec RunManager::Impl::buildSpec(const std::string& label_run_id,
+                                                 const policy::Limits& limits,
+                                                 const backend::Posture& required,
+                                                 bool prepared) const {
   const long long watchdog_seconds =
-      ceilSeconds(run.limits.timeout_seconds) + sandbox_.deadline_grace_seconds;
+      watchdogSeconds(limits) +
+      (prepared ? static_cast<long long>(settings_.prepared_max_idle.count()) : 0);
   const long long now_unix =
       std::chrono::duration_cast<std::chrono::seconds>(clock_.wallNow().time_since_epoch()).count();
-  const std::string threads = std::to_string(std::max(1LL, ceilSeconds(run.limits.cpus)));
+  const std::string threads = std::to_string(std::max(1LL, ceilSeconds(limits.cpus)));
 
   backend::SandboxSpec spec;
-  spec.run_id = run.id;
+  spec.run_id = label_run_id;
   spec.labels = {
       {kLabelManaged, "true"},
       {kLabelInstance, instance_id_},
-      {kLabelRunId, run.id},
+      {kLabelRunId, label_run_id},
       {kLabelOwnerPid, std::to_string(::getpid())},
       {kLabelDeadline, std::to_string(now_unix + watchdog_seconds + kDeadlineLabelSlackSeconds)},
   };
+  if (prepared) {
+    spec.labels.emplace(kLabelPrepared, "true");
+  }
   spec.command = {
       "/usr/bin/timeout", "-s", "KILL", std::to_string(watchdog_seconds), sandbox_.python, "-I",
       sandbox_.launcher,
@@ -685,7 +852,7 @@ backend::SandboxSpec RunManager::Impl::buildSpec(const Run& run,
   return spec;
 }
 
-void RunManager::Impl::execute(Run& run, Outcome& outcome) {
+void RunManager::Impl::execute(Run& run, Outcome& outcome, std::optional<SandboxLease>& lease) {
   policy::Evidence& evidence = outcome.evidence;
   std::vector<policy::File> files;
   std::optional<std::string> stdin_data;
@@ -704,9 +871,10 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome) {
     run.started_at = clock_.wallNow();
     run.capture = std::make_unique<OutputCapture>(settings_.output_cap_bytes, trailerMarker(nonce),
                                                   trailerCapBytes(settings_.out_files));
-    logger().information("run " + run.id + " of tenant " + run.tenant + " started after " +
-                         policy::formatNumber(secondsBetween(run.enqueued_at, *run.exec_start)) +
-                         " s in the queue");
+    logger().information(
+        "run " + run.id + " of tenant " + run.tenant + " started after " +
+        policy::formatNumber(secondsBetween(run.enqueued_at, *run.exec_start)) + " s in the queue" +
+        (run.prepared ? " in prepared sandbox " + run.prepared->sandbox_id : std::string()));
   }
 
   int uid = 0;
@@ -716,8 +884,24 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome) {
         "the sandbox user setting \"" + sandbox_.user + "\" is not a numeric uid:gid";
     return;
   }
+  for (policy::File& control :
+       controlFiles(nonce, settings_.out_files, watchdogSeconds(run.limits), stdin_data)) {
+    files.push_back(std::move(control));
+  }
+  stdin_data.reset();
+  std::string archive = policy::buildArchive(files, uid, gid);
+  files.clear();
+
+  if (run.prepared) {
+    lease.emplace(removalOf(run.prepared->sandbox_id, run.id));
+    if (runInPrepared(run, archive, outcome)) {
+      return;
+    }
+    lease.reset();
+  }
+
   const backend::Posture required = policy::requiredPosture(run.limits, sandbox_);
-  const backend::SandboxSpec spec = buildSpec(run, required);
+  const backend::SandboxSpec spec = buildSpec(run.id, run.limits, required, false);
   std::vector<std::string> violations = policy::assertPosture(spec.posture, required);
   if (!violations.empty()) {
     evidence.sandbox_failure =
@@ -733,7 +917,7 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome) {
     evidence.sandbox_failure = "create failed: " + created.status.message;
     return;
   }
-  SandboxLease lease(backend_, created.id, run.id);
+  lease.emplace(removalOf(created.id, run.id));
   {
     std::lock_guard lock(mutex_);
     run.sandbox_id = created.id;
@@ -754,18 +938,11 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome) {
     return;
   }
 
-  {
-    for (policy::File& control : controlFiles(nonce, settings_.out_files, stdin_data)) {
-      files.push_back(std::move(control));
-    }
-    stdin_data.reset();
-    const backend::Status delivered =
-        backend_.deliver(created.id, policy::buildArchive(files, uid, gid));
-    files.clear();
-    if (!delivered.ok()) {
-      evidence.sandbox_failure = "delivery failed: " + delivered.message;
-      return;
-    }
+  const backend::Status delivered = backend_.deliver(created.id, archive);
+  std::string().swap(archive);
+  if (!delivered.ok()) {
+    evidence.sandbox_failure = "delivery failed: " + delivered.message;
+    return;
   }
   if (stopRequested(run)) {
     return;
@@ -782,6 +959,35 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome) {
   }
   waitForExit(run, created.id, outcome);
   outcome.ended = clock_.now();
+}
+
+// Runs the code in the run's prepared sandbox. False, with nothing delivered, when that
+// sandbox ended while it idled: the run then takes the normal path.
+bool RunManager::Impl::runInPrepared(Run& run, const std::string& archive, Outcome& outcome) {
+  const std::string& sandbox_id = run.prepared->sandbox_id;
+  const backend::WaitReply idle = backend_.wait(sandbox_id, std::chrono::milliseconds(0));
+  if (!idle.status.ok() || idle.exit.exited) {
+    logger().warning("run " + run.id + ": prepared sandbox " + sandbox_id +
+                     " ended while idle; creating a fresh one");
+    return false;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (run.stop_requested) {
+      return true;
+    }
+    run.sandbox_id = sandbox_id;
+    run.started = true;  // a stop from now on kills it
+  }
+  run.prepared->sink.bind(run.capture.get());
+  const backend::Status delivered = backend_.deliver(sandbox_id, archive);
+  if (!delivered.ok()) {
+    outcome.evidence.sandbox_failure = "delivery failed: " + delivered.message;
+    return true;
+  }
+  waitForExit(run, sandbox_id, outcome);
+  outcome.ended = clock_.now();
+  return true;
 }
 
 void RunManager::Impl::waitForExit(Run& run, const std::string& sandbox_id, Outcome& outcome) {
@@ -886,7 +1092,6 @@ void RunManager::Impl::finish(Run& run, Outcome& outcome) {
     run.report.cpu_seconds = outcome.exit.cpu_seconds;
     releaseSlotLocked(run);
     finished_order_.push_back(run.id);
-    done_threads_.push_back(std::move(run.thread));
     admitLocked();
     status_name = std::string(policy::statusName(run.status));
     if (run.exec_start) {
@@ -896,6 +1101,212 @@ void RunManager::Impl::finish(Run& run, Outcome& outcome) {
   }
   logger().information("run " + run.id + " finished: " + status_name + " after " +
                        policy::formatNumber(duration) + " s");
+}
+
+// Keeps settings_.prepared sandboxes ready while memory allows, replaces the ones idle too
+// long, removes retired ones, retries removals that failed, and at shutdown removes what is
+// left. Waits with a growing pause after a failure, so a broken engine is not hammered.
+void RunManager::Impl::maintenanceThread() {
+  const std::int64_t memory = memoryBytes(settings_.prepared_limits);
+  std::chrono::seconds backoff = kRetryFirstBackoff;
+  SteadyTime retry_at{};  // the next preparation after a failure; the clock's epoch: any time
+  std::unique_lock lock(mutex_);
+  while (true) {
+    if (!retiring_.empty()) {
+      std::vector<std::unique_ptr<Prepared>> retired;
+      retired.swap(retiring_);
+      lock.unlock();
+      for (const auto& prepared : retired) {
+        removeSandbox(prepared->sandbox_id, "prepared sandbox");
+      }
+      lock.lock();
+      continue;
+    }
+    if (shutting_down_) {
+      break;
+    }
+    const SteadyTime now = clock_.now();
+    if (!unremoved_.empty() && now >= removal_retry_at_) {
+      retryRemovals(false, lock);
+      continue;
+    }
+    if (!prepared_.empty() && now - prepared_.front()->ready_at >= settings_.prepared_max_idle) {
+      std::unique_ptr<Prepared> stale = std::move(prepared_.front());
+      prepared_.pop_front();
+      retireLocked(std::move(stale));
+      continue;
+    }
+    const bool wanted = prepared_.size() + preparing_ < settings_.prepared && now >= retry_at &&
+                        memoryFitsLocked(memory);
+    if (!wanted) {
+      pool_changed_.wait_for(lock, kMaintenanceRecheck);
+      retireEndedLocked(lock);
+      continue;
+    }
+    ++preparing_;
+    prepared_memory_ += memory;
+    lock.unlock();
+    std::unique_ptr<Prepared> prepared = prepareOne();
+    lock.lock();
+    --preparing_;
+    if (!prepared) {
+      prepared_memory_ -= memory;
+      retry_at = clock_.now() + backoff;
+      backoff = std::min<std::chrono::seconds>(backoff * 2, kRetryMaxBackoff);
+      admitLocked();
+      continue;
+    }
+    backoff = kRetryFirstBackoff;
+    retry_at = SteadyTime{};
+    prepared->ready_at = clock_.now();
+    prepared_.push_back(std::move(prepared));
+    if (shutting_down_) {
+      retireLocked(std::move(prepared_.back()));
+      prepared_.pop_back();
+    } else {
+      admitLocked();  // a queued run may take it, or need its memory
+    }
+  }
+  while (!prepared_.empty()) {
+    retireLocked(std::move(prepared_.front()));
+    prepared_.pop_front();
+  }
+  std::vector<std::unique_ptr<Prepared>> left;
+  left.swap(retiring_);
+  lock.unlock();
+  for (const auto& prepared : left) {
+    removeSandbox(prepared->sandbox_id, "prepared sandbox");
+  }
+  lock.lock();
+  retryRemovals(true, lock);
+}
+
+// Retires the idle prepared sandboxes that ended (say, the engine restarted), so the pool
+// makes fresh ones before a run finds them dead. Releases `lock` while it asks the backend.
+void RunManager::Impl::retireEndedLocked(std::unique_lock<std::mutex>& lock) {
+  std::vector<std::string> idle;
+  for (const auto& prepared : prepared_) {
+    idle.push_back(prepared->sandbox_id);
+  }
+  if (idle.empty()) {
+    return;
+  }
+  lock.unlock();
+  std::vector<std::string> ended;
+  for (const std::string& id : idle) {
+    const backend::WaitReply reply = backend_.wait(id, std::chrono::milliseconds(0));
+    if (!reply.status.ok() || reply.exit.exited) {
+      ended.push_back(id);
+    }
+  }
+  lock.lock();
+  for (const std::string& id : ended) {
+    const auto found = std::find_if(prepared_.begin(), prepared_.end(), [&](const auto& prepared) {
+      return prepared->sandbox_id == id;
+    });
+    if (found != prepared_.end()) {
+      logger().warning("prepared sandbox " + id + " ended while idle; replacing it");
+      std::unique_ptr<Prepared> dead = std::move(*found);
+      prepared_.erase(found);
+      retireLocked(std::move(dead));
+    }
+  }
+}
+
+// Called with `lock` held; releases it while it calls the backend.
+void RunManager::Impl::retryRemovals(bool last_chance, std::unique_lock<std::mutex>& lock) {
+  std::vector<std::string> ids;
+  ids.swap(unremoved_);
+  lock.unlock();
+  std::vector<std::string> failed;
+  for (const std::string& id : ids) {
+    const backend::Status status = backend_.remove(id);
+    if (status.ok()) {
+      logger().information("removed sandbox " + id + " on a later attempt");
+    } else if (last_chance) {
+      logger().error("could not remove sandbox " + id + " (" + status.message +
+                     "); the next server's startup sweep will");
+    } else {
+      failed.push_back(id);
+    }
+  }
+  lock.lock();
+  if (failed.empty()) {
+    removal_backoff_ = kRetryFirstBackoff;
+    removal_retry_at_ = SteadyTime{};
+    return;
+  }
+  unremoved_.insert(unremoved_.end(), failed.begin(), failed.end());
+  removal_retry_at_ = clock_.now() + removal_backoff_;
+  removal_backoff_ = std::min<std::chrono::seconds>(removal_backoff_ * 2, kRetryMaxBackoff);
+}
+
+void RunManager::Impl::removeSandbox(const std::string& sandbox_id,
+                                     const std::string& whose) noexcept {
+  std::string problem;
+  try {
+    const backend::Status status = backend_.remove(sandbox_id);
+    if (status.ok()) {
+      logger().debug("removed sandbox " + sandbox_id + " of " + whose);
+      return;
+    }
+    problem = status.message;
+  } catch (const std::exception& e) {
+    problem = std::string("it threw: ") + e.what();
+  } catch (...) {
+    problem = "it threw a non-standard exception";
+  }
+  logger().error(whose + ": removing sandbox " + sandbox_id + " failed: " + problem +
+                 "; will retry");
+  try {
+    std::lock_guard lock(mutex_);
+    unremoved_.push_back(sandbox_id);
+    pool_changed_.notify_all();
+  } catch (const std::exception& e) {
+    logger().error(whose + ": cannot queue sandbox " + sandbox_id + " for removal: " + e.what());
+  }
+}
+
+// Creates a sandbox for settings_.prepared_limits, checks the engine's record of it against
+// the required posture and starts it idle. nullptr, with nothing left behind, on any failure.
+std::unique_ptr<RunManager::Impl::Prepared> RunManager::Impl::prepareOne() {
+  auto prepared = std::make_unique<Prepared>();
+  prepared->posture = policy::requiredPosture(settings_.prepared_limits, sandbox_);
+  prepared->timeout_seconds = settings_.prepared_limits.timeout_seconds;
+  prepared->memory_bytes = memoryBytes(settings_.prepared_limits);
+  const backend::SandboxSpec spec =
+      buildSpec("prepared-" + randomHexId(), settings_.prepared_limits, prepared->posture, true);
+  std::vector<std::string> violations = policy::assertPosture(spec.posture, prepared->posture);
+  if (!violations.empty()) {
+    logger().error("cannot prepare a sandbox: its spec failed the posture check: " +
+                   join(violations, "; "));
+    return nullptr;
+  }
+  const backend::CreateReply created = backend_.create(spec);
+  if (!created.status.ok()) {
+    logger().warning("cannot prepare a sandbox: create failed: " + created.status.message);
+    return nullptr;
+  }
+  prepared->sandbox_id = created.id;
+  const auto fail = [&](const std::string& why) -> std::unique_ptr<Prepared> {
+    logger().error("cannot prepare a sandbox: " + why);
+    removeSandbox(prepared->sandbox_id, "prepared sandbox");
+    return nullptr;
+  };
+  const backend::InspectReply inspected = backend_.inspect(created.id);
+  if (!inspected.status.ok()) {
+    return fail("inspect failed: " + inspected.status.message);
+  }
+  violations = policy::assertPosture(inspected.posture, prepared->posture);
+  if (!violations.empty()) {
+    return fail("posture check failed: " + join(violations, "; "));
+  }
+  const backend::Status started = backend_.start(created.id, &prepared->sink);
+  if (!started.ok()) {
+    return fail("start failed: " + started.message);
+  }
+  logger().debug("prepared sandbox " + created.id);
+  return prepared;
 }
 
 RunManager::RunManager(backend::RuntimeBackend& backend, const RunSettings& settings,
@@ -921,6 +1332,11 @@ std::optional<RunSnapshot> RunManager::stop(const std::string& tenant, const std
 std::size_t RunManager::sweepLeftovers() { return impl_->sweepLeftovers(); }
 
 void RunManager::shutdown() { impl_->shutdown(); }
+
+std::size_t RunManager::preparedCount() const {
+  std::lock_guard lock(impl_->mutex_);
+  return impl_->prepared_.size();
+}
 
 const std::string& RunManager::instanceId() const { return impl_->instance_id_; }
 

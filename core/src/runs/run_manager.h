@@ -25,6 +25,7 @@ inline constexpr const char* kLabelInstance = "io.scs.instance";
 inline constexpr const char* kLabelRunId = "io.scs.run-id";
 inline constexpr const char* kLabelOwnerPid = "io.scs.owner-pid";
 inline constexpr const char* kLabelDeadline = "io.scs.deadline";  // unix seconds
+inline constexpr const char* kLabelPrepared = "io.scs.prepared";  // "true": started ahead of need
 
 // The tenant of every run on stdio and on HTTP without tokens: one client, one owner.
 inline constexpr const char* kLocalTenant = "local";
@@ -38,6 +39,14 @@ struct RunSettings {
   std::int64_t host_memory_bytes = 0;       // admission: running memory limits must fit; 0 = off
   std::string instance_id;                  // this server instance; random when empty
   OutFileCaps out_files;                    // files returned from /workspace/out
+  // Sandboxes kept created, posture-checked and started with the launcher idle on stdin, so
+  // a run skips the engine's create and start. Each serves exactly one run whose limits
+  // require the same posture as `prepared_limits` and a timeout no longer; other runs take
+  // the normal path. They count against host_memory_bytes, are replaced after idling for
+  // prepared_max_idle, and are removed at shutdown. 0 turns preparation off.
+  std::size_t prepared = 0;
+  policy::Limits prepared_limits;
+  std::chrono::seconds prepared_max_idle{300};
 };
 
 struct CapturedOutput {
@@ -93,7 +102,9 @@ struct StartRefusal {
 // the order of backend calls for each run. Every run belongs to the tenant that started it;
 // to any other tenant it does not exist. The queue is fair between tenants: a free slot goes
 // to the tenant with the fewest running runs (the one served longest ago among equals), FIFO
-// within a tenant, so no tenant can starve another. Thread-safe.
+// within a tenant, so no tenant can starve another. A run is reported final as soon as its
+// outcome is known; its sandbox is removed right after, and stop() and shutdown() wait for
+// that removal. Thread-safe.
 class RunManager {
  public:
   RunManager(backend::RuntimeBackend& backend, const RunSettings& settings,
@@ -115,16 +126,20 @@ class RunManager {
                                  const OutputOffsets& from = {});
 
   // Stops a queued or running run (status stopped) and waits until its sandbox is removed;
-  // a finished run is reported unchanged. nullopt for an unknown or expired id, and for a
-  // run of another tenant.
+  // a finished run is reported unchanged, once its sandbox is removed. nullopt for an unknown or
+  // expired id, and for a run of another tenant.
   std::optional<RunSnapshot> stop(const std::string& tenant, const std::string& run_id);
 
   // Removes sandboxes left by earlier server instances (their owner process is gone or
   // their deadline has passed). Returns how many were removed.
   std::size_t sweepLeftovers();
 
-  // Stops every run, removes every sandbox, joins every thread. Idempotent.
+  // Stops every run, removes every sandbox (prepared ones too), joins every thread.
+  // Idempotent.
   void shutdown();
+
+  // Prepared sandboxes idle and ready for a run now.
+  std::size_t preparedCount() const;
 
   const std::string& instanceId() const;
 

@@ -196,6 +196,7 @@ std::size_t trailerCapBytes(const OutFileCaps& caps) {
 }
 
 std::vector<policy::File> controlFiles(std::string_view nonce, const OutFileCaps& caps,
+                                       std::int64_t watchdog_seconds,
                                        const std::optional<std::string>& stdin_data) {
   Object::Ptr control = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   control->set("nonce", std::string(nonce));
@@ -204,6 +205,7 @@ std::vector<policy::File> controlFiles(std::string_view nonce, const OutFileCaps
   control->set("max_file_bytes", static_cast<std::uint64_t>(caps.max_file_bytes));
   control->set("max_total_bytes", static_cast<std::uint64_t>(caps.max_total_bytes));
   control->set("stdin", stdin_data.has_value());
+  control->set("watchdog_seconds", watchdog_seconds);
   std::ostringstream json;
   control->stringify(json);
   std::vector<policy::File> files{{kControlPath, json.str()}};

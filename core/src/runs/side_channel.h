@@ -57,8 +57,11 @@ std::string trailerMarker(std::string_view nonce);
 std::size_t trailerCapBytes(const OutFileCaps& caps);
 
 // The archive members that configure the launcher: `.scs/control.json`, and `.scs/stdin`
-// when `stdin_data` is set.
+// when `stdin_data` is set. `watchdog_seconds`: the launcher ends the whole sandbox this long
+// after the code arrives, should the server die before it can (a prepared sandbox's outer
+// watchdog also allows for its time idle).
 std::vector<policy::File> controlFiles(std::string_view nonce, const OutFileCaps& caps,
+                                       std::int64_t watchdog_seconds,
                                        const std::optional<std::string>& stdin_data);
 
 // Parses the trailer's bytes (everything after the marker). Never trusts them: malformed JSON

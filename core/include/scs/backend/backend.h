@@ -21,7 +21,7 @@
 namespace scs::backend {
 
 // Bumped on any change to a type or a signature in this folder.
-inline constexpr std::uint32_t kAbiVersion = 1;
+inline constexpr std::uint32_t kAbiVersion = 2;
 
 // Exported by every plugin under kAbiSymbol. The loader reads it before anything else.
 struct AbiStamp {
@@ -178,8 +178,10 @@ class LogSink {
 
 // A runtime that can host one sandbox per run. The core drives the order of calls:
 // create -> inspect -> deliver -> start -> wait (repeatedly) -> remove, with kill at any
-// time after start. Thread-safety: every method may be called concurrently, including for
-// the same sandbox id (kill and remove race with wait). No method throws.
+// time after start. A sandbox prepared ahead of need is started before its run exists:
+// create -> inspect -> start -> deliver -> wait -> remove; its launcher idles on stdin until
+// deliver(). Thread-safety: every method may be called concurrently, including for the same
+// sandbox id (kill and remove race with wait). No method throws.
 class RuntimeBackend {
  public:
   virtual ~RuntimeBackend() = default;
@@ -195,12 +197,15 @@ class RuntimeBackend {
   virtual InspectReply inspect(const std::string& id) = 0;
 
   // Hands the sandbox its code: `archive` is an uncompressed ustar built by the core
-  // (regular files only). The backend may hold it until start(); it must never write it
-  // to the host's disk or mount a host path to deliver it.
+  // (regular files only). Before start() the backend may hold it until start(); after
+  // start() it reaches the running launcher's stdin without delay. At most once per
+  // sandbox (kRejected otherwise). It must never write the archive to the host's disk or
+  // mount a host path to deliver it.
   virtual Status deliver(const std::string& id, const std::string& archive) = 0;
 
-  // Starts the sandbox. Output is written to `sink` until the run ends; `sink` outlives
-  // the sandbox (the core keeps it until remove() returns).
+  // Starts the sandbox, with or without its code delivered. Output is written to `sink`
+  // until the sandbox ends; `sink` outlives the sandbox (the core keeps it until remove()
+  // returns).
   virtual Status start(const std::string& id, OutputSink* sink) = 0;
 
   // Waits up to `timeout` for the sandbox to end. Reports exited only after every byte of
