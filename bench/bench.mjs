@@ -4,12 +4,14 @@
 // Contenders for one trivial run (`print(1)`), measured round-robin in one process so that
 // load drifts hit all of them alike:
 //   mcp       the server over stdio with the official MCP SDK client: start_run, then
-//             get_result with wait_seconds until the report is final
+//             get_result with wait_seconds until the report is final; the run takes the
+//             server's prepared sandbox (--prepared, BENCH_PREPARED)
+//   fresh     the same server binary with --prepared 0: every run creates its sandbox
 //   docker    `docker run --rm` with the server's controls as flags, `python3 -I -c`
 //   floor     the Engine API alone: create, wait (registered), start, wait body, remove
 //   prepared  the Engine API with a sandbox created and started ahead of need (the launcher
 //             idles on stdin): write the code, read the output to its end and the exit
-//             record. Informational: the floor for the "prepared sandbox" design.
+//             record. Informational: the floor for any server that keeps prepared sandboxes.
 import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -49,6 +51,8 @@ const cfg = {
   // A second server binary measured as one more contender (e.g. a prototype), or empty.
   compare: process.env.BENCH_COMPARE ?? '',
   compareArgs: (process.env.BENCH_COMPARE_ARGS ?? '').split(' ').filter(Boolean),
+  // Prepared sandboxes each server under test keeps (its --prepared).
+  prepared: envInt('BENCH_PREPARED', 1),
   // Extra flags for every server the benchmark starts (e.g. --retention-seconds 1).
   serverArgs: (process.env.BENCH_SERVER_ARGS ?? '').split(' ').filter(Boolean),
   image: process.env.BENCH_IMAGE ?? 'safe-code-sandbox:latest',
@@ -141,6 +145,13 @@ function managedContainers(pid) {
   return out === '' ? [] : out.split('\n');
 }
 
+// A server's sandboxes other than its idle prepared ones: what its finished runs left.
+function leftContainers(pid) {
+  const idle = new Set(sh('docker', ['ps', '-q', '--filter', `label=io.scs.owner-pid=${pid}`,
+    '--filter', 'label=io.scs.prepared=true', '--filter', 'status=running']).split('\n'));
+  return managedContainers(pid).filter((id) => !idle.has(id));
+}
+
 function removeBenchLeftovers() {
   const out = sh('docker', ['ps', '-aq', '--filter', `label=${BENCH_LABEL}`]);
   if (out !== '') {
@@ -152,10 +163,14 @@ function removeBenchLeftovers() {
 // The server through the official SDK client
 
 class Server {
-  static async start(runtime, { logLevel = cfg.logLevel, extraArgs = [], binary = cfg.server } = {}) {
+  // `prepared`: the --prepared flag to pass, or null to pass none (a --prepared in extraArgs
+  // is then what counts, else 0: a binary from before prepared sandboxes).
+  static async start(runtime, { logLevel = cfg.logLevel, extraArgs = [], binary = cfg.server,
+    prepared = cfg.prepared } = {}) {
+    const preparedArgs = prepared === null ? [] : ['--prepared', String(prepared)];
     const args = ['--image', cfg.image, '--runtime', runtime, '--seccomp-profile', cfg.seccomp,
       '--max-queue', String(Math.max(64, cfg.throughput + 8)), '--log-level', logLevel,
-      ...cfg.serverArgs, ...extraArgs];
+      ...preparedArgs, ...cfg.serverArgs, ...extraArgs];
     const transport = new StdioClientTransport({ command: binary, args, stderr: 'pipe' });
     const server = new Server(transport);
     transport.stderr.on('data', (chunk) => server.onLog(chunk.toString()));
@@ -163,6 +178,9 @@ class Server {
     await server.client.connect(transport);
     await server.client.listTools();  // the SDK validates structuredContent against these
     server.pid = transport.pid;
+    const flag = args.lastIndexOf('--prepared');
+    server.prepared = flag >= 0 ? Number(args[flag + 1]) : 0;
+    await settle([server]);  // its prepared sandboxes are ready before it is measured
     return server;
   }
 
@@ -191,10 +209,17 @@ class Server {
         add('attach', m[1]);
         add('register wait', m[2]);
         add('start', m[3]);
-      } else if ((m = line.match(/after start: output ended ([\d.]+) ms, wait body ([\d.]+) ms, inspect ([\d.]+) ms, die event ([\d.]+) ms/))) {
-        add('start -> output ended', m[1]);
-        add('output ended -> exit record', String(Number(m[2]) - Number(m[1])));
-        add('exit record -> evidence complete', String(Number(m[4]) - Number(m[2])));
+      } else if ((m = line.match(/: code delivered [^;]*; from (?:start|delivery): (.*)$/))) {
+        // Each step from the later of start and delivery: when the code reached a started
+        // sandbox, fresh or prepared.
+        const at = Object.fromEntries([...m[1].matchAll(/([a-z ]+) ([\d.]+) ms/g)]
+          .map(([, name, value]) => [name.trim(), Number(value)]));
+        if (at['output ended'] !== undefined && at['wait body'] !== undefined &&
+            at['die event'] !== undefined) {
+          add('code in -> output ended', at['output ended']);
+          add('output ended -> exit record', at['wait body'] - at['output ended']);
+          add('exit record -> evidence complete', at['die event'] - at['wait body']);
+        }
       } else if ((m = line.match(/docker: remove \S+ took ([\d.]+) ms/))) {
         add('remove', m[1]);
       }
@@ -491,19 +516,26 @@ function demuxStdout(stream) {
   return out;
 }
 
-// Waits until no sandbox of these servers is left (a server may remove one after its report),
-// so that no contender pays for another's clean-up. At most 10 s.
-async function settle(pids) {
-  const owners = new Set(pids.map(String));
+// Waits until each of these servers has no sandbox left but its prepared ones, all of them
+// ready (a server removes a run's sandbox after its report and then prepares a new one), so
+// that no contender pays for another's clean-up or preparation. At most 10 s.
+async function settle(servers) {
   const filters = encodeURIComponent(JSON.stringify({ label: ['io.scs.managed'] }));
+  const settled = (listed, server) => {
+    const own = listed.filter((c) => c.Labels?.['io.scs.owner-pid'] === String(server.pid));
+    return own.length === server.prepared &&
+      own.every((c) => c.Labels?.['io.scs.prepared'] === 'true' && c.State === 'running');
+  };
   for (const deadline = Date.now() + 10_000; Date.now() < deadline;) {
     const listed = await engine('GET', `/containers/json?all=1&filters=${filters}`);
-    if (!listed.some((c) => owners.has(c.Labels?.['io.scs.owner-pid']))) {
+    if (servers.every((server) => settled(listed, server))) {
+      // A sandbox the engine reports running may be a few ms from the server's pool.
+      await sleep(20);
       return;
     }
     await sleep(5);
   }
-  progress('warning: a server sandbox was still there 10 s after its run');
+  progress('warning: a server\'s sandboxes had not settled 10 s after its run');
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -537,8 +569,9 @@ async function latency(runtime) {
   progress(`latency (${runtime}): starting the server`);
   const server = await Server.start(runtime);
   const idle = procStatus(server.pid);
-  const other = cfg.compare
-    ? await Server.start(runtime, { binary: cfg.compare, extraArgs: cfg.compareArgs }) : null;
+  const fresh = await Server.start(runtime, { prepared: 0 });
+  const other = cfg.compare ? await Server.start(runtime,
+    { binary: cfg.compare, extraArgs: cfg.compareArgs, prepared: null }) : null;
   let prepared = await PreparedSandbox.make(runtime);
   const viaMcp = async (target) => {
     const started = performance.now();
@@ -549,6 +582,7 @@ async function latency(runtime) {
   };
   const contenders = {
     mcp: () => viaMcp(server),
+    fresh: () => viaMcp(fresh),
     ...(other ? { compare: () => viaMcp(other) } : {}),
     docker: () => dockerRun(runtime),
     floor: () => engineFloor(runtime),
@@ -571,10 +605,11 @@ async function latency(runtime) {
         if (round >= cfg.warmup) {
           samples[name].push(ms);
         }
-        await settle([server.pid, other?.pid].filter(Boolean));
+        await settle([server, fresh, other].filter(Boolean));
       }
       if (round === cfg.warmup - 1) {
         server.steps = {};  // the step timings cover the measured rounds only
+        fresh.steps = {};
         if (other) {
           other.steps = {};
         }
@@ -588,12 +623,14 @@ async function latency(runtime) {
   } finally {
     await prepared.remove().catch(() => {});
     await server.close();
+    await fresh.close();
     await other?.close();
   }
   load.push(os.loadavg()[0]);
   const stepSummary = (target) => Object.fromEntries(Object.entries(target.steps)
     .map(([name, values]) => [name, summary(values)]));
   const steps = stepSummary(server);
+  const freshSteps = stepSummary(fresh);
   return {
     runtime,
     idle_rss: idle.rss,
@@ -601,8 +638,9 @@ async function latency(runtime) {
     ...Object.fromEntries(names.map((name) => [name, summary(samples[name])])),
     samples,
     steps,
+    fresh_steps: freshSteps,
     ...(other ? { compare_steps: stepSummary(other), compare_binary: cfg.compare } : {}),
-    server_errors: server.errors,
+    server_errors: [...server.errors, ...fresh.errors],
   };
 }
 
@@ -761,12 +799,12 @@ async function soak() {
     });
     elapsed = (performance.now() - started) / 1000;
     soakLoad = [load[0], os.loadavg()[0]];
-    left = managedContainers(server.pid);
+    left = leftContainers(server.pid);
     leftAtOnce = left.length;
-    // Removal may trail the report when the core releases it after the run is final.
+    // Removal trails the report: the core reports a run before it removes the sandbox.
     for (const deadline = Date.now() + 5000; left.length > 0 && Date.now() < deadline;) {
       await sleep(100);
-      left = managedContainers(server.pid);
+      left = leftContainers(server.pid);
     }
   } finally {
     await sleep(500);
@@ -830,7 +868,8 @@ function table() {
     lines.push('| trivial run `print(1)`, ms | runtime | p50 | p95 | min | max |');
     lines.push('|---|---|---:|---:|---:|---:|');
     const names = {
-      mcp: 'server over MCP stdio (SDK client)',
+      mcp: 'server over MCP stdio (SDK client), prepared sandbox',
+      fresh: 'the same, `--prepared 0`: a sandbox created per run',
       docker: '`docker run --rm`, same controls',
       floor: 'Engine API floor: create, start, wait, remove',
       prepared: 'Engine API, prepared sandbox (informational)',
@@ -856,6 +895,9 @@ function table() {
     targets.push(['MCP p50 / `docker run` p50 (runc)', ratio(r50), '<= 0.30', verdict(r50 <= 0.3)]);
     targets.push(['MCP p95 / `docker run` p95 (runc)', ratio(r95), '<= 0.50', verdict(r95 <= 0.5)]);
     targets.push(['MCP p50 / Engine API floor p50 (runc)', ratio(lr.mcp.p50 / lr.floor.p50), '-', '-']);
+    if (lr.fresh) {
+      targets.push(['MCP `--prepared 0` p50 / `docker run` p50 (runc)', ratio(lr.fresh.p50 / lr.docker.p50), '-', '-']);
+    }
   }
   const rs = results.phases.runsc;
   if (rs && !rs.skipped) {
@@ -898,14 +940,19 @@ function table() {
     if (Object.keys(phase.steps).length === 0) {
       continue;
     }
-    lines.push(`Where a server run's time goes (${phase.runtime}, docker plugin debug timings, ms):`);
+    lines.push(`Where a server run's time goes (${phase.runtime}, docker plugin debug timings, ms; ` +
+      'for the prepared server, create to start happen in the pool, off the run\'s path):');
     lines.push('');
-    const other = phase.compare_steps;
-    lines.push(other ? '| step | p50 | p95 | compared p50 | compared p95 |' : '| step | p50 | p95 |');
-    lines.push(other ? '|---|---:|---:|---:|---:|' : '|---|---:|---:|');
-    for (const [name, s] of Object.entries(phase.steps)) {
-      const extra = other?.[name] ? ` ${other[name].p50.toFixed(1)} | ${other[name].p95.toFixed(1)} |` : '';
-      lines.push(`| ${name} | ${s.p50.toFixed(1)} | ${s.p95.toFixed(1)} |${extra}`);
+    const columns = [['prepared', phase.steps], ['`--prepared 0`', phase.fresh_steps ?? {}]];
+    if (phase.compare_steps) {
+      columns.push(['compared', phase.compare_steps]);
+    }
+    lines.push(`| step | ${columns.map(([label]) => `${label} p50 | ${label} p95`).join(' | ')} |`);
+    lines.push(`|---|${columns.map(() => '---:|---:').join('|')}|`);
+    const stepNames = [...new Set(columns.flatMap(([, steps]) => Object.keys(steps)))];
+    const cell = (s) => (s ? `${s.p50.toFixed(1)} | ${s.p95.toFixed(1)}` : '- | -');
+    for (const name of stepNames) {
+      lines.push(`| ${name} | ${columns.map(([, steps]) => cell(steps[name])).join(' | ')} |`);
     }
     lines.push('');
   }

@@ -39,15 +39,27 @@ MAX_TEXT_BYTES = 8 << 10
 PR_SET_DUMPABLE = 4
 KILL_PATIENCE_SECONDS = 5
 
-# The child: `python3 -I main.py` with a report of an uncaught exception. The two functions
-# remove their names first, so main.py starts with the namespace it would have.
+# The child: `python3 -I main.py` with a report of an uncaught exception. It is started before
+# the code arrives (its interpreter start-up is off the run's path) and waits for one byte on
+# the go pipe: "0" runs main.py with stdin on /dev/null, "1" with the stdin pipe, nothing (the
+# launcher gave up) exits. The two functions remove their names first, so main.py starts with
+# the namespace it would have.
 BOOTSTRAP = r"""
 def _scs_run():
     import os
     import sys
 
     fd = int(sys.argv[1])
+    go = int(sys.argv[2])
     os.set_inheritable(fd, False)
+    signal = os.read(go, 1)
+    os.close(go)
+    if signal not in (b"0", b"1"):
+        os._exit(0)
+    if signal == b"0":
+        null = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
     owner = os.getpid()
     path = "/workspace/main.py"
     sys.argv[:] = ["main.py"]
@@ -411,9 +423,30 @@ def exit_like(returncode):
     os._exit(128 + number)  # the signal's default action is not to end a process
 
 
+def start_child():
+    """The program's interpreter, started at once and held until run_child()."""
+    report_r, report_w = os.pipe()
+    go_r, go_w = os.pipe()
+    stdin_r, stdin_w = os.pipe()
+    try:
+        child = subprocess.Popen(
+            ["/usr/bin/python3", "-I", "-c", BOOTSTRAP, str(report_w), str(go_r)],
+            stdin=stdin_r,
+            pass_fds=(report_w, go_r),
+            cwd=WORKSPACE,
+            preexec_fn=raise_oom_score,
+        )
+    except OSError as error:
+        reject(f"setup: cannot start python: {error}")
+    for fd in (report_w, go_r, stdin_r):
+        os.close(fd)
+    return child, report_r, go_w, stdin_w
+
+
 def main():
     make_undumpable()
     os.umask(0o022)
+    child, report_r, go_w, stdin_w = start_child()
     try:
         # Unbuffered, so that the end-of-archive block is seen even while stdin stays open.
         members = unpack(sys.stdin.buffer.raw)
@@ -432,26 +465,14 @@ def main():
     except FileExistsError:
         pass  # sent in `files`; collect() takes it only if it is a directory
 
-    report_r, report_w = os.pipe()
     stdin_data = members.get("stdin")
-    stdin_r = subprocess.DEVNULL
-    if stdin_data is not None:
-        stdin_r, stdin_w = os.pipe()
-    try:
-        child = subprocess.Popen(
-            ["/usr/bin/python3", "-I", "-c", BOOTSTRAP, str(report_w)],
-            stdin=stdin_r,
-            pass_fds=(report_w,),
-            cwd=WORKSPACE,
-            preexec_fn=raise_oom_score,
-        )
-    except OSError as error:
-        reject(f"setup: cannot start python: {error}")
-    os.close(report_w)
     threads = []
-    if stdin_data is not None:
-        os.close(stdin_r)
+    if stdin_data is None:
+        os.close(stdin_w)
+    else:
         threads.append(threading.Thread(target=feed, args=(stdin_w, stdin_data), daemon=True))
+    os.write(go_w, b"0" if stdin_data is None else b"1")
+    os.close(go_w)
     chunks = []
     threads.append(
         threading.Thread(target=drain, args=(report_r, MAX_EXCEPTION_BYTES, chunks), daemon=True)

@@ -1044,6 +1044,30 @@ TEST_F(PreparedRunManagerTest, ARunWithTheSameLimitsGetsItsCodeInThePreparedSand
               ::testing::StartsWith("prepared-"));
 }
 
+TEST_F(PreparedRunManagerTest, ThePoolRefillsOnlyOnceTheRunThatTookItsSandboxEndsOrHasRunASecond) {
+  waitPrepared();
+  const std::string first = startOk().run_id;
+  ASSERT_TRUE(
+      engine_.waitSandbox("sb-1", [](const auto& sandbox) { return !sandbox.archive.empty(); }));
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(engine_.createdCount(), 1u) << "the pool competed with the run for the CPU";
+  engine_.finishSandbox("sb-1", 0);
+  EXPECT_EQ(finalOf(first).status, policy::RunStatus::kSucceeded);
+  EXPECT_TRUE(engine_.waitSandbox("sb-2", [](const auto& sandbox) { return sandbox.started; }));
+
+  // A long run does not hold the pool back for longer than a second.
+  waitPrepared();
+  const std::string second = startOk().run_id;
+  ASSERT_TRUE(
+      engine_.waitSandbox("sb-2", [](const auto& sandbox) { return !sandbox.archive.empty(); }));
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(engine_.createdCount(), 2u);
+  clock_.advance(1s);
+  EXPECT_TRUE(engine_.waitSandbox("sb-3", [](const auto& sandbox) { return sandbox.started; }));
+  engine_.finishSandbox("sb-2", 0);
+  EXPECT_EQ(finalOf(second).status, policy::RunStatus::kSucceeded);
+}
+
 TEST_F(PreparedRunManagerTest, OutputTheIdleLauncherWroteReachesTheRunThatTakesIt) {
   waitPrepared();
   engine_.sandbox("sb-1")->sink->write(backend::Stream::kStderr, "a warning while idle\n");

@@ -36,6 +36,9 @@ constexpr long long kDeadlineLabelSlackSeconds = 60;
 constexpr auto kRetryFirstBackoff = std::chrono::seconds(1);
 constexpr auto kRetryMaxBackoff = std::chrono::seconds(60);
 constexpr auto kMaintenanceRecheck = std::chrono::seconds(1);
+// A new prepared sandbox waits this long for the run that took the last one to end, so that
+// making it (the engine's create and start) does not compete with that run for the CPU.
+constexpr auto kRefillDelay = std::chrono::seconds(1);
 constexpr std::size_t kMaxHeldBytes = 64u << 10;
 
 Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
@@ -313,6 +316,8 @@ struct RunManager::Impl {
   std::deque<std::unique_ptr<Prepared>> prepared_;
   std::size_t preparing_ = 0;
   std::int64_t prepared_memory_ = 0;  // of the ready ones and the ones being made
+  std::size_t prepared_running_ = 0;  // runs executing in a prepared sandbox
+  SteadyTime last_claim_{};           // when a run last took a prepared sandbox
   std::vector<std::unique_ptr<Prepared>> retiring_;
   // Sandboxes whose removal failed (the engine was away), retried with a growing pause.
   std::vector<std::string> unremoved_;
@@ -611,7 +616,6 @@ void RunManager::Impl::admitLocked() {
       run->prepared = std::move(*prepared);
       prepared_.erase(prepared);
       prepared_memory_ -= run->prepared->memory_bytes;
-      pool_changed_.notify_all();
     }
     launchLocked(run);
   }
@@ -668,7 +672,10 @@ void RunManager::Impl::releaseSlotLocked(const Run& run) {
   if (found != running_by_tenant_.end() && --found->second == 0) {
     running_by_tenant_.erase(found);
   }
-  pool_changed_.notify_all();  // the memory may let the pool refill
+  if (run.prepared) {
+    --prepared_running_;
+  }
+  pool_changed_.notify_all();  // the pool may refill now
 }
 
 void RunManager::Impl::launchLocked(const std::shared_ptr<Run>& run) {
@@ -677,12 +684,17 @@ void RunManager::Impl::launchLocked(const std::shared_ptr<Run>& run) {
   running_memory_ += run->memory_bytes;
   ++running_by_tenant_[run->tenant];
   last_served_[run->tenant] = ++service_tick_;
+  if (run->prepared) {
+    ++prepared_running_;
+    last_claim_ = clock_.now();
+  }
   try {
     run->thread = std::thread([this, run] { runThread(run); });
     ++live_threads_;
   } catch (const std::system_error& e) {
     logger().error("run " + run->id + ": could not start its thread: " + e.what());
     if (run->prepared) {
+      --prepared_running_;
       retiring_.push_back(std::move(run->prepared));
       pool_changed_.notify_all();
     }
@@ -1137,7 +1149,8 @@ void RunManager::Impl::maintenanceThread() {
       continue;
     }
     const bool wanted = prepared_.size() + preparing_ < settings_.prepared && now >= retry_at &&
-                        memoryFitsLocked(memory);
+                        memoryFitsLocked(memory) &&
+                        (prepared_running_ == 0 || now - last_claim_ >= kRefillDelay);
     if (!wanted) {
       pool_changed_.wait_for(lock, kMaintenanceRecheck);
       retireEndedLocked(lock);
