@@ -1183,6 +1183,21 @@ TEST_F(PreparedRunManagerTest, StoppingARunInAPreparedSandboxKillsItAndWaitsForI
   EXPECT_TRUE(engine_.sandbox("sb-1")->removed);
 }
 
+TEST_F(PreparedRunManagerTest, ARunStoppedAsSoonAsItTookAPreparedSandboxStillRemovesIt) {
+  // The stop races the run's thread: some runs are stopped before they begin executing.
+  for (int i = 0; i < 30; ++i) {
+    waitPrepared();
+    const std::string id = startOk().run_id;
+    const auto stopped = manager().stop(kLocalTenant, id);
+    ASSERT_TRUE(stopped.has_value());
+    EXPECT_EQ(stopped->status, policy::RunStatus::kStopped);
+    // stop() returns once the run's sandbox is removed: at most the pool's next one is left.
+    EXPECT_LE(engine_.createdCount() - engine_.removedCount(), 1u) << "round " << i;
+  }
+  manager().shutdown();
+  EXPECT_EQ(engine_.removedCount(), engine_.createdCount());
+}
+
 TEST_F(PreparedRunManagerTest, ShutdownRemovesEveryPreparedSandbox) {
   settings_.prepared = 2;
   waitPrepared(2);

@@ -207,7 +207,7 @@ struct RunManager::Impl {
     bool settled = false;        // no sandbox of this run is left: never made, or removed
     std::string sandbox_id;
     std::unique_ptr<OutputCapture> capture;
-    std::unique_ptr<Prepared> prepared;  // taken at admission; kept until the run is forgotten
+    std::unique_ptr<Prepared> prepared;  // taken at admission; freed once its sandbox is removed
     RunSnapshot report;                  // the final fields, once final
     std::thread thread;
   };
@@ -788,6 +788,10 @@ void RunManager::Impl::reapThreads() {
 void RunManager::Impl::runThread(const std::shared_ptr<Run>& run) {
   Outcome outcome;
   std::optional<SandboxLease> lease;
+  if (run->prepared) {
+    // Taken at admission: it is removed however the run ends, even stopped before it began.
+    lease.emplace(removalOf(run->prepared->sandbox_id, run->id));
+  }
   try {
     execute(*run, outcome, lease);
   } catch (const std::exception& e) {
@@ -801,6 +805,8 @@ void RunManager::Impl::runThread(const std::shared_ptr<Run>& run) {
   finish(*run, outcome);
   lease.reset();
   std::lock_guard lock(mutex_);
+  // Its sink had to outlive the sandbox; its posture (seccomp text included) need not stay.
+  run->prepared.reset();
   run->settled = true;
   --live_threads_;
   done_threads_.push_back(std::move(run->thread));
@@ -905,11 +911,10 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome, std::optional<Sandbox
   files.clear();
 
   if (run.prepared) {
-    lease.emplace(removalOf(run.prepared->sandbox_id, run.id));
     if (runInPrepared(run, archive, outcome)) {
       return;
     }
-    lease.reset();
+    lease.reset();  // the prepared sandbox ended while idle
   }
 
   const backend::Posture required = policy::requiredPosture(run.limits, sandbox_);
