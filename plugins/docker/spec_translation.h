@@ -19,8 +19,7 @@ struct EngineTraits {
 };
 
 // Controls the posture does not carry: plugin constants that only ever strengthen.
-inline constexpr std::int64_t kShmSizeBytes = 64ll << 20;  // counted by the core's tmpfs budget
-inline constexpr std::int64_t kOomScoreAdj = 500;          // sandboxes die before the engine
+inline constexpr std::int64_t kOomScoreAdj = 500;  // sandboxes die before the engine
 inline constexpr std::int64_t kStopTimeoutSeconds = 1;
 
 struct CreateBody {

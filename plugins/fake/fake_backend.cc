@@ -168,6 +168,7 @@ const std::map<std::string, std::function<void(backend::Posture&)>>& alterations
            p.tmpfs.front().noexec = !p.tmpfs.front().noexec;
          }
        }},
+      {"shm_bytes", [](P& p) { differ(&p.shm_bytes); }},
       {"memory_bytes", [](P& p) { differ(&p.memory_bytes); }},
       {"memory_swap_bytes", [](P& p) { differ(&p.memory_swap_bytes); }},
       {"nano_cpus", [](P& p) { differ(&p.nano_cpus); }},

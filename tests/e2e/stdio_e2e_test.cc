@@ -350,7 +350,7 @@ TEST_P(PostureFaultE2eTest, FailsTheRunBeforeUserCodeStarts) {
 
 INSTANTIATE_TEST_SUITE_P(SomeFields, PostureFaultE2eTest,
                          ::testing::Values("read_only_root", "memory_bytes", "user",
-                                           "seccomp_enabled", "host_mounts"));
+                                           "seccomp_enabled", "host_mounts", "shm_bytes"));
 
 TEST(StdioE2eTest, ACreateFailureIsASandboxError) {
   Session session({"--backend-option", "fail=create"});
@@ -473,7 +473,7 @@ TEST(StdioE2eTest, EveryStdoutLineOfASessionIsJsonRpc) {
 TEST(StdioE2eTest, ExitsWithinTwoSecondsOfStdinClosingWhileARunHangs) {
   Session session;
   session.start("#fake: hang\n");
-  ASSERT_TRUE(waitForStderr(session.process(), "fake: started"));
+  ASSERT_TRUE(waitForStderr(session.process(), "fake: running"));
   const auto closed = std::chrono::steady_clock::now();
   session.process().closeStdin();
   EXPECT_EQ(session.process().waitExit(2s), 0);
@@ -505,7 +505,7 @@ class ShutdownSignalE2eTest : public ::testing::TestWithParam<int> {};
 TEST_P(ShutdownSignalE2eTest, ExitsWithinTwoSecondsOfTheSignal) {
   Session session;
   session.start("#fake: hang\n");
-  ASSERT_TRUE(waitForStderr(session.process(), "fake: started"));
+  ASSERT_TRUE(waitForStderr(session.process(), "fake: running"));
   const auto sent = std::chrono::steady_clock::now();
   session.process().signal(GetParam());
   EXPECT_EQ(session.process().waitExit(2s), 0);

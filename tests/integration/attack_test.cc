@@ -236,6 +236,29 @@ for directory in ("/tmp", "/workspace"):
     inodes(directory)
 )PY";
 
+// At the smallest memory limit, /workspace, /tmp and /dev/shm filled at once and kept full: the
+// scratch space is at most half of memory, so the program still runs and ends normally.
+const char* const kTmpfsFillAllProbe = R"PY(
+block = b"\0" * (1 << 20)
+total = 0
+for directory in ("/tmp", "/workspace", "/dev/shm"):
+    written = 0
+    outcome = "NOLIMIT"
+    try:
+        index = 0
+        while written < (1 << 30):
+            with open("%s/keep-%d" % (directory, index), "wb") as f:
+                for _ in range(8):
+                    f.write(block)
+                    written += len(block)
+            index += 1
+    except OSError as e:
+        outcome = errname(e.errno)
+    total += written
+    say("kept " + directory, written >> 20, outcome)
+say("kept total", total >> 20, "OK")
+)PY";
+
 const char* const kForkBombProbe = R"PY(import time
 
 forked = 0
@@ -325,6 +348,8 @@ class AttackTest : public BatchedIntegrationTest<AttackTest> {
     probe("tmpfs_fill", kTmpfsFillProbe, probe_limits);
     probe("tmpfs_fill_small_memory", kTmpfsFillProbe,
           Limits{.memory_gb = 0.25, .timeout_seconds = 120});
+    probe("tmpfs_fill_all_min_memory", kTmpfsFillAllProbe,
+          Limits{.memory_gb = 0.125, .timeout_seconds = 120});
     batch_->startAll(sharedServer());
   }
 
@@ -612,11 +637,31 @@ TEST_F(AttackTest, TmpfsFillUnderQuarterGigabyteEndsInEnospcNotOom) {
   if (underGvisor()) {
     EXPECT_THAT(text(report, "status"), AnyOf("succeeded", "out_of_memory")) << describe(report);
   }
-  for (const char* directory : {"/tmp", "/workspace", "/dev/shm"}) {
+  // The caps at 0.25 GB: /workspace a quarter of memory, /tmp and /dev/shm an eighth each.
+  for (const auto& [directory, cap] : {std::pair{"/tmp", 32}, {"/workspace", 64}, {"/dev/shm", 32}}) {
     const auto [mib, outcome] = countAndOutcome(verdict(report, std::string("fill ") + directory));
     EXPECT_EQ(outcome, "ENOSPC") << directory;
-    EXPECT_LT(mib, 256) << directory << ": scratch space as large as the memory limit";
+    EXPECT_LE(mib, cap) << directory;
+    EXPECT_GE(mib, cap - 2) << directory;
   }
+}
+
+TEST_F(AttackTest, ScratchSpaceFilledAtOnceAtTheSmallestMemoryStillLeavesRoomToRun) {
+  const auto report = anyReport("tmpfs_fill_all_min_memory");
+  if (underGvisor()) {
+    // The Sentry's own memory counts against the 0.125 GB limit too (see above).
+    EXPECT_THAT(text(report, "status"), AnyOf("succeeded", "out_of_memory")) << describe(report);
+    if (text(report, "status") != "succeeded") {
+      return;
+    }
+  }
+  EXPECT_EQ(text(report, "status"), "succeeded") << describe(report);
+  for (const char* directory : {"/tmp", "/workspace", "/dev/shm"}) {
+    EXPECT_EQ(countAndOutcome(verdict(report, std::string("kept ") + directory)).second, "ENOSPC")
+        << directory;
+  }
+  // 16 + 32 + 16 MiB: half of 128 MiB.
+  EXPECT_LE(countAndOutcome(verdict(report, "kept total")).first, 64);
 }
 
 TEST_F(AttackTest, ForkBombIsStoppedByThePidsCap) {

@@ -333,6 +333,7 @@ backend::SandboxSpec minimalSpec() {
   p.no_new_privileges = true;
   p.seccomp_enabled = true;
   p.memory_bytes = p.memory_swap_bytes = 256ll << 20;
+  p.shm_bytes = 32ll << 20;
   p.nano_cpus = 1000000000;
   p.pids_limit = 64;
   p.open_files_limit = 64;

@@ -63,6 +63,7 @@ SandboxSpec goodSpec() {
   p.init_process = true;
   p.tmpfs = {TmpfsMount{"/tmp", 64ull << 20, 4096, true, true, true, "", 01777},
              TmpfsMount{"/workspace", 256ull << 20, 16384, true, true, true, "10001:10001", 0700}};
+  p.shm_bytes = 64ll << 20;
   p.memory_bytes = 5ll << 30;
   p.memory_swap_bytes = 5ll << 30;
   p.nano_cpus = 2000000000;
@@ -197,9 +198,11 @@ TEST(CreateBodyTest, FaithfulFieldsFollowTheSpec) {
   spec.posture.init_process = false;
   spec.posture.core_dumps_disabled = false;
   spec.posture.tmpfs[0].noexec = false;
+  spec.posture.shm_bytes = 16ll << 20;
   const auto body = createBody(spec, EngineTraits{});
   ASSERT_TRUE(body.status.ok());
   const auto host = body.body->getObject("HostConfig");
+  EXPECT_EQ(host->getValue<Poco::Int64>("ShmSize"), 16777216);
   EXPECT_FALSE(host->getValue<bool>("ReadonlyRootfs"));
   EXPECT_FALSE(host->getValue<bool>("Init"));
   EXPECT_EQ(host->getArray("Ulimits")->size(), 2u);
@@ -234,6 +237,8 @@ TEST(CreateBodyTest, EverySpecTheBackendCannotHonourIsUnsupportedAndNeverSent) {
       {"no pids cap", [](SandboxSpec& s) { s.posture.pids_limit = -1; }},
       {"no open files cap", [](SandboxSpec& s) { s.posture.open_files_limit = 0; }},
       {"no file size cap", [](SandboxSpec& s) { s.posture.file_size_limit_bytes = 0; }},
+      {"no shm cap", [](SandboxSpec& s) { s.posture.shm_bytes = 0; }},
+      {"negative shm cap", [](SandboxSpec& s) { s.posture.shm_bytes = -1; }},
       {"no masks", [](SandboxSpec& s) { s.posture.masked_paths.clear(); }},
       {"no readonly paths", [](SandboxSpec& s) { s.posture.readonly_paths.clear(); }},
       {"tmpfs unsized", [](SandboxSpec& s) { s.posture.tmpfs[0].size_bytes = 0; }},
@@ -523,6 +528,7 @@ TEST(PostureFromRecordTest, EmptyRecordReadsWeakEverywhere) {
   EXPECT_FALSE(p.no_new_privileges);
   EXPECT_FALSE(p.init_process);
   EXPECT_EQ(p.host_namespaces.size(), 5u);  // pid, ipc, uts, userns and cgroup all unset
+  EXPECT_EQ(p.shm_bytes, 0);
   EXPECT_EQ(p.memory_bytes, 0);
   EXPECT_EQ(p.nano_cpus, 0);
   EXPECT_EQ(p.pids_limit, 0);
@@ -658,6 +664,12 @@ TEST(PostureFromRecordTest, EachMissingOrWeakenedFieldReadsWeak) {
        [](const json::ObjectPtr& r) { hostOf(r)->getObject("Tmpfs")->set("/var", "rw"); },
        [](const Posture& p) { return p.tmpfs.size() == 3; }},
       {"Tmpfs missing", drop_host("Tmpfs"), [](const Posture& p) { return p.tmpfs.empty(); }},
+      {"ShmSize missing", drop_host("ShmSize"), [](const Posture& p) { return p.shm_bytes == 0; }},
+      {"ShmSize larger", set_host("ShmSize", 1ll << 30),
+       [](const Posture& p) { return p.shm_bytes == 1ll << 30; }},
+      {"ShmSize zero", set_host("ShmSize", 0), [](const Posture& p) { return p.shm_bytes == 0; }},
+      {"ShmSize as a string", set_host("ShmSize", "67108864"),
+       [](const Posture& p) { return p.shm_bytes == 0; }},
       {"Memory missing", drop_host("Memory"), [](const Posture& p) { return p.memory_bytes == 0; }},
       {"MemorySwap unlimited", set_host("MemorySwap", -1),
        [](const Posture& p) { return p.memory_swap_bytes == -1; }},
@@ -715,8 +727,6 @@ TEST(PostureFromRecordTest, SeccompReadsFromTheEngineDefaultAndTheProfile) {
 
 TEST(ConstantDeviationsTest, EachWeakenedConstantIsReported) {
   const std::vector<std::pair<const char*, std::function<void(const json::ObjectPtr&)>>> cases = {
-      {"ShmSize", [](const json::ObjectPtr& r) { hostOf(r)->set("ShmSize", 1ll << 30); }},
-      {"ShmSize missing", [](const json::ObjectPtr& r) { hostOf(r)->remove("ShmSize"); }},
       {"OomKillDisable", [](const json::ObjectPtr& r) { hostOf(r)->set("OomKillDisable", true); }},
       {"OomScoreAdj", [](const json::ObjectPtr& r) { hostOf(r)->set("OomScoreAdj", -1000); }},
       {"AutoRemove", [](const json::ObjectPtr& r) { hostOf(r)->set("AutoRemove", true); }},
@@ -752,6 +762,14 @@ TEST(ConstantDeviationsTest, EachWeakenedConstantIsReported) {
     mutate(record);
     EXPECT_EQ(constantDeviations(record, EngineTraits{}).size(), 1u) << name;
   }
+}
+
+// /dev/shm's size is a posture field the core compares, no longer a plugin constant.
+TEST(ConstantDeviationsTest, ShmSizeIsLeftToThePosture) {
+  json::ObjectPtr record = engineRecord();
+  hostOf(record)->set("ShmSize", 1ll << 30);
+  EXPECT_TRUE(constantDeviations(record, EngineTraits{1, true}).empty());
+  EXPECT_EQ(postureFromRecord(record, EngineTraits{1, true}).shm_bytes, 1ll << 30);
 }
 
 TEST(InspectTest, ReadsThePostureAndRefusesAWeakenedConstant) {

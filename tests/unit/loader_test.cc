@@ -470,10 +470,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values("image", "runtime", "user", "network_disabled", "read_only_root",
                       "privileged", "all_capabilities_dropped", "added_capabilities",
                       "no_new_privileges", "seccomp_enabled", "seccomp_profile", "init_process",
-                      "host_namespaces", "host_mounts", "devices", "tmpfs", "memory_bytes",
-                      "memory_swap_bytes", "nano_cpus", "pids_limit", "open_files_limit",
-                      "file_size_limit_bytes", "core_dumps_disabled", "masked_paths",
-                      "readonly_paths"));
+                      "host_namespaces", "host_mounts", "devices", "tmpfs", "shm_bytes",
+                      "memory_bytes", "memory_swap_bytes", "nano_cpus", "pids_limit",
+                      "open_files_limit", "file_size_limit_bytes", "core_dumps_disabled",
+                      "masked_paths", "readonly_paths"));
 
 TEST_F(FakeBackendTest, ListsLabelledSandboxesAndForgetsRemovedOnes) {
   load();

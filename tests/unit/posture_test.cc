@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -68,6 +69,7 @@ TEST(RequiredPostureTest, CarriesEveryControlAndTheLimits) {
       ::testing::ElementsAre(
           TmpfsMount{"/workspace", 512 * kMiB, 16384, true, true, true, "10001:10001", 0700},
           TmpfsMount{"/tmp", 128 * kMiB, 4096, true, true, true, "", 01777}));
+  EXPECT_EQ(posture.shm_bytes, static_cast<std::int64_t>(64 * kMiB));
 }
 
 TEST(RequiredPostureTest, SmallMemoryShrinksScratchSpaceToWholePages) {
@@ -77,11 +79,46 @@ TEST(RequiredPostureTest, SmallMemoryShrinksScratchSpaceToWholePages) {
   EXPECT_EQ(posture.nano_cpus, 500'000'000);
   EXPECT_EQ(posture.tmpfs[0].size_bytes, static_cast<std::uint64_t>(memory / 4 / 4096 * 4096));
   EXPECT_EQ(posture.tmpfs[1].size_bytes, static_cast<std::uint64_t>(memory / 8 / 4096 * 4096));
+  EXPECT_EQ(posture.shm_bytes, memory / 8 / 4096 * 4096);
   EXPECT_EQ(posture.tmpfs[0].size_bytes % 4096, 0u);
   EXPECT_EQ(posture.tmpfs[1].size_bytes % 4096, 0u);
+  EXPECT_EQ(posture.shm_bytes % 4096, 0);
+  EXPECT_LE(posture.tmpfs[0].size_bytes + posture.tmpfs[1].size_bytes +
+                static_cast<std::uint64_t>(posture.shm_bytes),
+            static_cast<std::uint64_t>(memory / 2));
   // The file-size cap never exceeds what the workspace can hold.
   EXPECT_EQ(posture.file_size_limit_bytes, static_cast<std::int64_t>(posture.tmpfs[0].size_bytes));
   EXPECT_THAT(assertPosture(posture, posture), IsEmpty());
+}
+
+struct ScratchSizes {
+  double memory_gb;
+  std::uint64_t workspace_mib;
+  std::uint64_t tmp_mib;
+  std::uint64_t shm_mib;
+};
+
+TEST(RequiredPostureTest, WorkspaceTmpAndShmTogetherStayWithinHalfOfMemory) {
+  for (const ScratchSizes& want : {ScratchSizes{0.125, 32, 16, 16}, ScratchSizes{0.25, 64, 32, 32},
+                                   ScratchSizes{1, 256, 128, 64}, ScratchSizes{5, 512, 128, 64},
+                                   ScratchSizes{16, 512, 128, 64}}) {
+    Posture posture = requiredPosture(Limits{want.memory_gb, 60, 1, 256}, SandboxSettings{});
+    EXPECT_EQ(mountAt(posture, "/workspace").size_bytes, want.workspace_mib * kMiB)
+        << want.memory_gb;
+    EXPECT_EQ(mountAt(posture, "/tmp").size_bytes, want.tmp_mib * kMiB) << want.memory_gb;
+    EXPECT_EQ(posture.shm_bytes, static_cast<std::int64_t>(want.shm_mib * kMiB)) << want.memory_gb;
+    EXPECT_LE((want.workspace_mib + want.tmp_mib + want.shm_mib) * kMiB,
+              static_cast<std::uint64_t>(posture.memory_bytes / 2))
+        << want.memory_gb;
+    EXPECT_THAT(assertPosture(posture, posture), IsEmpty()) << want.memory_gb;
+  }
+}
+
+TEST(RequiredPostureTest, ShmIsNeverBelowOnePage) {
+  const Posture posture =
+      requiredPosture(Limits{16384.0 / kBytesPerGb, 60, 1, 256}, SandboxSettings{});
+  EXPECT_EQ(posture.memory_bytes, 16384);
+  EXPECT_EQ(posture.shm_bytes, 4096);
 }
 
 TEST(AssertPostureTest, TheRequiredPostureHolds) {
@@ -90,6 +127,18 @@ TEST(AssertPostureTest, TheRequiredPostureHolds) {
     const Posture posture = requiredPosture(Limits{memory_gb, 1, 0.1, 1}, SandboxSettings{});
     EXPECT_THAT(assertPosture(posture, posture), IsEmpty()) << memory_gb;
   }
+}
+
+// At the smallest memory the three fill exactly half, so one more page of /dev/shm is over.
+TEST(AssertPostureTest, ShmCountsInTheHalfOfMemoryBudget) {
+  const Posture wanted = requiredPosture(Limits{0.125, 60, 1, 256}, SandboxSettings{});
+  Posture observed = wanted;
+  observed.shm_bytes += 4096;
+  EXPECT_THAT(assertPosture(observed, observed),
+              ::testing::ElementsAre("tmpfs sizes and shm_bytes total 67112960 bytes, more than "
+                                     "half of memory_bytes (67108864)"));
+  EXPECT_THAT(assertPosture(observed, wanted),
+              Contains("shm_bytes must be 16777216, got 16781312"));
 }
 
 TEST(AssertPostureTest, ExtraMaskedAndReadonlyPathsAreFine) {
@@ -205,6 +254,16 @@ const std::vector<Fault> kFaults = {
      [](Posture& p) { mountAt(p, "/workspace").size_bytes = p.memory_bytes / 2; },
      "more than half of memory_bytes"},
     {"tmpfs_huge", [](Posture& p) { mountAt(p, "/workspace").size_bytes = ~std::uint64_t{0}; },
+     "more than half of memory_bytes"},
+    {"shm_missing", [](Posture& p) { p.shm_bytes = 0; }, "shm_bytes must be positive, got 0"},
+    {"shm_negative", [](Posture& p) { p.shm_bytes = -1; }, "shm_bytes must be positive, got -1"},
+    {"shm_larger", [](Posture& p) { p.shm_bytes *= 2; },
+     "shm_bytes must be 67108864, got 134217728", false},
+    {"shm_smaller", [](Posture& p) { p.shm_bytes -= 4096; },
+     "shm_bytes must be 67108864, got 67104768", false},
+    {"shm_over_half_memory", [](Posture& p) { p.shm_bytes = p.memory_bytes / 2; },
+     "more than half of memory_bytes"},
+    {"shm_huge", [](Posture& p) { p.shm_bytes = std::numeric_limits<std::int64_t>::max(); },
      "more than half of memory_bytes"},
     {"memory_bytes", [](Posture& p) { p.memory_bytes *= 2; },
      "memory_bytes must be 5368709120, got 10737418240", false},

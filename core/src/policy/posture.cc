@@ -23,6 +23,12 @@ std::uint64_t tmpfsSize(std::int64_t cap, std::int64_t share) {
   return static_cast<std::uint64_t>(std::min(cap, share) / kPageBytes * kPageBytes);
 }
 
+std::uint64_t saturatingAdd(std::uint64_t total, std::uint64_t size) {
+  return size > std::numeric_limits<std::uint64_t>::max() - total
+             ? std::numeric_limits<std::uint64_t>::max()
+             : total + size;
+}
+
 std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
 
 std::string joined(const std::vector<std::string>& items) {
@@ -143,17 +149,20 @@ void checkInvariants(const Posture& observed, Violations& violations) {
                      "tmpfs " + mount.path + " must cap its size and inodes, got size_bytes " +
                          std::to_string(mount.size_bytes) + " and max_inodes " +
                          std::to_string(mount.max_inodes));
-    total = mount.size_bytes > std::numeric_limits<std::uint64_t>::max() - total
-                ? std::numeric_limits<std::uint64_t>::max()
-                : total + mount.size_bytes;
+    total = saturatingAdd(total, mount.size_bytes);
   }
   std::sort(paths.begin(), paths.end());
   const std::vector<std::string> writable{std::string(kTmp), std::string(kWorkspace)};
   violations.check(paths == writable,
                    "tmpfs mounts must be exactly " + joined(writable) + ", got " + joined(paths));
+  // /dev/shm is a tmpfs too: capped, and counted with the scratch space below.
+  violations.positive("shm_bytes", observed.shm_bytes);
+  if (observed.shm_bytes > 0) {
+    total = saturatingAdd(total, static_cast<std::uint64_t>(observed.shm_bytes));
+  }
   // tmpfs pages count against the memory limit: a full scratch space must leave room to run.
   const std::uint64_t budget = observed.memory_bytes > 0 ? observed.memory_bytes / 2 : 0;
-  violations.check(total <= budget, "tmpfs sizes total " + std::to_string(total) +
+  violations.check(total <= budget, "tmpfs sizes and shm_bytes total " + std::to_string(total) +
                                         " bytes, more than half of memory_bytes (" +
                                         std::to_string(budget) + ")");
 
@@ -231,12 +240,16 @@ Posture requiredPosture(const Limits& limits, const SandboxSettings& settings) {
   posture.pids_limit = limits.processes;
   posture.open_files_limit = settings.open_files;
   posture.core_dumps_disabled = true;
+  // Shares of memory: /workspace 1/4, /tmp 1/8, /dev/shm 1/8, together at most the half
+  // checkInvariants() allows.
   const std::uint64_t workspace = tmpfsSize(512 * kMiB, posture.memory_bytes / 4);
   posture.tmpfs = {
       {std::string(kWorkspace), workspace, 16384, true, true, true, settings.user, 0700},
       {std::string(kTmp), tmpfsSize(128 * kMiB, posture.memory_bytes / 8), 4096, true, true, true,
        "", 01777},
   };
+  posture.shm_bytes = std::max(
+      kPageBytes, static_cast<std::int64_t>(tmpfsSize(64 * kMiB, posture.memory_bytes / 8)));
   posture.file_size_limit_bytes =
       std::min(settings.file_size_bytes, static_cast<std::int64_t>(workspace));
   posture.masked_paths = requiredMaskedPaths();
@@ -265,6 +278,7 @@ std::vector<std::string> assertPosture(const Posture& observed, const Posture& r
   violations.equal("file_size_limit_bytes", observed.file_size_limit_bytes,
                    required.file_size_limit_bytes);
   checkTmpfs(observed.tmpfs, required.tmpfs, violations);
+  violations.equal("shm_bytes", observed.shm_bytes, required.shm_bytes);
   return violations.take();
 }
 

@@ -87,6 +87,7 @@ struct Posture {
   std::vector<std::string> host_mounts;          // binds, volumes, mounts; must be empty
   std::vector<std::string> devices;              // devices added; must be empty
   std::vector<TmpfsMount> tmpfs;                 // the only writable places
+  std::int64_t shm_bytes = 0;                    // size cap of the private /dev/shm tmpfs
   std::int64_t memory_bytes = 0;
   std::int64_t memory_swap_bytes = 0;            // memory plus swap; equal to memory: no swap
   std::int64_t nano_cpus = 0;
