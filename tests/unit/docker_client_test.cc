@@ -439,6 +439,18 @@ void expectExitedInspect(StrictMock<MockHttpTransport>& transport, int exit_code
 
 const std::string kArchive("ustar\0archive", 13);
 
+// The sandbox ends with `exit_code`: its output stream closes and the wait reports the exit.
+void endWith(State& attach, State& waiting, int exit_code) {
+  attach.finish();
+  waiting.push(R"({"StatusCode":)" + std::to_string(exit_code) + "}");
+  waiting.finish();
+}
+
+void expectRemoved(StrictMock<MockHttpTransport>& transport, DockerBackend& backend) {
+  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
+  EXPECT_TRUE(backend.remove("abc").ok());
+}
+
 // Starts the created "abc"; returns the attach and wait streams' handles. The attach stream,
 // like the launcher, answers only after stdin is closed.
 void start(StrictMock<MockHttpTransport>& transport, DockerBackend& backend, RecordingSink* sink,
@@ -508,8 +520,7 @@ TEST(RunTest, DeliversCodeOverStdinDrainsOutputAndReportsTheExit) {
   const int writes = sink.writes();
   EXPECT_EQ(backend->wait("abc", std::chrono::milliseconds(0)).exit.exit_code, 3);  // repeatable
 
-  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
-  EXPECT_TRUE(backend->remove("abc").ok());
+  expectRemoved(transport, *backend);
   EXPECT_EQ(sink.writes(), writes);
   EXPECT_EQ(backend->wait("abc", std::chrono::milliseconds(0)).status.code, Code::kNotFound);
 }
@@ -537,8 +548,7 @@ TEST(RunTest, EngineErrorsAndOomFromTheRecordAreReported) {
   EXPECT_NE(done.exit.engine_error.find("wait went wrong"), std::string::npos);
   EXPECT_NE(done.exit.engine_error.find("oci runtime says no"), std::string::npos);
   EXPECT_EQ(sink.writes(), 0);
-  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
-  EXPECT_TRUE(backend->remove("abc").ok());
+  expectRemoved(transport, *backend);
 }
 
 TEST(RunTest, RemoveEndsAHangingRunAndJoinsItsThread) {
@@ -551,8 +561,7 @@ TEST(RunTest, RemoveEndsAHangingRunAndJoinsItsThread) {
   attach->push(frame(1, "tick\n"));  // the run prints, then never ends on its own
   attach->waitConsumed();
   EXPECT_FALSE(backend->wait("abc", std::chrono::milliseconds(10)).exit.exited);
-  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
-  EXPECT_TRUE(backend->remove("abc").ok());
+  expectRemoved(transport, *backend);
   EXPECT_TRUE(attach->wasAborted());
   EXPECT_TRUE(waiting->wasAborted());
   EXPECT_EQ(sink.out(), "tick\n");
@@ -581,8 +590,7 @@ TEST(RunTest, StartFailureAbortsTheStreamsAndStartsNoThread) {
   EXPECT_TRUE(attach->wasAborted());
   EXPECT_TRUE(waiting->wasAborted());
   EXPECT_FALSE(backend->wait("abc", std::chrono::milliseconds(5)).exit.exited);
-  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
-  EXPECT_TRUE(backend->remove("abc").ok());
+  expectRemoved(transport, *backend);
 }
 
 class RecordingLog : public backend::LogSink {
@@ -632,9 +640,7 @@ TEST(PreparedTest, DeliverAfterStartWritesTheArchiveAndTheRunCompletes) {
 
   expectExitedInspect(transport, 0);
   attach->push(frame(1, "1\n"));  // read back only once stdin is closed
-  attach->finish();
-  waiting->push(R"({"StatusCode":0})");
-  waiting->finish();
+  endWith(*attach, *waiting, 0);
   const backend::Status delivered = backend->deliver("abc", kArchive);
   ASSERT_TRUE(delivered.ok()) << delivered.message;
 
@@ -650,8 +656,7 @@ TEST(PreparedTest, DeliverAfterStartWritesTheArchiveAndTheRunCompletes) {
   EXPECT_TRUE(log.contains("docker: abc: code delivered "));
   EXPECT_TRUE(log.contains(" ms after start; from delivery: written "));
   EXPECT_TRUE(log.contains(", output ended "));
-  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
-  EXPECT_TRUE(backend->remove("abc").ok());
+  expectRemoved(transport, *backend);
 }
 
 TEST(PreparedTest, ASecondDeliverIsRejectedAndOnlyTheFirstArchiveIsWritten) {
@@ -662,9 +667,7 @@ TEST(PreparedTest, ASecondDeliverIsRejectedAndOnlyTheFirstArchiveIsWritten) {
   std::shared_ptr<State> waiting;
   createAndStart(transport, *backend, &sink, &attach, &waiting, /*deliver_first=*/false);
   expectExitedInspect(transport, 0);
-  attach->finish();
-  waiting->push(R"({"StatusCode":0})");
-  waiting->finish();
+  endWith(*attach, *waiting, 0);
   ASSERT_TRUE(backend->deliver("abc", kArchive).ok());
   const backend::Status again = backend->deliver("abc", "another archive");
   EXPECT_EQ(again.code, Code::kRejected);
@@ -672,8 +675,7 @@ TEST(PreparedTest, ASecondDeliverIsRejectedAndOnlyTheFirstArchiveIsWritten) {
   ASSERT_TRUE(backend->wait("abc", std::chrono::seconds(30)).exit.exited);
   EXPECT_EQ(attach->writtenBytes(), kArchive);
   EXPECT_EQ(backend->deliver("abc", kArchive).code, Code::kRejected);  // after the end too
-  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
-  EXPECT_TRUE(backend->remove("abc").ok());
+  expectRemoved(transport, *backend);
 }
 
 // The path of a sandbox created for its run: the archive is held until start.
@@ -690,15 +692,12 @@ TEST(PreparedTest, DeliverBeforeStartIsHeldUntilStartAndCannotBeRepeated) {
   start(transport, *backend, &sink, &attach, &waiting);
   EXPECT_EQ(backend->deliver("abc", "another archive").code, Code::kRejected);
   expectExitedInspect(transport, 0);
-  attach->finish();
-  waiting->push(R"({"StatusCode":0})");
-  waiting->finish();
+  endWith(*attach, *waiting, 0);
   ASSERT_TRUE(backend->wait("abc", std::chrono::seconds(30)).exit.exited);
   EXPECT_EQ(attach->writtenBytes(), kArchive);
   EXPECT_TRUE(attach->writeShut());
   EXPECT_TRUE(log.contains("docker: abc: code delivered before start; from start: written "));
-  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
-  EXPECT_TRUE(backend->remove("abc").ok());
+  expectRemoved(transport, *backend);
 }
 
 TEST(PreparedTest, RemovingAnIdleSandboxReturnsAndJoinsItsThread) {
@@ -777,8 +776,7 @@ TEST(PreparedTest, ASandboxThatEndedIdleRefusesItsCode) {
   EXPECT_FALSE(attach->writeShut());
   EXPECT_TRUE(log.contains("docker: abc ended before it had its code"));
   EXPECT_TRUE(log.contains("docker: abc: no code delivered; from start: output ended "));
-  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
-  EXPECT_TRUE(backend->remove("abc").ok());
+  expectRemoved(transport, *backend);
 }
 
 // A cgroup v1 tree as the engine lays it out, in a temporary directory.
@@ -814,12 +812,9 @@ backend::WaitReply runWithCgroups(FakeCgroups& cgroups) {
   std::shared_ptr<State> waiting;
   createAndStart(transport, *backend, &sink, &attach, &waiting);
   expectExitedInspect(transport, 0);
-  attach->finish();
-  waiting->push(R"({"StatusCode":0})");
-  waiting->finish();
+  endWith(*attach, *waiting, 0);
   const auto done = backend->wait("abc", std::chrono::seconds(30));
-  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
-  EXPECT_TRUE(backend->remove("abc").ok());
+  expectRemoved(transport, *backend);
   return done;
 }
 
@@ -849,14 +844,11 @@ TEST(CgroupTest, NothingReadableLeavesThemUnset) {
   createAndStart(transport, *backend, &sink, &attach, &waiting);
   EXPECT_CALL(transport, call(IsCall("GET", kInspectPath)))
       .WillOnce(Return(reply(200, R"({"State":{"OOMKilled":false}})")));
-  attach->finish();
-  waiting->push(R"({"StatusCode":0})");
-  waiting->finish();
+  endWith(*attach, *waiting, 0);
   const auto done = backend->wait("abc", std::chrono::seconds(30));
   EXPECT_FALSE(done.exit.peak_memory_bytes);
   EXPECT_FALSE(done.exit.cpu_seconds);
-  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
-  EXPECT_TRUE(backend->remove("abc").ok());
+  expectRemoved(transport, *backend);
 }
 
 MATCHER(IsEventsCall, "") {
@@ -896,9 +888,7 @@ void runWithEvents(const std::vector<std::string>& events, bool expect_oom) {
   std::shared_ptr<State> waiting;
   createAndStart(transport, *backend, &sink, &attach, &waiting);
   expectExitedInspect(transport, 137);
-  attach->finish();
-  waiting->push(R"({"StatusCode":137})");
-  waiting->finish();
+  endWith(*attach, *waiting, 137);
   for (const auto& line : events) {
     stream->push(line);
   }
@@ -906,8 +896,7 @@ void runWithEvents(const std::vector<std::string>& events, bool expect_oom) {
   ASSERT_TRUE(done.status.ok());
   EXPECT_EQ(done.exit.exit_code, 137);
   EXPECT_EQ(done.exit.oom_killed, expect_oom);
-  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
-  EXPECT_TRUE(backend->remove("abc").ok());
+  expectRemoved(transport, *backend);
   backend.reset();
   EXPECT_TRUE(stream->wasAborted());
 }

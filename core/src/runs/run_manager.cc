@@ -283,6 +283,7 @@ struct RunManager::Impl {
   void removeSandbox(const std::string& sandbox_id, const std::string& whose) noexcept;
   void retryRemovals(bool last_chance, std::unique_lock<std::mutex>& lock);
   void retireEndedLocked(std::unique_lock<std::mutex>& lock);
+  void removeRetiredLocked(std::unique_lock<std::mutex>& lock);
 
   std::deque<std::unique_ptr<Prepared>>::iterator findPreparedLocked(const Run& run);
   bool evictPreparedLocked(std::int64_t needed, const Prepared* keep);
@@ -1130,13 +1131,7 @@ void RunManager::Impl::maintenanceThread() {
   std::unique_lock lock(mutex_);
   while (true) {
     if (!retiring_.empty()) {
-      std::vector<std::unique_ptr<Prepared>> retired;
-      retired.swap(retiring_);
-      lock.unlock();
-      for (const auto& prepared : retired) {
-        removeSandbox(prepared->sandbox_id, "prepared sandbox");
-      }
-      lock.lock();
+      removeRetiredLocked(lock);
       continue;
     }
     if (shutting_down_) {
@@ -1189,14 +1184,19 @@ void RunManager::Impl::maintenanceThread() {
     retireLocked(std::move(prepared_.front()));
     prepared_.pop_front();
   }
-  std::vector<std::unique_ptr<Prepared>> left;
-  left.swap(retiring_);
+  removeRetiredLocked(lock);
+  retryRemovals(true, lock);
+}
+
+// Removes the retired prepared sandboxes; releases `lock` while it calls the backend.
+void RunManager::Impl::removeRetiredLocked(std::unique_lock<std::mutex>& lock) {
+  std::vector<std::unique_ptr<Prepared>> retired;
+  retired.swap(retiring_);
   lock.unlock();
-  for (const auto& prepared : left) {
+  for (const auto& prepared : retired) {
     removeSandbox(prepared->sandbox_id, "prepared sandbox");
   }
   lock.lock();
-  retryRemovals(true, lock);
 }
 
 // Retires the idle prepared sandboxes that ended (say, the engine restarted), so the pool
