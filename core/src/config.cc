@@ -277,6 +277,12 @@ const std::vector<Flag>& flags() {
          c.runs.retention = std::chrono::seconds(parsed);
          return std::nullopt;
        }},
+      {"max-retained-bytes", "N",
+       "Output and returned files that finished reports may keep in memory together; past it "
+       "the oldest reports are forgotten first (the newest is always kept).",
+       [](const Config& c) { return std::to_string(c.runs.max_retained_bytes); },
+       intSetter<std::size_t>("max-retained-bytes", 1 << 20, std::int64_t{1} << 40,
+                              [](Config& c) -> std::size_t& { return c.runs.max_retained_bytes; })},
       {"output-cap-bytes", "N",
        "Bytes of stdout and of stderr kept per run (head and tail); the rest is counted and "
        "reported as truncated.",

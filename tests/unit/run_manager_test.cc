@@ -874,6 +874,30 @@ TEST_F(RunManagerTest, TheOldestFinishedReportsAreForgottenFirstButNeverALiveRun
   EXPECT_EQ(statusOf(live), policy::RunStatus::kRunning);
 }
 
+TEST_F(RunManagerTest, ReportsOverTheRetainedBytesAreForgottenOldestFirstButNeverTheNewest) {
+  settings_.max_retained_bytes = 2u << 20;
+  const std::string big(900u << 10, 'x');  // about 0.9 MiB kept per report
+  std::vector<std::string> finished;
+  for (int i = 0; i < 3; ++i) {
+    const std::string id = startRunning();
+    engine_.finish(id, 0, big);
+    EXPECT_EQ(finalOf(id).stdout_output.text, big);
+    finished.push_back(id);
+  }
+  EXPECT_FALSE(manager().get(kLocalTenant, finished[0]).has_value());
+  EXPECT_TRUE(manager().get(kLocalTenant, finished[1]).has_value());
+  EXPECT_TRUE(manager().get(kLocalTenant, finished[2]).has_value());
+
+  // One report over the whole budget is still kept while it is the newest.
+  settings_.output_cap_bytes = 4u << 20;
+  manager_.reset();
+  const std::string huge_output(3u << 20, 'y');
+  const std::string huge = startRunning();
+  engine_.finish(huge, 0, huge_output);
+  EXPECT_EQ(finalOf(huge).stdout_output.bytes, huge_output.size());
+  EXPECT_TRUE(manager().get(kLocalTenant, huge).has_value());
+}
+
 TEST_F(RunManagerTest, GetLongPollsUntilTheRunFinishes) {
   const std::string id = startRunning();
   const auto before = std::chrono::steady_clock::now();

@@ -202,9 +202,10 @@ struct RunManager::Impl {
     bool stop_requested = false;
     bool stop_killed = false;  // stop() sent the kill itself
     bool timer_fired = false;
-    bool started = false;        // backend start() succeeded
-    bool outcome_known = false;  // evidence sealed: a later stop cannot change the verdict
-    bool settled = false;        // no sandbox of this run is left: never made, or removed
+    bool started = false;            // backend start() succeeded
+    bool outcome_known = false;      // evidence sealed: a later stop cannot change the verdict
+    bool settled = false;            // no sandbox of this run is left: never made, or removed
+    std::size_t retained_bytes = 0;  // output and files its final report holds
     std::string sandbox_id;
     std::unique_ptr<OutputCapture> capture;
     std::unique_ptr<Prepared> prepared;  // taken at admission; freed once its sandbox is removed
@@ -309,7 +310,8 @@ struct RunManager::Impl {
   std::deque<std::string> finished_order_;
   std::size_t running_ = 0;
   std::int64_t running_memory_ = 0;
-  std::size_t live_threads_ = 0;  // run threads not yet done with their sandbox
+  std::size_t live_threads_ = 0;    // run threads not yet done with their sandbox
+  std::size_t retained_bytes_ = 0;  // the sum of retained_bytes over the finished runs kept
   std::vector<std::thread> done_threads_;
   bool shutting_down_ = false;
 
@@ -730,9 +732,11 @@ void RunManager::Impl::purgeLocked() {
     }
     const bool expired = now - *it->second->finished > settings_.retention;
     const bool over = finished_order_.size() > settings_.max_retained;
-    if (!expired && !over) {
+    const bool heavy = retained_bytes_ > settings_.max_retained_bytes && finished_order_.size() > 1;
+    if (!expired && !over && !heavy) {
       break;
     }
+    retained_bytes_ -= it->second->retained_bytes;
     runs_.erase(it);
     finished_order_.pop_front();
   }
@@ -1106,6 +1110,11 @@ void RunManager::Impl::finish(Run& run, Outcome& outcome) {
     run.report.signal = verdict.signal;
     run.report.reason = std::move(verdict.reason);
     run.report.results = std::move(results);
+    run.retained_bytes = run.capture ? run.capture->retainedCapacity() : 0;
+    for (const OutFile& file : run.report.results.files) {
+      run.retained_bytes += file.content.size();
+    }
+    retained_bytes_ += run.retained_bytes;
     run.report.peak_memory_bytes = outcome.exit.peak_memory_bytes;
     run.report.cpu_seconds = outcome.exit.cpu_seconds;
     releaseSlotLocked(run);

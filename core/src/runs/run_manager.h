@@ -34,7 +34,10 @@ struct RunSettings {
   int max_concurrent = 4;
   std::size_t max_queue = 64;  // queued runs per tenant
   std::chrono::seconds retention{3600};
-  std::size_t max_retained = 1000;          // oldest finished reports are forgotten first
+  std::size_t max_retained = 1000;  // oldest finished reports are forgotten first
+  // Output and returned files that finished reports may hold in memory together; over it, the
+  // oldest reports are forgotten first (never the newest).
+  std::size_t max_retained_bytes = std::size_t{256} << 20;
   std::size_t output_cap_bytes = 1u << 20;  // per stream, head and tail kept
   std::int64_t host_memory_bytes = 0;       // admission: running memory limits must fit; 0 = off
   std::string instance_id;                  // this server instance; random when empty
