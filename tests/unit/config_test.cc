@@ -118,6 +118,12 @@ TEST(ConfigTest, EachFlagSetsItsSetting) {
                             "0",
                             "--retention-seconds",
                             "60",
+                            "--prepared",
+                            "3",
+                            "--prepared-idle-seconds",
+                            "45",
+                            "--max-retained-bytes",
+                            "2097152",
                             "--output-cap-bytes",
                             "4096",
                             "--max-files",
@@ -137,6 +143,9 @@ TEST(ConfigTest, EachFlagSetsItsSetting) {
             (std::map<std::string, std::string>{
                 {"cores", "2"}, {"posture", "user"}, {"engine", "unix:///run/docker.sock"}}));
   EXPECT_EQ(c.sandbox.image, "sandbox@sha256:abc");
+  EXPECT_EQ(c.runs.prepared, 3u);
+  EXPECT_EQ(c.runs.prepared_max_idle, std::chrono::seconds(45));
+  EXPECT_EQ(c.runs.max_retained_bytes, 2097152u);
   EXPECT_EQ(c.sandbox.runtime, "runsc");
   EXPECT_EQ(c.seccomp_profile_path, "/etc/scs/seccomp.json");
   EXPECT_EQ(c.limits.defaults, (policy::Limits{1.5, 30, 0.5, 64}));
@@ -235,6 +244,10 @@ TEST(ConfigTest, RefusesBadValuesWithAMessageNamingTheFlag) {
       {{"--max-queue", "-1"}, "--max-queue: -1 is out of range"},
       {{"--processes", "0"}, "--processes: 0 is out of range"},
       {{"--retention-seconds", "0"}, "--retention-seconds: 0 is out of range"},
+      {{"--prepared", "-1"}, "--prepared: -1 is out of range"},
+      {{"--prepared", "65"}, "--prepared: 65 is out of range"},
+      {{"--prepared-idle-seconds", "0"}, "--prepared-idle-seconds: 0 is out of range"},
+      {{"--max-retained-bytes", "1000"}, "--max-retained-bytes: 1000 is out of range"},
       {{"--output-cap-bytes", "10"}, "--output-cap-bytes: 10 is out of range"},
       {{"--max-message-bytes", "99999999999"}, "--max-message-bytes: 99999999999 is out of range"},
       {{"--runtime", "kata"}, "--runtime: 'kata' is not runc or runsc"},
@@ -309,7 +322,10 @@ TEST(ConfigTest, HelpExplainsEveryFlagWithItsTrueDefault) {
                            "--processes N",
                            "--max-concurrent N",
                            "--max-queue N",
+                           "--prepared N",
+                           "--prepared-idle-seconds S",
                            "--retention-seconds S",
+                           "--max-retained-bytes N",
                            "--output-cap-bytes N",
                            "--max-files N",
                            "--max-files-bytes N",
@@ -344,7 +360,10 @@ TEST(ConfigTest, HelpExplainsEveryFlagWithItsTrueDefault) {
   shown("processes", "256");
   shown("max-concurrent", "4");
   shown("max-queue", "64");
+  shown("prepared", "1");
+  shown("prepared-idle-seconds", "300");
   shown("retention-seconds", "3600");
+  shown("max-retained-bytes", "268435456");
   shown("output-cap-bytes", std::to_string(c.runs.output_cap_bytes));
   shown("max-files", "100");
   shown("max-files-bytes", std::to_string(c.files.max_total_bytes));
