@@ -127,13 +127,26 @@ void printAudit(const audit::Report& report, std::ostream* out, Poco::Logger& lo
   }
 }
 
+constexpr std::chrono::seconds kPreparedPatience{60};
+
+// Audits the sandbox a run with the default limits gets: with --prepared (the default) the one
+// prepared ahead of the run, once it is ready; with --prepared 0 one created for the run.
+audit::Report auditAsRunsGetIt(runs::RunManager& manager, const Engine& engine,
+                               const config::Config& config, Poco::Logger& log) {
+  if (config.runs.prepared > 0 && !manager.awaitPrepared(1, kPreparedPatience)) {
+    log.warning("no prepared sandbox was ready within " +
+                std::to_string(kPreparedPatience.count()) + " s; auditing one created for the run");
+  }
+  return audit::run(manager, audit::auditLimits(engine.limits->defaults()), config.sandbox,
+                    config.files);
+}
+
 int runAudit(config::Config& config, Poco::Logger& log) {
   std::unique_ptr<Engine> engine = loadEngine(config, log);
   if (!engine) {
     return audit::kExitSetupFailed;
   }
   runs::SystemClock clock;
-  config.runs.prepared = 0;  // one run, with the audit's own limits
   runs::RunManager manager(*engine->backend, config.runs, config.sandbox, clock);
   // Ctrl-C or SIGTERM during the audit still removes its sandbox.
   SignalThread signals([&](int number) {
@@ -143,8 +156,7 @@ int runAudit(config::Config& config, Poco::Logger& log) {
     ::_exit(audit::kExitSetupFailed);
   });
   log.information("auditing a sandbox with runtime " + config.sandbox.runtime);
-  const audit::Report report = audit::run(manager, audit::auditLimits(engine->limits->defaults()),
-                                          config.sandbox, config.files);
+  const audit::Report report = auditAsRunsGetIt(manager, *engine, config, log);
   manager.shutdown();
   printAudit(report, &std::cout, log);
   return audit::exitCode(report);
@@ -185,8 +197,7 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
   }
   if (config.self_test) {
     log.information("self-test: auditing a sandbox with runtime " + config.sandbox.runtime);
-    const audit::Report report = audit::run(manager, audit::auditLimits(engine->limits->defaults()),
-                                            config.sandbox, config.files);
+    const audit::Report report = auditAsRunsGetIt(manager, *engine, config, log);
     printAudit(report, nullptr, log);
     if (!audit::passed(report)) {
       log.error("cannot start: the self-test audit failed; refusing to serve");

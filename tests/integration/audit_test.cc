@@ -24,7 +24,9 @@ struct AuditRun {
   std::string stderr_text;
   std::map<std::string, std::string> results;  // check name -> "PASS" or "FAIL"
   std::string run_id;
+  std::string sandbox;  // the "Sandbox:" line: prepared ahead of the run, or created for it
   std::string summary;
+  int pid = 0;
 };
 
 // Rows of the table: the name is the text before the EXPECTED column, the result the last
@@ -37,6 +39,10 @@ void readTable(AuditRun& run) {
       if (at != std::string::npos) {
         run.run_id = line.substr(at + 6);
       }
+      continue;
+    }
+    if (line.rfind("Sandbox: ", 0) == 0) {
+      run.sandbox = line.substr(9);
       continue;
     }
     if (line.rfind("CHECK", 0) == 0) {
@@ -71,6 +77,7 @@ AuditRun runAudit(const std::vector<std::string>& flags,
     run.stdout_lines.push_back(*line);
   }
   run.stderr_text = process.stderrText();
+  run.pid = process.pid();
   readTable(run);
   return run;
 }
@@ -128,8 +135,10 @@ class AuditTest : public ::testing::Test {
   }
 };
 
-TEST_F(AuditTest, EveryCheckPassesUnderTheTestRuntime) {
-  const AuditRun run = runAudit({"--runtime", testRuntime()});
+// The audit checks the sandbox a run with the default limits gets: by default the one prepared
+// ahead of the run, and with --prepared 0 one created for it.
+void expectEveryCheckPasses(const std::vector<std::string>& flags, const std::string& sandbox) {
+  const AuditRun run = runAudit(flags);
   const std::string out = stdoutText(run);
   ASSERT_TRUE(run.exit_code.has_value()) << "the audit did not end\n" << tail(run.stderr_text);
   EXPECT_EQ(*run.exit_code, 0) << out << "\nstderr:\n" << tail(run.stderr_text);
@@ -147,7 +156,18 @@ TEST_F(AuditTest, EveryCheckPassesUnderTheTestRuntime) {
   EXPECT_THAT(out, ::testing::Not(HasSubstr("scs.main"))) << out;
   EXPECT_THAT(run.stderr_text, HasSubstr("auditing a sandbox with runtime " + testRuntime()));
   ASSERT_FALSE(run.run_id.empty()) << out;
+  EXPECT_EQ(run.sandbox, sandbox) << out << "\nstderr:\n" << tail(run.stderr_text);
   EXPECT_THAT(containersOfRun(run.run_id), IsEmpty()) << "the audit left its sandbox behind";
+  EXPECT_THAT(containersWithLabel("io.scs.owner-pid=" + std::to_string(run.pid)), IsEmpty())
+      << "the audit left a sandbox behind";
+}
+
+TEST_F(AuditTest, EveryCheckPassesInAPreparedSandboxUnderTheTestRuntime) {
+  expectEveryCheckPasses({"--runtime", testRuntime()}, "prepared ahead of the run (--prepared)");
+}
+
+TEST_F(AuditTest, EveryCheckPassesInASandboxCreatedForTheRunUnderTheTestRuntime) {
+  expectEveryCheckPasses({"--runtime", testRuntime(), "--prepared", "0"}, "created for the run");
 }
 
 // The weaker posture: the engine's default seccomp profile instead of the project's. On this

@@ -417,6 +417,7 @@ TEST_F(RunManagerTest, ASuccessfulRunDrivesTheBackendInOrder) {
   EXPECT_EQ(report.finished_at, TestClock::wallStart() + 2500ms);
   EXPECT_EQ(report.limits, request().limits);
   EXPECT_FALSE(report.queue_position.has_value());
+  EXPECT_FALSE(report.prepared_sandbox);
   EXPECT_TRUE(engine_.waitRemoved(id));
 }
 
@@ -1021,7 +1022,7 @@ class PreparedRunManagerTest : public RunManagerTest {
 
   // Starts the manager and waits until `count` prepared sandboxes are ready.
   void waitPrepared(std::size_t count = 1) {
-    ASSERT_TRUE(eventually([&] { return manager().preparedCount() == count; }));
+    ASSERT_TRUE(manager().awaitPrepared(count, kPatience));
   }
 };
 
@@ -1061,6 +1062,7 @@ TEST_F(PreparedRunManagerTest, ARunWithTheSameLimitsGetsItsCodeInThePreparedSand
   EXPECT_EQ(report.status, policy::RunStatus::kSucceeded);
   EXPECT_EQ(report.stdout_output.text, "hello\n");
   EXPECT_DOUBLE_EQ(report.duration_seconds, 1.5);
+  EXPECT_TRUE(report.prepared_sandbox);
   EXPECT_TRUE(engine_.waitSandbox("sb-1", [](const auto& sandbox) { return sandbox.removed; }));
   // The pool replaces what the run used; the run itself created nothing.
   EXPECT_TRUE(engine_.waitSandbox("sb-2", [](const auto& sandbox) { return sandbox.started; }));
@@ -1159,6 +1161,8 @@ TEST_F(PreparedRunManagerTest, ASandboxThatEndedWhileIdleIsNeverGivenARunsCode) 
   const RunSnapshot report = finalOf(id);
   EXPECT_EQ(report.status, policy::RunStatus::kSucceeded);
   EXPECT_EQ(report.stdout_output.text, "fine\n");
+  // A sandbox created for the run carries its run id; the pool's replacement does not.
+  EXPECT_EQ(report.prepared_sandbox, !engine_.sandboxOf(id).has_value());
   EXPECT_TRUE(engine_.waitSandbox("sb-1", [](const auto& sandbox) { return sandbox.removed; }));
 }
 

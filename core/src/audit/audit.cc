@@ -212,6 +212,7 @@ Report run(runs::RunManager& runs, const policy::Limits& limits,
     }
   }
   report.duration_seconds = snapshot->duration_seconds;
+  report.prepared_sandbox = snapshot->prepared_sandbox;
   const std::string status(policy::statusName(snapshot->status));
   if (snapshot->status == policy::RunStatus::kSandboxError ||
       snapshot->status == policy::RunStatus::kStopped) {
@@ -251,6 +252,12 @@ std::string formatTable(const Report& report) {
     out << ", run " << report.run_id;
   }
   out << "\n";
+  if (!report.run_id.empty()) {
+    out << "Sandbox: "
+        << (report.prepared_sandbox ? "prepared ahead of the run (--prepared)"
+                                    : "created for the run")
+        << "\n";
+  }
   if (!report.setup_error.empty()) {
     out << "SETUP FAILED: " << report.setup_error << "\n";
     return out.str();

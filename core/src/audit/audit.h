@@ -35,6 +35,7 @@ struct Report {
   std::string runtime;
   std::string image;
   std::string run_id;
+  bool prepared_sandbox = false;  // the audited sandbox was prepared ahead of the run
   std::vector<Check> checks;
   // Non-empty: no verdict, because the sandbox could not be started or did not end (for
   // example the engine is gone, or the core's posture assertion refused the sandbox).

@@ -209,6 +209,7 @@ struct RunManager::Impl {
     std::string sandbox_id;
     std::unique_ptr<OutputCapture> capture;
     std::unique_ptr<Prepared> prepared;  // taken at admission; freed once its sandbox is removed
+    bool ran_prepared = false;           // its code went to the prepared sandbox
     RunSnapshot report;                  // the final fields, once final
     std::thread thread;
   };
@@ -299,7 +300,7 @@ struct RunManager::Impl {
   const std::string instance_id_;
 
   std::mutex mutex_;
-  std::condition_variable changed_;  // a run became final
+  std::condition_variable changed_;  // a run became final, or a prepared sandbox ready
   std::map<std::string, std::shared_ptr<Run>> runs_;
   std::map<std::string, std::deque<std::shared_ptr<Run>>>
       queues_;                                            // FIFO per tenant; no empty ones
@@ -749,6 +750,7 @@ RunSnapshot RunManager::Impl::snapshotLocked(const Run& run, const OutputOffsets
     snapshot.stderr_output = run.capture->snapshot(backend::Stream::kStderr, from.stderr_from);
   }
   snapshot.status = run.status;
+  snapshot.prepared_sandbox = run.ran_prepared;
   snapshot.started_at = run.started_at;
   snapshot.finished_at = run.finished_at;
   const SteadyTime now = clock_.now();
@@ -1000,6 +1002,7 @@ bool RunManager::Impl::runInPrepared(Run& run, const std::string& archive, Outco
     }
     run.sandbox_id = sandbox_id;
     run.started = true;  // a stop from now on kills it
+    run.ran_prepared = true;
   }
   run.prepared->sink.bind(run.capture.get());
   const backend::Status delivered = backend_.deliver(sandbox_id, archive);
@@ -1182,6 +1185,7 @@ void RunManager::Impl::maintenanceThread() {
     retry_at = SteadyTime{};
     prepared->ready_at = clock_.now();
     prepared_.push_back(std::move(prepared));
+    changed_.notify_all();
     if (shutting_down_) {
       retireLocked(std::move(prepared_.back()));
       prepared_.pop_back();
@@ -1360,9 +1364,9 @@ std::size_t RunManager::sweepLeftovers() { return impl_->sweepLeftovers(); }
 
 void RunManager::shutdown() { impl_->shutdown(); }
 
-std::size_t RunManager::preparedCount() const {
-  std::lock_guard lock(impl_->mutex_);
-  return impl_->prepared_.size();
+bool RunManager::awaitPrepared(std::size_t count, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(impl_->mutex_);
+  return impl_->changed_.wait_for(lock, timeout, [&] { return impl_->prepared_.size() >= count; });
 }
 
 const std::string& RunManager::instanceId() const { return impl_->instance_id_; }

@@ -84,7 +84,8 @@ struct RunSnapshot {
   std::optional<std::chrono::system_clock::time_point> finished_at;
   std::optional<std::int64_t> peak_memory_bytes;
   std::optional<double> cpu_seconds;
-  RunResults results;  // from the launcher's trailer: exception, files out
+  RunResults results;             // from the launcher's trailer: exception, files out
+  bool prepared_sandbox = false;  // ran in a sandbox prepared ahead of it (not shown to clients)
 };
 
 struct StartRequest {
@@ -141,8 +142,9 @@ class RunManager {
   // Idempotent.
   void shutdown();
 
-  // Prepared sandboxes idle and ready for a run now.
-  std::size_t preparedCount() const;
+  // Waits up to `timeout` until at least `count` prepared sandboxes are ready for runs; true
+  // when they are.
+  bool awaitPrepared(std::size_t count, std::chrono::milliseconds timeout);
 
   const std::string& instanceId() const;
 
