@@ -638,7 +638,8 @@ TEST_F(AttackTest, TmpfsFillUnderQuarterGigabyteEndsInEnospcNotOom) {
     EXPECT_THAT(text(report, "status"), AnyOf("succeeded", "out_of_memory")) << describe(report);
   }
   // The caps at 0.25 GB: /workspace a quarter of memory, /tmp and /dev/shm an eighth each.
-  for (const auto& [directory, cap] : {std::pair{"/tmp", 32}, {"/workspace", 64}, {"/dev/shm", 32}}) {
+  for (const auto& [directory, cap] :
+       {std::pair{"/tmp", 32}, {"/workspace", 64}, {"/dev/shm", 32}}) {
     const auto [mib, outcome] = countAndOutcome(verdict(report, std::string("fill ") + directory));
     EXPECT_EQ(outcome, "ENOSPC") << directory;
     EXPECT_LE(mib, cap) << directory;

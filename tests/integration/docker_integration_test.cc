@@ -480,12 +480,23 @@ TEST_F(LifecycleTest, ContainerLeftBySigkilledServerIsRemovedByTheNextStartupSwe
   auto first = launchServer();
   const std::string run_id = startRun(*first, {"import time\ntime.sleep(60)\n", {}, nullptr});
   const std::string container = awaitRunningContainer(*first, run_id);
+  // The run's sandbox and an idle prepared one (the pool refills a second into a long run).
+  ASSERT_TRUE(eventually([&] { return containersOfServer(*first).size() == 2; }, seconds(30)))
+      << tail(first->stderrText());
   first->signal(SIGKILL);
   ASSERT_TRUE(first->waitExit(seconds(5)).has_value());
   const std::vector<std::string> left = containersOfServer(*first);
   first.reset();
   ASSERT_TRUE(containerExists(container))
       << "the container vanished with the killed server; the sweep has nothing to prove";
+  // The idle prepared sandbox loses its stdin with its server: its launcher reads a cut bundle
+  // and exits 125 before the sweep comes.
+  for (const std::string& id : left) {
+    if (id != container) {
+      EXPECT_TRUE(eventually([&] { return containerState(id) == "exited 125"; }, seconds(20)))
+          << "prepared sandbox " << id << ": " << containerState(id);
+    }
+  }
 
   // The run's sandbox, and the prepared one the killed server kept idle, are swept.
   auto second = launchServer();

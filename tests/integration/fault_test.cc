@@ -36,19 +36,6 @@ constexpr const char* kDockerdLog = "/var/log/scs-dockerd.log";
 // (policy::SandboxSettings::deadline_grace_seconds).
 constexpr int kDeadlineGraceSeconds = 10;
 
-std::string containerState(const std::string& id) {
-  const CommandResult result =
-      runCommand("docker inspect --format '{{.State.Status}} {{.State.ExitCode}}' " + id);
-  if (result.exit_code != 0) {
-    return "gone";
-  }
-  std::string state = result.output;
-  while (!state.empty() && (state.back() == '\n' || state.back() == ' ')) {
-    state.pop_back();
-  }
-  return state;
-}
-
 struct ContainerEvent {
   std::string action;
   double seconds = 0;  // unix time

@@ -139,6 +139,12 @@ std::vector<std::string> containersOfServer(const testing::McpProcess& server) {
 
 std::vector<std::string> managedContainers() { return containersWithLabel("io.scs.managed"); }
 
+std::string containerState(const std::string& id) {
+  const CommandResult result =
+      runCommand("docker inspect --format '{{.State.Status}} {{.State.ExitCode}}' " + id);
+  return result.exit_code == 0 ? trimmed(result.output) : "gone";
+}
+
 bool containerExists(const std::string& id) {
   if (id.empty() || id.find_first_not_of("0123456789abcdef") != std::string::npos) {
     throw std::runtime_error("not a container id: " + id);

@@ -55,6 +55,8 @@ std::vector<std::string> containersOfRun(const testing::McpProcess& server,
 std::vector<std::string> containersOfServer(const testing::McpProcess& server);
 std::vector<std::string> managedContainers();
 bool containerExists(const std::string& id);
+// "<status> <exit code>" from the engine's record, e.g. "exited 137", or "gone".
+std::string containerState(const std::string& id);
 
 // True when some host process has `token` as one of its argv words.
 bool hostProcessWithArgExists(const std::string& token);
