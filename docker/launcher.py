@@ -6,10 +6,12 @@ Only regular files and directories are accepted, with fixed modes and no links o
 Any violation exits 125 with "sandbox launcher: rejected <why>" on stderr.
 
 Members under .scs/ configure the launcher and are never written to disk: control.json (a
-per-run nonce, the caps on returned files and the run's watchdog) and stdin. The launcher makes itself non-dumpable
-first, so the program, which has the same uid, cannot read its memory through /proc. It runs
-the program as its child, as `python3 -I main.py` would run it, except that stdout is
-line-buffered and an uncaught exception is also reported over a pipe. When the child ends, the
+per-run nonce, the caps on returned files and the run's watchdog) and stdin. The launcher makes
+itself non-dumpable first, so the program, which has the same uid, cannot read its memory
+through /proc. It runs the program as its child, as `python3 -I main.py` would run it, except
+that stdout is line-buffered and an uncaught exception is also reported over a pipe; that child
+interpreter is started before the bundle is read (in a sandbox prepared ahead of its run, long
+before) and runs nothing until the bundle has passed every check. When the child ends, the
 launcher kills every other process of the sandbox, collects the regular files under
 /workspace/out, writes to stdout "\\n\\0SCS-TRAILER-<nonce>\\0", one line of JSON and "\\n" (the
 server strips it from the output), and exits as the child did.

@@ -3,8 +3,9 @@
 Imported at every interpreter start by scs-matplotlib-cache.pth (site runs .pth imports under
 `python3 -I` too). The sandbox's root is read-only and MPLCONFIGDIR (/tmp/matplotlib) lies on a
 tmpfs that starts empty, and matplotlib keeps its font list only in a writable MPLCONFIGDIR: left
-alone it would rescan every font on every run. The first interpreter of a run (the launcher)
-copies the prebuilt list; every later one finds it there and does nothing.
+alone it would rescan every font on every run. The first interpreter of a run (the launcher or
+the program's, which start together) copies the prebuilt list; a later one finds it there and
+does nothing.
 """
 
 import os
