@@ -174,9 +174,10 @@ void expectOrphanEndsByItsWatchdogAndIsSwept(bool prepared) {
   EXPECT_FALSE(containerExists(id))
       << "the next server instance did not sweep the container of run " << run_id << "\n"
       << tail(second->stderrText());
-  EXPECT_THAT(second->stderrText(), HasSubstr("sandboxes left by earlier instances"));
   second->closeStdin();
   EXPECT_EQ(second->waitExit(seconds(5)).value_or(-1), 0);
+  // Read once the server has exited: its stderr is then drained.
+  EXPECT_THAT(second->stderrText(), HasSubstr("sandboxes left by earlier instances"));
 }
 
 TEST(FaultTest, SigkilledServerOrphanEndsByItsDeadlineAndIsSwept) {
