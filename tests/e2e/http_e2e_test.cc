@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "support/mcp_client.h"
+#include "support/temp_file.h"
 
 namespace scs::testing {
 namespace {
@@ -42,22 +43,12 @@ constexpr const char* kInitialize =
     R"("capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}})";
 constexpr const char* kPing = R"({"jsonrpc":"2.0","id":1,"method":"ping"})";
 
-// A token file, removed at the end of the test.
-class TokenFile {
+// A token file for alice and bob, removed at the end of the test.
+class TokenFile : public scs::testing::TempFile {
  public:
-  explicit TokenFile(mode_t mode = 0600) {
-    char name[] = "/tmp/scs-e2e-tokens-XXXXXX";
-    const int fd = ::mkstemp(name);
-    path_ = name;
-    std::ofstream(path_) << "# e2e tenants\nalice:" << kAliceToken << "\nbob:" << kBobToken << "\n";
-    ::fchmod(fd, mode);
-    ::close(fd);
-  }
-  ~TokenFile() { std::remove(path_.c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  explicit TokenFile(mode_t mode = 0600)
+      : TempFile(std::string("# e2e tenants\nalice:") + kAliceToken + "\nbob:" + kBobToken + "\n",
+                 mode) {}
 };
 
 struct Answer {

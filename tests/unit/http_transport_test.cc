@@ -27,6 +27,7 @@
 
 #include "runs/clock.h"
 #include "runs/run_manager.h"
+#include "support/temp_file.h"
 #include "unit/mcp_fake_runtime.h"
 
 namespace scs::mcp {
@@ -35,6 +36,7 @@ namespace {
 using Poco::JSON::Object;
 using Poco::Net::HTTPRequest;
 using Poco::Net::HTTPResponse;
+using scs::testing::TempFile;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 using namespace std::chrono_literals;
@@ -55,24 +57,6 @@ std::string tokenText(const std::string& text) {
   const auto parsed = TokenTable::parse(text);
   return std::holds_alternative<std::string>(parsed) ? std::get<std::string>(parsed) : "";
 }
-
-// A temporary file, removed at the end of the test.
-class TempFile {
- public:
-  TempFile(const std::string& content, mode_t mode) {
-    char name[] = "/tmp/scs-http-test-XXXXXX";
-    const int fd = ::mkstemp(name);
-    path_ = name;
-    std::ofstream(path_) << content;
-    ::fchmod(fd, mode);
-    ::close(fd);
-  }
-  ~TempFile() { std::remove(path_.c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 TEST(TokenTableTest, NamedAndUnnamedTokensMapToTheirTenants) {
   auto parsed = TokenTable::parse(std::string("# team tokens\n\n  alice:") + kAliceToken +
@@ -259,6 +243,16 @@ class HttpTransportTest : public ::testing::Test {
   }
 
   // initialize, then notifications/initialized; returns the session id.
+  // Starts a run that hangs until stopped; its run id.
+  std::string startHangingRun(const std::map<std::string, std::string>& headers) {
+    const Answer started = send("POST", toolCall("start_run", R"({"code":"#hang"})"), headers);
+    EXPECT_EQ(started.status, 200) << started.body;
+    return started.json()
+        ->getObject("result")
+        ->getObject("structuredContent")
+        ->getValue<std::string>("run_id");
+  }
+
   std::string openSession(const std::string& token = "") {
     std::map<std::string, std::string> headers;
     if (!token.empty()) {
@@ -390,13 +384,7 @@ TEST_F(HttpTransportTest, ARunIsUnknownToAnotherTenant) {
   serve(true);
   const std::string alice = openSession(kAliceToken);
   const std::string bob = openSession(kBobToken);
-  const Answer started =
-      send("POST", toolCall("start_run", R"({"code":"#hang"})"), as(alice, kAliceToken));
-  ASSERT_EQ(started.status, 200) << started.body;
-  const std::string run_id = started.json()
-                                 ->getObject("result")
-                                 ->getObject("structuredContent")
-                                 ->getValue<std::string>("run_id");
+  const std::string run_id = startHangingRun(as(alice, kAliceToken));
   for (const char* tool : {"get_result", "stop_run"}) {
     const Answer stranger =
         send("POST", toolCall(tool, R"({"run_id":")" + run_id + R"("})"), as(bob, kBobToken));
@@ -581,11 +569,7 @@ TEST_F(HttpTransportTest, AHugeDeclaredBodyIsRefusedUnreadAndTheConnectionClosed
 TEST_F(HttpTransportTest, AWaitingGetResultStreamsProgressAndThenTheAnswer) {
   serve();
   const std::string session = openSession();
-  const Answer started = send("POST", toolCall("start_run", R"({"code":"#hang"})"), as(session));
-  const std::string run_id = started.json()
-                                 ->getObject("result")
-                                 ->getObject("structuredContent")
-                                 ->getValue<std::string>("run_id");
+  const std::string run_id = startHangingRun(as(session));
   const Answer streamed =
       send("POST",
            toolCall("get_result", R"({"run_id":")" + run_id + R"(","wait_seconds":0.3})",
@@ -627,11 +611,7 @@ TEST_F(HttpTransportTest, AWaitingGetResultStreamsProgressAndThenTheAnswer) {
 TEST_F(HttpTransportTest, StoppingEndsALongPollInFlightPromptly) {
   serve();
   const std::string session = openSession();
-  const Answer started = send("POST", toolCall("start_run", R"({"code":"#hang"})"), as(session));
-  const std::string run_id = started.json()
-                                 ->getObject("result")
-                                 ->getObject("structuredContent")
-                                 ->getValue<std::string>("run_id");
+  const std::string run_id = startHangingRun(as(session));
   auto poll = std::async(std::launch::async, [&] {
     try {
       return send("POST",

@@ -18,6 +18,7 @@
 #include "mcp/tools.h"
 #include "runs/side_channel.h"
 #include "support/base64.h"
+#include "support/json.h"
 
 namespace scs::mcp {
 namespace {
@@ -26,6 +27,8 @@ using namespace std::chrono_literals;
 using Poco::Dynamic::Var;
 using Poco::JSON::Array;
 using Poco::JSON::Object;
+using scs::testing::compact;
+using scs::testing::parseOrdered;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -193,18 +196,6 @@ class TrailerRuntime : public backend::RuntimeBackend {
   int waits_ = 0;
 };
 
-// Keeps the key order, so that compact() shows the order the server wrote.
-Object::Ptr parse(const std::string& json) {
-  Poco::JSON::Parser parser(new Poco::JSON::ParseHandler(true));
-  return parser.parse(json).extract<Object::Ptr>();
-}
-
-std::string compact(const Object::Ptr& object) {
-  std::ostringstream out;
-  object->stringify(out);
-  return out.str();
-}
-
 using scs::testing::base64Decode;
 
 // Every key of `value` is in `schema` (recursively through objects and arrays), with the
@@ -251,7 +242,7 @@ class ResultsToolsTest : public ::testing::Test {
   }
 
   Object::Ptr call(const std::string& name, const std::string& arguments) {
-    return tools_.call(name, parse(arguments));
+    return tools_.call(name, parseOrdered(arguments));
   }
 
   Object::Ptr toolDefinition(const std::string& name) {
@@ -275,7 +266,7 @@ class ResultsToolsTest : public ::testing::Test {
     }
     const Object::Ptr text = result->getArray("content")->getObject(0);
     EXPECT_EQ(text->getValue<std::string>("type"), "text");
-    EXPECT_EQ(compact(parse(text->getValue<std::string>("text"))), compact(content));
+    EXPECT_EQ(compact(parseOrdered(text->getValue<std::string>("text"))), compact(content));
     std::vector<std::string> errors;
     checkAgainstSchema(content, toolDefinition(tool)->getObject("outputSchema"),
                        "structuredContent", errors);

@@ -23,6 +23,7 @@
 
 #include "mcp/tools.h"
 #include "runs/output.h"
+#include "support/json.h"
 #include "unit/mcp_fake_runtime.h"
 
 namespace scs::mcp {
@@ -31,20 +32,10 @@ namespace {
 using Poco::Dynamic::Var;
 using Poco::JSON::Array;
 using Poco::JSON::Object;
+using scs::testing::compact;
+using scs::testing::parseOrdered;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-// Keeps the key order, so that compact() shows the order the server wrote.
-Object::Ptr parse(const std::string& json) {
-  Poco::JSON::Parser parser(new Poco::JSON::ParseHandler(true));
-  return parser.parse(json).extract<Object::Ptr>();
-}
-
-std::string compact(const Object::Ptr& object) {
-  std::ostringstream out;
-  object->stringify(out);
-  return out.str();
-}
 
 std::vector<std::string> stringsOf(const Var& value) {
   std::vector<std::string> out;
@@ -169,7 +160,7 @@ class ServerTest : public ::testing::Test {
     }
     EXPECT_EQ(answer->find('\n'), std::string::npos) << *answer;
     EXPECT_EQ(runs::toValidUtf8(*answer), *answer);
-    return parse(*answer);
+    return parseOrdered(*answer);
   }
 
   Object::Ptr request(const std::string& method, const std::string& params_json) {
@@ -197,7 +188,7 @@ class ServerTest : public ::testing::Test {
     const Array::Ptr blocks = result->getArray("content");
     EXPECT_EQ(blocks->size(), 1u);
     EXPECT_EQ(blocks->getObject(0)->getValue<std::string>("type"), "text");
-    EXPECT_EQ(compact(parse(blocks->getObject(0)->getValue<std::string>("text"))),
+    EXPECT_EQ(compact(parseOrdered(blocks->getObject(0)->getValue<std::string>("text"))),
               compact(content));
 
     std::vector<std::string> errors;
@@ -698,7 +689,7 @@ TEST_F(ServerTest, ARunIsUnknownToEveryTenantButItsOwner) {
       R"("arguments":{"code":"#hang"}}})",
       alice);
   ASSERT_TRUE(started.has_value());
-  const std::string run_id = parse(*started)
+  const std::string run_id = parseOrdered(*started)
                                  ->getObject("result")
                                  ->getObject("structuredContent")
                                  ->getValue<std::string>("run_id");
@@ -707,7 +698,7 @@ TEST_F(ServerTest, ARunIsUnknownToEveryTenantButItsOwner) {
         server_.handle(R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":")" +
                            tool + R"(","arguments":{"run_id":")" + run_id + R"("}}})",
                        context);
-    return answer ? parse(*answer)->getObject("result") : Object::Ptr(new Object);
+    return answer ? parseOrdered(*answer)->getObject("result") : Object::Ptr(new Object);
   };
   const std::string unknown = "Unknown or expired run_id \"" + run_id + "\"";
   EXPECT_THAT(toolError(callAs(bob, "get_result")), HasSubstr(unknown));
@@ -735,13 +726,13 @@ TEST_F(ServerTest, AWaitingGetResultReportsProgressOnlyWhenTheTransportCanSendIt
   const std::optional<std::string> answer =
       server.handle(get + R"(,"_meta":{"progressToken":"tok"}}})", context);
   ASSERT_TRUE(answer.has_value());
-  EXPECT_EQ(structured("get_result", parse(*answer)->getObject("result"))
+  EXPECT_EQ(structured("get_result", parseOrdered(*answer)->getObject("result"))
                 ->getValue<std::string>("status"),
             "running");
   ASSERT_GE(sent.size(), 2u);
   double last = 0;
   for (const std::string& line : sent) {
-    const Object::Ptr notification = parse(line);
+    const Object::Ptr notification = parseOrdered(line);
     EXPECT_EQ(notification->getValue<std::string>("method"), "notifications/progress");
     EXPECT_FALSE(notification->has("id"));
     const Object::Ptr params = notification->getObject("params");
@@ -765,13 +756,13 @@ TEST_F(ServerTest, AWaitingGetResultReportsProgressOnlyWhenTheTransportCanSendIt
 }
 
 TEST_F(ServerTest, OversizedMessageErrorNamesTheCap) {
-  const Object::Ptr response = parse(Server::oversizedMessageError(1024));
+  const Object::Ptr response = parseOrdered(Server::oversizedMessageError(1024));
   expectError(response, -32600, "null");
   EXPECT_THAT(response->getObject("error")->getValue<std::string>("message"), HasSubstr("1024"));
 }
 
 TEST_F(ServerTest, RefusalIsAnInvalidRequestWithoutAnId) {
-  const Object::Ptr response = parse(Server::refusal("missing Mcp-Session-Id header."));
+  const Object::Ptr response = parseOrdered(Server::refusal("missing Mcp-Session-Id header."));
   expectError(response, -32600, "null");
   EXPECT_EQ(response->getObject("error")->getValue<std::string>("message"),
             "Invalid Request: missing Mcp-Session-Id header.");
