@@ -311,6 +311,7 @@ TEST(StdioE2eTest, QueuesRunsBeyondTheConcurrencyCap) {
 
 TEST(StdioE2eTest, ARunWithTheDefaultLimitsTakesAPreparedSandboxAndOthersTheNormalPath) {
   Session session;  // --prepared 1 is the default
+  ASSERT_TRUE(waitForStderr(session.process(), " is ready"));  // the pool's first sandbox
   const std::string first =
       session.start("#fake: stdout=one\\n\n")->getValue<std::string>("run_id");
   EXPECT_EQ(session.finalReport(first)->getValue<std::string>("stdout"), "one\n");

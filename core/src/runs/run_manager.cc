@@ -1184,6 +1184,7 @@ void RunManager::Impl::maintenanceThread() {
     backoff = kRetryFirstBackoff;
     retry_at = SteadyTime{};
     prepared->ready_at = clock_.now();
+    logger().debug("prepared sandbox " + prepared->sandbox_id + " is ready");
     prepared_.push_back(std::move(prepared));
     changed_.notify_all();
     if (shutting_down_) {
@@ -1336,7 +1337,6 @@ std::unique_ptr<RunManager::Impl::Prepared> RunManager::Impl::prepareOne() {
   if (!started.ok()) {
     return fail("start failed: " + started.message);
   }
-  logger().debug("prepared sandbox " + created.id);
   return prepared;
 }
 
