@@ -17,9 +17,8 @@
 
 namespace scs::docker {
 
-// The label every sandbox carries (runs::kLabelManaged in the core); the OOM event stream
-// is filtered by it.
-inline constexpr const char* kManagedLabel = "io.scs.managed";
+// The OOM event stream is filtered by the ABI's managed label.
+using backend::kManagedLabel;
 
 struct DockerSettings {
   std::string engine = "unix:///var/run/docker.sock";  // DOCKER_HOST is never consulted

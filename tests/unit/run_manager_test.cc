@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "mocks/mock_backend.h"
+#include "support/manual_clock.h"
 
 namespace scs::runs {
 namespace {
@@ -31,32 +32,7 @@ using ::testing::Throw;
 
 constexpr auto kPatience = 10s;
 
-// Time only moves when a test says so.
-class TestClock : public Clock {
- public:
-  std::chrono::steady_clock::time_point now() const override {
-    std::lock_guard lock(mutex_);
-    return now_;
-  }
-  std::chrono::system_clock::time_point wallNow() const override {
-    std::lock_guard lock(mutex_);
-    return wall_;
-  }
-  void advance(std::chrono::milliseconds by) {
-    std::lock_guard lock(mutex_);
-    now_ += by;
-    wall_ += by;
-  }
-  static std::chrono::system_clock::time_point wallStart() {
-    return std::chrono::system_clock::time_point(std::chrono::seconds(1'700'000'000));
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::chrono::steady_clock::time_point now_ =
-      std::chrono::steady_clock::time_point(std::chrono::hours(1000));
-  std::chrono::system_clock::time_point wall_ = wallStart();
-};
+using TestClock = testing::ManualClock;
 
 // An in-memory engine behind the mock's default actions: a started sandbox runs until the
 // test finishes it or something kills or removes it.
@@ -74,7 +50,7 @@ class FakeEngine {
     backend::Exit exit;
   };
 
-  explicit FakeEngine(mocks::MockRuntimeBackend& mock) {
+  FakeEngine(mocks::MockRuntimeBackend& mock, const Clock& clock) : clock_(clock) {
     ON_CALL(mock, create(_)).WillByDefault([this](const backend::SandboxSpec& spec) {
       return create(spec);
     });
@@ -197,6 +173,15 @@ class FakeEngine {
     std::lock_guard lock(mutex_);
     return removedCountLocked();
   }
+  // Sandboxes a run's thread waits on: started with their code and not ended.
+  std::size_t waitedOnCount() {
+    std::lock_guard lock(mutex_);
+    std::size_t count = 0;
+    for (const auto& [id, sandbox] : sandboxes_) {
+      count += sandbox.started && !sandbox.ended && !sandbox.archive.empty() ? 1 : 0;
+    }
+    return count;
+  }
 
  private:
   std::size_t removedCountLocked() {
@@ -259,9 +244,7 @@ class FakeEngine {
     if (fail_at_ == "wait") {
       return {{backend::Code::kUnavailable, "connection reset"}, {}};
     }
-    // Returns early so that a test clock jump is noticed quickly.
-    changed_.wait_for(lock, std::min(timeout, std::chrono::milliseconds(20)),
-                      [&] { return sandboxes_.at(id).ended; });
+    clock_.waitFor(changed_, lock, timeout, [&] { return sandboxes_.at(id).ended; });
     backend::WaitReply reply;
     if (sandboxes_.at(id).ended) {
       reply.exit = sandboxes_.at(id).exit;
@@ -309,6 +292,7 @@ class FakeEngine {
     return changed_.wait_for(lock, kPatience, condition);
   }
 
+  const Clock& clock_;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::map<std::string, Sandbox> sandboxes_;
@@ -374,6 +358,13 @@ class RunManagerTest : public ::testing::Test {
     return *snapshot;
   }
 
+  // Moves the server's clock once every thread that waits on it is waiting: the maintenance
+  // thread and the thread of each run whose sandbox runs.
+  void advance(std::chrono::milliseconds by) {
+    ASSERT_TRUE(clock_.awaitWaiters(1 + engine_.waitedOnCount()));
+    clock_.advance(by);
+  }
+
   policy::RunStatus statusOf(const std::string& run_id) {
     const auto snapshot = manager().get(kLocalTenant, run_id);
     return snapshot ? snapshot->status : policy::RunStatus::kSandboxError;
@@ -381,7 +372,7 @@ class RunManagerTest : public ::testing::Test {
 
   TestClock clock_;
   ::testing::NiceMock<mocks::MockRuntimeBackend> backend_;
-  FakeEngine engine_{backend_};
+  FakeEngine engine_{backend_, clock_};
   RunSettings settings_;
   policy::SandboxSettings sandbox_;
   std::unique_ptr<RunManager> manager_;  // last: it stops before the engine goes away
@@ -400,7 +391,7 @@ TEST_F(RunManagerTest, ASuccessfulRunDrivesTheBackendInOrder) {
   EXPECT_CALL(backend_, kill(_)).Times(0);
 
   const std::string id = startRunning();
-  clock_.advance(2500ms);
+  advance(2500ms);
   engine_.finish(id, 0, "hello\n", "a warning\n");
 
   const RunSnapshot report = finalOf(id);
@@ -542,9 +533,9 @@ TEST_F(RunManagerTest, AFailedRemoveIsRetriedWithAGrowingPauseUntilItSucceeds) {
 
   // Retried at once, then after a pause of 1 s on the server's clock.
   ASSERT_TRUE(eventually([&] { return failures == 2; }));
-  std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(clock_.awaitWaiters(1));  // the maintenance thread waits for the next retry
   EXPECT_FALSE(engine_.sandboxOf(id)->removed);
-  clock_.advance(1s);
+  advance(1s);
   EXPECT_TRUE(engine_.waitRemoved(id));
 }
 
@@ -569,9 +560,9 @@ TEST_F(RunManagerTest, TheServerTimerKillsARunThatOutlivesItsTimeout) {
   EXPECT_CALL(backend_, kill("sb-1")).Times(AtLeast(1));
   EXPECT_CALL(backend_, remove("sb-1")).Times(1);
   const std::string id = startRunning(request(1, 5));
-  clock_.advance(4900ms);
+  advance(4900ms);
   EXPECT_EQ(statusOf(id), policy::RunStatus::kRunning);
-  clock_.advance(200ms);
+  advance(200ms);
 
   const RunSnapshot report = finalOf(id);
   EXPECT_EQ(report.status, policy::RunStatus::kTimedOut);
@@ -586,10 +577,10 @@ TEST_F(RunManagerTest, TheTimeoutClockStartsWhenTheRunStartsExecuting) {
   const RunSnapshot second = startOk(request(1, 5));
   ASSERT_EQ(second.status, policy::RunStatus::kQueued);
 
-  clock_.advance(100s);
+  advance(100s);
   engine_.finish(first, 0);
   ASSERT_TRUE(engine_.waitStarted(second.run_id));
-  clock_.advance(4s);
+  advance(4s);
   engine_.finish(second.run_id, 0);
 
   const RunSnapshot report = finalOf(second.run_id);
@@ -602,11 +593,12 @@ TEST_F(RunManagerTest, TheTimeoutClockStartsWhenTheRunStartsExecuting) {
 TEST_F(RunManagerTest, ASandboxThatIgnoresKillIsGivenUpAfterTenSeconds) {
   engine_.ignoreKill();
   const std::string id = startRunning(request(1, 5));
-  clock_.advance(6s);
+  advance(6s);
   ASSERT_TRUE(engine_.waitKilled(id));
-  clock_.advance(9s);
-  EXPECT_FALSE(manager().get(kLocalTenant, id, 50ms)->status == policy::RunStatus::kSandboxError);
-  clock_.advance(2s);
+  advance(9s);
+  ASSERT_TRUE(clock_.awaitWaiters(2));  // the run's thread and the maintenance thread
+  EXPECT_EQ(statusOf(id), policy::RunStatus::kRunning);
+  advance(2s);
 
   const RunSnapshot report = finalOf(id);
   EXPECT_TRUE(engine_.waitRemoved(id));
@@ -620,7 +612,7 @@ TEST_F(RunManagerTest, StoppingAQueuedRunTakesItOutOfTheQueueBeforeTheBackendSee
   const RunSnapshot third = startOk();
   EXPECT_EQ(second.queue_position, 1u);
   EXPECT_EQ(third.queue_position, 2u);
-  clock_.advance(3s);
+  advance(3s);
 
   const auto stopped = manager().stop(kLocalTenant, second.run_id);
   ASSERT_TRUE(stopped.has_value());
@@ -851,9 +843,9 @@ TEST_F(RunManagerTest, ReportsExpireAfterTheRetentionPeriod) {
   engine_.finish(id, 0);
   finalOf(id);
 
-  clock_.advance(59s);
+  advance(59s);
   EXPECT_TRUE(manager().get(kLocalTenant, id).has_value());
-  clock_.advance(2s);
+  advance(2s);
   EXPECT_FALSE(manager().get(kLocalTenant, id).has_value());
   EXPECT_FALSE(manager().stop(kLocalTenant, id).has_value());
 }
@@ -864,7 +856,7 @@ TEST_F(RunManagerTest, TheOldestFinishedReportsAreForgottenFirstButNeverALiveRun
   std::vector<std::string> finished;
   for (int i = 0; i < 3; ++i) {
     const std::string id = startRunning();
-    clock_.advance(1s);
+    advance(1s);
     engine_.finish(id, 0);
     finalOf(id);
     finished.push_back(id);
@@ -901,9 +893,14 @@ TEST_F(RunManagerTest, ReportsOverTheRetainedBytesAreForgottenOldestFirstButNeve
 
 TEST_F(RunManagerTest, GetLongPollsUntilTheRunFinishes) {
   const std::string id = startRunning();
-  const auto before = std::chrono::steady_clock::now();
-  EXPECT_EQ(manager().get(kLocalTenant, id, 50ms)->status, policy::RunStatus::kRunning);
-  EXPECT_GE(std::chrono::steady_clock::now() - before, 50ms);
+  // The wait ends when the server's clock reaches it.
+  auto waited = std::async(std::launch::async, [&] { return manager().get(kLocalTenant, id, 5s); });
+  ASSERT_TRUE(clock_.awaitWaiters(3));  // the poll, the run's thread, the maintenance thread
+  clock_.advance(4s);
+  ASSERT_TRUE(clock_.awaitWaiters(3));
+  EXPECT_EQ(waited.wait_for(0s), std::future_status::timeout);
+  advance(1s);
+  EXPECT_EQ(waited.get()->status, policy::RunStatus::kRunning);
 
   auto polled =
       std::async(std::launch::async, [&] { return manager().get(kLocalTenant, id, kPatience); });
@@ -1055,7 +1052,7 @@ TEST_F(PreparedRunManagerTest, ARunWithTheSameLimitsGetsItsCodeInThePreparedSand
   ASSERT_TRUE(engine_.waitSandbox("sb-1", [](const auto& sandbox) {
     return sandbox.archive.find("print('hi')\n") != std::string::npos;
   }));
-  clock_.advance(1500ms);
+  advance(1500ms);
   engine_.finishSandbox("sb-1", 0, "hello\n");
 
   const RunSnapshot report = finalOf(started.run_id);
@@ -1075,7 +1072,8 @@ TEST_F(PreparedRunManagerTest, ThePoolRefillsOnlyOnceTheRunThatTookItsSandboxEnd
   const std::string first = startOk().run_id;
   ASSERT_TRUE(
       engine_.waitSandbox("sb-1", [](const auto& sandbox) { return !sandbox.archive.empty(); }));
-  std::this_thread::sleep_for(200ms);
+  advance(999ms);
+  ASSERT_TRUE(clock_.awaitWaiters(2));  // the run's thread and the maintenance thread
   EXPECT_EQ(engine_.createdCount(), 1u) << "the pool competed with the run for the CPU";
   engine_.finishSandbox("sb-1", 0);
   EXPECT_EQ(finalOf(first).status, policy::RunStatus::kSucceeded);
@@ -1086,9 +1084,10 @@ TEST_F(PreparedRunManagerTest, ThePoolRefillsOnlyOnceTheRunThatTookItsSandboxEnd
   const std::string second = startOk().run_id;
   ASSERT_TRUE(
       engine_.waitSandbox("sb-2", [](const auto& sandbox) { return !sandbox.archive.empty(); }));
-  std::this_thread::sleep_for(200ms);
+  advance(999ms);
+  ASSERT_TRUE(clock_.awaitWaiters(2));
   EXPECT_EQ(engine_.createdCount(), 2u);
-  clock_.advance(1s);
+  advance(1ms);
   EXPECT_TRUE(engine_.waitSandbox("sb-3", [](const auto& sandbox) { return sandbox.started; }));
   engine_.finishSandbox("sb-2", 0);
   EXPECT_EQ(finalOf(second).status, policy::RunStatus::kSucceeded);
@@ -1121,7 +1120,7 @@ TEST_F(PreparedRunManagerTest, RunsWithOtherLimitsTakeTheNormalPathAndAShorterTi
 
   // Its own timeout holds, not the longer one the prepared sandbox's watchdog allows.
   EXPECT_CALL(backend_, kill("sb-1")).Times(AtLeast(1));
-  clock_.advance(6s);
+  advance(6s);
   EXPECT_EQ(finalOf(shorter).status, policy::RunStatus::kTimedOut);
   engine_.finish(more_memory, 0);
   engine_.finish(longer, 0);
@@ -1169,6 +1168,7 @@ TEST_F(PreparedRunManagerTest, ASandboxThatEndedWhileIdleIsNeverGivenARunsCode) 
 TEST_F(PreparedRunManagerTest, AnIdleSandboxThatEndsIsReplacedBeforeARunNeedsIt) {
   waitPrepared();
   engine_.finishSandbox("sb-1", 125);
+  advance(1s);  // the pool checks its idle sandboxes every second
   EXPECT_TRUE(engine_.waitSandbox("sb-1", [](const auto& sandbox) { return sandbox.removed; }));
   EXPECT_TRUE(engine_.waitSandbox("sb-2", [](const auto& sandbox) { return sandbox.started; }));
   EXPECT_TRUE(engine_.sandbox("sb-1")->archive.empty());
@@ -1181,7 +1181,8 @@ TEST_F(PreparedRunManagerTest, PreparedSandboxesCountAgainstHostMemoryAndGiveWay
   EXPECT_TRUE(engine_.waitSandbox("sb-1", [](const auto& sandbox) { return sandbox.removed; }));
   EXPECT_TRUE(engine_.sandbox("sb-1")->archive.empty());
   // While the big run holds all the memory the pool makes nothing.
-  std::this_thread::sleep_for(100ms);
+  advance(5s);
+  ASSERT_TRUE(clock_.awaitWaiters(2));
   EXPECT_EQ(engine_.createdCount(), 2u);
 
   engine_.finish(big, 0);
@@ -1191,10 +1192,10 @@ TEST_F(PreparedRunManagerTest, PreparedSandboxesCountAgainstHostMemoryAndGiveWay
 
 TEST_F(PreparedRunManagerTest, AnIdleSandboxIsReplacedAfterTheLongestIdleTime) {
   waitPrepared();
-  clock_.advance(299s);
-  std::this_thread::sleep_for(100ms);
+  advance(299s);
+  ASSERT_TRUE(clock_.awaitWaiters(1));
   EXPECT_FALSE(engine_.sandbox("sb-1")->removed);
-  clock_.advance(2s);
+  advance(1s);
   EXPECT_TRUE(engine_.waitSandbox("sb-1", [](const auto& sandbox) { return sandbox.removed; }));
   EXPECT_TRUE(engine_.waitSandbox("sb-2", [](const auto& sandbox) { return sandbox.started; }));
 }

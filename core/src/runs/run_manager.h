@@ -15,17 +15,10 @@
 #include "policy/posture.h"
 #include "policy/status_map.h"
 #include "runs/clock.h"
+#include "runs/labels.h"
 #include "runs/side_channel.h"
 
 namespace scs::runs {
-
-// Labels every sandbox carries; the startup sweep finds leftovers by kLabelManaged.
-inline constexpr const char* kLabelManaged = "io.scs.managed";
-inline constexpr const char* kLabelInstance = "io.scs.instance";
-inline constexpr const char* kLabelRunId = "io.scs.run-id";
-inline constexpr const char* kLabelOwnerPid = "io.scs.owner-pid";
-inline constexpr const char* kLabelDeadline = "io.scs.deadline";  // unix seconds
-inline constexpr const char* kLabelPrepared = "io.scs.prepared";  // "true": started ahead of need
 
 // The tenant of every run on stdio and on HTTP without tokens: one client, one owner.
 inline constexpr const char* kLocalTenant = "local";

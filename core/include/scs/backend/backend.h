@@ -39,6 +39,11 @@ inline constexpr std::uint32_t kToolchain = 0;
 inline constexpr const char* kAbiSymbol = "scs_backend_abi";
 inline constexpr const char* kFactorySymbol = "scs_create_backend";
 
+// The label every sandbox the core creates carries (value "true"), and the one key list()
+// is asked for: a backend may use it to find its sandboxes, for example to filter the
+// engine's events.
+inline constexpr const char* kManagedLabel = "io.scs.managed";
+
 enum class Code {
   kOk,
   kNotFound,     // no such sandbox (already removed, or never existed)

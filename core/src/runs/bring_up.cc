@@ -1,0 +1,149 @@
+#include "runs/bring_up.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "runs/labels.h"
+
+namespace scs::runs {
+namespace {
+
+constexpr long long kDeadlineLabelSlackSeconds = 60;
+
+long long ceilSeconds(double seconds) { return static_cast<long long>(std::ceil(seconds)); }
+
+std::string joined(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& part : parts) {
+    out += (out.empty() ? "" : "; ") + part;
+  }
+  return out;
+}
+
+}  // namespace
+
+SandboxBringUp::SandboxBringUp(backend::RuntimeBackend& backend,
+                               const policy::SandboxSettings& sandbox, std::string instance_id,
+                               std::chrono::seconds prepared_max_idle, const Clock& clock)
+    : backend_(backend),
+      sandbox_(sandbox),
+      instance_id_(std::move(instance_id)),
+      prepared_max_idle_(prepared_max_idle),
+      clock_(clock) {}
+
+long long SandboxBringUp::watchdogSeconds(const policy::Limits& limits) const {
+  return ceilSeconds(limits.timeout_seconds) + sandbox_.deadline_grace_seconds;
+}
+
+backend::SandboxSpec SandboxBringUp::spec(const std::string& label_run_id,
+                                          const policy::Limits& limits,
+                                          const backend::Posture& required, bool prepared) const {
+  const long long watchdog_seconds =
+      watchdogSeconds(limits) + (prepared ? static_cast<long long>(prepared_max_idle_.count()) : 0);
+  const long long now_unix =
+      std::chrono::duration_cast<std::chrono::seconds>(clock_.wallNow().time_since_epoch()).count();
+  const std::string threads = std::to_string(std::max(1LL, ceilSeconds(limits.cpus)));
+
+  backend::SandboxSpec spec;
+  spec.run_id = label_run_id;
+  spec.labels = {
+      {kLabelManaged, "true"},
+      {kLabelInstance, instance_id_},
+      {kLabelRunId, label_run_id},
+      {kLabelOwnerPid, std::to_string(::getpid())},
+      {kLabelDeadline, std::to_string(now_unix + watchdog_seconds + kDeadlineLabelSlackSeconds)},
+  };
+  if (prepared) {
+    spec.labels.emplace(kLabelPrepared, "true");
+  }
+  spec.command = {
+      "/usr/bin/timeout", "-s", "KILL", std::to_string(watchdog_seconds), sandbox_.python, "-I",
+      sandbox_.launcher,
+  };
+  spec.env = {
+      "PATH=/usr/local/bin:/usr/bin:/bin",
+      "HOME=/tmp",
+      "LANG=C.UTF-8",
+      "PYTHONDONTWRITEBYTECODE=1",
+      "PYTHONUNBUFFERED=1",
+      "MPLBACKEND=Agg",
+      "OMP_NUM_THREADS=" + threads,
+      "OPENBLAS_NUM_THREADS=" + threads,
+  };
+  spec.working_dir = "/workspace";
+  spec.hostname = "sandbox";
+  spec.posture = required;
+  return spec;
+}
+
+SandboxBringUp::Outcome SandboxBringUp::bringUp(const backend::SandboxSpec& spec,
+                                                const backend::Posture& required,
+                                                const Steps& steps) {
+  Outcome outcome;
+  // True when the sequence ends here: the step failed, or a stop was asked for meanwhile.
+  const auto halts = [&](std::string failure) {
+    outcome.failure = std::move(failure);
+    outcome.stopped = outcome.failure.empty() && steps.stopped && steps.stopped();
+    return !outcome.started();
+  };
+  if (halts(checkSpec(spec, required))) {
+    return outcome;
+  }
+  outcome.failure = create(spec, &outcome.sandbox_id);
+  if (!outcome.failure.empty()) {
+    return outcome;
+  }
+  if (steps.created) {
+    steps.created(outcome.sandbox_id);
+  }
+  if (halts(checkReadBack(outcome.sandbox_id, required))) {
+    return outcome;
+  }
+  if (steps.archive != nullptr && halts(deliver(outcome.sandbox_id, *steps.archive))) {
+    return outcome;
+  }
+  outcome.failure = start(outcome.sandbox_id, steps.sink);
+  return outcome;
+}
+
+std::string SandboxBringUp::checkSpec(const backend::SandboxSpec& spec,
+                                      const backend::Posture& required) const {
+  const std::vector<std::string> violations = policy::assertPosture(spec.posture, required);
+  return violations.empty() ? std::string()
+                            : "the sandbox spec failed the posture check: " + joined(violations);
+}
+
+std::string SandboxBringUp::create(const backend::SandboxSpec& spec, std::string* sandbox_id) {
+  const backend::CreateReply created = backend_.create(spec);
+  if (!created.status.ok()) {
+    return "create failed: " + created.status.message;
+  }
+  *sandbox_id = created.id;
+  return {};
+}
+
+std::string SandboxBringUp::checkReadBack(const std::string& sandbox_id,
+                                          const backend::Posture& required) {
+  const backend::InspectReply inspected = backend_.inspect(sandbox_id);
+  if (!inspected.status.ok()) {
+    return "inspect failed: " + inspected.status.message;
+  }
+  const std::vector<std::string> violations = policy::assertPosture(inspected.posture, required);
+  return violations.empty() ? std::string() : "posture check failed: " + joined(violations);
+}
+
+std::string SandboxBringUp::deliver(const std::string& sandbox_id, const std::string& archive) {
+  const backend::Status delivered = backend_.deliver(sandbox_id, archive);
+  return delivered.ok() ? std::string() : "delivery failed: " + delivered.message;
+}
+
+std::string SandboxBringUp::start(const std::string& sandbox_id, backend::OutputSink* sink) {
+  const backend::Status started = backend_.start(sandbox_id, sink);
+  return started.ok() ? std::string() : "start failed: " + started.message;
+}
+
+}  // namespace scs::runs

@@ -1,0 +1,72 @@
+#pragma once
+
+// How a sandbox comes up: the spec the core builds for it, then one containment step per
+// function (check the spec, create, check the engine's record, deliver the code, start), each
+// failing closed. The first failure ends the sequence with a sentence saying which step failed;
+// no user code has run by then. A run's sandbox and a prepared one come up through the same
+// steps; a prepared one starts without its code, which reaches the idle launcher later.
+
+#include <scs/backend/backend.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "policy/limits.h"
+#include "policy/posture.h"
+#include "runs/clock.h"
+
+namespace scs::runs {
+
+class SandboxBringUp {
+ public:
+  SandboxBringUp(backend::RuntimeBackend& backend, const policy::SandboxSettings& sandbox,
+                 std::string instance_id, std::chrono::seconds prepared_max_idle,
+                 const Clock& clock);
+
+  // When the in-sandbox watchdog ends a run whose server could not: the timeout and a grace.
+  long long watchdogSeconds(const policy::Limits& limits) const;
+
+  // The spec of a sandbox for `limits` that must have the posture `required`, labelled for
+  // `label_run_id`. A prepared sandbox's watchdog and deadline label also allow for its time
+  // idle (a sandbox idle longer is replaced).
+  backend::SandboxSpec spec(const std::string& label_run_id, const policy::Limits& limits,
+                            const backend::Posture& required, bool prepared) const;
+
+  struct Steps {
+    const std::string* archive = nullptr;  // the code, delivered before start; null: start idle
+    backend::OutputSink* sink = nullptr;   // receives the sandbox's output from start on
+    // Called as soon as the sandbox exists, so the caller owns its removal on every path.
+    std::function<void(const std::string& sandbox_id)> created;
+    // Asked between steps; true ends the sequence before the next step, with no failure.
+    std::function<bool()> stopped;
+  };
+
+  struct Outcome {
+    std::string sandbox_id;  // set once created
+    std::string failure;     // empty: started, unless stopped
+    bool stopped = false;
+    bool started() const { return failure.empty() && !stopped; }
+  };
+
+  // Brings the sandbox of `spec` up: checkSpec, create, checkReadBack, deliver (when there is
+  // an archive), start.
+  Outcome bringUp(const backend::SandboxSpec& spec, const backend::Posture& required,
+                  const Steps& steps);
+
+ private:
+  // Each returns an empty string when the step succeeded, else why it failed.
+  std::string checkSpec(const backend::SandboxSpec& spec, const backend::Posture& required) const;
+  std::string create(const backend::SandboxSpec& spec, std::string* sandbox_id);
+  std::string checkReadBack(const std::string& sandbox_id, const backend::Posture& required);
+  std::string deliver(const std::string& sandbox_id, const std::string& archive);
+  std::string start(const std::string& sandbox_id, backend::OutputSink* sink);
+
+  backend::RuntimeBackend& backend_;
+  const policy::SandboxSettings& sandbox_;
+  const std::string instance_id_;
+  const std::chrono::seconds prepared_max_idle_;
+  const Clock& clock_;
+};
+
+}  // namespace scs::runs

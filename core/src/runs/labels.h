@@ -1,0 +1,17 @@
+#pragma once
+
+// The labels every sandbox carries: who made it (instance, owner pid), for which run, and
+// until when it may live. The startup sweep finds leftovers by the ABI's managed label.
+
+#include <scs/backend/backend.h>
+
+namespace scs::runs {
+
+inline constexpr const char* kLabelManaged = backend::kManagedLabel;  // "true"
+inline constexpr const char* kLabelInstance = "io.scs.instance";
+inline constexpr const char* kLabelRunId = "io.scs.run-id";
+inline constexpr const char* kLabelOwnerPid = "io.scs.owner-pid";
+inline constexpr const char* kLabelDeadline = "io.scs.deadline";  // unix seconds
+inline constexpr const char* kLabelPrepared = "io.scs.prepared";  // "true": started ahead of need
+
+}  // namespace scs::runs

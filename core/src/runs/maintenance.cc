@@ -1,0 +1,118 @@
+// The run manager's maintenance thread: keeps the prepared pool filled while memory allows,
+// replaces sandboxes that idled too long or ended while idle, removes retired ones, retries
+// removals that failed, and at shutdown removes what is left.
+
+#include <Poco/Logger.h>
+
+#include <algorithm>
+
+#include "runs/run_manager_impl.h"
+
+namespace scs::runs {
+namespace {
+
+constexpr auto kRecheck = std::chrono::seconds(1);
+
+Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
+
+}  // namespace
+
+void RunManager::Impl::maintenanceThread() {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    if (pool_.hasRetired()) {
+      removeRetiredLocked(lock);
+      continue;
+    }
+    if (shutting_down_) {
+      break;
+    }
+    const SteadyTime now = clock_.now();
+    const std::optional<SteadyTime> retry_at = removals_.nextRetry();
+    if (retry_at && now >= *retry_at) {
+      lock.unlock();
+      removals_.retry(false);
+      lock.lock();
+      continue;
+    }
+    if (pool_.retireStale(now)) {
+      continue;
+    }
+    if (!pool_.wantsAnother(now, memoryFitsLocked(pool_.settings().memory_bytes))) {
+      clock_.waitUntil(pool_changed_, lock, std::min(now + kRecheck, retry_at.value_or(now + kRecheck)));
+      retireEndedLocked(lock);
+      continue;
+    }
+    pool_.making();
+    lock.unlock();
+    PreparedPtr prepared = prepareOne();
+    lock.lock();
+    if (!prepared) {
+      pool_.failed(clock_.now());
+      admitLocked();
+      continue;
+    }
+    pool_.made(std::move(prepared), clock_.now());
+    changed_.notify_all();
+    admitLocked();  // a queued run may take it, or need its memory
+  }
+  pool_.retireAll();
+  removeRetiredLocked(lock);
+  lock.unlock();
+  removals_.retry(true);
+}
+
+// Removes the retired prepared sandboxes; releases `lock` while it calls the backend.
+void RunManager::Impl::removeRetiredLocked(std::unique_lock<std::mutex>& lock) {
+  std::vector<PreparedPtr> retired = pool_.takeRetired();
+  lock.unlock();
+  for (const PreparedPtr& prepared : retired) {
+    removals_.remove(prepared->sandbox_id, "prepared sandbox");
+  }
+  lock.lock();
+}
+
+// Retires the idle prepared sandboxes that ended (say, the engine restarted), so the pool
+// makes fresh ones before a run finds them dead. Releases `lock` while it asks the backend.
+void RunManager::Impl::retireEndedLocked(std::unique_lock<std::mutex>& lock) {
+  const std::vector<std::string> idle = pool_.idleIds();
+  if (idle.empty()) {
+    return;
+  }
+  lock.unlock();
+  std::vector<std::string> ended;
+  for (const std::string& id : idle) {
+    const backend::WaitReply reply = backend_.wait(id, std::chrono::milliseconds(0));
+    if (!reply.status.ok() || reply.exit.exited) {
+      ended.push_back(id);
+    }
+  }
+  lock.lock();
+  pool_.retireEnded(ended);
+}
+
+// Creates a sandbox for the pool's limits, checks the engine's record of it against the
+// required posture and starts it idle. nullptr, with nothing left behind, on any failure.
+PreparedPtr RunManager::Impl::prepareOne() {
+  const PoolSettings& pool = pool_.settings();
+  auto prepared = std::make_unique<PreparedSandbox>();
+  prepared->posture = policy::requiredPosture(pool.limits, sandbox_);
+  prepared->timeout_seconds = pool.limits.timeout_seconds;
+  prepared->memory_bytes = pool.memory_bytes;
+  const backend::SandboxSpec spec =
+      bring_up_.spec("prepared-" + randomHexId(), pool.limits, prepared->posture, true);
+  SandboxBringUp::Steps steps;
+  steps.sink = &prepared->sink;
+  const SandboxBringUp::Outcome brought = bring_up_.bringUp(spec, prepared->posture, steps);
+  if (!brought.failure.empty()) {
+    logger().error("cannot prepare a sandbox: " + brought.failure);
+    if (!brought.sandbox_id.empty()) {
+      removals_.remove(brought.sandbox_id, "prepared sandbox");
+    }
+    return nullptr;
+  }
+  prepared->sandbox_id = brought.sandbox_id;
+  return prepared;
+}
+
+}  // namespace scs::runs

@@ -1,0 +1,173 @@
+#include "runs/prepared_pool.h"
+
+#include <Poco/Logger.h>
+
+#include <algorithm>
+
+namespace scs::runs {
+namespace {
+
+constexpr std::size_t kMaxHeldBytes = 64u << 10;
+constexpr auto kRefillDelay = std::chrono::seconds(1);
+constexpr auto kFirstBackoff = std::chrono::seconds(1);
+constexpr auto kMaxBackoff = std::chrono::seconds(60);
+
+Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
+
+}  // namespace
+
+void DeferredSink::write(backend::Stream stream, std::string_view bytes) {
+  std::lock_guard lock(mutex_);
+  if (target_ != nullptr) {
+    target_->write(stream, bytes);
+    return;
+  }
+  const std::size_t room = kMaxHeldBytes - std::min(held_bytes_, kMaxHeldBytes);
+  bytes = bytes.substr(0, room);
+  if (!bytes.empty()) {
+    held_.emplace_back(stream, std::string(bytes));
+    held_bytes_ += bytes.size();
+  }
+}
+
+void DeferredSink::bind(backend::OutputSink* target) {
+  std::lock_guard lock(mutex_);
+  for (const auto& [stream, bytes] : held_) {
+    target->write(stream, bytes);
+  }
+  held_.clear();
+  target_ = target;
+}
+
+std::int64_t PreparedPool::memory() const {
+  std::int64_t total = static_cast<std::int64_t>(making_) * settings_.memory_bytes;
+  for (const PreparedPtr& sandbox : ready_) {
+    total += sandbox->memory_bytes;
+  }
+  return total;
+}
+
+const PreparedSandbox* PreparedPool::find(const backend::Posture& required,
+                                          double timeout_seconds) const {
+  const auto found = std::find_if(ready_.begin(), ready_.end(), [&](const PreparedPtr& sandbox) {
+    return sandbox->posture == required && timeout_seconds <= sandbox->timeout_seconds;
+  });
+  return found == ready_.end() ? nullptr : found->get();
+}
+
+PreparedPtr PreparedPool::claim(const PreparedSandbox* sandbox, SteadyTime now) {
+  const auto found = std::find_if(ready_.begin(), ready_.end(),
+                                  [&](const PreparedPtr& ready) { return ready.get() == sandbox; });
+  if (found == ready_.end()) {
+    return nullptr;
+  }
+  PreparedPtr claimed = std::move(*found);
+  ready_.erase(found);
+  ++claimed_running_;
+  last_claim_ = now;
+  return claimed;
+}
+
+void PreparedPool::claimEnded() {
+  if (claimed_running_ > 0) {
+    --claimed_running_;
+  }
+}
+
+bool PreparedPool::evictFor(std::int64_t needed, const PreparedSandbox* keep,
+                            const std::function<bool(std::int64_t)>& fits) {
+  std::int64_t idle = 0;
+  for (const PreparedPtr& sandbox : ready_) {
+    if (sandbox.get() != keep) {
+      idle += sandbox->memory_bytes;
+    }
+  }
+  if (idle == 0 || !fits(needed - idle)) {
+    return false;
+  }
+  for (auto it = ready_.begin(); it != ready_.end() && !fits(needed);) {
+    if (it->get() == keep) {
+      ++it;
+      continue;
+    }
+    PreparedPtr evicted = std::move(*it);
+    it = ready_.erase(it);
+    logger().information("prepared sandbox " + evicted->sandbox_id +
+                         " gives way to a run that needs its memory");
+    retired_.push_back(std::move(evicted));
+  }
+  return true;
+}
+
+bool PreparedPool::wantsAnother(SteadyTime now, bool memory_fits) const {
+  return ready_.size() + making_ < settings_.target && now >= retry_at_ && memory_fits &&
+         (claimed_running_ == 0 || now - last_claim_ >= kRefillDelay);
+}
+
+void PreparedPool::making() { ++making_; }
+
+void PreparedPool::made(PreparedPtr sandbox, SteadyTime now) {
+  --making_;
+  backoff_ = kFirstBackoff;
+  retry_at_ = SteadyTime{};
+  sandbox->ready_at = now;
+  logger().debug("prepared sandbox " + sandbox->sandbox_id + " is ready");
+  ready_.push_back(std::move(sandbox));
+}
+
+void PreparedPool::failed(SteadyTime now) {
+  --making_;
+  retry_at_ = now + backoff_;
+  backoff_ = std::min<std::chrono::seconds>(backoff_ * 2, kMaxBackoff);
+}
+
+bool PreparedPool::retireStale(SteadyTime now) {
+  if (ready_.empty() || now - ready_.front()->ready_at < settings_.max_idle) {
+    return false;
+  }
+  retire(std::move(ready_.front()));
+  ready_.pop_front();
+  return true;
+}
+
+void PreparedPool::retireEnded(const std::vector<std::string>& sandbox_ids) {
+  for (const std::string& id : sandbox_ids) {
+    const auto found = std::find_if(ready_.begin(), ready_.end(), [&](const PreparedPtr& sandbox) {
+      return sandbox->sandbox_id == id;
+    });
+    if (found != ready_.end()) {
+      logger().warning("prepared sandbox " + id + " ended while idle; replacing it");
+      retire(std::move(*found));
+      ready_.erase(found);
+    }
+  }
+}
+
+void PreparedPool::retireAll() {
+  while (!ready_.empty()) {
+    retire(std::move(ready_.front()));
+    ready_.pop_front();
+  }
+}
+
+void PreparedPool::retire(PreparedPtr sandbox) {
+  if (sandbox) {
+    retired_.push_back(std::move(sandbox));
+  }
+}
+
+std::vector<std::string> PreparedPool::idleIds() const {
+  std::vector<std::string> ids;
+  for (const PreparedPtr& sandbox : ready_) {
+    ids.push_back(sandbox->sandbox_id);
+  }
+  return ids;
+}
+
+std::vector<PreparedPtr> PreparedPool::takeRetired() {
+  std::vector<PreparedPtr> retired;
+  retired.swap(retired_);
+  return retired;
+}
+
+}  // namespace scs::runs

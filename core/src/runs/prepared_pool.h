@@ -1,0 +1,118 @@
+#pragma once
+
+// The sandboxes prepared ahead of need: created, posture-checked and started for the default
+// limits with the launcher idle on stdin, so that a run whose limits require the same posture
+// skips the engine's create and start. This class holds the pool's state and decides when it
+// wants another sandbox, when one has idled too long and which give way to a run that needs
+// memory; the run manager makes and removes the sandboxes. Not thread-safe: the run manager
+// calls it with its lock held.
+
+#include <scs/backend/backend.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "policy/limits.h"
+#include "runs/clock.h"
+
+namespace scs::runs {
+
+// The sink a prepared sandbox is started with, before its run exists. It holds what the idle
+// launcher writes (normally nothing; capped) and, once bound to the run's capture, hands that
+// over first and forwards everything after it. Thread-safe.
+class DeferredSink : public backend::OutputSink {
+ public:
+  void write(backend::Stream stream, std::string_view bytes) override;
+  void bind(backend::OutputSink* target);
+
+ private:
+  std::mutex mutex_;
+  backend::OutputSink* target_ = nullptr;
+  std::vector<std::pair<backend::Stream, std::string>> held_;
+  std::size_t held_bytes_ = 0;
+};
+
+// A sandbox created, posture-checked and started idle for a run that has yet to come.
+struct PreparedSandbox {
+  std::string sandbox_id;
+  backend::Posture posture;    // the required posture its engine record passed
+  double timeout_seconds = 0;  // the longest run its watchdog allows
+  std::int64_t memory_bytes = 0;
+  SteadyTime ready_at;
+  DeferredSink sink;  // outlives the sandbox: freed only after its removal
+};
+
+using PreparedPtr = std::unique_ptr<PreparedSandbox>;
+
+struct PoolSettings {
+  std::size_t target = 0;  // sandboxes kept ready; 0 turns preparation off
+  policy::Limits limits;   // what each is made for
+  std::int64_t memory_bytes = 0;
+  std::chrono::seconds max_idle{300};
+};
+
+class PreparedPool {
+ public:
+  explicit PreparedPool(PoolSettings settings) : settings_(std::move(settings)) {}
+
+  const PoolSettings& settings() const { return settings_; }
+
+  // Memory of the ready sandboxes and of the ones being made.
+  std::int64_t memory() const;
+  std::size_t ready() const { return ready_.size(); }
+
+  // A ready sandbox a run with this required posture and timeout can use, or nullptr.
+  const PreparedSandbox* find(const backend::Posture& required, double timeout_seconds) const;
+
+  // Takes `sandbox` (from find()) for a run that starts executing now.
+  PreparedPtr claim(const PreparedSandbox* sandbox, SteadyTime now);
+  // A run that took a sandbox from here ended.
+  void claimEnded();
+
+  // Retires idle sandboxes other than `keep` until `fits(needed)` holds (`fits` counts this
+  // pool's memory() as it shrinks); does nothing when even all of them would not make room.
+  // True when it made room.
+  bool evictFor(std::int64_t needed, const PreparedSandbox* keep,
+                const std::function<bool(std::int64_t)>& fits);
+
+  // Whether the maintenance thread should make another sandbox now, given whether its memory
+  // fits. A new one waits kRefillDelay for the run that took the last one, so that making it
+  // does not compete with that run for the CPU, and after a failure a growing pause.
+  bool wantsAnother(SteadyTime now, bool memory_fits) const;
+  void making();                                     // counts one being made
+  void made(PreparedPtr sandbox, SteadyTime now);    // it is ready
+  void failed(SteadyTime now);                       // making it failed
+
+  // Retires the oldest idle sandbox when it has idled longer than max_idle; true if it did.
+  bool retireStale(SteadyTime now);
+  // Retires the idle sandboxes with these ids (they ended while idle).
+  void retireEnded(const std::vector<std::string>& sandbox_ids);
+  void retireAll();
+  void retire(PreparedPtr sandbox);
+
+  // The ids of the idle sandboxes, to check whether they still live.
+  std::vector<std::string> idleIds() const;
+  bool hasRetired() const { return !retired_.empty(); }
+  std::vector<PreparedPtr> takeRetired();
+
+ private:
+  const PoolSettings settings_;
+  std::deque<PreparedPtr> ready_;  // oldest first
+  std::size_t making_ = 0;
+  std::size_t claimed_running_ = 0;  // runs executing in a sandbox from here
+  SteadyTime last_claim_{};
+  SteadyTime retry_at_{};  // the next attempt after a failure
+  std::chrono::seconds backoff_{1};
+  std::vector<PreparedPtr> retired_;  // to be removed
+};
+
+}  // namespace scs::runs

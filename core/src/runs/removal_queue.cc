@@ -1,0 +1,91 @@
+#include "runs/removal_queue.h"
+
+#include <Poco/Logger.h>
+
+#include <algorithm>
+#include <exception>
+#include <utility>
+
+namespace scs::runs {
+namespace {
+
+constexpr std::chrono::seconds kFirstBackoff{1};
+constexpr std::chrono::seconds kMaxBackoff{60};
+
+Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
+
+}  // namespace
+
+RemovalQueue::RemovalQueue(backend::RuntimeBackend& backend, const Clock& clock,
+                           std::function<void()> wake)
+    : backend_(backend), clock_(clock), wake_(std::move(wake)), backoff_(kFirstBackoff) {}
+
+void RemovalQueue::remove(const std::string& sandbox_id, const std::string& whose) noexcept {
+  std::string problem;
+  try {
+    const backend::Status status = backend_.remove(sandbox_id);
+    if (status.ok()) {
+      logger().debug("removed sandbox " + sandbox_id + " of " + whose);
+      return;
+    }
+    problem = status.message;
+  } catch (const std::exception& e) {
+    problem = std::string("it threw: ") + e.what();
+  } catch (...) {
+    problem = "it threw a non-standard exception";
+  }
+  logger().error(whose + ": removing sandbox " + sandbox_id + " failed: " + problem +
+                 "; will retry");
+  try {
+    {
+      std::lock_guard lock(mutex_);
+      failed_.push_back(sandbox_id);
+    }
+    if (wake_) {
+      wake_();
+    }
+  } catch (const std::exception& e) {
+    logger().error(whose + ": cannot queue sandbox " + sandbox_id + " for removal: " + e.what());
+  }
+}
+
+std::optional<SteadyTime> RemovalQueue::nextRetry() const {
+  std::lock_guard lock(mutex_);
+  if (failed_.empty()) {
+    return std::nullopt;
+  }
+  return retry_at_;
+}
+
+void RemovalQueue::retry(bool last_chance) {
+  std::vector<std::string> ids;
+  {
+    std::lock_guard lock(mutex_);
+    ids.swap(failed_);
+  }
+  std::vector<std::string> failed;
+  for (const std::string& id : ids) {
+    const backend::Status status = backend_.remove(id);
+    if (status.ok()) {
+      logger().information("removed sandbox " + id + " on a later attempt");
+    } else if (last_chance) {
+      logger().error("could not remove sandbox " + id + " (" + status.message +
+                     "); the next server's startup sweep will");
+    } else {
+      failed.push_back(id);
+    }
+  }
+  std::lock_guard lock(mutex_);
+  if (failed.empty() && failed_.empty()) {
+    backoff_ = kFirstBackoff;
+    retry_at_ = SteadyTime{};
+    return;
+  }
+  failed_.insert(failed_.end(), failed.begin(), failed.end());
+  if (!failed.empty()) {
+    retry_at_ = clock_.now() + backoff_;
+    backoff_ = std::min<std::chrono::seconds>(backoff_ * 2, kMaxBackoff);
+  }
+}
+
+}  // namespace scs::runs

@@ -1,0 +1,175 @@
+#pragma once
+
+// The run manager's private state, shared by its three source files: run_manager.cc (the
+// registry: start, get, stop, admission, finalisation, shutdown), run_thread.cc (what a run's
+// own thread does, from its sandbox's bring-up to its evidence) and maintenance.cc (the thread
+// that keeps the prepared pool filled and retries removals).
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "policy/status_map.h"
+#include "runs/bring_up.h"
+#include "runs/fair_queue.h"
+#include "runs/output.h"
+#include "runs/prepared_pool.h"
+#include "runs/removal_queue.h"
+#include "runs/report_retention.h"
+#include "runs/run_manager.h"
+
+namespace scs::runs {
+
+// Where a run is in its life; it only moves forward.
+enum class Phase {
+  kQueued,     // waiting for a slot (and for memory)
+  kStarting,   // it holds a slot; its thread brings its sandbox up; no code runs yet
+  kExecuting,  // its code may be running: stopping it means killing its sandbox
+  kEnded,      // its evidence is sealed: a later stop cannot change the verdict
+  kFinal,      // reported; its sandbox may still be being removed
+  kSettled,    // reported, and no sandbox of it is left (never made, or removed)
+};
+
+// Why the server itself ended a run, if it did; the first cause set wins.
+enum class Cause { kNone, kStopRun, kShutdown, kTimeout };
+
+struct Run {
+  std::string id;
+  std::string tenant;
+  policy::Limits limits;
+  std::int64_t memory_bytes = 0;
+  // Until the run starts: then they go into its archive.
+  std::vector<policy::File> files;
+  std::optional<std::string> stdin_data;
+
+  Phase phase = Phase::kQueued;
+  Cause cause = Cause::kNone;
+  std::optional<SteadyTime> kill_sent_at;  // the server's kill for `cause`
+
+  SteadyTime enqueued_at;
+  std::optional<SteadyTime> exec_start;
+  std::optional<SteadyTime> exec_end;
+  std::optional<SteadyTime> finished;
+  std::optional<std::chrono::system_clock::time_point> started_at;
+  std::optional<std::chrono::system_clock::time_point> finished_at;
+
+  std::string sandbox_id;
+  std::unique_ptr<OutputCapture> capture;
+  PreparedPtr prepared;       // taken at admission; freed once its sandbox is removed
+  bool ran_prepared = false;  // its code went to the prepared sandbox
+  RunSnapshot report;         // the final fields, once final
+  std::thread thread;
+
+  bool holdsSlot() const { return phase >= Phase::kStarting && phase <= Phase::kEnded; }
+  policy::RunStatus status() const {
+    if (phase == Phase::kQueued) {
+      return policy::RunStatus::kQueued;
+    }
+    return phase < Phase::kFinal ? policy::RunStatus::kRunning : report.status;
+  }
+};
+
+// What a run's thread learned about how the run ended.
+struct Outcome {
+  policy::Evidence evidence;
+  backend::Exit exit;
+  std::optional<SteadyTime> ended;
+};
+
+// Removes its sandbox when released or destroyed, so that every path out of a run removes the
+// run's sandbox exactly once.
+class SandboxLease {
+ public:
+  SandboxLease(RemovalQueue& removals, std::string sandbox_id, std::string whose)
+      : removals_(&removals), sandbox_id_(std::move(sandbox_id)), whose_(std::move(whose)) {}
+  SandboxLease(const SandboxLease&) = delete;
+  SandboxLease& operator=(const SandboxLease&) = delete;
+  ~SandboxLease() { release(); }
+
+  void release() {
+    if (removals_ != nullptr) {
+      removals_->remove(sandbox_id_, whose_);
+      removals_ = nullptr;
+    }
+  }
+
+ private:
+  RemovalQueue* removals_;
+  std::string sandbox_id_;
+  std::string whose_;
+};
+
+struct RunManager::Impl {
+  Impl(backend::RuntimeBackend& backend, const RunSettings& settings,
+       const policy::SandboxSettings& sandbox, const Clock& clock);
+
+  // The public operations (run_manager.cc).
+  std::variant<RunSnapshot, StartRefusal> start(StartRequest request);
+  std::optional<RunSnapshot> get(const std::string& tenant, const std::string& run_id,
+                                 std::chrono::milliseconds wait, const OutputOffsets& from);
+  std::optional<RunSnapshot> stop(const std::string& tenant, const std::string& run_id);
+  void shutdown();
+  bool awaitPrepared(std::size_t count, std::chrono::milliseconds timeout);
+
+  // The registry (run_manager.cc). *Locked: called with mutex_ held.
+  std::shared_ptr<Run> findLocked(const std::string& tenant, const std::string& run_id);
+  std::int64_t memoryBytes(const policy::Limits& limits) const;
+  std::int64_t executingMemoryLocked() const;
+  // Whether `more` bytes fit beside the runs holding slots and the prepared sandboxes.
+  bool memoryFitsLocked(std::int64_t more) const;
+  void admitLocked();
+  void launchLocked(const std::shared_ptr<Run>& run);
+  // The one place a run becomes final: status, reason, times and results; its slot is freed,
+  // its report counted for retention, and the queue moves on.
+  void finalizeLocked(Run& run, policy::Verdict verdict, RunResults results,
+                      const backend::Exit& exit);
+  void forgetExpiredLocked();
+  RunSnapshot snapshotLocked(const Run& run, const OutputOffsets& from = {}) const;
+  void reapThreads();
+
+  // A run's own thread (run_thread.cc).
+  void runThread(const std::shared_ptr<Run>& run);
+  void execute(Run& run, Outcome& outcome, std::optional<SandboxLease>& lease);
+  bool runInPrepared(Run& run, const std::string& archive, Outcome& outcome);
+  void waitForExit(Run& run, const std::string& sandbox_id, Outcome& outcome);
+  void sealEvidenceLocked(Run& run, policy::Evidence& evidence);
+  void finish(Run& run, Outcome& outcome);
+  bool causeSet(const Run& run);
+  void killSandbox(const std::string& sandbox_id, const std::string& run_id);
+
+  // The maintenance thread (maintenance.cc).
+  void maintenanceThread();
+  PreparedPtr prepareOne();
+  void removeRetiredLocked(std::unique_lock<std::mutex>& lock);
+  void retireEndedLocked(std::unique_lock<std::mutex>& lock);
+
+  backend::RuntimeBackend& backend_;
+  const RunSettings settings_;
+  const policy::SandboxSettings sandbox_;
+  const Clock& clock_;
+  const std::string instance_id_;
+  SandboxBringUp bring_up_;
+  RemovalQueue removals_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;       // a run became final or settled; a sandbox is ready
+  std::condition_variable pool_changed_;  // wakes the maintenance thread
+  std::map<std::string, std::shared_ptr<Run>> runs_;
+  FairQueue queue_;
+  ReportRetention retention_;
+  PreparedPool pool_;
+  std::size_t live_threads_ = 0;  // run threads not yet done with their sandbox
+  std::vector<std::thread> done_threads_;
+  bool shutting_down_ = false;
+  std::thread maintenance_thread_;
+  std::mutex maintenance_join_mutex_;
+};
+
+}  // namespace scs::runs

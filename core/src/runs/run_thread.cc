@@ -1,0 +1,291 @@
+// What a run's own thread does: build its archive, bring its sandbox up (or hand the code to the
+// prepared sandbox it took), wait for it to end while the server's deadline runs, gather the
+// evidence and the launcher's trailer, and have the registry finalise the run. Its sandbox is
+// removed after the run is reported, on every path.
+
+#include <Poco/Logger.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <exception>
+#include <variant>
+
+#include "runs/run_manager_impl.h"
+#include "runs/side_channel.h"
+
+namespace scs::runs {
+namespace {
+
+constexpr auto kWaitSlice = std::chrono::seconds(1);
+constexpr auto kKillGrace = std::chrono::seconds(10);
+
+Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
+
+SteadyDuration toDuration(double seconds) {
+  return std::chrono::duration_cast<SteadyDuration>(std::chrono::duration<double>(seconds));
+}
+
+double secondsBetween(SteadyTime from, SteadyTime to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+bool parseUserIds(const std::string& user, int* uid, int* gid) {
+  const auto number = [](std::string_view text, int* out) {
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), *out);
+    return !text.empty() && error == std::errc() && end == text.data() + text.size() && *out >= 0;
+  };
+  const auto colon = user.find(':');
+  return colon != std::string::npos && number(std::string_view(user).substr(0, colon), uid) &&
+         number(std::string_view(user).substr(colon + 1), gid);
+}
+
+}  // namespace
+
+void RunManager::Impl::runThread(const std::shared_ptr<Run>& run) {
+  Outcome outcome;
+  std::optional<SandboxLease> lease;
+  if (run->prepared) {
+    // Taken at admission: it is removed however the run ends, even stopped before it began.
+    lease.emplace(removals_, run->prepared->sandbox_id, "run " + run->id);
+  }
+  try {
+    execute(*run, outcome, lease);
+  } catch (const std::exception& e) {
+    logger().error("run " + run->id + ": unexpected error: " + e.what());
+    outcome.evidence.sandbox_failure = std::string("internal error: ") + e.what();
+  } catch (...) {
+    logger().error("run " + run->id + ": unexpected non-standard exception");
+    outcome.evidence.sandbox_failure = "internal error";
+  }
+  // Reported first: the evidence is complete, and removal (5 to 60 ms) need not delay it.
+  finish(*run, outcome);
+  lease.reset();
+  std::lock_guard lock(mutex_);
+  // Its sink had to outlive the sandbox; its posture (seccomp text included) need not stay.
+  run->prepared.reset();
+  run->phase = Phase::kSettled;
+  --live_threads_;
+  done_threads_.push_back(std::move(run->thread));
+  changed_.notify_all();
+}
+
+bool RunManager::Impl::causeSet(const Run& run) {
+  std::lock_guard lock(mutex_);
+  return run.cause != Cause::kNone;
+}
+
+void RunManager::Impl::killSandbox(const std::string& sandbox_id, const std::string& run_id) {
+  const backend::Status status = backend_.kill(sandbox_id);
+  if (!status.ok() && status.code != backend::Code::kNotFound) {
+    logger().warning("run " + run_id + ": kill failed: " + status.message);
+  }
+}
+
+void RunManager::Impl::execute(Run& run, Outcome& outcome, std::optional<SandboxLease>& lease) {
+  policy::Evidence& evidence = outcome.evidence;
+  std::vector<policy::File> files;
+  std::optional<std::string> stdin_data;
+  // Only the launcher learns it (in the archive), so the program cannot forge the trailer.
+  const std::string nonce = randomHexId();
+  {
+    std::lock_guard lock(mutex_);
+    if (run.cause != Cause::kNone) {
+      return;
+    }
+    files = std::move(run.files);
+    run.files.clear();
+    stdin_data = std::move(run.stdin_data);
+    run.stdin_data.reset();
+    run.exec_start = clock_.now();
+    run.started_at = clock_.wallNow();
+    run.capture = std::make_unique<OutputCapture>(settings_.output_cap_bytes, trailerMarker(nonce),
+                                                  trailerCapBytes(settings_.out_files));
+    logger().information(
+        "run " + run.id + " of tenant " + run.tenant + " started after " +
+        policy::formatNumber(secondsBetween(run.enqueued_at, *run.exec_start)) + " s in the queue" +
+        (run.prepared ? " in prepared sandbox " + run.prepared->sandbox_id : std::string()));
+  }
+
+  int uid = 0;
+  int gid = 0;
+  if (!parseUserIds(sandbox_.user, &uid, &gid)) {
+    evidence.sandbox_failure =
+        "the sandbox user setting \"" + sandbox_.user + "\" is not a numeric uid:gid";
+    return;
+  }
+  for (policy::File& control : controlFiles(nonce, settings_.out_files,
+                                            bring_up_.watchdogSeconds(run.limits), stdin_data)) {
+    files.push_back(std::move(control));
+  }
+  stdin_data.reset();
+  std::string archive = policy::buildArchive(files, uid, gid);
+  files.clear();
+
+  if (run.prepared) {
+    if (runInPrepared(run, archive, outcome)) {
+      return;
+    }
+    lease.reset();  // the prepared sandbox ended while idle
+  }
+
+  const backend::Posture required = policy::requiredPosture(run.limits, sandbox_);
+  const backend::SandboxSpec spec = bring_up_.spec(run.id, run.limits, required, false);
+  SandboxBringUp::Steps steps;
+  steps.archive = &archive;
+  steps.sink = run.capture.get();
+  steps.created = [&](const std::string& sandbox_id) {
+    lease.emplace(removals_, sandbox_id, "run " + run.id);
+    std::lock_guard lock(mutex_);
+    run.sandbox_id = sandbox_id;
+  };
+  steps.stopped = [&] { return causeSet(run); };
+  const SandboxBringUp::Outcome brought = bring_up_.bringUp(spec, required, steps);
+  std::string().swap(archive);
+  if (!brought.failure.empty()) {
+    evidence.sandbox_failure = brought.failure;
+    logger().error("run " + run.id + ": " + brought.failure);
+    return;
+  }
+  if (brought.stopped) {
+    return;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    run.phase = Phase::kExecuting;  // a stop from now on kills it
+  }
+  waitForExit(run, brought.sandbox_id, outcome);
+  outcome.ended = clock_.now();
+}
+
+// Runs the code in the run's prepared sandbox. False, with nothing delivered, when that
+// sandbox ended while it idled: the run then takes the normal path.
+bool RunManager::Impl::runInPrepared(Run& run, const std::string& archive, Outcome& outcome) {
+  const std::string& sandbox_id = run.prepared->sandbox_id;
+  const backend::WaitReply idle = backend_.wait(sandbox_id, std::chrono::milliseconds(0));
+  if (!idle.status.ok() || idle.exit.exited) {
+    logger().warning("run " + run.id + ": prepared sandbox " + sandbox_id +
+                     " ended while idle; creating a fresh one");
+    return false;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (run.cause != Cause::kNone) {
+      return true;
+    }
+    run.sandbox_id = sandbox_id;
+    run.phase = Phase::kExecuting;  // a stop from now on kills it
+    run.ran_prepared = true;
+  }
+  run.prepared->sink.bind(run.capture.get());
+  const backend::Status delivered = backend_.deliver(sandbox_id, archive);
+  if (!delivered.ok()) {
+    outcome.evidence.sandbox_failure = "delivery failed: " + delivered.message;
+    return true;
+  }
+  waitForExit(run, sandbox_id, outcome);
+  outcome.ended = clock_.now();
+  return true;
+}
+
+// Waits for the sandbox to end. The server's own timer kills it at the run's timeout, and a
+// stop (stop_run or shutdown) kills it if stop() could not; a sandbox that has not ended
+// kKillGrace after its kill is given up.
+void RunManager::Impl::waitForExit(Run& run, const std::string& sandbox_id, Outcome& outcome) {
+  const SteadyTime deadline = *run.exec_start + toDuration(run.limits.timeout_seconds);
+  while (true) {
+    const SteadyTime now = clock_.now();
+    bool kill_now = false;
+    SteadyTime until = deadline;
+    {
+      std::lock_guard lock(mutex_);
+      if (!run.kill_sent_at) {
+        if (run.cause == Cause::kNone && now >= deadline) {
+          run.cause = Cause::kTimeout;
+          logger().information("run " + run.id + " reached its timeout; killing it");
+        }
+        if (run.cause != Cause::kNone) {
+          run.kill_sent_at = now;
+          kill_now = true;
+        }
+      } else if (now - *run.kill_sent_at >= kKillGrace) {
+        sealEvidenceLocked(run, outcome.evidence);
+        outcome.evidence.sandbox_failure = "the sandbox did not stop after kill";
+        return;
+      }
+      if (run.kill_sent_at) {
+        until = *run.kill_sent_at + kKillGrace;
+      }
+    }
+    if (kill_now) {
+      killSandbox(sandbox_id, run.id);
+    }
+    const SteadyDuration slice = std::min<SteadyDuration>(until - now, kWaitSlice);
+    const auto timeout =
+        std::max(std::chrono::ceil<std::chrono::milliseconds>(slice), std::chrono::milliseconds(1));
+    const backend::WaitReply reply = backend_.wait(sandbox_id, timeout);
+    if (!reply.status.ok()) {
+      std::lock_guard lock(mutex_);
+      sealEvidenceLocked(run, outcome.evidence);
+      outcome.evidence.sandbox_failure = "lost the sandbox while waiting: " + reply.status.message;
+      return;
+    }
+    if (reply.exit.exited) {
+      std::lock_guard lock(mutex_);
+      sealEvidenceLocked(run, outcome.evidence);
+      outcome.exit = reply.exit;
+      outcome.evidence.exit_code = reply.exit.exit_code;
+      outcome.evidence.oom_killed = reply.exit.oom_killed;
+      outcome.evidence.engine_error = reply.exit.engine_error;
+      return;
+    }
+  }
+}
+
+void RunManager::Impl::sealEvidenceLocked(Run& run, policy::Evidence& evidence) {
+  if (run.phase >= Phase::kEnded) {
+    return;
+  }
+  run.phase = Phase::kEnded;
+  evidence.stop_requested = run.cause == Cause::kStopRun || run.cause == Cause::kShutdown;
+  evidence.timer_fired = run.cause == Cause::kTimeout;
+}
+
+void RunManager::Impl::finish(Run& run, Outcome& outcome) {
+  RunResults results;
+  if (run.capture) {
+    run.capture->close();
+    OutputCapture::Trailer trailer = run.capture->takeTrailer();
+    if (trailer.overflowed) {
+      logger().warning("run " + run.id + ": the launcher's trailer is over its cap; ignored");
+    } else if (trailer.found) {
+      // The trailer is written inside the sandbox: untrusted, so nothing in it may end the run
+      // thread before the run is reported and its slot released.
+      try {
+        auto parsed = parseTrailer(trailer.bytes, settings_.out_files);
+        if (auto* problem = std::get_if<std::string>(&parsed)) {
+          logger().warning("run " + run.id + ": ignoring a malformed trailer: " + *problem);
+        } else {
+          results = std::move(std::get<RunResults>(parsed));
+        }
+      } catch (const std::exception& e) {
+        logger().error("run " + run.id + ": ignoring a trailer that failed to parse: " + e.what());
+      }
+    }
+  }
+  std::lock_guard lock(mutex_);
+  sealEvidenceLocked(run, outcome.evidence);
+  policy::Verdict verdict;
+  try {
+    verdict = policy::decide(outcome.evidence, run.limits);
+  } catch (const std::exception& e) {
+    logger().error("run " + run.id + ": deciding the status failed: " + e.what());
+    verdict.status = policy::RunStatus::kSandboxError;
+    verdict.reason = "The server could not decide how this run ended.";
+  }
+  run.exec_end = outcome.ended;
+  finalizeLocked(run, std::move(verdict), std::move(results), outcome.exit);
+}
+
+}  // namespace scs::runs
