@@ -24,9 +24,13 @@
 #include "policy/files.h"
 #include "policy/limits.h"
 #include "support/checks.h"
+#include "support/ustar.h"
 
 namespace scs::fuzz {
 namespace {
+
+using scs::testing::readUstar;
+using scs::testing::TarEntry;
 
 using Poco::Dynamic::Var;
 using Poco::JSON::Array;

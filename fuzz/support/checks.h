@@ -43,21 +43,6 @@ std::optional<std::string> decodeStrictBase64(std::string_view text);
 // explanation when `text` is not such a text.
 std::optional<std::string> strictJsonProblem(std::string_view text);
 
-// One entry of an uncompressed ustar archive as read back, header checked.
-struct TarEntry {
-  std::string name;  // prefix + "/" + name when the prefix field is used
-  char type = 0;
-  std::uint32_t mode = 0;
-  std::uint32_t uid = 0;
-  std::uint32_t gid = 0;
-  std::string content;
-};
-
-// Reads an archive, checking every header (checksum, magic, version, NUL-terminated octal
-// fields, sizes, block padding, the two zero blocks at the end and nothing after them).
-// Returns an explanation on the first problem.
-std::optional<std::string> readUstar(std::string_view archive, std::vector<TarEntry>* entries);
-
 // `text` escaped for a one-line diagnostic, cut to `limit` bytes.
 std::string printable(std::string_view text, std::size_t limit = 400);
 

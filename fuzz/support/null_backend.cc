@@ -10,9 +10,13 @@
 #include <vector>
 
 #include "support/checks.h"
+#include "support/ustar.h"
 
 namespace scs::fuzz {
 namespace {
+
+using scs::testing::readUstar;
+using scs::testing::TarEntry;
 
 constexpr auto kSlowRun = std::chrono::milliseconds(20);
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <stdexcept>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -105,6 +106,9 @@ std::string trailerOf(const std::string& nonce, const Script& script) {
   std::string trailer("\n\0SCS-TRAILER-", 14);
   trailer += nonce;
   trailer.push_back('\0');
+  if (script.trailer_json) {
+    return trailer + *script.trailer_json + "\n";
+  }
   trailer += "{\"exception\":";
   if (script.exception) {
     trailer += "{\"type\":" + jsonString(script.exception->first) +
@@ -239,13 +243,14 @@ bool alterPosture(const std::string& field, backend::Posture* posture) {
   return true;
 }
 
-FakeBackend::FakeBackend(Options options, backend::LogSink* log)
-    : options_(std::move(options)), log_(log) {}
+FakeBackend::FakeBackend(Options options, backend::LogSink* log, const Clock* clock)
+    : options_(std::move(options)), log_(log), clock_(clock) {}
 
 FakeBackend::~FakeBackend() {
   std::vector<std::thread> workers;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    hold_removals_ = false;
     for (auto& [id, sandbox] : sandboxes_) {
       sandbox->killed = true;
       sandbox->removed = true;
@@ -264,6 +269,22 @@ void FakeBackend::log(backend::LogLevel level, const std::string& message) {
   if (log_ != nullptr) {
     log_->log(level, message);
   }
+}
+
+template <typename Done>
+bool FakeBackend::waitFor(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds timeout,
+                          Done done) {
+  if (clock_ == nullptr) {
+    return cv_.wait_for(lock, timeout, done);
+  }
+  const auto deadline = clock_->now() + timeout;
+  while (!done()) {
+    if (clock_->now() >= deadline) {
+      return done();
+    }
+    clock_->waitUntil(cv_, lock, deadline);
+  }
+  return true;
 }
 
 std::shared_ptr<FakeBackend::Sandbox> FakeBackend::find(const std::string& id) {
@@ -293,12 +314,15 @@ backend::CreateReply FakeBackend::create(const backend::SandboxSpec& spec) {
       return reply;
     }
     auto sandbox = std::make_shared<Sandbox>();
-    sandbox->labels = spec.labels;
-    sandbox->posture = spec.posture;
+    sandbox->spec = spec;
     {
       std::lock_guard<std::mutex> lock(mu_);
       sandbox->id = "fake-" + std::to_string(next_id_++);
       sandboxes_[sandbox->id] = sandbox;
+      if (options_.keep_removed) {
+        history_.push_back(sandbox);
+      }
+      cv_.notify_all();
     }
     reply.id = sandbox->id;
     log(backend::LogLevel::kDebug, "fake: created " + reply.id);
@@ -319,7 +343,7 @@ backend::InspectReply FakeBackend::inspect(const std::string& id) {
       reply.status = notFound(id);
       return reply;
     }
-    reply.posture = sandbox->posture;
+    reply.posture = sandbox->spec.posture;
     if (!options_.posture_field.empty()) {
       alterPosture(options_.posture_field, &reply.posture);
     }
@@ -360,6 +384,7 @@ Status FakeBackend::deliver(const std::string& id, const std::string& archive) {
       return Status{Code::kUnavailable, "fake: sandbox " + id + " has already ended"};
     }
     sandbox->script = std::move(script);
+    sandbox->archive = archive;
     sandbox->nonce = std::move(nonce);
     sandbox->stdin_data = std::move(stdin_data);
     sandbox->delivered = true;
@@ -382,13 +407,14 @@ Status FakeBackend::start(const std::string& id, backend::OutputSink* sink) {
       return scripted("start");
     }
     sandbox->state = State::kStarting;
-    cv_.wait_for(lock, sandbox->script.start_delay, [&] { return sandbox->removed; });
+    waitFor(lock, sandbox->script.start_delay, [&] { return sandbox->removed; });
     if (sandbox->removed) {
       return notFound(id);
     }
     sandbox->state = State::kRunning;
     sandbox->sink = sink;
     sandbox->worker = std::thread([this, sandbox] { play(sandbox); });
+    cv_.notify_all();
     lock.unlock();
     log(backend::LogLevel::kInfo, "fake: started " + id);
     return Status{};
@@ -399,41 +425,45 @@ void FakeBackend::play(const std::shared_ptr<Sandbox>& sandbox) {
   backend::Exit exit;
   exit.exited = true;
   try {
+    const auto stopped = [&] { return sandbox->killed.load() || sandbox->finish_code >= 0; };
     {
-      // Idle, like the launcher on its stdin, until the code arrives or the sandbox is killed.
+      // Idle, like the launcher on its stdin, until the code arrives or the sandbox ends.
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return sandbox->delivered || sandbox->killed.load(); });
-      if (!sandbox->killed) {
+      cv_.wait(lock, [&] { return sandbox->delivered || stopped(); });
+      if (!stopped()) {
         lock.unlock();
         log(backend::LogLevel::kInfo, "fake: running " + sandbox->id);
       }
     }
-    // Final once delivered; a sandbox killed idle plays the empty default script.
+    // Final once delivered; a sandbox ended idle plays the empty default script.
     const Script& script = sandbox->script;
-    if (!sandbox->killed && !script.stdout_text.empty()) {
+    if (!stopped() && !script.stdout_text.empty()) {
       sandbox->sink->write(backend::Stream::kStdout, script.stdout_text);
     }
-    if (!sandbox->killed && script.echo_stdin && !sandbox->stdin_data.empty()) {
+    if (!stopped() && script.echo_stdin && !sandbox->stdin_data.empty()) {
       sandbox->sink->write(backend::Stream::kStdout, sandbox->stdin_data);
     }
-    if (!sandbox->killed && !script.stderr_text.empty()) {
+    if (!stopped() && !script.stderr_text.empty()) {
       sandbox->sink->write(backend::Stream::kStderr, script.stderr_text);
     }
     const std::string chunk(kFloodChunk, 'x');
-    for (std::uint64_t left = script.flood_bytes; left > 0 && !sandbox->killed;) {
+    for (std::uint64_t left = script.flood_bytes; left > 0 && !stopped();) {
       const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(left, kFloodChunk));
       sandbox->sink->write(backend::Stream::kStdout, std::string_view(chunk).substr(0, n));
       left -= n;
     }
     std::unique_lock<std::mutex> lock(mu_);
     if (script.hang) {
-      cv_.wait(lock, [&] { return sandbox->killed.load(); });
+      cv_.wait(lock, stopped);
     } else {
-      cv_.wait_for(lock, script.sleep, [&] { return sandbox->killed.load(); });
+      waitFor(lock, script.sleep, stopped);
     }
+    const int finish_code = sandbox->killed ? -1 : sandbox->finish_code.load();
     lock.unlock();
     if (sandbox->killed) {
       exit.exit_code = kKilledExitCode;
+    } else if (finish_code >= 0) {
+      exit.exit_code = finish_code;
     } else if (script.engine_error) {
       exit.engine_error = *script.engine_error;
     } else if (script.oom) {
@@ -449,7 +479,9 @@ void FakeBackend::play(const std::shared_ptr<Sandbox>& sandbox) {
     } else {
       exit.exit_code = script.exit_code;
     }
-    if (!sandbox->killed && script.exception) {
+    exit.peak_memory_bytes = script.peak_memory_bytes;
+    exit.cpu_seconds = script.cpu_seconds;
+    if (!sandbox->killed && finish_code < 0 && script.exception) {
       sandbox->sink->write(backend::Stream::kStderr, tracebackOf(*script.exception));
     }
     if (!sandbox->killed && !sandbox->nonce.empty() && !script.engine_error) {
@@ -478,8 +510,11 @@ backend::WaitReply FakeBackend::wait(const std::string& id, std::chrono::millise
       reply.status = scripted("wait");
       return reply;
     }
-    cv_.wait_for(lock, timeout,
-                 [&] { return sandbox->state == State::kExited || sandbox->removed; });
+    if (timeout.count() > 0) {
+      ++sandbox->waits;
+      cv_.notify_all();
+    }
+    waitFor(lock, timeout, [&] { return sandbox->state == State::kExited || sandbox->removed; });
     if (sandbox->state == State::kExited) {
       reply.exit = sandbox->exit;
     } else if (sandbox->removed) {
@@ -490,13 +525,22 @@ backend::WaitReply FakeBackend::wait(const std::string& id, std::chrono::millise
 }
 
 Status FakeBackend::kill(const std::string& id) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (throw_on_next_kill_) {
+    throw_on_next_kill_ = false;
+    throw std::runtime_error("fake kill exploded");
+  }
+  lock.unlock();
   return guardStatus([&] {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> guard(mu_);
     auto sandbox = find(id);
     if (!sandbox) {
       return notFound(id);
     }
-    sandbox->killed = true;
+    sandbox->kill_seen = true;
+    if (!(sandbox->delivered && sandbox->script.ignore_kill)) {
+      sandbox->killed = true;
+    }
     cv_.notify_all();
     return Status{};
   });
@@ -506,7 +550,13 @@ Status FakeBackend::remove(const std::string& id) {
   return guardStatus([&] {
     std::thread worker;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
+      auto held = find(id);
+      if (held && hold_removals_) {
+        held->removing = true;
+        cv_.notify_all();
+        cv_.wait(lock, [&] { return !hold_removals_; });
+      }
       auto sandbox = find(id);
       if (!sandbox) {
         return Status{};
@@ -534,12 +584,106 @@ backend::ListReply FakeBackend::list(const std::string& label_key) {
     }
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [id, sandbox] : sandboxes_) {
-      if (sandbox->labels.count(label_key) != 0) {
-        reply.sandboxes.push_back(backend::SandboxInfo{id, sandbox->labels});
+      if (sandbox->spec.labels.count(label_key) != 0) {
+        reply.sandboxes.push_back(backend::SandboxInfo{id, sandbox->spec.labels});
       }
     }
     return reply;
   });
+}
+
+FakeBackend::View FakeBackend::viewOf(const Sandbox& sandbox) {
+  View view;
+  view.id = sandbox.id;
+  view.spec = sandbox.spec;
+  view.archive = sandbox.archive;
+  view.started = sandbox.state != State::kCreated;
+  view.killed = sandbox.kill_seen;
+  view.removed = sandbox.removed;
+  view.removing = sandbox.removing;
+  view.exited = sandbox.state == State::kExited;
+  view.running = sandbox.state == State::kRunning && sandbox.delivered && !sandbox.killed &&
+                 sandbox.finish_code < 0 && !sandbox.removed;
+  view.exit = sandbox.exit;
+  view.waits = sandbox.waits;
+  return view;
+}
+
+std::vector<FakeBackend::View> FakeBackend::viewsLocked() const {
+  std::vector<View> views;
+  if (options_.keep_removed) {
+    for (const auto& sandbox : history_) {
+      views.push_back(viewOf(*sandbox));
+    }
+    return views;
+  }
+  for (const auto& [id, sandbox] : sandboxes_) {
+    views.push_back(viewOf(*sandbox));
+  }
+  std::sort(views.begin(), views.end(), [](const View& a, const View& b) {
+    return std::stoull(a.id.substr(5)) < std::stoull(b.id.substr(5));
+  });
+  return views;
+}
+
+std::vector<FakeBackend::View> FakeBackend::sandboxes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return viewsLocked();
+}
+
+std::optional<FakeBackend::View> FakeBackend::sandbox(const std::string& id) const {
+  for (View& view : sandboxes()) {
+    if (view.id == id) {
+      return std::move(view);
+    }
+  }
+  return std::nullopt;
+}
+
+bool FakeBackend::awaitSandboxes(const std::function<bool(const std::vector<View>&)>& ready,
+                                 std::chrono::milliseconds patience) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, patience, [&] { return ready(viewsLocked()); });
+}
+
+bool FakeBackend::finish(const std::string& id, int exit_code, std::string_view out,
+                         std::string_view err) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto sandbox = find(id);
+  if (!sandbox || sandbox->state != State::kRunning || sandbox->killed ||
+      sandbox->finish_code >= 0) {
+    return false;
+  }
+  if (!out.empty()) {
+    sandbox->sink->write(backend::Stream::kStdout, out);
+  }
+  if (!err.empty()) {
+    sandbox->sink->write(backend::Stream::kStderr, err);
+  }
+  sandbox->finish_code = exit_code;
+  cv_.notify_all();
+  return true;
+}
+
+bool FakeBackend::write(const std::string& id, backend::Stream stream, std::string_view bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto sandbox = find(id);
+  if (!sandbox || sandbox->sink == nullptr) {
+    return false;
+  }
+  sandbox->sink->write(stream, bytes);
+  return true;
+}
+
+void FakeBackend::holdRemovals(bool hold) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hold_removals_ = hold;
+  cv_.notify_all();
+}
+
+void FakeBackend::throwOnNextKill() {
+  std::lock_guard<std::mutex> lock(mu_);
+  throw_on_next_kill_ = true;
 }
 
 }  // namespace scs::fake

@@ -3,14 +3,18 @@
 #include <scs/backend/backend.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "script.h"
 
@@ -22,6 +26,7 @@ struct Options {
   double memory_gb = 64;
   std::set<std::string> fail;  // "create", "inspect", "list", "capacity"
   std::string posture_field;   // inspect reads back a posture that differs in this field
+  bool keep_removed = false;   // sandboxes() still shows removed sandboxes (in-process tests)
 };
 
 // Parses BackendContext::options; returns an error sentence for an unknown key or value.
@@ -32,13 +37,25 @@ std::optional<std::string> parseOptions(const std::map<std::string, std::string>
 // field name.
 bool alterPosture(const std::string& field, backend::Posture* posture);
 
+// Time as the fake sees it: the plugin uses real time; a unit test that links the fake
+// in-process passes its own clock, so the fake's waits end when the test moves time.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual std::chrono::steady_clock::time_point now() const = 0;
+  // Blocks on `cv`, whose mutex `lock` holds, until notified or now() reaches `deadline`;
+  // may return spuriously.
+  virtual void waitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+                         std::chrono::steady_clock::time_point deadline) const = 0;
+};
+
 // An in-memory, deterministic test double of a container engine. It never runs code: each
-// sandbox plays back the `#fake:` directives of its main.py on its own thread. When the
-// archive carries the launcher's `.scs/control.json`, it also plays the launcher's side of the
-// side channel (runs/side_channel.h): after a run that was not killed it writes the trailer
+// sandbox plays back the `#fake:` directives of its main.py (script.h) on its own thread. When
+// the archive carries the launcher's `.scs/control.json`, it also plays the launcher's side of
+// the side channel (runs/side_channel.h): after a run that was not killed it writes the trailer
 // "\n\0SCS-TRAILER-<nonce>\0{json}\n" to stdout, with the `exception=Type:message` and
-// `outfile=path:content` directives as its exception and files; `echo_stdin` copies
-// `.scs/stdin` to stdout.
+// `outfile=path:content` directives as its exception and files (`trailer=JSON` replaces the
+// JSON); `echo_stdin` copies `.scs/stdin` to stdout.
 //
 // A sandbox may be started before it has its code, like a prepared sandbox whose launcher
 // blocks on stdin: start() without an earlier deliver() leaves it running idle until deliver()
@@ -48,9 +65,14 @@ bool alterPosture(const std::string& field, backend::Posture* posture);
 // sandbox: another is kRejected, one to a sandbox that has ended is kUnavailable, and one to a
 // removed sandbox kNotFound. start() logs "fake: started <id>"; "fake: running <id>" (info)
 // follows once the sandbox has its code and begins to play it.
+//
+// Linked in-process (tests/unit), it is also the one backend double of the unit tests, as
+// leveldb's in-memory Env is: the members after the RuntimeBackend methods let a test look at
+// every sandbox and end one as its program would. They are not part of the plugin ABI.
 class FakeBackend : public backend::RuntimeBackend {
  public:
-  FakeBackend(Options options, backend::LogSink* log);
+  // `clock` null: real time. Otherwise it must outlive the backend.
+  FakeBackend(Options options, backend::LogSink* log, const Clock* clock = nullptr);
   ~FakeBackend() override;
 
   backend::CapacityReply capacity() override;
@@ -63,20 +85,57 @@ class FakeBackend : public backend::RuntimeBackend {
   backend::Status remove(const std::string& id) override;
   backend::ListReply list(const std::string& label_key) override;
 
+  // What a test sees of one sandbox.
+  struct View {
+    std::string id;
+    backend::SandboxSpec spec;  // as created
+    std::string archive;        // as delivered; empty before deliver()
+    bool started = false;
+    bool killed = false;    // kill() reached it (with ignore_kill it runs on)
+    bool removing = false;  // remove() is blocked by holdRemovals()
+    bool removed = false;
+    bool exited = false;
+    // Started with its code, and its program has neither ended nor been told to (kill, finish).
+    bool running = false;
+    backend::Exit exit;       // once exited
+    std::uint64_t waits = 0;  // wait() calls with a timeout, i.e. the core waiting on it
+  };
+
+  // Every sandbox created, oldest first; removed ones too when Options::keep_removed.
+  std::vector<View> sandboxes() const;
+  std::optional<View> sandbox(const std::string& id) const;
+  // Waits, in real time up to `patience`, until `ready(sandboxes())` holds.
+  bool awaitSandboxes(const std::function<bool(const std::vector<View>&)>& ready,
+                      std::chrono::milliseconds patience = std::chrono::seconds(10)) const;
+  // Ends a sandbox whose program runs or idles (`hang`, `sleep_ms`, not yet delivered) as if
+  // it wrote `out` and `err` and exited with `exit_code`. False when it is not running.
+  bool finish(const std::string& id, int exit_code, std::string_view out = {},
+              std::string_view err = {});
+  // Writes to a started sandbox's output, as its launcher would. False when not started.
+  bool write(const std::string& id, backend::Stream stream, std::string_view bytes);
+  // While held, remove() blocks (the engine is slow to remove).
+  void holdRemovals(bool hold);
+  // The next kill() throws, breaking the contract once to reach the caller's last defence.
+  void throwOnNextKill();
+
  private:
   enum class State { kCreated, kStarting, kRunning, kExited };
 
   struct Sandbox {
     std::string id;
-    std::map<std::string, std::string> labels;
-    backend::Posture posture;
+    backend::SandboxSpec spec;
     Script script;
+    std::string archive;
     std::string nonce;  // from .scs/control.json; empty: no side channel
     std::string stdin_data;
     bool delivered = false;  // script, nonce and stdin_data are set and final
     State state = State::kCreated;
-    std::atomic<bool> killed{false};
+    std::atomic<bool> killed{false};  // ends the program
+    bool kill_seen = false;
+    std::atomic<int> finish_code{-1};  // finish() asked it to exit so; -1: not asked
+    bool removing = false;
     bool removed = false;
+    std::uint64_t waits = 0;
     backend::Exit exit;
     backend::OutputSink* sink = nullptr;
     std::thread worker;
@@ -85,12 +144,21 @@ class FakeBackend : public backend::RuntimeBackend {
   std::shared_ptr<Sandbox> find(const std::string& id);  // requires mu_
   void play(const std::shared_ptr<Sandbox>& sandbox);    // the sandbox's thread
   void log(backend::LogLevel level, const std::string& message);
+  // cv_.wait_for(lock, timeout, done) on the backend's clock.
+  template <typename Done>
+  bool waitFor(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds timeout, Done done);
+  static View viewOf(const Sandbox& sandbox);
+  std::vector<View> viewsLocked() const;
 
   const Options options_;
   backend::LogSink* const log_;
-  std::mutex mu_;
-  std::condition_variable cv_;
+  const Clock* const clock_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
+  std::vector<std::shared_ptr<Sandbox>> history_;  // every one created, with keep_removed
+  bool hold_removals_ = false;
+  bool throw_on_next_kill_ = false;
   std::uint64_t next_id_ = 1;
 };
 

@@ -223,7 +223,7 @@ std::optional<std::string> applyDirective(std::string_view item, Script* script)
     script->fail.insert(std::string(value));
     return std::nullopt;
   }
-  if (key == "engine_error") {
+  if (key == "engine_error" || key == "trailer") {
     if (auto problem = needValue()) {
       return problem;
     }
@@ -231,7 +231,26 @@ std::optional<std::string> applyDirective(std::string_view item, Script* script)
     if (auto problem = decodeEscapes(value, &decoded)) {
       return problem;
     }
-    script->engine_error = decoded;
+    (key == "engine_error" ? script->engine_error : script->trailer_json) = decoded;
+    return std::nullopt;
+  }
+  if (key == "ignore_kill") {
+    return flag(&script->ignore_kill);
+  }
+  if (key == "peak_memory") {
+    std::int64_t bytes = 0;
+    if (auto problem = integer(0, std::int64_t{1} << 50, &bytes)) {
+      return problem;
+    }
+    script->peak_memory_bytes = bytes;
+    return std::nullopt;
+  }
+  if (key == "cpu_ms") {
+    std::int64_t ms = 0;
+    if (auto problem = integer(0, std::int64_t{1} << 40, &ms)) {
+      return problem;
+    }
+    script->cpu_seconds = static_cast<double>(ms) / 1000;
     return std::nullopt;
   }
   return "unknown fake directive '" + std::string(key) + "'";

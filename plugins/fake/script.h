@@ -26,6 +26,10 @@ struct Script {
   std::set<std::string> fail;  // "deliver", "start", "wait"
   std::optional<std::string> engine_error;
   std::chrono::milliseconds start_delay{0};
+  bool ignore_kill = false;  // kill() is recorded but the sandbox keeps running until removed
+  std::optional<std::int64_t> peak_memory_bytes;  // reported with the exit
+  std::optional<double> cpu_seconds;
+  std::optional<std::string> trailer_json;  // the launcher's trailer carries this JSON instead
   // The launcher's side channel (runs/side_channel.h), emulated when the archive carries
   // .scs/control.json: an uncaught exception (type, message), files written under
   // /workspace/out (path, content), and stdin echoed to stdout.

@@ -22,6 +22,29 @@ class MockRuntimeBackend : public backend::RuntimeBackend {
   MOCK_METHOD(backend::Status, kill, (const std::string& id), (override));
   MOCK_METHOD(backend::Status, remove, (const std::string& id), (override));
   MOCK_METHOD(backend::ListReply, list, (const std::string& label_key), (override));
+
+  // Every call not otherwise expected goes to `real` (the fake backend, in-process), so a
+  // test pins only the calls it cares about.
+  void delegateTo(backend::RuntimeBackend& real) {
+    using ::testing::_;
+    ON_CALL(*this, capacity()).WillByDefault([&real] { return real.capacity(); });
+    ON_CALL(*this, create(_)).WillByDefault([&real](const auto& spec) {
+      return real.create(spec);
+    });
+    ON_CALL(*this, inspect(_)).WillByDefault([&real](const auto& id) { return real.inspect(id); });
+    ON_CALL(*this, deliver(_, _)).WillByDefault([&real](const auto& id, const auto& archive) {
+      return real.deliver(id, archive);
+    });
+    ON_CALL(*this, start(_, _)).WillByDefault([&real](const auto& id, auto* sink) {
+      return real.start(id, sink);
+    });
+    ON_CALL(*this, wait(_, _)).WillByDefault([&real](const auto& id, auto timeout) {
+      return real.wait(id, timeout);
+    });
+    ON_CALL(*this, kill(_)).WillByDefault([&real](const auto& id) { return real.kill(id); });
+    ON_CALL(*this, remove(_)).WillByDefault([&real](const auto& id) { return real.remove(id); });
+    ON_CALL(*this, list(_)).WillByDefault([&real](const auto& key) { return real.list(key); });
+  }
 };
 
 }  // namespace scs::mocks

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "fake_backend.h"
 #include "runs/clock.h"
 
 namespace scs::testing {
@@ -14,8 +15,9 @@ namespace scs::testing {
 // A clock that moves only when a test says so. Its timed waits end when advance() takes it to
 // their deadline (or when the code notifies them), never because real time passed, so a test
 // can show that nothing happens before a deadline without sleeping: advance() to just short
-// of it, awaitWaiters() until the code's threads wait again, then look.
-class ManualClock : public runs::Clock {
+// of it, awaitWaiters() until the code's threads wait again, then look. It is the clock of the
+// core under test and of the in-process fake backend alike.
+class ManualClock : public runs::Clock, public fake::Clock {
  public:
   static std::chrono::system_clock::time_point wallStart() {
     return std::chrono::system_clock::time_point(std::chrono::seconds(1'700'000'000));
@@ -47,7 +49,7 @@ class ManualClock : public runs::Clock {
     std::lock_guard guard(mutex_);
     waiters_.erase(key);
   }
-  using Clock::waitUntil;
+  using runs::Clock::waitUntil;
 
   void advance(std::chrono::milliseconds by) {
     std::vector<Waiter> waiters;

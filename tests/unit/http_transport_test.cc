@@ -25,10 +25,10 @@
 #include <string>
 #include <vector>
 
+#include "mocks/core_stack.h"
 #include "runs/clock.h"
 #include "runs/run_manager.h"
 #include "support/temp_file.h"
-#include "unit/mcp_fake_runtime.h"
 
 namespace scs::mcp {
 namespace {
@@ -176,15 +176,12 @@ Answer answerOf(HTTPResponse& response, std::istream& body) {
 
 class HttpTransportTest : public ::testing::Test {
  protected:
-  HttpTransportTest()
-      : limits_(policy::LimitSettings{}, policy::HostCapacity{8, std::int64_t{64} << 30}),
-        runs_(backend_, runs::RunSettings{}, policy::SandboxSettings{}, clock_),
-        server_(runs_, limits_, policy::FileSettings{}, serverInfo()) {}
+  HttpTransportTest() : server_(core_.runs, core_.limits, policy::FileSettings{}, serverInfo()) {}
 
   ~HttpTransportTest() override {
     if (transport_) {
       transport_->stop();
-      runs_.shutdown();
+      core_.runs.shutdown();
       transport_->finish();
     }
   }
@@ -245,7 +242,7 @@ class HttpTransportTest : public ::testing::Test {
   // initialize, then notifications/initialized; returns the session id.
   // Starts a run that hangs until stopped; its run id.
   std::string startHangingRun(const std::map<std::string, std::string>& headers) {
-    const Answer started = send("POST", toolCall("start_run", R"({"code":"#hang"})"), headers);
+    const Answer started = send("POST", toolCall("start_run", R"({"code":"#fake:hang"})"), headers);
     EXPECT_EQ(started.status, 200) << started.body;
     return started.json()
         ->getObject("result")
@@ -300,10 +297,7 @@ class HttpTransportTest : public ::testing::Test {
     EXPECT_EQ(pong.body, R"({"jsonrpc":"2.0","id":1,"result":{}})");
   }
 
-  mcptest::FakeRuntime backend_;
-  runs::SystemClock clock_;
-  policy::LimitPolicy limits_;
-  runs::RunManager runs_;
+  mocks::CoreStack core_;
   Server server_;
   std::unique_ptr<HttpTransport> transport_;
   std::uint16_t port_ = 0;
@@ -622,10 +616,10 @@ TEST_F(HttpTransportTest, StoppingEndsALongPollInFlightPromptly) {
       return -1;  // the connection was shut down under the answer
     }
   });
-  ASSERT_TRUE(backend_.waitForWaiter(10s));
+  ASSERT_TRUE(core_.awaitARunning());
   const auto began = std::chrono::steady_clock::now();
   transport_->stop();
-  runs_.shutdown();
+  core_.runs.shutdown();
   transport_->finish();
   EXPECT_LT(std::chrono::steady_clock::now() - began, 2s);
   EXPECT_EQ(poll.wait_for(5s), std::future_status::ready);

@@ -16,9 +16,11 @@
 #include <vector>
 
 #include "mcp/tools.h"
+#include "mocks/core_stack.h"
 #include "runs/side_channel.h"
 #include "support/base64.h"
 #include "support/json.h"
+#include "support/ustar.h"
 
 namespace scs::mcp {
 namespace {
@@ -35,166 +37,6 @@ using ::testing::Not;
 // PNG signature, then bytes that are not UTF-8.
 const std::string kPngBytes = std::string("\x89PNG\r\n\x1a\n\x00\x01\xFE", 11);
 const std::string kPngBase64 = "iVBORw0KGgoAAf4=";
-
-// A backend that plays the launcher's side of the side channel, scripted by lines of main.py:
-//   #out=TEXT / #err=TEXT   written at start ("\n" decoded)
-//   #exception=TYPE:MSG     the trailer reports it; exit code 1
-//   #file=PATH:BASE64       the trailer returns the file
-//   #trailer=TEXT           the trailer's JSON is TEXT instead
-//   #echo_stdin             writes .scs/stdin to stdout
-//   #hang                   runs until killed (no trailer)
-class TrailerRuntime : public backend::RuntimeBackend {
- public:
-  backend::CapacityReply capacity() override { return {{}, {8, std::int64_t{64} << 30}}; }
-
-  backend::CreateReply create(const backend::SandboxSpec& spec) override {
-    std::lock_guard lock(mutex_);
-    const std::string id = "sandbox-" + std::to_string(++next_id_);
-    sandboxes_[id].posture = spec.posture;
-    return {{}, id};
-  }
-
-  backend::InspectReply inspect(const std::string& id) override {
-    std::lock_guard lock(mutex_);
-    return {{}, sandboxes_[id].posture};
-  }
-
-  backend::Status deliver(const std::string& id, const std::string& archive) override {
-    std::lock_guard lock(mutex_);
-    sandboxes_[id].members = members(archive);
-    return {};
-  }
-
-  backend::Status start(const std::string& id, backend::OutputSink* sink) override {
-    std::lock_guard lock(mutex_);
-    Sandbox& sandbox = sandboxes_[id];
-    const std::string control = sandbox.members[runs::kControlPath];
-    const std::size_t at = control.find("\"nonce\":\"");
-    const std::string nonce = at == std::string::npos ? "" : control.substr(at + 9, 32);
-    std::string exception = "null";
-    std::string files;
-    std::optional<std::string> trailer;
-    std::istringstream lines(sandbox.members["main.py"]);
-    for (std::string line; std::getline(lines, line);) {
-      const std::size_t eq = line.find('=');
-      const std::string key = line.substr(0, eq);
-      const std::string value = eq == std::string::npos ? "" : decode(line.substr(eq + 1));
-      if (key == "#out") {
-        sink->write(backend::Stream::kStdout, value);
-      } else if (key == "#err") {
-        sink->write(backend::Stream::kStderr, value);
-      } else if (key == "#echo_stdin") {
-        sink->write(backend::Stream::kStdout, sandbox.members[runs::kStdinPath]);
-      } else if (key == "#exception") {
-        const std::size_t colon = value.find(':');
-        exception = R"({"type":")" + value.substr(0, colon) + R"(","message":")" +
-                    value.substr(colon + 1) +
-                    R"(","traceback":"Traceback (most recent call )"
-                    R"(last):\n  File \"/workspace/main.py\", line 1\n)" +
-                    value.substr(0, colon) + ": " + value.substr(colon + 1) + R"(\n"})";
-        sandbox.exit_code = 1;
-      } else if (key == "#file") {
-        const std::size_t colon = value.find(':');
-        files += std::string(files.empty() ? "" : ",") + R"({"path":")" + value.substr(0, colon) +
-                 R"(","size":0,"content_base64":")" + value.substr(colon + 1) + R"("})";
-      } else if (key == "#trailer") {
-        trailer = value;
-      } else if (key == "#hang") {
-        sandbox.hang = true;
-      }
-    }
-    if (!sandbox.hang && !nonce.empty()) {
-      sink->write(backend::Stream::kStdout,
-                  runs::trailerMarker(nonce) +
-                      trailer.value_or(R"({"exception":)" + exception + R"(,"files":[)" + files +
-                                       R"(],"files_truncated":false,"files_omitted":0})") +
-                      "\n");
-    }
-    return {};
-  }
-
-  backend::WaitReply wait(const std::string& id, std::chrono::milliseconds timeout) override {
-    std::unique_lock lock(mutex_);
-    ++waits_;
-    changed_.notify_all();
-    changed_.wait_for(lock, timeout, [&] {
-      const Sandbox& sandbox = sandboxes_[id];
-      return !sandbox.hang || sandbox.killed;
-    });
-    const Sandbox& sandbox = sandboxes_[id];
-    backend::WaitReply reply;
-    if (sandbox.killed || !sandbox.hang) {
-      reply.exit.exited = true;
-      reply.exit.exit_code = sandbox.killed ? 137 : sandbox.exit_code;
-      reply.exit.peak_memory_bytes = 12345678;
-      reply.exit.cpu_seconds = 0.25;
-    }
-    return reply;
-  }
-
-  backend::Status kill(const std::string& id) override {
-    std::lock_guard lock(mutex_);
-    sandboxes_[id].killed = true;
-    changed_.notify_all();
-    return {};
-  }
-
-  backend::Status remove(const std::string& id) override { return kill(id); }
-
-  backend::ListReply list(const std::string&) override { return {}; }
-
-  bool waitForWaiter() {
-    std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, 10s, [&] { return waits_ > 0; });
-  }
-
-  std::map<std::string, std::string> lastMembers() {
-    std::lock_guard lock(mutex_);
-    return sandboxes_.rbegin()->second.members;
-  }
-
- private:
-  struct Sandbox {
-    backend::Posture posture;
-    std::map<std::string, std::string> members;
-    int exit_code = 0;
-    bool hang = false;
-    bool killed = false;
-  };
-
-  static std::map<std::string, std::string> members(const std::string& archive) {
-    std::map<std::string, std::string> out;
-    std::size_t offset = 0;
-    while (offset + 512 <= archive.size() && archive[offset] != '\0') {
-      const std::string name(archive.data() + offset, strnlen(archive.data() + offset, 100));
-      const std::size_t size = std::strtoul(archive.substr(offset + 124, 12).c_str(), nullptr, 8);
-      if (archive[offset + 156] == '0') {
-        out[name] = archive.substr(offset + 512, size);
-      }
-      offset += 512 + (size + 511) / 512 * 512;
-    }
-    return out;
-  }
-
-  static std::string decode(const std::string& text) {
-    std::string out;
-    for (std::size_t i = 0; i < text.size(); ++i) {
-      if (text[i] == '\\' && i + 1 < text.size() && text[i + 1] == 'n') {
-        out += '\n';
-        ++i;
-      } else {
-        out += text[i];
-      }
-    }
-    return out;
-  }
-
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<std::string, Sandbox> sandboxes_;
-  int next_id_ = 0;
-  int waits_ = 0;
-};
 
 using scs::testing::base64Decode;
 
@@ -230,10 +72,7 @@ void checkAgainstSchema(const Var& value, const Object::Ptr& schema, const std::
 
 class ResultsToolsTest : public ::testing::Test {
  protected:
-  ResultsToolsTest()
-      : limits_(policy::LimitSettings{}, policy::HostCapacity{8, std::int64_t{64} << 30}),
-        runs_(backend_, runs::RunSettings{}, policy::SandboxSettings{}, clock_),
-        tools_(runs_, limits_, files_, std::chrono::seconds(3600)) {}
+  ResultsToolsTest() : tools_(core_.runs, core_.limits, files_, std::chrono::seconds(3600)) {}
 
   static policy::FileSettings fileSettings() {
     policy::FileSettings files;
@@ -287,16 +126,19 @@ class ResultsToolsTest : public ::testing::Test {
     return call("get_result", R"({"run_id":")" + run_id + R"(","wait_seconds":20})");
   }
 
-  TrailerRuntime backend_;
-  runs::SystemClock clock_;
-  policy::LimitPolicy limits_;
+  // The archive the fake backend was last given.
+  std::map<std::string, std::string> lastMembers() {
+    return scs::testing::ustarFiles(core_.backend.sandboxes().back().archive);
+  }
+
   policy::FileSettings files_ = fileSettings();
-  runs::RunManager runs_;
+  mocks::CoreStack core_;
   Tools tools_;
 };
 
 TEST_F(ResultsToolsTest, AnUncaughtExceptionIsReportedAndTheTrailerIsNotOutput) {
-  const std::string id = start(R"({"code":"#out=before\\n\n#exception=ValueError:bad value"})");
+  const std::string id =
+      start(R"({"code":"#fake:stdout=before\\n\n#fake:exception=ValueError:bad\\svalue"})");
   const Object::Ptr result = finalResult(id);
   const Object::Ptr report = structured("get_result", result);
   EXPECT_EQ(report->getValue<std::string>("status"), "failed");
@@ -313,7 +155,9 @@ TEST_F(ResultsToolsTest, AnUncaughtExceptionIsReportedAndTheTrailerIsNotOutput) 
 }
 
 TEST_F(ResultsToolsTest, UsageReachesTheReport) {
-  const Object::Ptr report = structured("get_result", finalResult(start(R"({"code":"pass"})")));
+  const Object::Ptr report =
+      structured("get_result",
+                 finalResult(start(R"({"code":"#fake:peak_memory=12345678\n#fake:cpu_ms=250"})")));
   EXPECT_EQ(report->getValue<std::int64_t>("peak_memory_bytes"), 12345678);
   EXPECT_DOUBLE_EQ(report->getValue<double>("cpu_seconds"), 0.25);
   EXPECT_FALSE(report->has("exception"));
@@ -321,10 +165,11 @@ TEST_F(ResultsToolsTest, UsageReachesTheReport) {
 
 TEST_F(ResultsToolsTest, FilesComeBackAsTextOrBase64AndImagesAsImageBlocks) {
   const std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\"/>";
-  const std::string svg64 = "PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciLz4=";
   const std::string id =
-      start(R"({"code":"#file=notes.txt:aMOpbGxv\n#file=plot.png:)" + kPngBase64 +
-            R"(\n#file=sub/chart.svg:)" + svg64 + R"(\n#file=fake.png:aGVsbG8="})");
+      start(R"({"code":"#fake:outfile=notes.txt:h\\xc3\\xa9llo\n)"
+            R"(#fake:outfile=plot.png:\\x89PNG\\r\\n\\x1a\\n\\x00\\x01\\xfe\n)"
+            R"(#fake:outfile=sub/chart.svg:<svg\\sxmlns=\"http://www.w3.org/2000/svg\"/>\n)"
+            R"(#fake:outfile=fake.png:hello"})");
   const Object::Ptr result = finalResult(id);
   const Object::Ptr report = structured("get_result", result);
   EXPECT_EQ(report->getValue<std::string>("status"), "succeeded");
@@ -366,7 +211,8 @@ TEST_F(ResultsToolsTest, FilesComeBackAsTextOrBase64AndImagesAsImageBlocks) {
 
 TEST_F(ResultsToolsTest, AMalformedTrailerIsIgnoredAndStillStrippedFromStdout) {
   const Object::Ptr report = structured(
-      "get_result", finalResult(start(R"({"code":"#out=x\n#trailer={\"exception\":[1"})")));
+      "get_result",
+      finalResult(start(R"({"code":"#fake:stdout=x\n#fake:trailer={\"exception\":[1"})")));
   EXPECT_EQ(report->getValue<std::string>("status"), "succeeded");
   EXPECT_EQ(report->getValue<std::string>("stdout"), "x");
   EXPECT_FALSE(report->has("exception"));
@@ -374,14 +220,14 @@ TEST_F(ResultsToolsTest, AMalformedTrailerIsIgnoredAndStillStrippedFromStdout) {
 }
 
 TEST_F(ResultsToolsTest, StdinIsDeliveredAndCapped) {
-  const std::string id = start(R"({"code":"#echo_stdin","stdin":"hello\nworld"})");
+  const std::string id = start(R"({"code":"#fake:echo_stdin","stdin":"hello\nworld"})");
   const Object::Ptr report = structured("get_result", finalResult(id));
   EXPECT_EQ(report->getValue<std::string>("stdout"), "hello\nworld");
-  EXPECT_EQ(backend_.lastMembers()[runs::kStdinPath], "hello\nworld");
+  EXPECT_EQ(lastMembers()[runs::kStdinPath], "hello\nworld");
 
   finalResult(start(R"({"code":"pass"})"));
-  EXPECT_EQ(backend_.lastMembers().count(runs::kStdinPath), 0u);
-  EXPECT_THAT(backend_.lastMembers()[runs::kControlPath], HasSubstr(R"("stdin":false)"));
+  EXPECT_EQ(lastMembers().count(runs::kStdinPath), 0u);
+  EXPECT_THAT(lastMembers()[runs::kControlPath], HasSubstr(R"("stdin":false)"));
 
   EXPECT_THAT(errorText(call("start_run", R"({"code":"pass","stdin":"01234567890123456"})")),
               HasSubstr("max is 16 bytes"));
@@ -396,10 +242,14 @@ TEST_F(ResultsToolsTest, TheControlDirectoryIsReservedForTheServer) {
 }
 
 TEST_F(ResultsToolsTest, ARunningRunShowsItsOutputSoFarFromAnOffset) {
-  const std::string id = start(R"({"code":"#out=hello\\n\n#err=warn\n#hang"})");
-  ASSERT_TRUE(backend_.waitForWaiter());
-  const Object::Ptr live =
-      structured("get_result", call("get_result", R"({"run_id":")" + id + R"("})"));
+  const std::string id =
+      start(R"({"code":"#fake:stdout=hello\\n\n#fake:stderr=warn\n#fake:hang"})");
+  // The program prints as it starts; the run goes on.
+  Object::Ptr live;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  do {
+    live = structured("get_result", call("get_result", R"({"run_id":")" + id + R"("})"));
+  } while (live->getValue<int>("stderr_bytes") < 4 && std::chrono::steady_clock::now() < deadline);
   EXPECT_EQ(live->getValue<std::string>("status"), "running");
   EXPECT_EQ(live->getValue<std::string>("stdout"), "hello\n");
   EXPECT_EQ(live->getValue<int>("stdout_bytes"), 6);

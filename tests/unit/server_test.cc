@@ -22,9 +22,10 @@
 #include <vector>
 
 #include "mcp/tools.h"
+#include "mocks/core_stack.h"
+#include "mocks/test_logs.h"
 #include "runs/output.h"
 #include "support/json.h"
-#include "unit/mcp_fake_runtime.h"
 
 namespace scs::mcp {
 namespace {
@@ -137,12 +138,12 @@ void validate(const Var& value, const Object::Ptr& schema, const std::string& wh
 
 class ServerTest : public ::testing::Test {
  protected:
-  ServerTest() : ServerTest(policy::HostCapacity{8, std::int64_t{64} << 30}) {}
+  ServerTest() : ServerTest(mocks::kTestHost) {}
 
   explicit ServerTest(policy::HostCapacity host)
-      : limits_(policy::LimitSettings{}, host),
-        runs_(backend_, runSettings(), policy::SandboxSettings{}, clock_),
-        server_(runs_, limits_, policy::FileSettings{}, ServerInfo{"scs", "Scs", "1.2.3"}) {}
+      : core_(runSettings(), host),
+        server_(core_.runs, core_.limits, policy::FileSettings{},
+                ServerInfo{"scs", "Scs", "1.2.3"}) {}
 
   static runs::RunSettings runSettings() {
     runs::RunSettings settings;
@@ -227,10 +228,7 @@ class ServerTest : public ::testing::Test {
     return content->getValue<std::string>("run_id");
   }
 
-  mcptest::FakeRuntime backend_;
-  runs::SystemClock clock_;
-  policy::LimitPolicy limits_;
-  runs::RunManager runs_;
+  mocks::CoreStack core_;
   Server server_;
 };
 
@@ -435,8 +433,9 @@ TEST_F(SmallHostServerTest, SchemasAndDescriptionsQuoteTheEffectiveMaxima) {
 }
 
 TEST_F(ServerTest, StartPollAndStopARun) {
-  const Object::Ptr started =
-      structured("start_run", callTool("start_run", R"({"code":"#stdout=hi\\n\npass"})"));
+  const Object::Ptr started = structured(
+      "start_run",
+      callTool("start_run", R"({"code":"#fake:stdout=hi\\n\n#fake:peak_memory=1048576"})"));
   const std::string run_id = started->getValue<std::string>("run_id");
   EXPECT_FALSE(run_id.empty());
   EXPECT_THAT(started->getValue<std::string>("status"), ::testing::AnyOf("queued", "running"));
@@ -472,7 +471,7 @@ TEST_F(ServerTest, StartPollAndStopARun) {
 }
 
 TEST_F(ServerTest, StoppingARunningRunReportsStopped) {
-  const std::string run_id = startRun("#hang");
+  const std::string run_id = startRun("#fake:hang");
   const Object::Ptr polled =
       structured("get_result", callTool("get_result", R"({"run_id":")" + run_id + R"("})"));
   EXPECT_THAT(polled->getValue<std::string>("status"), ::testing::AnyOf("queued", "running"));
@@ -488,12 +487,13 @@ TEST_F(ServerTest, StoppingARunningRunReportsStopped) {
 }
 
 TEST_F(ServerTest, QueuedRunsReportTheirPositionAndAFullQueueIsAToolError) {
-  const std::string running = startRun("#hang");
-  const Object::Ptr queued = structured("start_run", callTool("start_run", R"({"code":"#hang"})"));
+  const std::string running = startRun("#fake:hang");
+  const Object::Ptr queued =
+      structured("start_run", callTool("start_run", R"({"code":"#fake:hang"})"));
   EXPECT_EQ(queued->getValue<std::string>("status"), "queued");
   EXPECT_EQ(queued->getValue<int>("queue_position"), 1);
 
-  EXPECT_FALSE(toolError(callTool("start_run", R"({"code":"#hang"})")).empty());
+  EXPECT_FALSE(toolError(callTool("start_run", R"({"code":"#fake:hang"})")).empty());
 
   const Object::Ptr stopped = structured(
       "stop_run",
@@ -505,7 +505,7 @@ TEST_F(ServerTest, QueuedRunsReportTheirPositionAndAFullQueueIsAToolError) {
 }
 
 TEST_F(ServerTest, OutputIsValidUtf8) {
-  const std::string run_id = startRun(R"(#stdout=a\\xffb\\xc3)");
+  const std::string run_id = startRun(R"(#fake:stdout=a\\xffb\\xc3)");
   const Object::Ptr report = structured(
       "get_result", callTool("get_result", R"({"run_id":")" + run_id + R"(","wait_seconds":20})"));
   EXPECT_EQ(report->getValue<std::string>("stdout"),
@@ -592,41 +592,11 @@ TEST_F(ServerTest, ToolsCallProtocolErrors) {
   expectError(call(R"({"jsonrpc":"2.0","id":1,"method":"tools/call"})"), -32602, "1");
 }
 
-// Records what is logged through one Poco logger while it lives.
-class LogCapture : public Poco::Channel {
- public:
-  explicit LogCapture(const std::string& name) : logger_(Poco::Logger::get(name)) {
-    previous_ = logger_.getChannel();
-    previous_level_ = logger_.getLevel();
-    logger_.setChannel(this);
-    logger_.setLevel(Poco::Message::PRIO_INFORMATION);
-  }
-  ~LogCapture() override {
-    logger_.setChannel(previous_);
-    logger_.setLevel(previous_level_);
-  }
-  void log(const Poco::Message& message) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    messages_.push_back(message);
-  }
-  std::vector<Poco::Message> messages() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return messages_;
-  }
-
- private:
-  Poco::Logger& logger_;
-  Poco::AutoPtr<Poco::Channel> previous_;
-  int previous_level_ = 0;
-  std::mutex mutex_;
-  std::vector<Poco::Message> messages_;
-};
-
 TEST_F(ServerTest, AnUnexpectedExceptionIsAnInternalErrorAndIsLogged) {
-  const std::string run_id = startRun("#hang");
-  ASSERT_TRUE(backend_.waitForWaiter(std::chrono::seconds(10)));
-  Poco::AutoPtr<LogCapture> capture(new LogCapture("scs.mcp"));
-  backend_.throwOnNextKill();
+  const std::string run_id = startRun("#fake:hang");
+  ASSERT_TRUE(core_.awaitARunning());
+  Poco::AutoPtr<mocks::LogCapture> capture(new mocks::LogCapture("scs.mcp"));
+  core_.backend.throwOnNextKill();
   const Object::Ptr response =
       call(R"({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"stop_run",)"
            R"("arguments":{"run_id":")" +
@@ -637,7 +607,7 @@ TEST_F(ServerTest, AnUnexpectedExceptionIsAnInternalErrorAndIsLogged) {
   ASSERT_EQ(logged.size(), 1u);
   EXPECT_EQ(logged[0].getPriority(), Poco::Message::PRIO_ERROR);
   EXPECT_THAT(logged[0].getText(), HasSubstr("fake kill exploded"));
-  backend_.killAll();  // ends the run the failed stop left behind
+  core_.killAll();  // ends the run the failed stop left behind
   EXPECT_EQ(server_.handle(R"({"jsonrpc":"2.0","id":10,"method":"ping"})"),
             R"({"jsonrpc":"2.0","id":10,"result":{}})");
 }
@@ -686,7 +656,7 @@ TEST_F(ServerTest, ARunIsUnknownToEveryTenantButItsOwner) {
   bob.tenant = "bob";
   const std::optional<std::string> started = server_.handle(
       R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"start_run",)"
-      R"("arguments":{"code":"#hang"}}})",
+      R"("arguments":{"code":"#fake:hang"}}})",
       alice);
   ASSERT_TRUE(started.has_value());
   const std::string run_id = parseOrdered(*started)
@@ -714,8 +684,8 @@ TEST_F(ServerTest, ARunIsUnknownToEveryTenantButItsOwner) {
 TEST_F(ServerTest, AWaitingGetResultReportsProgressOnlyWhenTheTransportCanSendIt) {
   ServerInfo info{"scs", "Scs", "1.2.3"};
   info.progress_interval = std::chrono::milliseconds(20);
-  Server server(runs_, limits_, policy::FileSettings{}, info);
-  const std::string run_id = startRun("#hang");
+  Server server(core_.runs, core_.limits, policy::FileSettings{}, info);
+  const std::string run_id = startRun("#fake:hang");
 
   std::vector<std::string> sent;
   RequestContext context;

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "unit/mcp_fake_runtime.h"
+#include "mocks/core_stack.h"
 
 namespace scs::mcp {
 namespace {
@@ -86,9 +86,7 @@ class LineSink : public std::streambuf {
 class StdioTransportTest : public ::testing::Test {
  protected:
   StdioTransportTest()
-      : limits_(policy::LimitSettings{}, policy::HostCapacity{8, std::int64_t{64} << 30}),
-        runs_(backend_, runs::RunSettings{}, policy::SandboxSettings{}, clock_),
-        server_(runs_, limits_, policy::FileSettings{}, ServerInfo{"scs", "Scs", "1"}) {}
+      : server_(core_.runs, core_.limits, policy::FileSettings{}, ServerInfo{"scs", "Scs", "1"}) {}
 
   // Serves `input` to the end with one request in flight at a time (so answers to
   // requests keep their order; refusals of oversized lines are written at once by the
@@ -110,10 +108,7 @@ class StdioTransportTest : public ::testing::Test {
     return lines;
   }
 
-  mcptest::FakeRuntime backend_;
-  runs::SystemClock clock_;
-  policy::LimitPolicy limits_;
-  runs::RunManager runs_;
+  mocks::CoreStack core_;
   Server server_;
 };
 
@@ -158,7 +153,7 @@ TEST_F(StdioTransportTest, AMessageOfExactlyTheCapIsServed) {
 TEST_F(StdioTransportTest, ALongPollDoesNotBlockAPing) {
   const std::optional<std::string> started = server_.handle(
       R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"start_run",)"
-      R"("arguments":{"code":"#hang"}}})");
+      R"("arguments":{"code":"#fake:hang"}}})");
   ASSERT_TRUE(started);
   const std::string run_id = parse(*started)
                                  ->getObject("result")

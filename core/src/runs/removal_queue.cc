@@ -20,19 +20,23 @@ RemovalQueue::RemovalQueue(backend::RuntimeBackend& backend, const Clock& clock,
                            std::function<void()> wake)
     : backend_(backend), clock_(clock), wake_(std::move(wake)), backoff_(kFirstBackoff) {}
 
-void RemovalQueue::remove(const std::string& sandbox_id, const std::string& whose) noexcept {
-  std::string problem;
+// Empty when the backend removed the sandbox; otherwise why not.
+std::string RemovalQueue::attempt(const std::string& sandbox_id) noexcept {
   try {
     const backend::Status status = backend_.remove(sandbox_id);
-    if (status.ok()) {
-      logger().debug("removed sandbox " + sandbox_id + " of " + whose);
-      return;
-    }
-    problem = status.message;
+    return status.ok() ? std::string() : status.message;
   } catch (const std::exception& e) {
-    problem = std::string("it threw: ") + e.what();
+    return std::string("it threw: ") + e.what();
   } catch (...) {
-    problem = "it threw a non-standard exception";
+    return "it threw a non-standard exception";
+  }
+}
+
+void RemovalQueue::remove(const std::string& sandbox_id, const std::string& whose) noexcept {
+  const std::string problem = attempt(sandbox_id);
+  if (problem.empty()) {
+    logger().debug("removed sandbox " + sandbox_id + " of " + whose);
+    return;
   }
   logger().error(whose + ": removing sandbox " + sandbox_id + " failed: " + problem +
                  "; will retry");
@@ -65,11 +69,11 @@ void RemovalQueue::retry(bool last_chance) {
   }
   std::vector<std::string> failed;
   for (const std::string& id : ids) {
-    const backend::Status status = backend_.remove(id);
-    if (status.ok()) {
+    const std::string problem = attempt(id);
+    if (problem.empty()) {
       logger().information("removed sandbox " + id + " on a later attempt");
     } else if (last_chance) {
-      logger().error("could not remove sandbox " + id + " (" + status.message +
+      logger().error("could not remove sandbox " + id + " (" + problem +
                      "); the next server's startup sweep will");
     } else {
       failed.push_back(id);

@@ -35,6 +35,8 @@ class RemovalQueue {
   void retry(bool last_chance);
 
  private:
+  std::string attempt(const std::string& sandbox_id) noexcept;
+
   backend::RuntimeBackend& backend_;
   const Clock& clock_;
   const std::function<void()> wake_;

@@ -1,0 +1,51 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "fake_backend.h"
+#include "policy/limits.h"
+#include "policy/posture.h"
+#include "runs/clock.h"
+#include "runs/run_manager.h"
+
+namespace scs::mocks {
+
+inline constexpr policy::HostCapacity kTestHost{8, std::int64_t{64} << 30};
+
+// The core as the MCP and transport tests drive it: the fake backend in-process on real time,
+// the limit policy of an 8-core, 64 GiB host, and a run manager over them.
+struct CoreStack {
+  explicit CoreStack(const runs::RunSettings& settings = {}, policy::HostCapacity host = kTestHost)
+      : limits(policy::LimitSettings{}, host),
+        runs(backend, settings, policy::SandboxSettings{}, clock) {}
+
+  // True once the core waits on a sandbox, that is once a run has started executing.
+  bool awaitARunning(std::chrono::milliseconds patience = std::chrono::seconds(10)) {
+    return backend.awaitSandboxes(
+        [](const std::vector<fake::FakeBackend::View>& views) {
+          for (const auto& view : views) {
+            if (view.waits > 0) {
+              return true;
+            }
+          }
+          return false;
+        },
+        patience);
+  }
+
+  // Kills every sandbox, as the engine would.
+  void killAll() {
+    for (const auto& view : backend.sandboxes()) {
+      backend.kill(view.id);
+    }
+  }
+
+  fake::FakeBackend backend{fake::Options{}, nullptr};
+  runs::SystemClock clock;
+  policy::LimitPolicy limits;
+  runs::RunManager runs;  // last: it stops before the backend goes away
+};
+
+}  // namespace scs::mocks

@@ -1,0 +1,122 @@
+#include "runs/bring_up.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "mocks/mock_backend.h"
+#include "mocks/recording_sink.h"
+#include "support/manual_clock.h"
+
+namespace scs::runs {
+namespace {
+
+using ::testing::_;
+using ::testing::HasSubstr;
+using ::testing::InSequence;
+using ::testing::Return;
+
+class BringUpTest : public ::testing::Test {
+ protected:
+  BringUpTest() {
+    spec_ = bring_up_.spec("run-1", limits_, required_, false);
+    ON_CALL(backend_, create(_)).WillByDefault(Return(backend::CreateReply{{}, "sb-1"}));
+    ON_CALL(backend_, inspect(_)).WillByDefault(Return(backend::InspectReply{{}, required_}));
+    ON_CALL(backend_, deliver(_, _)).WillByDefault(Return(backend::Status{}));
+    ON_CALL(backend_, start(_, _)).WillByDefault(Return(backend::Status{}));
+  }
+
+  SandboxBringUp::Steps steps(const std::string* archive) {
+    SandboxBringUp::Steps steps;
+    steps.archive = archive;
+    steps.sink = &sink_;
+    steps.created = [this](const std::string& id) { created_ = id; };
+    return steps;
+  }
+
+  testing::ManualClock clock_;
+  ::testing::StrictMock<mocks::MockRuntimeBackend> backend_;
+  policy::SandboxSettings settings_;
+  policy::Limits limits_{1, 30, 1, 256};
+  backend::Posture required_ = policy::requiredPosture(limits_, settings_);
+  SandboxBringUp bring_up_{backend_, settings_, "instance", std::chrono::seconds(300), clock_};
+  backend::SandboxSpec spec_;
+  mocks::RecordingSink sink_;
+  std::string created_;
+  const std::string archive_ = "the archive";
+};
+
+TEST_F(BringUpTest, ARunsSandboxIsCheckedCreatedCheckedAgainGivenItsCodeAndStarted) {
+  {
+    InSequence in_order;
+    EXPECT_CALL(backend_, create(_));
+    EXPECT_CALL(backend_, inspect("sb-1"));
+    EXPECT_CALL(backend_, deliver("sb-1", archive_));
+    EXPECT_CALL(backend_, start("sb-1", &sink_));
+  }
+  const auto outcome = bring_up_.bringUp(spec_, required_, steps(&archive_));
+  EXPECT_TRUE(outcome.started());
+  EXPECT_EQ(outcome.sandbox_id, "sb-1");
+  EXPECT_EQ(created_, "sb-1");
+}
+
+TEST_F(BringUpTest, APreparedSandboxStartsWithoutItsCode) {
+  {
+    InSequence in_order;
+    EXPECT_CALL(backend_, create(_));
+    EXPECT_CALL(backend_, inspect("sb-1"));
+    EXPECT_CALL(backend_, start("sb-1", &sink_));
+  }
+  EXPECT_TRUE(bring_up_.bringUp(spec_, required_, steps(nullptr)).started());
+}
+
+TEST_F(BringUpTest, AWeakSpecNeverReachesTheBackend) {
+  backend::SandboxSpec weak = spec_;
+  weak.posture.privileged = true;
+  const auto outcome = bring_up_.bringUp(weak, required_, steps(&archive_));
+  EXPECT_THAT(outcome.failure, HasSubstr("the sandbox spec failed the posture check"));
+  EXPECT_THAT(outcome.failure, HasSubstr("privileged"));
+  EXPECT_TRUE(outcome.sandbox_id.empty());
+}
+
+TEST_F(BringUpTest, AWeakReadBackStopsBeforeTheCodeIsDeliveredAndTheCallerOwnsTheSandbox) {
+  backend::Posture weak = required_;
+  weak.read_only_root = false;
+  EXPECT_CALL(backend_, create(_));
+  EXPECT_CALL(backend_, inspect("sb-1")).WillOnce(Return(backend::InspectReply{{}, weak}));
+  const auto outcome = bring_up_.bringUp(spec_, required_, steps(&archive_));
+  EXPECT_THAT(outcome.failure, HasSubstr("posture check failed: read_only_root"));
+  EXPECT_EQ(created_, "sb-1");
+}
+
+TEST_F(BringUpTest, EachFailingStepEndsTheSequenceAndSaysWhich) {
+  const backend::Status broken{backend::Code::kUnavailable, "broken"};
+  EXPECT_CALL(backend_, create(_)).WillOnce(Return(backend::CreateReply{broken, ""}));
+  EXPECT_EQ(bring_up_.bringUp(spec_, required_, steps(&archive_)).failure, "create failed: broken");
+
+  EXPECT_CALL(backend_, create(_)).Times(3);
+  EXPECT_CALL(backend_, inspect(_)).WillOnce(Return(backend::InspectReply{broken, {}}));
+  EXPECT_EQ(bring_up_.bringUp(spec_, required_, steps(&archive_)).failure,
+            "inspect failed: broken");
+  EXPECT_CALL(backend_, inspect(_)).Times(2);
+  EXPECT_CALL(backend_, deliver(_, _)).WillOnce(Return(broken));
+  EXPECT_EQ(bring_up_.bringUp(spec_, required_, steps(&archive_)).failure,
+            "delivery failed: broken");
+  EXPECT_CALL(backend_, deliver(_, _));
+  EXPECT_CALL(backend_, start(_, _)).WillOnce(Return(broken));
+  EXPECT_EQ(bring_up_.bringUp(spec_, required_, steps(&archive_)).failure, "start failed: broken");
+}
+
+TEST_F(BringUpTest, AStopBetweenStepsEndsTheSequenceWithoutAFailure) {
+  EXPECT_CALL(backend_, create(_));
+  EXPECT_CALL(backend_, inspect(_));
+  int asked = 0;
+  SandboxBringUp::Steps stopping = steps(&archive_);
+  stopping.stopped = [&] { return ++asked == 2; };  // after the read-back
+  const auto outcome = bring_up_.bringUp(spec_, required_, stopping);
+  EXPECT_TRUE(outcome.stopped);
+  EXPECT_TRUE(outcome.failure.empty());
+  EXPECT_EQ(created_, "sb-1");
+}
+
+}  // namespace
+}  // namespace scs::runs

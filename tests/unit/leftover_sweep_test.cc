@@ -1,0 +1,76 @@
+#include "runs/leftover_sweep.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "mocks/mock_backend.h"
+#include "runs/labels.h"
+
+namespace scs::runs {
+namespace {
+
+using ::testing::_;
+using ::testing::Return;
+
+const auto kNow = std::chrono::system_clock::time_point(std::chrono::seconds(1'700'000'000));
+
+int impossiblePid() {
+  std::ifstream in("/proc/sys/kernel/pid_max");
+  int pid_max = 0;
+  in >> pid_max;
+  return pid_max + 1;
+}
+
+backend::SandboxInfo leftover(const std::string& id, std::map<std::string, std::string> labels) {
+  labels[kLabelManaged] = "true";
+  return {id, std::move(labels)};
+}
+
+TEST(LeftoverSweepTest, RemovesLeftoversOfDeadOrExpiredInstancesOnly) {
+  const std::string live_pid = std::to_string(getpid());
+  const std::string dead_pid = std::to_string(impossiblePid());
+  const std::string future = std::to_string(1'700'000'000 + 3600);
+  const std::string past = std::to_string(1'700'000'000 - 1);
+  backend::ListReply list;
+  list.sandboxes = {
+      leftover("ours",
+               {{kLabelInstance, "this"}, {kLabelOwnerPid, dead_pid}, {kLabelDeadline, past}}),
+      leftover("live",
+               {{kLabelInstance, "other"}, {kLabelOwnerPid, live_pid}, {kLabelDeadline, future}}),
+      leftover("dead-owner",
+               {{kLabelInstance, "other"}, {kLabelOwnerPid, dead_pid}, {kLabelDeadline, future}}),
+      leftover("unlabelled", {{kLabelInstance, "other"}}),
+      leftover("garbled", {{kLabelInstance, "other"}, {kLabelOwnerPid, "12abc"}}),
+      leftover("group", {{kLabelInstance, "other"}, {kLabelOwnerPid, "-1"}}),
+      leftover("expired",
+               {{kLabelInstance, "other"}, {kLabelOwnerPid, live_pid}, {kLabelDeadline, past}}),
+  };
+  ::testing::StrictMock<mocks::MockRuntimeBackend> backend;
+  EXPECT_CALL(backend, list(kLabelManaged)).WillOnce(Return(list));
+  for (const char* gone : {"dead-owner", "unlabelled", "garbled", "group", "expired"}) {
+    EXPECT_CALL(backend, remove(gone)).WillOnce(Return(backend::Status{}));
+  }
+  EXPECT_EQ(sweepLeftovers(backend, "this", kNow), 5u);
+}
+
+TEST(LeftoverSweepTest, CountsOnlyWhatItRemoved) {
+  ::testing::StrictMock<mocks::MockRuntimeBackend> backend;
+  backend::ListReply list;
+  list.sandboxes = {leftover("a", {}), leftover("b", {})};
+  EXPECT_CALL(backend, list(_))
+      .WillOnce(Return(list))
+      .WillOnce(Return(backend::ListReply{{backend::Code::kUnavailable, "down"}, {}}));
+  EXPECT_CALL(backend, remove("a")).WillOnce(Return(backend::Status{}));
+  EXPECT_CALL(backend, remove("b"))
+      .WillOnce(Return(backend::Status{backend::Code::kUnavailable, "busy"}));
+  EXPECT_EQ(sweepLeftovers(backend, "this", kNow), 1u);
+  EXPECT_EQ(sweepLeftovers(backend, "this", kNow), 0u);
+}
+
+}  // namespace
+}  // namespace scs::runs
