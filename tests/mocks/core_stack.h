@@ -42,7 +42,13 @@ struct CoreStack {
     }
   }
 
-  fake::FakeBackend backend{fake::Options{}, nullptr};
+  static fake::Options fakeOptions() {
+    fake::Options options;
+    options.keep_removed = true;
+    return options;
+  }
+
+  fake::FakeBackend backend{fakeOptions(), nullptr};
   runs::SystemClock clock;
   policy::LimitPolicy limits;
   runs::RunManager runs;  // last: it stops before the backend goes away

@@ -128,7 +128,9 @@ class ResultsToolsTest : public ::testing::Test {
 
   // The archive the fake backend was last given.
   std::map<std::string, std::string> lastMembers() {
-    return scs::testing::ustarFiles(core_.backend.sandboxes().back().archive);
+    const auto sandboxes = core_.backend.sandboxes();
+    return sandboxes.empty() ? std::map<std::string, std::string>()
+                             : scs::testing::ustarFiles(sandboxes.back().archive);
   }
 
   policy::FileSettings files_ = fileSettings();
