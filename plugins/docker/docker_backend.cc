@@ -9,7 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "stream_demux.h"
+#include "exit_evidence.h"
+#include "sandbox_io.h"
 
 namespace scs::docker {
 
@@ -40,8 +41,6 @@ struct DockerBackend::Sandbox {
 
 namespace {
 
-constexpr std::size_t kReadChunk = 64u << 10;
-constexpr std::size_t kMaxEngineError = 4096;
 constexpr std::size_t kMaxEventLine = 1u << 20;
 constexpr std::chrono::milliseconds kFirstBackoff{100};
 constexpr std::chrono::milliseconds kMaxBackoff{5000};
@@ -132,29 +131,6 @@ std::optional<std::int64_t> readOomKills(const std::string& path) {
   }
   return std::nullopt;
 }
-
-void appendCapped(std::string* text, std::string_view more) {
-  if (text->size() < kMaxEngineError) {
-    text->append(more.substr(0, kMaxEngineError - text->size()));
-  }
-}
-
-// Joins the stdin writer on every path. `release` wakes a writer still waiting for code that
-// will never be read; aborting unblocks one if the sandbox ended without reading all of it.
-template <typename Release>
-struct WriterJoin {
-  std::thread& writer;
-  Connection& connection;
-  Release release;
-  void join() {
-    if (writer.joinable()) {
-      release();
-      connection.abort();
-      writer.join();
-    }
-  }
-  ~WriterJoin() { join(); }
-};
 
 }  // namespace
 
@@ -438,162 +414,96 @@ void DockerBackend::runSandbox(std::shared_ptr<Sandbox> sandbox, backend::Output
     wait_connection = sandbox->wait;
   }
   backend::WaitReply result;
-  std::string engine_error;
   const auto began = SteadyClock::now();
-  // Set by the writer before it ends; read here only after it has been joined.
   std::optional<SteadyClock::time_point> delivered_at;
-  bool written = false;
   Steps steps;
   try {
-    const auto release_writer = [&] {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        sandbox->output_ended = true;
-      }
-      cv_.notify_all();
-    };
-    // Written from a second thread so output is drained while stdin is still being fed. A
-    // sandbox started idle waits here, stdin open, until deliver() hands over its code.
-    std::thread writer([&] {
-      std::string archive;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] {
-          return sandbox->delivered || sandbox->removing || stopping_ || sandbox->output_ended;
+    // A sandbox started idle keeps its stdin open until deliver() hands over its code.
+    StdinWriter writer(
+        *attach,
+        [&]() -> std::optional<StdinWriter::Delivery> {
+          std::unique_lock<std::mutex> lock(mu_);
+          cv_.wait(lock, [&] {
+            return sandbox->delivered || sandbox->removing || stopping_ || sandbox->output_ended;
+          });
+          if (!sandbox->delivered) {
+            return std::nullopt;
+          }
+          StdinWriter::Delivery delivery;
+          delivery.archive.swap(sandbox->archive);
+          delivery.delivered_at = sandbox->delivered_at;
+          delivery.write = !(sandbox->removing || stopping_ || sandbox->output_ended);
+          return delivery;
+        },
+        [&] {
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            sandbox->output_ended = true;
+          }
+          cv_.notify_all();
         });
-        if (!sandbox->delivered) {
-          return;
-        }
-        delivered_at = sandbox->delivered_at;
-        archive.swap(sandbox->archive);
-        if (sandbox->removing || stopping_ || sandbox->output_ended) {
-          return;
-        }
-      }
-      written = attach->write(archive) && attach->shutdownWrite();
-      steps.emplace_back("written", SteadyClock::now());
-    });
-    WriterJoin join_writer{writer, *attach, release_writer};
-
-    std::string system_error;
-    StreamDemux demux([&](FrameType type, std::string_view payload) {
-      switch (type) {
-        case FrameType::kStdout:
-          sink->write(backend::Stream::kStdout, payload);
-          break;
-        case FrameType::kStderr:
-          sink->write(backend::Stream::kStderr, payload);
-          break;
-        case FrameType::kSystemErr:
-          appendCapped(&system_error, payload);
-          break;
-        case FrameType::kStdin:
-          break;
-      }
-    });
-    std::vector<char> buffer(kReadChunk);
-    std::ptrdiff_t got = 0;
-    while ((got = attach->read(buffer.data(), buffer.size())) > 0) {
-      demux.feed(std::string_view(buffer.data(), static_cast<std::size_t>(got)));
-    }
+    ExitFacts facts;
+    const PumpResult pumped = pumpOutput(*attach, *sink);
     const auto output_ended = SteadyClock::now();
-    join_writer.join();
+    writer.finish();
+    delivered_at = writer.deliveredAt();
+    if (const auto written = writer.writtenAt()) {
+      steps.emplace_back("written", *written);
+    }
     steps.emplace_back("output ended", output_ended);
     sampleOne(*sandbox);
-
-    bool removing = false;
+    facts.system_error = pumped.system_error;
+    facts.stream_broke = pumped.broke;
+    facts.stream_malformed = pumped.malformed;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      removing = sandbox->removing;
+      facts.removing = sandbox->removing;
     }
-    if (!system_error.empty()) {
-      appendCapped(&engine_error, "engine: " + system_error + " ");
-    }
-    if (got < 0 && !removing) {
-      appendCapped(&engine_error, "the output stream broke before the end; ");
-    }
-    if (demux.malformed()) {
-      appendCapped(&engine_error, "the engine's output stream was malformed; ");
-    }
-    if (!removing && !delivered_at) {
+    if (!facts.removing && !delivered_at) {
       log(LogLevel::kDebug, "docker: " + shortId(sandbox->id) + " ended before it had its code");
-    } else if (!removing && !written) {
+    } else if (!facts.removing && !writer.written()) {
       log(LogLevel::kDebug, "docker: " + shortId(sandbox->id) + " did not read all of its code");
     }
 
-    std::string body;
+    std::vector<char> buffer(64u << 10);
     std::ptrdiff_t read = 0;
-    while (body.size() < (64u << 10) &&
+    while (facts.wait_body.size() < (64u << 10) &&
            (read = wait_connection->read(buffer.data(), buffer.size())) > 0) {
-      body.append(buffer.data(), static_cast<std::size_t>(read));
+      facts.wait_body.append(buffer.data(), static_cast<std::size_t>(read));
     }
+    facts.wait_broke = read < 0;
     steps.emplace_back("wait body", SteadyClock::now());
-    const Result<WaitOutcome> outcome =
-        read < 0 ? Result<WaitOutcome>{{Code::kUnavailable, "wait: the engine's wait broke"}}
-                 : EngineClient::parseWait(body);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      removing = sandbox->removing;
+      facts.removing = sandbox->removing;
     }
     // A removed sandbox has no record left to read.
-    const Result<json::ObjectPtr> record =
-        removing ? Result<json::ObjectPtr>{} : client_.inspect(sandbox->id);
+    if (!facts.removing) {
+      facts.record = client_.inspect(sandbox->id);
+    }
     steps.emplace_back("inspect", SteadyClock::now());
-    const json::ObjectPtr state = json::object(record.value, "State");
-    if (outcome.status.ok()) {
-      result.exit.exited = true;
-      result.exit.exit_code = static_cast<int>(outcome.value.status_code);
-      if (!outcome.value.error.empty()) {
-        appendCapped(&engine_error, outcome.value.error + "; ");
-      }
-    } else if (json::boolean(state, "Running") == false &&
-               json::string(state, "Status") == std::string("exited")) {
-      // The wait connection broke but the engine's record knows how it ended.
-      result.exit.exited = true;
-      if (const auto code = json::integer(state, "ExitCode")) {
-        result.exit.exit_code = static_cast<int>(*code);
-      }
-    } else {
-      result.status = removing ? Status{Code::kNotFound, "the sandbox was removed before it ended"}
-                               : outcome.status;
-    }
-    if (const auto error = json::string(state, "Error"); error && !error->empty()) {
-      appendCapped(&engine_error, *error + "; ");
-    }
-    // A stopping engine closes its API before it kills the containers, and the open wait
-    // stream still delivers their exit: an engine that cannot be reached right after the
-    // exit ended the run itself, whatever exit code it reported.
-    if (!removing && !record.status.ok() && record.status.code != Code::kNotFound) {
-      appendCapped(&engine_error,
-                   "the container engine stopped or became unreachable as the run ended: " +
-                       record.status.message + "; ");
-    }
 
+    const bool exited = mergeExitEvidence(facts).exit.exited;
     std::unique_lock<std::mutex> lock(mu_);
-    if (result.exit.exited && events_connected_) {
+    if (exited && events_connected_) {
       // The engine emits "oom" before "die"; once "die" is seen, any OOM has been recorded.
       cv_.wait_for(lock, settings_.die_event_grace, [&] {
         return sandbox->die_event || !events_connected_ || sandbox->removing || stopping_;
       });
     }
     steps.emplace_back("die event", SteadyClock::now());
-    result.exit.oom_killed = json::boolean(state, "OOMKilled").value_or(false) ||
-                             sandbox->oom_event || sandbox->cgroup_oom;
-    result.exit.peak_memory_bytes = sandbox->peak_memory_bytes;
-    if (result.exit.oom_killed && sandbox->memory_limit > 0) {
-      // Samples miss the final spike, but an OOM kill means usage reached the cap.
-      result.exit.peak_memory_bytes =
-          std::max(sandbox->peak_memory_bytes.value_or(0), sandbox->memory_limit);
-    }
-    result.exit.cpu_seconds = sandbox->cpu_seconds;
+    facts.oom_event = sandbox->oom_event;
+    facts.cgroup_oom = sandbox->cgroup_oom;
+    facts.peak_memory_bytes = sandbox->peak_memory_bytes;
+    facts.memory_limit_bytes = sandbox->memory_limit;
+    facts.cpu_seconds = sandbox->cpu_seconds;
+    lock.unlock();
+    result = mergeExitEvidence(facts);
   } catch (const std::exception& e) {
+    result = backend::WaitReply{};
     result.status = {Code::kInternal,
                      std::string("the sandbox's output thread failed: ") + e.what()};
   }
-  while (!engine_error.empty() && (engine_error.back() == ' ' || engine_error.back() == ';')) {
-    engine_error.pop_back();
-  }
-  result.exit.engine_error = engine_error;
   log(LogLevel::kDebug,
       "docker: " + shortId(sandbox->id) + ": " + timeline(began, delivered_at, steps));
   {

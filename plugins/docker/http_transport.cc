@@ -19,6 +19,7 @@
 #include <cstring>
 #include <istream>
 #include <ostream>
+#include <sstream>
 
 namespace scs::docker {
 namespace {
@@ -66,6 +67,25 @@ HttpReply failure(TransportError error, std::string message) {
   reply.error = error;
   reply.error_message = std::move(message);
   return reply;
+}
+
+Poco::Net::HTTPRequest requestOf(const HttpCall& call) {
+  Poco::Net::HTTPRequest request(call.method, call.path, Poco::Net::HTTPMessage::HTTP_1_1);
+  request.setHost(kHostHeader);
+  request.set("User-Agent", "scs-docker");
+  if (call.upgrade) {
+    request.set("Connection", "Upgrade");
+    request.set("Upgrade", "tcp");
+  } else {
+    request.setKeepAlive(false);
+  }
+  if (!call.content_type.empty()) {
+    request.setContentType(call.content_type);
+  }
+  if (!call.body.empty() || call.method != Poco::Net::HTTPRequest::HTTP_GET) {
+    request.setContentLength64(static_cast<Poco::Int64>(call.body.size()));
+  }
+  return request;
 }
 
 // Waits for `events` on `fd` until the deadline. False when it passed first.
@@ -153,15 +173,7 @@ class SocketTransport : public HttpTransport {
       socket.setSendTimeout(remainingSpan(deadline));
       socket.setReceiveTimeout(remainingSpan(deadline));
       Poco::Net::HTTPClientSession session(socket);
-      Poco::Net::HTTPRequest request(call.method, call.path, Poco::Net::HTTPMessage::HTTP_1_1);
-      request.setHost(kHostHeader);
-      request.setKeepAlive(false);
-      if (!call.content_type.empty()) {
-        request.setContentType(call.content_type);
-      }
-      if (!call.body.empty() || call.method != Poco::Net::HTTPRequest::HTTP_GET) {
-        request.setContentLength64(static_cast<Poco::Int64>(call.body.size()));
-      }
+      Poco::Net::HTTPRequest request = requestOf(call);
       std::ostream& out = session.sendRequest(request);
       out.exceptions(std::ios::badbit);
       out.write(call.body.data(), static_cast<std::streamsize>(call.body.size()));
@@ -200,17 +212,10 @@ class SocketTransport : public HttpTransport {
     auto connection = std::make_unique<SocketConnection>(socket);
     const int fd = socket.impl()->sockfd();
 
-    std::string request = call.method + " " + call.path + " HTTP/1.1\r\nHost: " + kHostHeader +
-                          "\r\nUser-Agent: scs-docker\r\n";
-    request += call.upgrade ? "Connection: Upgrade\r\nUpgrade: tcp\r\n" : "Connection: close\r\n";
-    if (!call.content_type.empty()) {
-      request += "Content-Type: " + call.content_type + "\r\n";
-    }
-    if (!call.body.empty() || call.method != "GET") {
-      request += "Content-Length: " + std::to_string(call.body.size()) + "\r\n";
-    }
-    request += "\r\n";
-    request += call.body;
+    std::ostringstream request_bytes;
+    requestOf(call).write(request_bytes);
+    request_bytes.write(call.body.data(), static_cast<std::streamsize>(call.body.size()));
+    const std::string request = request_bytes.str();
     std::string_view pending = request;
     while (!pending.empty()) {
       if (!pollUntil(fd, POLLOUT, deadline)) {
@@ -386,41 +391,33 @@ HttpTransportPtr makeSocketTransport(const EngineAddress& address) {
 }
 
 std::optional<ResponseHead> parseResponseHead(std::string_view head) {
-  ResponseHead result;
-  bool first = true;
-  while (!head.empty()) {
-    const std::size_t end = head.find('\n');
-    std::string_view line = head.substr(0, end);
-    head.remove_prefix(end == std::string_view::npos ? head.size() : end + 1);
-    if (!line.empty() && line.back() == '\r') {
-      line.remove_suffix(1);
-    }
-    if (first) {
-      first = false;
-      if (line.substr(0, 5) != "HTTP/") {
-        return std::nullopt;
-      }
-      const std::size_t space = line.find(' ');
-      if (space == std::string_view::npos || line.size() < space + 4) {
-        return std::nullopt;
-      }
-      const std::string_view code = line.substr(space + 1, 3);
-      if (std::from_chars(code.data(), code.data() + 3, result.status).ec != std::errc() ||
-          result.status < 100 || result.status > 599) {
-        return std::nullopt;
-      }
-      continue;
-    }
-    if (line.empty()) {
-      return result;
-    }
-    const std::size_t colon = line.find(':');
-    if (colon == std::string_view::npos || colon == 0) {
+  // Poco skips a header line without a colon and reads a head cut short without complaint;
+  // neither is a reply from the engine, so both are refused here first.
+  if (head.size() < 4 || head.substr(head.size() - 4) != "\r\n\r\n") {
+    return std::nullopt;
+  }
+  for (std::size_t at = head.find('\n'); at + 1 < head.size() - 2; at = head.find('\n', at + 1)) {
+    const std::string_view line = head.substr(at + 1, head.find('\n', at + 1) - at - 1);
+    if (line.find(':') == std::string_view::npos) {
       return std::nullopt;
     }
-    result.headers[lower(trim(line.substr(0, colon)))] = std::string(trim(line.substr(colon + 1)));
   }
-  return std::nullopt;
+  std::istringstream in{std::string(head)};
+  Poco::Net::HTTPResponse response;
+  try {
+    response.read(in);
+  } catch (const Poco::Exception&) {
+    return std::nullopt;
+  }
+  ResponseHead result;
+  result.status = static_cast<int>(response.getStatus());
+  if (result.status < 100 || result.status > 599) {
+    return std::nullopt;
+  }
+  for (const auto& [name, value] : response) {
+    result.headers[lower(name)] = value;
+  }
+  return result;
 }
 
 ChunkedConnection::ChunkedConnection(ConnectionPtr inner) : inner_(std::move(inner)) {}

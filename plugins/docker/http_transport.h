@@ -98,11 +98,14 @@ struct ResponseHead {
   std::map<std::string, std::string> headers;  // names lower-cased; values trimmed
 };
 
-// Parses a status line and header lines ending with an empty line. nullopt when malformed.
+// Parses a status line and header lines (Poco's HTTPResponse::read). nullopt when it is not an
+// HTTP response head.
 std::optional<ResponseHead> parseResponseHead(std::string_view head);
 
 // Decodes a chunked body read from `inner`: read() yields payload bytes and 0 after the last
-// chunk. A malformed chunk header reads as -1.
+// chunk. A malformed chunk header reads as -1. Ours because a streamed body (wait, events)
+// must be readable while another thread aborts it; Poco's chunked stream reads through an
+// HTTPClientSession's buffer, which cannot be interrupted.
 class ChunkedConnection : public Connection {
  public:
   explicit ChunkedConnection(ConnectionPtr inner);
