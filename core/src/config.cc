@@ -35,12 +35,6 @@ struct Flag {
   std::function<Problem(Config&, const std::string&)> apply;
 };
 
-std::string number(double value) {
-  std::ostringstream out;
-  out << std::setprecision(15) << value;
-  return out.str();
-}
-
 std::string flagName(const std::string& name) { return "--" + name; }
 
 Problem parseDouble(const std::string& flag, const std::string& text, double max, double* out) {
@@ -52,7 +46,7 @@ Problem parseDouble(const std::string& flag, const std::string& text, double max
   }
   if (value <= 0 || value > max) {
     return flagName(flag) + ": " + text + " is out of range; give a number above 0 and at most " +
-           number(max);
+           policy::formatNumber(max);
   }
   *out = value;
   return std::nullopt;
@@ -204,29 +198,29 @@ const std::vector<Flag>& flags() {
          return std::nullopt;
        }},
       {"default-memory-gb", "GB", "Memory of a run that does not ask (GB are GiB).",
-       [](const Config& c) { return number(c.limits.defaults.memory_gb); },
+       [](const Config& c) { return policy::formatNumber(c.limits.defaults.memory_gb); },
        doubleSetter("default-memory-gb", 1 << 20,
                     [](Config& c) -> double& { return c.limits.defaults.memory_gb; })},
       {"max-memory-gb", "GB",
        "Most memory a run may ask for; never above the host's memory as the backend reports it.",
-       [](const Config& c) { return number(c.limits.maxima.memory_gb); },
+       [](const Config& c) { return policy::formatNumber(c.limits.maxima.memory_gb); },
        doubleSetter("max-memory-gb", 1 << 20,
                     [](Config& c) -> double& { return c.limits.maxima.memory_gb; })},
       {"default-timeout-seconds", "S", "Wall-clock timeout of a run that does not ask.",
-       [](const Config& c) { return number(c.limits.defaults.timeout_seconds); },
+       [](const Config& c) { return policy::formatNumber(c.limits.defaults.timeout_seconds); },
        doubleSetter("default-timeout-seconds", 7 * 24 * 3600,
                     [](Config& c) -> double& { return c.limits.defaults.timeout_seconds; })},
       {"max-timeout-seconds", "S", "Longest timeout a run may ask for.",
-       [](const Config& c) { return number(c.limits.maxima.timeout_seconds); },
+       [](const Config& c) { return policy::formatNumber(c.limits.maxima.timeout_seconds); },
        doubleSetter("max-timeout-seconds", 7 * 24 * 3600,
                     [](Config& c) -> double& { return c.limits.maxima.timeout_seconds; })},
       {"default-cpus", "N", "CPUs of a run that does not ask.",
-       [](const Config& c) { return number(c.limits.defaults.cpus); },
+       [](const Config& c) { return policy::formatNumber(c.limits.defaults.cpus); },
        doubleSetter("default-cpus", 4096,
                     [](Config& c) -> double& { return c.limits.defaults.cpus; })},
       {"max-cpus", "N",
        "Most CPUs a run may ask for; never above the host's cores as the backend reports them.",
-       [](const Config& c) { return number(c.limits.maxima.cpus); },
+       [](const Config& c) { return policy::formatNumber(c.limits.maxima.cpus); },
        doubleSetter("max-cpus", 4096, [](Config& c) -> double& { return c.limits.maxima.cpus; })},
       {"processes", "N", "Process (PID) limit of every run; not client-settable.",
        [](const Config& c) { return std::to_string(c.limits.defaults.processes); },
@@ -431,7 +425,7 @@ Problem scalarText(const std::string& key, const Poco::Dynamic::Var& value, std:
   } else if (value.isInteger()) {
     *out = std::to_string(value.convert<std::int64_t>());
   } else {
-    *out = number(value.convert<double>());
+    *out = policy::formatNumber(value.convert<double>());
   }
   return std::nullopt;
 }
@@ -519,18 +513,18 @@ Problem checkLimitPair(const Config& config, const std::set<std::string>& given,
   const double default_value = config.limits.defaults.*field;
   const double max_value = config.limits.maxima.*field;
   if (default_value < floor) {
-    return flagName(default_flag) + ": " + number(default_value) + " is below the floor of " +
-           number(floor) + unit;
+    return flagName(default_flag) + ": " + policy::formatNumber(default_value) +
+           " is below the floor of " + policy::formatNumber(floor) + unit;
   }
   if (max_value < floor) {
-    return flagName(max_flag) + ": " + number(max_value) + " is below the floor of " +
-           number(floor) + unit;
+    return flagName(max_flag) + ": " + policy::formatNumber(max_value) + " is below the floor of " +
+           policy::formatNumber(floor) + unit;
   }
   // A default above the maximum is a contradiction only when both were set; otherwise the
   // limit policy lowers the default to the maximum and logs it.
   if (given.count(default_flag) != 0 && default_value > max_value) {
-    return flagName(default_flag) + " " + number(default_value) + " is above " +
-           flagName(max_flag) + " " + number(max_value);
+    return flagName(default_flag) + " " + policy::formatNumber(default_value) + " is above " +
+           flagName(max_flag) + " " + policy::formatNumber(max_value);
   }
   return std::nullopt;
 }

@@ -24,6 +24,7 @@
 #include "mcp/stdio_transport.h"
 #include "plugin/loader.h"
 #include "policy/limits.h"
+#include "policy/status_map.h"
 #include "runs/clock.h"
 #include "runs/run_manager.h"
 
@@ -37,11 +38,6 @@ sigset_t shutdownSignals() {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   return set;
-}
-
-std::string signalText(int number) {
-  const char* name = sigabbrev_np(number);
-  return name != nullptr ? std::string("SIG") + name : std::to_string(number);
 }
 
 // Waits for SIGTERM or SIGINT on its own thread and hands it to `handler`, which does not
@@ -150,7 +146,7 @@ int runAudit(config::Config& config, Poco::Logger& log) {
   runs::RunManager manager(*engine->backend, config.runs, config.sandbox, clock);
   // Ctrl-C or SIGTERM during the audit still removes its sandbox.
   SignalThread signals([&](int number) {
-    log.information("received " + signalText(number) + "; stopping the audit");
+    log.information("received " + policy::signalName(number) + "; stopping the audit");
     manager.shutdown();
     std::clog.flush();
     ::_exit(audit::kExitSetupFailed);
@@ -176,7 +172,7 @@ int serveHttp(mcp::Server& server, runs::RunManager& manager, mcp::HttpEndpoint 
   int number = 0;
   while (sigwait(&signals, &number) != 0) {
   }
-  log.information("received " + signalText(number) + "; stopping every run");
+  log.information("received " + policy::signalName(number) + "; stopping every run");
   transport.stop();
   manager.shutdown();
   transport.finish();
@@ -217,7 +213,7 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
   // the process: the main thread may be blocked reading stdin and cannot be woken.
   SignalThread signals([&](int number) {
     try {
-      log.information("received " + signalText(number) + "; stopping every run");
+      log.information("received " + policy::signalName(number) + "; stopping every run");
       manager.shutdown();
       transport.finish();
       log.information("every run stopped; exiting");

@@ -1,5 +1,7 @@
 #include "engine_client.h"
 
+#include <Poco/URI.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -111,17 +113,9 @@ Status statusFromReply(const std::string& operation, const HttpReply& reply) {
 }
 
 std::string urlEncode(const std::string& text) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
-  for (const unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 0xf]);
-    }
-  }
+  // Every byte outside RFC 3986's unreserved set is escaped, "/" and "&" included.
+  Poco::URI::encode(text, "!#$&'()*+,/:;=?@[]\"%<>\\^`{|} ", out);
   return out;
 }
 

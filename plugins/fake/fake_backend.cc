@@ -1,11 +1,14 @@
 #include "fake_backend.h"
 
+#include <Poco/Base64Encoder.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <sstream>
 #include <stdexcept>
 #include <string_view>
 #include <utility>
@@ -66,20 +69,12 @@ std::string jsonString(std::string_view text) {
 }
 
 std::string base64(std::string_view bytes) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  for (std::size_t i = 0; i < bytes.size(); i += 3) {
-    const std::size_t n = std::min<std::size_t>(3, bytes.size() - i);
-    unsigned bits = 0;
-    for (std::size_t j = 0; j < 3; ++j) {
-      bits = (bits << 8) | (j < n ? static_cast<unsigned char>(bytes[i + j]) : 0u);
-    }
-    for (std::size_t j = 0; j < 4; ++j) {
-      out.push_back(j <= n ? kAlphabet[(bits >> (18 - 6 * j)) & 63] : '=');
-    }
-  }
-  return out;
+  std::ostringstream out;
+  Poco::Base64Encoder encoder(out);
+  encoder.rdbuf()->setLineLength(0);
+  encoder.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  encoder.close();
+  return out.str();
 }
 
 // The value of "nonce" in the control file, which the core writes as compact JSON.

@@ -1,6 +1,8 @@
 #include "mcp/tools.h"
 
+#include <Poco/DateTimeFormatter.h>
 #include <Poco/Dynamic/Var.h>
+#include <Poco/Timestamp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -91,33 +93,6 @@ Object::Ptr toolError(const std::string& message) {
   return result;
 }
 
-std::string base64Of(std::string_view bytes) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 3 <= bytes.size(); i += 3) {
-    const unsigned bits = (static_cast<unsigned char>(bytes[i]) << 16) |
-                          (static_cast<unsigned char>(bytes[i + 1]) << 8) |
-                          static_cast<unsigned char>(bytes[i + 2]);
-    out.push_back(kAlphabet[(bits >> 18) & 63]);
-    out.push_back(kAlphabet[(bits >> 12) & 63]);
-    out.push_back(kAlphabet[(bits >> 6) & 63]);
-    out.push_back(kAlphabet[bits & 63]);
-  }
-  if (i < bytes.size()) {
-    const bool two = i + 1 < bytes.size();
-    const unsigned bits = (static_cast<unsigned char>(bytes[i]) << 16) |
-                          (two ? static_cast<unsigned char>(bytes[i + 1]) << 8 : 0u);
-    out.push_back(kAlphabet[(bits >> 18) & 63]);
-    out.push_back(kAlphabet[(bits >> 12) & 63]);
-    out.push_back(two ? kAlphabet[(bits >> 6) & 63] : '=');
-    out.push_back('=');
-  }
-  return out;
-}
-
 // One image content block per returned file a client can display, after the text block.
 Array::Ptr imageBlocks(const runs::RunSnapshot& snapshot) {
   Array::Ptr blocks = new Array;
@@ -128,7 +103,7 @@ Array::Ptr imageBlocks(const runs::RunSnapshot& snapshot) {
     }
     Object::Ptr block = newObject();
     block->set("type", "image");
-    block->set("data", base64Of(file.content));
+    block->set("data", policy::encodeBase64(file.content));
     block->set("mimeType", mime);
     blocks->add(block);
   }
@@ -746,7 +721,7 @@ void setResults(Object& object, const runs::RunResults& results) {
     entry->set("size", static_cast<std::uint64_t>(file.content.size()));
     const bool text = runs::toValidUtf8(file.content) == file.content;
     entry->set("encoding", text ? "utf-8" : "base64");
-    entry->set("content", text ? file.content : base64Of(file.content));
+    entry->set("content", text ? file.content : policy::encodeBase64(file.content));
     entry->set("mime_type", runs::mimeTypeOf(file.path, file.content));
     files->add(entry);
   }
@@ -795,17 +770,10 @@ Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot, bool w
 }
 
 std::string formatTimestamp(std::chrono::system_clock::time_point time) {
-  using namespace std::chrono;
-  const auto millis = floor<milliseconds>(time).time_since_epoch().count();
-  const std::time_t seconds =
-      static_cast<std::time_t>(millis >= 0 ? millis / 1000 : (millis - 999) / 1000);
-  const int remainder = static_cast<int>(millis - static_cast<long long>(seconds) * 1000);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900,
-                utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, remainder);
-  return buffer;
+  const auto micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(time.time_since_epoch()).count();
+  // The same layout as the log lines (logging.cc).
+  return Poco::DateTimeFormatter::format(Poco::Timestamp(micros), "%Y-%m-%dT%H:%M:%S.%iZ");
 }
 
 }  // namespace scs::mcp

@@ -1,6 +1,7 @@
 #include "policy/files.h"
 
 #include <Poco/Base64Decoder.h>
+#include <Poco/Base64Encoder.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -142,15 +143,6 @@ bool isStrictBase64(std::string_view text) {
            return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
                   c == '+' || c == '/';
          });
-}
-
-std::optional<std::string> decodeBase64(const std::string& text) {
-  if (!isStrictBase64(text)) {
-    return std::nullopt;
-  }
-  std::istringstream in(text);
-  Poco::Base64Decoder decoder(in);
-  return std::string(std::istreambuf_iterator<char>(decoder), std::istreambuf_iterator<char>());
 }
 
 // One element of `files`, decoded, or what is wrong with it.
@@ -321,6 +313,24 @@ std::string buildArchive(const std::vector<File>& files, int uid, int gid) {
   }
   archive.append(2 * kBlock, '\0');
   return archive;
+}
+
+std::optional<std::string> decodeBase64(std::string_view text) {
+  if (!isStrictBase64(text)) {
+    return std::nullopt;
+  }
+  std::istringstream in{std::string(text)};
+  Poco::Base64Decoder decoder(in);
+  return std::string(std::istreambuf_iterator<char>(decoder), std::istreambuf_iterator<char>());
+}
+
+std::string encodeBase64(std::string_view bytes) {
+  std::ostringstream out;
+  Poco::Base64Encoder encoder(out);
+  encoder.rdbuf()->setLineLength(0);
+  encoder.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  encoder.close();
+  return out.str();
 }
 
 }  // namespace scs::policy

@@ -3,7 +3,9 @@
 #include <Poco/Dynamic/Var.h>
 
 #include <cstddef>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -36,5 +38,10 @@ std::variant<std::vector<File>, FilesRejection> resolveFiles(const std::string& 
 // An uncompressed POSIX ustar archive of `files`: regular files only, owner uid/gid from
 // `uid`/`gid`, mode 0644, parent directories (mode 0755) emitted before their files.
 std::string buildArchive(const std::vector<File>& files, int uid, int gid);
+
+// Base64 with Poco's codec: the standard alphabet, padded, no line breaks. Decoding is strict
+// (no whitespace, no excess padding, nothing cut short): nullopt otherwise.
+std::optional<std::string> decodeBase64(std::string_view text);
+std::string encodeBase64(std::string_view bytes);
 
 }  // namespace scs::policy

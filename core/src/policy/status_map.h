@@ -25,12 +25,12 @@ bool isFinal(RunStatus status);
 // Everything known about how a run ended. The server's own flags come first; the engine's
 // record second; the exit code alone never decides a timeout or an OOM.
 struct Evidence {
-  bool stop_requested = false;        // stop_run or shutdown killed it
-  bool timer_fired = false;           // the server's wall-clock deadline killed it
-  std::string sandbox_failure;        // non-empty: create/deliver/start/posture/engine broke
-  std::optional<int> exit_code;       // the sandbox's main process
-  bool oom_killed = false;            // the engine's OOM evidence
-  std::string engine_error;           // the runtime's own error
+  bool stop_requested = false;   // stop_run or shutdown killed it
+  bool timer_fired = false;      // the server's wall-clock deadline killed it
+  std::string sandbox_failure;   // non-empty: create/deliver/start/posture/engine broke
+  std::optional<int> exit_code;  // the sandbox's main process
+  bool oom_killed = false;       // the engine's OOM evidence
+  std::string engine_error;      // the runtime's own error
 };
 
 struct Verdict {

@@ -53,65 +53,6 @@ std::string capTail(std::string text, std::size_t cap) {
   return "[...]\n" + text.substr(from);
 }
 
-int base64Value(char c) {
-  if (c >= 'A' && c <= 'Z') {
-    return c - 'A';
-  }
-  if (c >= 'a' && c <= 'z') {
-    return c - 'a' + 26;
-  }
-  if (c >= '0' && c <= '9') {
-    return c - '0' + 52;
-  }
-  if (c == '+') {
-    return 62;
-  }
-  if (c == '/') {
-    return 63;
-  }
-  return -1;
-}
-
-// Standard alphabet, padded, no whitespace.
-std::optional<std::string> decodeBase64(std::string_view text) {
-  if (text.size() % 4 != 0) {
-    return std::nullopt;
-  }
-  std::string out;
-  out.reserve(text.size() / 4 * 3);
-  for (std::size_t i = 0; i < text.size(); i += 4) {
-    const bool last = i + 4 == text.size();
-    std::array<int, 4> values{};
-    int padding = 0;
-    for (std::size_t j = 0; j < 4; ++j) {
-      const char c = text[i + j];
-      if (c == '=' && last && j >= 2) {
-        ++padding;
-        values[j] = 0;
-        continue;
-      }
-      if (padding > 0) {
-        return std::nullopt;
-      }
-      values[j] = base64Value(c);
-      if (values[j] < 0) {
-        return std::nullopt;
-      }
-    }
-    const unsigned bits =
-        (static_cast<unsigned>(values[0]) << 18) | (static_cast<unsigned>(values[1]) << 12) |
-        (static_cast<unsigned>(values[2]) << 6) | static_cast<unsigned>(values[3]);
-    out.push_back(static_cast<char>((bits >> 16) & 0xFF));
-    if (padding < 2) {
-      out.push_back(static_cast<char>((bits >> 8) & 0xFF));
-    }
-    if (padding < 1) {
-      out.push_back(static_cast<char>(bits & 0xFF));
-    }
-  }
-  return out;
-}
-
 bool isSafeOutPath(std::string_view path) {
   if (path.empty() || path.size() > kMaxOutPathBytes || path.front() == '/' ||
       path.find('\0') != std::string_view::npos) {
@@ -276,7 +217,7 @@ std::variant<RunResults, std::string> parseTrailer(std::string_view trailer,
       if (!path || !encoded) {
         return std::string("an entry of \"files\" needs the strings path and content_base64");
       }
-      std::optional<std::string> content = decodeBase64(*encoded);
+      std::optional<std::string> content = policy::decodeBase64(*encoded);
       if (!content) {
         return "the content of \"" + capHead(*path, 200) + "\" is not base64";
       }
