@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 
+#include "mcp/report_json.h"
 #include "policy/files.h"
 #include "policy/limits.h"
 #include "runs/run_manager.h"
@@ -64,14 +65,5 @@ class Tools {
   const policy::FileSettings& files_;
   std::chrono::seconds retention_;
 };
-
-// A run as tools report it: {run_id, status, limits, queue_position?} while queued, plus the
-// output so far while running; the full report once final (with exception and files when the
-// launcher reported them). `with_offsets` adds stdout_offset and stderr_offset.
-Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot,
-                                       bool with_offsets = false);
-
-// RFC 3339 in UTC with milliseconds: "2026-11-30T12:34:56.789Z".
-std::string formatTimestamp(std::chrono::system_clock::time_point time);
 
 }  // namespace scs::mcp

@@ -1,0 +1,39 @@
+#pragma once
+
+// The tools as tools/list shows them: core/src/mcp/tools.json, embedded in the binary at build
+// time, with the operator's settings filled in. The definitions are data, written once; the
+// code that runs a tool is in tools.cc.
+
+#include <Poco/JSON/Array.h>
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+#include "policy/files.h"
+#include "policy/limits.h"
+
+namespace scs::mcp {
+
+struct ToolSettings {
+  policy::Limits defaults;
+  policy::Limits maxima;
+  policy::FileSettings files;
+  std::chrono::seconds retention{3600};
+  double max_wait_seconds = 60;
+};
+
+// The `tools` array of a tools/list result. A string "${name}" in tools.json becomes that
+// setting's value and a ${name} inside a text its words ("10 MiB", "1 hour"); a description
+// given as an array is its lines; {"$ref": "#/$defs/X"} stands for the shared schema X.
+// Throws std::logic_error when tools.json names a setting or schema that does not exist.
+Poco::JSON::Array::Ptr toolDefinitions(const ToolSettings& settings);
+// The same from another document of that form (tests).
+Poco::JSON::Array::Ptr toolDefinitions(const ToolSettings& settings, std::string_view document);
+
+// The words for a number of bytes ("10 MiB", "512 KiB", "100 bytes") and for a duration
+// ("1 hour", "90 seconds"), as descriptions and messages quote them.
+std::string formatBytes(std::size_t bytes);
+std::string formatDuration(std::chrono::seconds duration);
+
+}  // namespace scs::mcp
