@@ -326,16 +326,6 @@ const std::vector<Flag>& flags() {
          c.log_level = v;
          return std::nullopt;
        }},
-      {"transport", "stdio",
-       "Protocol transport: stdio (newline-delimited JSON-RPC on stdin and stdout).",
-       [](const Config& c) { return c.transport; },
-       [](Config& c, const std::string& v) -> Problem {
-         if (v != "stdio") {
-           return "--transport: '" + v + "' is not supported; the only transport is stdio";
-         }
-         c.transport = v;
-         return std::nullopt;
-       }},
       {"http", "ADDR:PORT",
        "Serve MCP over Streamable HTTP at http://ADDR:PORT/mcp instead of stdio (stdin and "
        "stdout are then not used). ADDR defaults to 127.0.0.1 (\":8080\" or \"8080\"); write "

@@ -70,7 +70,7 @@ class SignalThread {
 // The backend and the limit policy, loaded the same way for serving and for the audit.
 struct Engine {
   logging::BackendLogSink backend_log;  // outlives the backend, which logs through it
-  std::shared_ptr<backend::RuntimeBackend> backend;
+  backend::RuntimeBackendPtr backend;
   std::filesystem::path plugin;
   std::optional<policy::LimitPolicy> limits;
 };

@@ -71,7 +71,6 @@ TEST(ConfigTest, DefaultsAreTheShippedValues) {
   EXPECT_EQ(c.files.max_total_bytes, 10u << 20);
   EXPECT_EQ(c.max_message_bytes, 16u << 20);
   EXPECT_EQ(c.log_level, "info");
-  EXPECT_EQ(c.transport, "stdio");
   EXPECT_EQ(c.sandbox.image, "safe-code-sandbox:latest");
   EXPECT_EQ(c.sandbox.runtime, "runc");
   EXPECT_EQ(c.sandbox.user, "10001:10001");
@@ -133,9 +132,7 @@ TEST(ConfigTest, EachFlagSetsItsSetting) {
                             "--max-message-bytes",
                             "65536",
                             "--log-level",
-                            "debug",
-                            "--transport",
-                            "stdio"});
+                            "debug"});
   EXPECT_EQ(c.backend, "fake");
   EXPECT_EQ(c.backend_path, "/opt/x/libscs_backend_vm.so");
   EXPECT_EQ(c.plugin_dir, "/opt/plugins");
@@ -158,7 +155,6 @@ TEST(ConfigTest, EachFlagSetsItsSetting) {
   EXPECT_EQ(c.files.max_total_bytes, 2048u);
   EXPECT_EQ(c.max_message_bytes, 65536u);
   EXPECT_EQ(c.log_level, "debug");
-  EXPECT_EQ(c.transport, "stdio");
 }
 
 TEST(ConfigTest, AcceptsFlagEqualsValue) {
@@ -223,6 +219,7 @@ TEST(ConfigTest, RefusesBadValuesWithAMessageNamingTheFlag) {
   };
   const std::vector<Case> cases = {
       {{"--bogus"}, "unknown flag --bogus"},
+      {{"--transport", "stdio"}, "unknown flag --transport"},
       {{"fake"}, "unexpected argument 'fake'"},
       {{"-b"}, "unexpected argument '-b'"},
       {{"--backend"}, "--backend needs a value"},
@@ -251,7 +248,6 @@ TEST(ConfigTest, RefusesBadValuesWithAMessageNamingTheFlag) {
       {{"--output-cap-bytes", "10"}, "--output-cap-bytes: 10 is out of range"},
       {{"--max-message-bytes", "99999999999"}, "--max-message-bytes: 99999999999 is out of range"},
       {{"--runtime", "kata"}, "--runtime: 'kata' is not runc or runsc"},
-      {{"--transport", "http"}, "--transport: 'http' is not supported"},
       {{"--log-level", "verbose"}, "--log-level: 'verbose'"},
       {{"--backend-option", "cores"}, "--backend-option: 'cores' is not KEY=VALUE"},
       {{"--backend-option", "=2"}, "--backend-option: '=2' is not KEY=VALUE"},
@@ -331,7 +327,6 @@ TEST(ConfigTest, HelpExplainsEveryFlagWithItsTrueDefault) {
                            "--max-files-bytes N",
                            "--max-message-bytes N",
                            "--log-level LEVEL",
-                           "--transport stdio",
                            "--help",
                            "--version"}) {
     EXPECT_THAT(help, HasSubstr(std::string("  ") + flag + "\n")) << flag;
@@ -369,7 +364,6 @@ TEST(ConfigTest, HelpExplainsEveryFlagWithItsTrueDefault) {
   shown("max-files-bytes", std::to_string(c.files.max_total_bytes));
   shown("max-message-bytes", "16777216");
   shown("log-level", "info");
-  shown("transport", "stdio");
   for (const std::string& line : [&] {
          std::vector<std::string> lines;
          std::istringstream in(help);

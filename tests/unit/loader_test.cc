@@ -69,7 +69,7 @@ class TempDir {
   fs::path path_;
 };
 
-std::shared_ptr<backend::RuntimeBackend> loadFake(RecordingLog& log,
+backend::RuntimeBackendPtr loadFake(RecordingLog& log,
                                                   std::map<std::string, std::string> options = {},
                                                   std::string* error = nullptr) {
   std::string ignored;
@@ -310,7 +310,7 @@ class FakeBackendTest : public ::testing::Test {
   }
 
   RecordingLog log_;
-  std::shared_ptr<backend::RuntimeBackend> backend_;
+  backend::RuntimeBackendPtr backend_;
 };
 
 TEST_F(FakeBackendTest, PlaysBackTheDirectivesOfMainPy) {

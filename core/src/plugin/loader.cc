@@ -72,9 +72,8 @@ bool isValidName(const std::string& name) {
   return true;
 }
 
-std::shared_ptr<backend::RuntimeBackend> load(const fs::path& file,
-                                              const backend::BackendContext& ctx,
-                                              std::string* error) {
+backend::RuntimeBackendPtr load(const fs::path& file, const backend::BackendContext& ctx,
+                                std::string* error) {
   fs::path resolved;
   if (auto problem = checkFile(file, &resolved)) {
     *error = *problem;
@@ -121,7 +120,7 @@ std::shared_ptr<backend::RuntimeBackend> load(const fs::path& file,
   }
   // The deleter owns the library, so the plugin's code (the vtable, the destructor) stays
   // mapped until the object is gone.
-  return std::shared_ptr<backend::RuntimeBackend>(
+  return backend::RuntimeBackendPtr(
       raw, [library = std::move(library)](backend::RuntimeBackend* object) { delete object; });
 }
 
@@ -136,9 +135,8 @@ std::filesystem::path backendPath(const std::string& name,
   return plugin_dir / ("libscs_backend_" + name + ".so");
 }
 
-std::shared_ptr<backend::RuntimeBackend> loadBackend(const std::filesystem::path& file,
-                                                     const backend::BackendContext& ctx,
-                                                     std::string* error) {
+backend::RuntimeBackendPtr loadBackend(const std::filesystem::path& file,
+                                       const backend::BackendContext& ctx, std::string* error) {
   try {
     return load(file, ctx, error);
   } catch (const std::exception& e) {

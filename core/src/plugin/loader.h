@@ -18,8 +18,7 @@ std::filesystem::path backendPath(const std::string& name, const std::filesystem
 // version or toolchain; only then calls the factory. Returns nullptr with *error set (one
 // sentence naming the file) on any failure; never throws. The returned object keeps the
 // library mapped until it is destroyed.
-std::shared_ptr<backend::RuntimeBackend> loadBackend(const std::filesystem::path& file,
-                                                     const backend::BackendContext& ctx,
-                                                     std::string* error);
+backend::RuntimeBackendPtr loadBackend(const std::filesystem::path& file,
+                                       const backend::BackendContext& ctx, std::string* error);
 
 }  // namespace scs::plugin

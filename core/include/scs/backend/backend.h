@@ -9,10 +9,22 @@
 //  - No exception crosses the boundary in either direction: every method returns a Status.
 //  - Plugin and core are built by the same toolchain against one libstdc++; the AbiStamp
 //    proves it before the factory is called.
+//
+// A plugin exports exactly two symbols (plugins/plugin.map hides the rest):
+//
+//   scs::backend::RuntimeBackend* create(const scs::backend::BackendContext& context,
+//                                        std::string* error);  // new MyBackend, or nullptr
+//   const scs::backend::AbiStamp kStamp{scs::backend::kAbiVersion, scs::backend::kToolchain};
+//   BOOST_DLL_ALIAS(create, scs_create_backend)
+//   BOOST_DLL_ALIAS(kStamp, scs_backend_abi)
+//
+// Any change to this file changes the ABI: bump kAbiVersion (tests/unit/abi_test.cc fails
+// until the version and its recorded fingerprint are updated together).
 
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,7 +33,7 @@
 namespace scs::backend {
 
 // Bumped on any change to a type or a signature in this folder.
-inline constexpr std::uint32_t kAbiVersion = 2;
+inline constexpr std::uint32_t kAbiVersion = 3;
 
 // Exported by every plugin under kAbiSymbol. The loader reads it before anything else.
 struct AbiStamp {
@@ -44,6 +56,12 @@ inline constexpr const char* kFactorySymbol = "scs_create_backend";
 // engine's events.
 inline constexpr const char* kManagedLabel = "io.scs.managed";
 
+// What went wrong. The core never retries a run's call: any code but kOk from capacity()
+// stops the server from starting; from create, inspect, deliver, start or wait it ends the run
+// as sandbox_error with the message, and the sandbox is removed; kill() may return kNotFound
+// (ignored; other codes are logged and the core gives the sandbox 10 s to end); a remove()
+// that fails is retried with a growing pause and once more at shutdown; a failed list() skips
+// the startup sweep.
 enum class Code {
   kOk,
   kNotFound,     // no such sandbox (already removed, or never existed)
@@ -67,7 +85,7 @@ struct TmpfsMount {
   bool noexec = false;
   bool nosuid = false;
   bool nodev = false;
-  std::string owner;          // numeric "uid:gid" owning the mount's root; empty: root
+  std::string owner;           // numeric "uid:gid" owning the mount's root; empty: root
   std::uint32_t mode = 01777;  // permission bits of the mount's root
   bool operator==(const TmpfsMount&) const = default;
 };
@@ -77,24 +95,24 @@ struct TmpfsMount {
 // sandbox (never from its own request). The core compares both against its policy.
 struct Posture {
   std::string image;
-  std::string runtime;                           // e.g. "runc", "runsc"
-  std::string user;                              // numeric "uid:gid"
-  bool network_disabled = false;                 // no interface but loopback
+  std::string runtime;            // e.g. "runc", "runsc"
+  std::string user;               // numeric "uid:gid"
+  bool network_disabled = false;  // no interface but loopback
   bool read_only_root = false;
   bool privileged = false;
   bool all_capabilities_dropped = false;
-  std::vector<std::string> added_capabilities;   // must stay empty
+  std::vector<std::string> added_capabilities;  // must stay empty
   bool no_new_privileges = false;
-  bool seccomp_enabled = false;                  // a filter is on: engine default or stricter
-  std::string seccomp_profile;                   // profile text; empty means engine default
-  bool init_process = false;                     // an init reaps orphans as PID 1
-  std::vector<std::string> host_namespaces;      // namespaces shared with the host; must be empty
-  std::vector<std::string> host_mounts;          // binds, volumes, mounts; must be empty
-  std::vector<std::string> devices;              // devices added; must be empty
-  std::vector<TmpfsMount> tmpfs;                 // the only writable places
-  std::int64_t shm_bytes = 0;                    // size cap of the private /dev/shm tmpfs
+  bool seccomp_enabled = false;              // a filter is on: engine default or stricter
+  std::string seccomp_profile;               // profile text; empty means engine default
+  bool init_process = false;                 // an init reaps orphans as PID 1
+  std::vector<std::string> host_namespaces;  // namespaces shared with the host; must be empty
+  std::vector<std::string> host_mounts;      // binds, volumes, mounts; must be empty
+  std::vector<std::string> devices;          // devices added; must be empty
+  std::vector<TmpfsMount> tmpfs;             // the only writable places
+  std::int64_t shm_bytes = 0;                // size cap of the private /dev/shm tmpfs
   std::int64_t memory_bytes = 0;
-  std::int64_t memory_swap_bytes = 0;            // memory plus swap; equal to memory: no swap
+  std::int64_t memory_swap_bytes = 0;  // memory plus swap; equal to memory: no swap
   std::int64_t nano_cpus = 0;
   std::int64_t pids_limit = 0;
   std::int64_t open_files_limit = 0;
@@ -139,10 +157,10 @@ struct InspectReply {
 
 // What the backend knows about how the sandbox ended. Evidence only: the core decides.
 struct Exit {
-  bool exited = false;                         // false: still running when the wait ended
-  std::optional<int> exit_code;                // code of the sandbox's main process
-  bool oom_killed = false;                     // the engine saw the memory cap's OOM killer fire
-  std::string engine_error;                    // non-empty when the runtime itself failed
+  bool exited = false;           // false: still running when the wait ended
+  std::optional<int> exit_code;  // code of the sandbox's main process
+  bool oom_killed = false;       // the engine saw the memory cap's OOM killer fire
+  std::string engine_error;      // non-empty when the runtime itself failed
   std::optional<std::int64_t> peak_memory_bytes;
   std::optional<double> cpu_seconds;
 };
@@ -188,6 +206,11 @@ class LogSink {
 // create -> inspect -> start -> deliver -> wait -> remove; its launcher idles on stdin until
 // deliver(). Thread-safety: every method may be called concurrently, including for the same
 // sandbox id (kill and remove race with wait). No method throws.
+//
+// Blocking: wait() blocks at most its timeout (the core passes up to 1 s, and 0 to poll);
+// start() returns once the sandbox runs, never waiting for it to end; every other call returns
+// within the backend's own deadline for one engine request (an operator setting, such as the
+// Docker plugin's api_timeout_ms), answering kTimeout past it.
 class RuntimeBackend {
  public:
   virtual ~RuntimeBackend() = default;
@@ -202,8 +225,9 @@ class RuntimeBackend {
   // Reads the effective posture of a created sandbox from the engine itself.
   virtual InspectReply inspect(const std::string& id) = 0;
 
-  // Hands the sandbox its code: `archive` is an uncompressed ustar built by the core
-  // (regular files only). Before start() the backend may hold it until start(); after
+  // Hands the sandbox its code: `archive` is an uncompressed ustar built by the core (regular
+  // files and their directories; no links or devices). Before start() the backend may hold it
+  // until start(); after
   // start() it reaches the running launcher's stdin without delay. At most once per
   // sandbox (kRejected otherwise). It must never write the archive to the host's disk or
   // mount a host path to deliver it.
@@ -231,11 +255,15 @@ class RuntimeBackend {
 
 struct BackendContext {
   std::map<std::string, std::string> options;  // operator settings addressed to the backend
-  LogSink* log = nullptr;                       // never null; outlives the backend
+  LogSink* log = nullptr;                      // never null; outlives the backend
 };
 
 // The factory every plugin exports under kFactorySymbol. Returns nullptr and sets *error
-// when the backend cannot serve (a startup error: the server exits).
+// when the backend cannot serve (a startup error: the server exits). The caller owns the
+// object it returns and deletes it while the library is still mapped.
 using FactoryFn = RuntimeBackend*(const BackendContext& context, std::string* error);
+
+// The loaded backend, as the core holds it: its deleter keeps the library mapped while it lives.
+using RuntimeBackendPtr = std::shared_ptr<RuntimeBackend>;
 
 }  // namespace scs::backend

@@ -1,0 +1,72 @@
+#include <Poco/DigestEngine.h>
+#include <Poco/SHA2Engine.h>
+#include <gtest/gtest.h>
+#include <scs/backend/backend.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+namespace scs::backend {
+namespace {
+
+// The plugin header as the compiler sees it: comments dropped, white space folded, so that
+// rewording a comment is not an ABI change.
+std::string declarations(std::istream& in) {
+  std::string out;
+  for (std::string line; std::getline(in, line);) {
+    const std::size_t comment = line.find("//");
+    if (comment != std::string::npos) {
+      line.erase(comment);
+    }
+    for (const char c : line) {
+      const bool blank = c == ' ' || c == '\t';
+      if (!blank) {
+        out.push_back(c);
+      } else if (!out.empty() && out.back() != ' ') {
+        out.push_back(' ');
+      }
+    }
+    if (!out.empty() && out.back() != ' ') {
+      out.push_back(' ');
+    }
+  }
+  return out;
+}
+
+std::string fingerprint(const std::string& text) {
+  Poco::SHA2Engine sha256;
+  sha256.update(text);
+  return Poco::DigestEngine::digestToHex(sha256.digest());
+}
+
+// One fingerprint per ABI version: a change to the header's declarations must come with a new
+// kAbiVersion, or plugins built before it would load into a server they do not match.
+const std::map<std::uint32_t, std::string> kFingerprints = {
+    {3, "d25834adbd3c1b68cc70f9009c5db208807a5705e30a2cc713cc0f9a05ddd479"},
+};
+
+TEST(AbiTest, TheHeaderMatchesTheFingerprintOfItsAbiVersion) {
+  std::ifstream header(SCS_BACKEND_HEADER);
+  ASSERT_TRUE(header.good()) << SCS_BACKEND_HEADER;
+  const std::string actual = fingerprint(declarations(header));
+  const auto recorded = kFingerprints.find(kAbiVersion);
+  ASSERT_NE(recorded, kFingerprints.end())
+      << "kAbiVersion " << kAbiVersion << " has no fingerprint; record " << actual;
+  EXPECT_EQ(recorded->second, actual)
+      << "core/include/scs/backend/backend.h changed: bump kAbiVersion and record its new "
+         "fingerprint here";
+}
+
+TEST(AbiTest, OnlyDeclarationsCountNotCommentsOrSpacing) {
+  std::istringstream commented("// the f\nint  f(); // what f does\n\n");
+  std::istringstream plain("int f();\n");
+  std::istringstream changed("long f();\n");
+  const std::string folded = declarations(commented);
+  EXPECT_EQ(folded, declarations(plain));
+  EXPECT_NE(fingerprint(folded), fingerprint(declarations(changed)));
+}
+
+}  // namespace
+}  // namespace scs::backend
