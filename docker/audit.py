@@ -2,8 +2,8 @@
 
 Sent by `safe-code-sandbox audit` as the run's main.py (it is not part of the image), together with
 audit.json, which names the runtime and the posture the server asked for:
-  {"runtime": "runc"|"runsc", "uid": 10001, "gid": 10001, "pids_limit": 256,
-   "open_files_limit": 1024, "file_size_limit_bytes": N,
+  {"runtime": "runc"|"runsc", "uid_first": N, "uid_last": N, "pids_limit": N,
+   "processes_limit": 256, "open_files_limit": 1024, "file_size_limit_bytes": N,
    "tmpfs": {"/tmp": {"size_bytes": N, "max_inodes": N}, "/workspace": {...}},
    "masked_paths": [...], "readonly_paths": [...], "budget_seconds": 90}
 Prints one JSON object per line for each check:
@@ -31,10 +31,13 @@ CONFIG_FILES = ("audit.json", "/workspace/audit.json")
 # Syscall numbers (x86_64, aarch64): the audit calls them directly, with harmless arguments.
 SYSCALLS = {
     "x86_64": {"io_uring_setup": 425, "keyctl": 250, "bpf": 321, "perf_event_open": 298,
-               "unshare": 272, "mount": 165, "mknodat": 259},
+               "unshare": 272, "mount": 165, "mknodat": 259, "ptrace": 101,
+               "process_vm_readv": 310, "memfd_create": 319, "kill": 62},
     "aarch64": {"io_uring_setup": 425, "keyctl": 219, "bpf": 280, "perf_event_open": 241,
-                "unshare": 97, "mount": 40, "mknodat": 33},
+                "unshare": 97, "mount": 40, "mknodat": 33, "ptrace": 117,
+                "process_vm_readv": 270, "memfd_create": 279, "kill": 129},
 }
+PTRACE_SEIZE = 0x4206
 CLONE_NEWUSER = 0x10000000
 KEYCTL_GET_KEYRING_ID = 0
 KEY_SPEC_SESSION_KEYRING = -3
@@ -67,13 +70,12 @@ EXPECTED = {
         "syscall_errno": {"io_uring_setup": {"EPERM"}, "mount": {"EPERM"},
                           "unshare_user": {"EPERM"}, "keyctl": {"EPERM"}, "bpf": {"EPERM"},
                           "perf_event_open": {"EPERM"}, "mknod": {"EPERM"}},
+        # The engine's profile and the launcher's filter (the program's own) are both on.
         "tmpfs_flags_visible": True,
         "tmpfs_inode_cap": True,
         # The engine bind-mounts each ReadonlyPaths entry read-only over itself.
         "readonly_paths_mounted": True,
         "extra_devices": set(),
-        # The pids cgroup counts this sandbox's processes: fork() fails with EAGAIN at the cap.
-        "pids_cap_inside": True,
     },
     "runsc": {
         # gVisor's /proc/self/status has no NoNewPrivs line; prctl(PR_GET_NO_NEW_PRIVS) below
@@ -83,9 +85,10 @@ EXPECTED = {
         # sets, both checked empty.
         "cap_amb_line": False,
         # The engine's seccomp profile is not installed inside gVisor (runsc applies it only with
-        # --oci-seccomp): the sandbox sees mode 0. The system calls it would refuse reach the
-        # Sentry, not the host kernel; the Sentry's own host filter is the boundary.
-        "seccomp_status": "0",
+        # --oci-seccomp). The launcher's own filter is: the Sentry applies it to the program
+        # (mode 2). What the engine's profile would refuse reaches the Sentry, not the host
+        # kernel; the Sentry's own host filter is the boundary.
+        "seccomp_status": "2",
         # The Sentry implements no vsock or AF_ALG family (EAFNOSUPPORT); packet sockets need
         # CAP_NET_RAW, which is dropped, and there is no device to bind to with --network=none.
         "socket_errno": {"AF_VSOCK": {"EAFNOSUPPORT"}, "AF_PACKET": {"EPERM"},
@@ -95,9 +98,10 @@ EXPECTED = {
             # parameter block.
             "io_uring_setup": {"EFAULT"},
             "mount": {"EPERM"},
-            # The Sentry implements user namespaces itself: a new one succeeds inside gVisor and
-            # grants nothing on the host.
-            "unshare_user": {"OK"},
+            # The Sentry implements user namespaces itself, and a new one would exempt its
+            # processes from RLIMIT_NPROC (the process cap under gVisor): the launcher's filter
+            # refuses unshare.
+            "unshare_user": {"EPERM"},
             # The Sentry's minimal keyrings refuse the session keyring; it creates no BPF maps
             # without CAP_SYS_ADMIN; it has no perf events at all.
             "keyctl": {"EACCES"},
@@ -119,12 +123,6 @@ EXPECTED = {
         "tmpfs_inode_cap": False,
         # gVisor's own /dev/fuse and /dev/net/tun are Sentry devices, not host ones.
         "extra_devices": {"fuse", "net/tun"},
-        # The pids cgroup caps the Sentry's host tasks (with the ptrace platform, several per
-        # sandboxed process), not the processes gVisor shows inside; reaching it ends the whole
-        # sandbox instead of failing one fork(), so it cannot be probed from here without
-        # killing the audit. The server's posture check reads pids_limit back from the engine
-        # before the sandbox starts.
-        "pids_cap_inside": False,
     },
 }
 
@@ -211,13 +209,14 @@ def size_option(options):
 
 
 def check_identity(audit):
-    uid, gid = audit.config["uid"], audit.config["gid"]
+    first, last = audit.config["uid_first"], audit.config["uid_last"]
     ruid, euid, suid = os.getresuid()
     rgid, egid, sgid = os.getresgid()
-    groups = sorted(set(os.getgroups()) - {gid})
+    groups = sorted(set(os.getgroups()) - {rgid})
     observed = f"uid {ruid}/{euid}/{suid} gid {rgid}/{egid}/{sgid} groups {groups}"
-    ok = {ruid, euid, suid} == {uid} and {rgid, egid, sgid} == {gid} and not groups
-    audit.report("uid_gid", ok, f"uid {uid} gid {gid}, no other group", observed)
+    ok = (len({ruid, euid, suid, rgid, egid, sgid}) == 1 and first <= ruid <= last
+          and not groups)
+    audit.report("uid_gid", ok, f"one uid = gid in {first}-{last}, no other group", observed)
 
 
 def check_capabilities(audit):
@@ -252,6 +251,7 @@ def check_seccomp(audit):
 def check_rlimits(audit):
     for label, which, wanted in (
             ("open_files", resource.RLIMIT_NOFILE, audit.config["open_files_limit"]),
+            ("processes", resource.RLIMIT_NPROC, audit.config["processes_limit"]),
             ("file_size", resource.RLIMIT_FSIZE, audit.config["file_size_limit_bytes"]),
             ("core_dumps", resource.RLIMIT_CORE, 0)):
         soft, hard = resource.getrlimit(which)
@@ -454,11 +454,9 @@ def check_syscalls(audit):
 
 
 def check_pids_cap(audit):
-    limit = audit.config["pids_limit"]
-    if not audit.expect["pids_cap_inside"]:
-        audit.report("pids_cap", True, f"host cgroup caps the Sentry's tasks at {limit}",
-                     "not probed inside gVisor", "asserted by the server's posture read-back")
-        return
+    """RLIMIT_NPROC stops a fork past the cap with EAGAIN, under both runtimes (under runc the
+    pids cgroup does too; under gVisor it caps the Sentry's host tasks, with room to spare)."""
+    limit = audit.config["processes_limit"]
     read_end, write_end = os.pipe()
     children = []
     outcome = "no error"
@@ -484,6 +482,32 @@ def check_pids_cap(audit):
     ok = outcome == "EAGAIN" and len(children) < limit
     audit.report("pids_cap", ok, f"EAGAIN before {limit} processes",
                  f"{outcome} after {len(children)} forks")
+
+
+def check_pid1(audit):
+    """PID 1 is the launcher, out of the program's reach: no signal, no ptrace, no memory."""
+    try:
+        with open("/proc/1/cmdline", "rb") as cmdline:
+            argv = cmdline.read().split(b"\0")
+    except OSError as error:
+        argv = [errno_name(error).encode()]
+    audit.report("pid1_launcher", argv[:3] == [b"/usr/bin/python3", b"-I", b"/opt/scs/launcher.py"],
+                 "/usr/bin/python3 -I /opt/scs/launcher.py", b" ".join(argv[:3]).decode())
+    for name, sig in (("SIGSTOP", signal.SIGSTOP), ("SIGKILL", signal.SIGKILL)):
+        observed = audit.syscall("kill", 1, int(sig))
+        audit.report(f"pid1_signal {name}", observed == "EPERM", "EPERM", observed)
+    observed = audit.syscall("ptrace", PTRACE_SEIZE, 1, 0, 0)
+    audit.report("pid1_ptrace", observed == "EPERM", "EPERM", observed)
+    local = (ctypes.c_char * 8)()
+    iovec = (ctypes.c_void_p * 2)(ctypes.cast(local, ctypes.c_void_p), 8)
+    observed = audit.syscall("process_vm_readv", 1, iovec, 1, iovec, 1, 0)
+    audit.report("pid1_memory", observed == "EPERM", "EPERM", observed)
+
+
+def check_memfd_refused(audit):
+    """memfd_create would give an executable file that no noexec mount covers."""
+    observed = audit.syscall("memfd_create", b"audit", 0)
+    audit.report("memfd_create", observed == "EPERM", "EPERM", observed)
 
 
 def fill_until_full(directory, cap_bytes):
@@ -584,6 +608,8 @@ CHECKS = [
     ("exec_refused", check_exec_refused),
     ("tmpfs_caps", check_tmpfs_caps),
     ("pids_cap", check_pids_cap),
+    ("pid1", check_pid1),
+    ("memfd", check_memfd_refused),
 ]
 
 

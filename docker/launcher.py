@@ -1,30 +1,45 @@
-"""Sandbox launcher: unpack the run's bundle from stdin into /workspace, run main.py, report.
+"""Sandbox launcher: PID 1 of every sandbox. Unpacks the run's bundle from stdin into
+/workspace, runs main.py, ends every process, reports.
 
-Runs as uid 10001 under `python3 -I`, before any user code. The bundle is an uncompressed ustar
-built by the server; it is checked again here because Docker's own extraction trusts tar headers.
-Only regular files and directories are accepted, with fixed modes and no links of any kind.
-Any violation exits 125 with "sandbox launcher: rejected <why>" on stderr.
+Runs as the sandbox's uid under `python3 -I`, before any user code. The bundle is an uncompressed
+ustar built by the server; it is checked again here because Docker's own extraction trusts tar
+headers. Only regular files and directories are accepted, with fixed modes and no links of any
+kind. Any violation exits 125 with "sandbox launcher: rejected <why>" on stderr.
 
 Members under .scs/ configure the launcher and are never written to disk: control.json (a
-per-run nonce, the caps on returned files and the run's watchdog) and stdin. The launcher makes
-itself non-dumpable first, so the program, which has the same uid, cannot read its memory
-through /proc. It runs the program as its child, as `python3 -I main.py` would run it, except
-that stdout is line-buffered and an uncaught exception is also reported over a pipe; that child
-interpreter is started before the bundle is read (in a sandbox prepared ahead of its run, long
-before) and runs nothing until the bundle has passed every check. When the child ends, the
-launcher kills every other process of the sandbox, collects the regular files under
-/workspace/out, writes to stdout "\\n\\0SCS-TRAILER-<nonce>\\0", one line of JSON and "\\n" (the
-server strips it from the output), and exits as the child did.
+per-run nonce, the caps on returned files and the run's watchdog) and stdin.
+
+Being PID 1 keeps the sandbox's deadline out of the program's reach. Linux delivers to a PID
+namespace's init no signal from inside the namespace that it does not handle, SIGSTOP and SIGKILL
+included, and this launcher handles none (it ignores every signal it can). It makes itself
+non-dumpable, so the program, which has the same uid, can neither ptrace it nor read its memory
+through /proc. `--deadline SECONDS` bounds the sandbox's whole life (a sandbox prepared ahead of
+its run idles first); the control file's watchdog bounds the run from the moment its code
+arrives. When either passes, a thread of PID 1 kills every process and PID 1 exits 137. gVisor
+does not protect its init from signals, so the program's interpreter is also confined before it
+starts (confine()): a seccomp filter refuses it ptrace, access to another process's memory,
+memfd_create, new user namespaces and every signal addressed to PID 1, for every process it
+starts.
+
+It runs the program as its child, as `python3 -I main.py` would run it, except that stdout is
+line-buffered and an uncaught exception is also reported over a pipe; that child interpreter is
+started before the bundle is read (in a sandbox prepared ahead of its run, long before) and runs
+nothing until the bundle has passed every check. PID 1 reaps every orphan while the program
+runs. When the program's process ends, the launcher SIGKILLs every other process (thread groups
+whose leader exited, stopped and traced processes included) until none is left, collects the
+regular files under /workspace/out, writes to stdout "\\n\\0SCS-TRAILER-<nonce>\\0", one line of
+JSON and "\\n" (the server strips it from the output), and exits with the program's exit code, or
+128 + N when signal N killed it. The trailer's "exit" says which: {"code": N} or {"signal": N}.
 """
 
 import base64
 import ctypes
+import errno
 import json
 import os
 import re
 import signal
 import stat
-import subprocess
 import sys
 import tarfile
 import threading
@@ -40,6 +55,8 @@ MAX_EXCEPTION_BYTES = 1 << 16
 MAX_TEXT_BYTES = 8 << 10
 PR_SET_DUMPABLE = 4
 KILL_PATIENCE_SECONDS = 5
+PYTHON = "/usr/bin/python3"
+CLONE_NEWUSER = 0x10000000
 
 # The child: `python3 -I main.py` with a report of an uncaught exception. It is started before
 # the code arrives (its interpreter start-up is off the run's path) and waits for one byte on
@@ -230,19 +247,81 @@ def read_control(raw):
     return control
 
 
-def arm_watchdog(seconds):
-    """Ends the sandbox `seconds` after its code arrived, should the server die before its own
-    timer can. A sandbox prepared ahead of need started long before its code, so the outer
-    `timeout` also allows for that wait; this alarm counts from the code. It SIGKILLs every
-    process this uid may signal, that `timeout` included, so tini and the container end (exit
-    137, as from `timeout`). Killing the launcher instead ends `timeout`'s child: the same."""
+class Deadline:
+    """Ends the sandbox when its time is up, should the server die before its own timer can: a
+    thread of PID 1 SIGKILLs every other process, then PID 1 exits 137. No signal is involved,
+    so nothing the program sends can set it off early or hold it back."""
 
-    def expire(signum, frame):
-        os.kill(-1, signal.SIGKILL)
+    def __init__(self, seconds):
+        self._at = time.monotonic() + seconds if seconds else None
+        self._changed = threading.Condition()
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def shorten(self, seconds):
+        with self._changed:
+            at = time.monotonic() + seconds
+            self._at = at if self._at is None else min(self._at, at)
+            self._changed.notify()
+
+    def _watch(self):
+        with self._changed:
+            while self._at is None or time.monotonic() < self._at:
+                self._changed.wait(None if self._at is None else self._at - time.monotonic())
+        end_every_process()
         os._exit(128 + signal.SIGKILL)
 
-    signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
+
+def ignore_signals():
+    """PID 1 handles no signal, so the kernel drops those sent from inside the sandbox."""
+    for number in signal.valid_signals():
+        if number not in (signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD):
+            try:
+                signal.signal(number, signal.SIG_IGN)
+            except (OSError, ValueError):
+                pass
+
+
+def default_signals():
+    """In the child: undoes ignore_signals(), since an ignored signal stays ignored across exec."""
+    for number in signal.valid_signals():
+        if number not in (signal.SIGKILL, signal.SIGSTOP):
+            try:
+                signal.signal(number, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass
+
+
+def confine():
+    """In the child before exec: a seccomp filter for the program and everything it starts. It
+    refuses what no Python program needs and what would let it reach PID 1 or run bytes it wrote:
+    ptrace; reading or writing another process's memory; memfd_create (an executable file no
+    noexec mount covers); new user namespaces (under gVisor they would exempt it from the process
+    cap); every signal addressed to PID 1, directly or as I/O notification (gVisor delivers those,
+    Linux does not). clone3 answers ENOSYS, so the C library falls back to clone, whose flags the
+    filter can read. Debian's python3-seccomp (libseccomp) builds the BPF for this architecture."""
+    import seccomp
+
+    rules = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
+    refused = seccomp.ERRNO(errno.EPERM)
+    for name in ("ptrace", "process_vm_readv", "process_vm_writev", "memfd_create", "unshare",
+                 "setns", "tkill"):
+        rules.add_rule(refused, name)
+    # A pid argument is an int: only its low 32 bits count (kill(1 + 2**32) is kill(1)).
+    to_init = seccomp.Arg(0, seccomp.MASKED_EQ, 0xFFFFFFFF, 1)
+    for name in ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open"):
+        rules.add_rule(refused, name, to_init)
+    rules.add_rule(refused, "clone",
+                   seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))
+    rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    f_setown, f_setsig, f_setown_ex = 8, 10, 15
+    for owner in (1, 0xFFFFFFFF):  # PID 1, or its process group (-1)
+        rules.add_rule(refused, "fcntl", seccomp.Arg(1, seccomp.EQ, f_setown),
+                       seccomp.Arg(2, seccomp.MASKED_EQ, 0xFFFFFFFF, owner))
+    for command in (f_setsig, f_setown_ex):
+        rules.add_rule(refused, "fcntl", seccomp.Arg(1, seccomp.EQ, command))
+    for request in (0x8901, 0x8902, 0x5410):  # FIOSETOWN, SIOCSPGRP, TIOCSPGRP
+        rules.add_rule(refused, "ioctl", seccomp.Arg(1, seccomp.MASKED_EQ, 0xFFFFFFFF, request))
+    rules.load()
 
 
 def raise_oom_score():
@@ -280,45 +359,33 @@ def drain(fd, cap, sink):
         os.close(fd)
 
 
-def stat_fields(pid):
-    """State and parent of a process, from /proc/<pid>/stat; None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return fields[0], int(fields[1])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def kill_others():
-    """SIGKILLs every process of the sandbox except this one and its ancestors (the init and
-    the watchdog `timeout`), until none is left alive."""
-    keep = {1, os.getpid()}
-    pid = os.getpid()
-    while pid > 1:
-        fields = stat_fields(pid)
-        if fields is None:
-            break
-        pid = fields[1]
-        keep.add(pid)
-    deadline = time.monotonic() + KILL_PATIENCE_SECONDS
+def end_every_process():
+    """SIGKILLs every process but PID 1 and reaps them until none is left: each process of the
+    sandbox is a child of PID 1 once its parent is gone. kill(-1) reaches a thread group whose
+    leader has exited, and stopped and traced processes; it is repeated for a child forked
+    meanwhile. True when none is left within KILL_PATIENCE_SECONDS."""
+    give_up = time.monotonic() + KILL_PATIENCE_SECONDS
     while True:
-        victims = []
-        for name in os.listdir("/proc"):
-            if name.isdigit() and int(name) not in keep:
-                fields = stat_fields(int(name))
-                if fields is not None and fields[0] not in (b"Z", b"X"):
-                    victims.append(int(name))
-        if not victims or time.monotonic() > deadline:
-            return
-        for victim in victims:
-            try:
-                os.kill(victim, signal.SIGKILL)
-            except ProcessLookupError:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] != 0:
                 pass
-            except PermissionError:
-                keep.add(victim)
-        time.sleep(0.01)
+        except ChildProcessError:
+            return True
+        if time.monotonic() > give_up:
+            return False
+        time.sleep(0.001)
+
+
+def wait_for(child):
+    """Reaps every orphan until `child` ends; returns its wait status."""
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == child:
+            return status
 
 
 def clean(text):
@@ -326,8 +393,12 @@ def clean(text):
 
 
 def read_exception(chunks):
+    """The last complete record on the report pipe. It comes from inside the program's own
+    process, so the program can write one too: it is kept only for a run that failed the way an
+    uncaught exception fails (exit code 1, or SIGINT for KeyboardInterrupt)."""
+    lines = b"".join(chunks).split(b"\n")
     try:
-        record = json.loads(b"".join(chunks).split(b"\n", 1)[0])
+        record = json.loads(lines[-2] if len(lines) >= 2 else b"")
     except ValueError:
         return None
     keys = ("type", "message", "traceback")
@@ -392,14 +463,15 @@ def write_all(data):
         view = view[os.write(1, view):]
 
 
-def write_trailer(nonce, exception, files, omitted):
+def write_trailer(nonce, exit, exception, files, omitted):
     import fcntl
 
     # The program shares stdout's open file description and may have made it non-blocking.
     flags = fcntl.fcntl(1, fcntl.F_GETFL)
     fcntl.fcntl(1, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
     write_all(b"\n\0SCS-TRAILER-" + nonce.encode("ascii") + b"\0")
-    write_all(b'{"exception":' + json.dumps(exception).encode("ascii") + b',"files":[')
+    write_all(b'{"exit":' + json.dumps(exit).encode("ascii") + b',"exception":'
+              + json.dumps(exception).encode("ascii") + b',"files":[')
     for index, (path, content) in enumerate(files):
         head = json.dumps({"path": path, "size": len(content)})[:-1]
         write_all(
@@ -413,41 +485,61 @@ def write_trailer(nonce, exception, files, omitted):
     write_all(b"]," + json.dumps(tail)[1:].encode("ascii") + b"\n")
 
 
-def exit_like(returncode):
-    if returncode >= 0:
-        os._exit(returncode)
-    number = -returncode
-    try:
-        signal.signal(number, signal.SIG_DFL)
-    except (OSError, ValueError):
-        pass
-    os.kill(os.getpid(), number)
-    os._exit(128 + number)  # the signal's default action is not to end a process
+def exit_record(status):
+    """How the program's process ended, from its wait status."""
+    if os.WIFSIGNALED(status):
+        return {"signal": os.WTERMSIG(status)}
+    return {"code": os.waitstatus_to_exitcode(status)}
+
+
+def exit_like(exit):
+    """PID 1 cannot die by a signal it sends itself: death by signal N is exit code 128 + N."""
+    os._exit(exit["code"] if "code" in exit else 128 + exit["signal"])
 
 
 def start_child():
-    """The program's interpreter, started at once and held until run_child()."""
+    """The program's interpreter, started at once and held until main() says go. Its process
+    leaves PID 1's session and process group, gets the signals' default actions back, offers
+    itself to the OOM killer first, and is confined before it execs."""
     report_r, report_w = os.pipe()
     go_r, go_w = os.pipe()
     stdin_r, stdin_w = os.pipe()
-    try:
-        child = subprocess.Popen(
-            ["/usr/bin/python3", "-I", "-c", BOOTSTRAP, str(report_w), str(go_r)],
-            stdin=stdin_r,
-            pass_fds=(report_w, go_r),
-            cwd=WORKSPACE,
-            preexec_fn=raise_oom_score,
-        )
-    except OSError as error:
-        reject(f"setup: cannot start python: {error}")
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            default_signals()
+            os.dup2(stdin_r, 0)
+            for fd in (report_r, go_w, stdin_r, stdin_w):
+                os.close(fd)
+            os.set_inheritable(report_w, True)
+            os.set_inheritable(go_r, True)
+            os.chdir(WORKSPACE)
+            raise_oom_score()
+            confine()
+            os.execv(PYTHON, [PYTHON, "-I", "-c", BOOTSTRAP, str(report_w), str(go_r)])
+        except BaseException as error:  # nothing may return from here into PID 1's code
+            os.write(2, f"sandbox launcher: rejected setup: {error}\n".encode("utf-8", "replace"))
+        os._exit(125)
     for fd in (report_w, go_r, stdin_r):
         os.close(fd)
-    return child, report_r, go_w, stdin_w
+    return pid, report_r, go_w, stdin_w
+
+
+def parse_arguments(argv):
+    """`--deadline SECONDS`: the sandbox ends at most this long after it started."""
+    if not argv:
+        return None
+    if len(argv) != 2 or argv[0] != "--deadline" or not argv[1].isdigit() or int(argv[1]) <= 0:
+        reject(f"setup: arguments {argv!r}: want --deadline SECONDS")
+    return int(argv[1])
 
 
 def main():
     make_undumpable()
+    ignore_signals()
     os.umask(0o022)
+    deadline = Deadline(parse_arguments(sys.argv[1:]))
     child, report_r, go_w, stdin_w = start_child()
     try:
         # Unbuffered, so that the end-of-archive block is seen even while stdin stays open.
@@ -456,7 +548,7 @@ def main():
         reject(f"bundle: {error}")
     control = read_control(members.get("control.json"))
     if control and control.get("watchdog_seconds"):
-        arm_watchdog(control["watchdog_seconds"])
+        deadline.shorten(control["watchdog_seconds"])
     null = os.open("/dev/null", os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
@@ -481,18 +573,20 @@ def main():
     )
     for thread in threads:
         thread.start()
-    returncode = child.wait()
+    exit = exit_record(wait_for(child))
 
-    kill_others()
+    end_every_process()
     for thread in threads:
         thread.join(KILL_PATIENCE_SECONDS)
     if control:
         files, omitted = collect(out_dir, control)
+        failed_as_uncaught = exit in ({"code": 1}, {"signal": signal.SIGINT})
+        exception = read_exception(chunks) if failed_as_uncaught else None
         try:
-            write_trailer(control["nonce"], read_exception(chunks), files, omitted)
+            write_trailer(control["nonce"], exit, exception, files, omitted)
         except OSError:
             pass
-    exit_like(returncode)
+    exit_like(exit)
 
 
 if __name__ == "__main__":

@@ -185,6 +185,30 @@ const std::vector<Flag>& flags() {
          c.sandbox.runtime = v;
          return std::nullopt;
        }},
+      {"sandbox-uids", "FIRST-LAST",
+       "Host uids the sandboxes run as: every sandbox that exists at one time has its own, so no "
+       "kernel counter kept per user is shared between runs. Give each server on a host its own "
+       "range, one no host user has, with room for every sandbox at once.",
+       [](const Config& c) {
+         return std::to_string(c.sandbox.uids.first) + "-" + std::to_string(c.sandbox.uids.last);
+       },
+       [](Config& c, const std::string& v) -> Problem {
+         const auto dash = v.find('-');
+         std::uint32_t first = 0;
+         std::uint32_t last = 0;
+         const auto parse = [](std::string_view text, std::uint32_t* out) {
+           const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), *out);
+           return !text.empty() && error == std::errc() && end == text.data() + text.size();
+         };
+         if (dash == std::string::npos || !parse(std::string_view(v).substr(0, dash), &first) ||
+             !parse(std::string_view(v).substr(dash + 1), &last) || first == 0 || first > last ||
+             last > 2147483647u || last - first < 15) {
+           return "--sandbox-uids: '" + v +
+                  "' is not FIRST-LAST with 0 < FIRST, at least 16 uids, and LAST below 2^31";
+         }
+         c.sandbox.uids = {first, last};
+         return std::nullopt;
+       }},
       {"seccomp-profile", "FILE",
        "Seccomp profile (JSON) applied to every sandbox; a missing or invalid file stops the "
        "server at startup. \"engine-default\" keeps the engine's own default profile instead, "
@@ -238,10 +262,18 @@ const std::vector<Flag>& flags() {
        intSetter<int>("max-concurrent", 1, 1024,
                       [](Config& c) -> int& { return c.runs.max_concurrent; })},
       {"max-queue", "N",
-       "Runs that may wait for a slot; a start beyond this is refused. 0: no queue.",
+       "Runs one tenant may have waiting for a slot; a start beyond this is refused. 0: no "
+       "queue.",
        [](const Config& c) { return std::to_string(c.runs.max_queue); },
        intSetter<std::size_t>("max-queue", 0, 100'000,
                               [](Config& c) -> std::size_t& { return c.runs.max_queue; })},
+      {"max-queue-total", "N",
+       "Runs all tenants together may have waiting. Past it the tenant with the most waiting "
+       "gives way: its own new run is refused, or its newest waiting run is stopped to make "
+       "room for a tenant with fewer.",
+       [](const Config& c) { return std::to_string(c.runs.max_queue_total); },
+       intSetter<std::size_t>("max-queue-total", 0, 1'000'000,
+                              [](Config& c) -> std::size_t& { return c.runs.max_queue_total; })},
       {"prepared", "N",
        "Sandboxes kept started ahead of need with the default limits, so a run with those "
        "limits (or a shorter timeout) skips the engine's create and start. Each serves one run "
@@ -271,12 +303,32 @@ const std::vector<Flag>& flags() {
          c.runs.retention = std::chrono::seconds(parsed);
          return std::nullopt;
        }},
+      {"max-retained", "N",
+       "Finished reports kept, all tenants together; past it the tenant holding the most "
+       "forgets its oldest first.",
+       [](const Config& c) { return std::to_string(c.runs.max_retained); },
+       intSetter<std::size_t>("max-retained", 1, 10'000'000,
+                              [](Config& c) -> std::size_t& { return c.runs.max_retained; })},
+      {"max-retained-per-tenant", "N",
+       "Finished reports one tenant keeps; past it its oldest are forgotten first.",
+       [](const Config& c) { return std::to_string(c.runs.max_retained_per_tenant); },
+       intSetter<std::size_t>(
+           "max-retained-per-tenant", 1, 10'000'000,
+           [](Config& c) -> std::size_t& { return c.runs.max_retained_per_tenant; })},
       {"max-retained-bytes", "N",
-       "Output and returned files that finished reports may keep in memory together; past it "
-       "the oldest reports are forgotten first (the newest is always kept).",
+       "Output and returned files that finished reports may keep in memory, all tenants "
+       "together; past it the tenant holding the most bytes forgets its oldest reports first "
+       "(the newest report is always kept).",
        [](const Config& c) { return std::to_string(c.runs.max_retained_bytes); },
        intSetter<std::size_t>("max-retained-bytes", 1 << 20, std::int64_t{1} << 40,
                               [](Config& c) -> std::size_t& { return c.runs.max_retained_bytes; })},
+      {"max-retained-bytes-per-tenant", "N",
+       "Output and returned files one tenant's finished reports may keep in memory; past it its "
+       "oldest reports are forgotten first (its newest is always kept).",
+       [](const Config& c) { return std::to_string(c.runs.max_retained_bytes_per_tenant); },
+       intSetter<std::size_t>(
+           "max-retained-bytes-per-tenant", 1 << 20, std::int64_t{1} << 40,
+           [](Config& c) -> std::size_t& { return c.runs.max_retained_bytes_per_tenant; })},
       {"output-cap-bytes", "N",
        "Bytes of stdout and of stderr kept per run (head and tail); the rest is counted and "
        "reported as truncated.",
@@ -377,6 +429,19 @@ const std::vector<Flag>& flags() {
        [](const Config& c) { return std::to_string(c.http.max_body_bytes); },
        intSetter<std::size_t>("max-http-body-bytes", 1024, std::int64_t{1} << 30,
                               [](Config& c) -> std::size_t& { return c.http.max_body_bytes; })},
+      {"max-sessions", "N",
+       "HTTP only: MCP sessions open at once, all tenants together; a new one past it closes "
+       "the least recently used session of the tenant holding the most.",
+       [](const Config& c) { return std::to_string(c.http.max_sessions); },
+       intSetter<std::size_t>("max-sessions", 1, 10'000'000,
+                              [](Config& c) -> std::size_t& { return c.http.max_sessions; })},
+      {"max-sessions-per-tenant", "N",
+       "HTTP only: MCP sessions one tenant may hold open; a new one past it closes that "
+       "tenant's least recently used session.",
+       [](const Config& c) { return std::to_string(c.http.max_sessions_per_tenant); },
+       intSetter<std::size_t>(
+           "max-sessions-per-tenant", 1, 10'000'000,
+           [](Config& c) -> std::size_t& { return c.http.max_sessions_per_tenant; })},
       {"self-test", "",
        "Run the sandbox audit (see `safe-code-sandbox audit`) once at startup and refuse to "
        "serve (exit 1) when any check fails.",
@@ -520,8 +585,8 @@ Problem checkLimitPair(const Config& config, const std::set<std::string>& given,
 }
 
 Problem checkHttpFlags(const Config& config, const std::set<std::string>& given) {
-  for (const char* flag :
-       {"token-file", "allowed-origins", "allowed-hosts", "max-http-body-bytes"}) {
+  for (const char* flag : {"token-file", "allowed-origins", "allowed-hosts", "max-http-body-bytes",
+                           "max-sessions", "max-sessions-per-tenant"}) {
     if (config.http.listen.empty() && given.count(flag) != 0) {
       return flagName(flag) + " applies to HTTP only; give --http ADDR:PORT too";
     }

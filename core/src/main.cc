@@ -26,6 +26,7 @@
 #include "policy/limits.h"
 #include "policy/status_map.h"
 #include "runs/clock.h"
+#include "runs/leftover_sweep.h"
 #include "runs/run_manager.h"
 
 namespace {
@@ -186,11 +187,14 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
     return 1;
   }
   runs::SystemClock clock;
-  runs::RunManager manager(*engine->backend, config.runs, config.sandbox, clock);
-  const std::size_t swept = manager.sweepLeftovers();
-  if (swept > 0) {
-    log.information("removed " + std::to_string(swept) + " sandboxes left by earlier instances");
+  // Before the run manager makes a sandbox: the uids of the leftovers that stay are taken.
+  const runs::SweepResult swept = runs::sweepLeftovers(*engine->backend, "", clock.wallNow());
+  if (swept.removed > 0) {
+    log.information("removed " + std::to_string(swept.removed) +
+                    " sandboxes left by earlier instances");
   }
+  config.runs.reserved_uids = swept.kept_uids;
+  runs::RunManager manager(*engine->backend, config.runs, config.sandbox, clock);
   if (config.self_test) {
     log.information("self-test: auditing a sandbox with runtime " + config.sandbox.runtime);
     const audit::Report report = auditAsRunsGetIt(manager, *engine, config, log);

@@ -24,11 +24,13 @@ struct DockerBackend::Sandbox {
   bool delivered = false;  // deliver() succeeded; a second one is refused
   std::chrono::steady_clock::time_point delivered_at;
   bool started = false;
-  bool output_ended = false;  // the attach stream ended: nothing reads stdin any more
-  bool done = false;          // the run ended and `result` is final
-  bool removing = false;      // remove() has begun; no new thread may start
-  bool die_event = false;     // the event stream reported the container's exit
-  bool oom_event = false;     // the event stream reported an OOM kill
+  bool output_ended = false;    // the attach stream ended: nothing reads stdin any more
+  bool done = false;            // the run ended and `result` is final
+  bool removing = false;        // remove() has begun; no new thread may start
+  bool die_event = false;       // the event stream reported the container's exit
+  bool oom_event = false;       // the event stream reported an OOM kill
+  bool kill_event = false;      // the event stream reported a kill (ours or anyone's)
+  bool kill_requested = false;  // kill() was called for it
   bool cgroup_oom = false;
   std::int64_t memory_limit = 0;
   std::optional<std::int64_t> peak_memory_bytes;
@@ -493,6 +495,8 @@ void DockerBackend::runSandbox(std::shared_ptr<Sandbox> sandbox, backend::Output
     }
     steps.emplace_back("die event", SteadyClock::now());
     facts.oom_event = sandbox->oom_event;
+    facts.kill_event = sandbox->kill_event;
+    facts.kill_requested = sandbox->kill_requested;
     facts.cgroup_oom = sandbox->cgroup_oom;
     facts.peak_memory_bytes = sandbox->peak_memory_bytes;
     facts.memory_limit_bytes = sandbox->memory_limit;
@@ -532,7 +536,16 @@ backend::WaitReply DockerBackend::wait(const std::string& id, std::chrono::milli
 }
 
 Status DockerBackend::kill(const std::string& id) {
-  return guardedStatus("kill", [&] { return client_.kill(id); });
+  return guardedStatus("kill", [&] {
+    {
+      // Before the request, so its "kill" event is known for ours when it comes.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (const auto found = sandboxes_.find(id); found != sandboxes_.end()) {
+        found->second->kill_requested = true;
+      }
+    }
+    return client_.kill(id);
+  });
 }
 
 Status DockerBackend::remove(const std::string& id) {
@@ -595,6 +608,7 @@ void DockerBackend::watchEvents() {
   };
   Poco::JSON::Array::Ptr actions = new Poco::JSON::Array();
   actions->add("oom");
+  actions->add("kill");
   actions->add("die");
   filters->set("type", one("container"));
   filters->set("event", actions);
@@ -690,6 +704,8 @@ void DockerBackend::handleEvent(const std::string& line, std::string* since) {
     }
     if (action == "oom") {
       found->second->oom_event = true;
+    } else if (action == "kill") {
+      found->second->kill_event = true;
     } else if (action == "die") {
       found->second->die_event = true;
     }

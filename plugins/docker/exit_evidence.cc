@@ -68,6 +68,8 @@ backend::WaitReply mergeExitEvidence(const ExitFacts& facts) {
   }
   reply.exit.engine_error = engine_error;
 
+  reply.exit.killed_outside = !facts.removing && !facts.kill_requested &&
+                              (facts.kill_event || facts.record.status.code == Code::kNotFound);
   reply.exit.oom_killed =
       json::boolean(state, "OOMKilled").value_or(false) || facts.oom_event || facts.cgroup_oom;
   reply.exit.peak_memory_bytes = facts.peak_memory_bytes;

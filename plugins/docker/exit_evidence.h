@@ -28,6 +28,10 @@ struct ExitFacts {
   bool wait_broke = false;
   // The engine's record read after the end (not read, and empty, when removing).
   Result<json::ObjectPtr> record;
+  // Who else ended it: a "kill" on the event stream, or a record gone (404) while this backend
+  // neither killed nor removed it, is an operator's or the engine's doing.
+  bool kill_event = false;
+  bool kill_requested = false;  // this backend's kill() was called
   // Other OOM evidence.
   bool oom_event = false;   // an "oom" on the event stream
   bool cgroup_oom = false;  // the cgroup v1 oom_kill counter moved

@@ -63,6 +63,9 @@ std::string unsupportedReason(const backend::SandboxSpec& spec) {
   if (spec.command.empty()) {
     return "the spec has no command (the image's own would run)";
   }
+  if (p.init_command != spec.command) {
+    return "the posture's init_command is not the spec's command";
+  }
   if (!p.network_disabled) {
     return "this backend only creates sandboxes without a network";
   }
@@ -94,8 +97,8 @@ std::string unsupportedReason(const backend::SandboxSpec& spec) {
   if (p.nano_cpus <= 0) {
     return "the CPU limit must be positive";
   }
-  if (p.pids_limit <= 0) {
-    return "the process limit must be positive";
+  if (p.pids_limit <= 0 || p.processes_limit <= 0) {
+    return "the process limits must be positive";
   }
   if (p.open_files_limit <= 0 || p.file_size_limit_bytes <= 0) {
     return "the open-files and file-size limits must be positive";
@@ -251,6 +254,7 @@ CreateBody createBody(const backend::SandboxSpec& spec, const EngineTraits& trai
   }
   ArrayPtr ulimits = new Poco::JSON::Array();
   ulimits->add(ulimit("nofile", p.open_files_limit));
+  ulimits->add(ulimit("nproc", p.processes_limit));
   ulimits->add(ulimit("fsize", p.file_size_limit_bytes));
   if (p.core_dumps_disabled) {
     ulimits->add(ulimit("core", 0));
@@ -286,7 +290,7 @@ CreateBody createBody(const backend::SandboxSpec& spec, const EngineTraits& trai
   host->set("UTSMode", "");
   host->set("UsernsMode", "");
   host->set("CgroupnsMode", "private");
-  host->set("Init", p.init_process);
+  host->set("Init", p.engine_init);
   host->set("AutoRemove", false);
   host->set("RestartPolicy", restart);
   host->set("Runtime", p.runtime);
@@ -369,7 +373,13 @@ Posture postureFromRecord(const ObjectPtr& record, const EngineTraits& traits) {
   }
   p.seccomp_enabled = !unconfined && (!profile.empty() || traits.default_seccomp);
   p.seccomp_profile = profile;
-  p.init_process = json::boolean(host, "Init").value_or(false);
+  p.engine_init = json::boolean(host, "Init").value_or(true);
+  if (const std::optional<std::string> path = json::string(record, "Path")) {
+    p.init_command.push_back(*path);
+    for (const auto& arg : json::strings(json::array(record, "Args"))) {
+      p.init_command.push_back(arg);
+    }
+  }
 
   const auto private_unless = [&](const char* field, const char* ns,
                                   std::initializer_list<std::string_view> safe) {
@@ -440,6 +450,7 @@ Posture postureFromRecord(const ObjectPtr& record, const EngineTraits& traits) {
   // The hard limit is the cap: a process may raise its soft limit up to it. -1: unlimited.
   p.open_files_limit = -1;
   p.file_size_limit_bytes = -1;
+  p.processes_limit = -1;
   if (const ArrayPtr ulimits = json::array(host, "Ulimits")) {
     for (std::size_t i = 0; i < ulimits->size(); ++i) {
       const ObjectPtr limit = ulimits->getObject(static_cast<unsigned>(i));
@@ -447,6 +458,8 @@ Posture postureFromRecord(const ObjectPtr& record, const EngineTraits& traits) {
       const std::int64_t hard = json::integer(limit, "Hard").value_or(-1);
       if (name == "nofile") {
         p.open_files_limit = hard;
+      } else if (name == "nproc") {
+        p.processes_limit = hard;
       } else if (name == "fsize") {
         p.file_size_limit_bytes = hard;
       } else if (name == "core") {

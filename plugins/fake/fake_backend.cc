@@ -96,15 +96,17 @@ std::string tracebackOf(const std::pair<std::string, std::string>& exception) {
          exception.first + ": " + exception.second + "\n";
 }
 
-// What the launcher writes after the program ends.
-std::string trailerOf(const std::string& nonce, const Script& script) {
+// What the launcher writes after the program ends, `program_exit` being how its process ended
+// ({"code":N} or {"signal":N}).
+std::string trailerOf(const std::string& nonce, const Script& script,
+                      const std::string& program_exit) {
   std::string trailer("\n\0SCS-TRAILER-", 14);
   trailer += nonce;
   trailer.push_back('\0');
   if (script.trailer_json) {
     return trailer + *script.trailer_json + "\n";
   }
-  trailer += "{\"exception\":";
+  trailer += "{\"exit\":" + program_exit + ",\"exception\":";
   if (script.exception) {
     trailer += "{\"type\":" + jsonString(script.exception->first) +
                ",\"message\":" + jsonString(script.exception->second) +
@@ -152,7 +154,11 @@ const std::map<std::string, std::function<void(backend::Posture&)>>& alterations
          p.seccomp_profile =
              p.seccomp_profile.empty() ? R"({"defaultAction":"SCMP_ACT_ALLOW"})" : "";
        }},
-      {"init_process", [](P& p) { p.init_process = !p.init_process; }},
+      {"engine_init", [](P& p) { p.engine_init = !p.engine_init; }},
+      {"init_command",
+       [](P& p) {
+         p.init_command.insert(p.init_command.begin(), "/usr/bin/timeout");  // PID 1 no longer
+       }},
       {"host_namespaces", [](P& p) { p.host_namespaces.push_back("pid"); }},
       {"host_mounts", [](P& p) { p.host_mounts.push_back("/:/host"); }},
       {"devices", [](P& p) { p.devices.push_back("/dev/kvm"); }},
@@ -172,6 +178,7 @@ const std::map<std::string, std::function<void(backend::Posture&)>>& alterations
       {"memory_swap_bytes", [](P& p) { differ(&p.memory_swap_bytes); }},
       {"nano_cpus", [](P& p) { differ(&p.nano_cpus); }},
       {"pids_limit", [](P& p) { differ(&p.pids_limit); }},
+      {"processes_limit", [](P& p) { differ(&p.processes_limit); }},
       {"open_files_limit", [](P& p) { differ(&p.open_files_limit); }},
       {"file_size_limit_bytes", [](P& p) { differ(&p.file_size_limit_bytes); }},
       {"core_dumps_disabled", [](P& p) { p.core_dumps_disabled = !p.core_dumps_disabled; }},
@@ -455,8 +462,11 @@ void FakeBackend::play(const std::shared_ptr<Sandbox>& sandbox) {
     }
     const int finish_code = sandbox->killed ? -1 : sandbox->finish_code.load();
     lock.unlock();
+    // How the program's process ended (the launcher's record), and so the sandbox's exit.
+    std::string program_exit;
     if (sandbox->killed) {
       exit.exit_code = kKilledExitCode;
+      exit.killed_outside = sandbox->killed_outside;
     } else if (finish_code >= 0) {
       exit.exit_code = finish_code;
     } else if (script.engine_error) {
@@ -464,15 +474,20 @@ void FakeBackend::play(const std::shared_ptr<Sandbox>& sandbox) {
     } else if (script.oom) {
       exit.exit_code = kKilledExitCode;
       exit.oom_killed = true;
+      program_exit = R"({"signal":9})";
     } else if (script.child_oom) {
       exit.exit_code = 0;
       exit.oom_killed = true;
     } else if (script.signal) {
       exit.exit_code = 128 + *script.signal;
+      program_exit = "{\"signal\":" + std::to_string(*script.signal) + "}";
     } else if (script.exception && !script.exit_given) {
       exit.exit_code = 1;
     } else {
       exit.exit_code = script.exit_code;
+    }
+    if (program_exit.empty() && exit.exit_code) {
+      program_exit = "{\"code\":" + std::to_string(*exit.exit_code) + "}";
     }
     exit.peak_memory_bytes = script.peak_memory_bytes;
     exit.cpu_seconds = script.cpu_seconds;
@@ -480,7 +495,8 @@ void FakeBackend::play(const std::shared_ptr<Sandbox>& sandbox) {
       sandbox->sink->write(backend::Stream::kStderr, tracebackOf(*script.exception));
     }
     if (!sandbox->killed && !sandbox->nonce.empty() && !script.engine_error) {
-      sandbox->sink->write(backend::Stream::kStdout, trailerOf(sandbox->nonce, script));
+      sandbox->sink->write(backend::Stream::kStdout,
+                           trailerOf(sandbox->nonce, script, program_exit));
     }
   } catch (const std::exception& e) {
     exit.exit_code.reset();
@@ -674,6 +690,18 @@ void FakeBackend::holdRemovals(bool hold) {
   std::lock_guard<std::mutex> lock(mu_);
   hold_removals_ = hold;
   cv_.notify_all();
+}
+
+bool FakeBackend::killFromOutside(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto sandbox = find(id);
+  if (!sandbox || sandbox->state != State::kRunning) {
+    return false;
+  }
+  sandbox->killed_outside = true;
+  sandbox->killed = true;
+  cv_.notify_all();
+  return true;
 }
 
 void FakeBackend::throwOnNextKill() {

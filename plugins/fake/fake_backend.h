@@ -115,6 +115,9 @@ class FakeBackend : public backend::RuntimeBackend {
   bool write(const std::string& id, backend::Stream stream, std::string_view bytes);
   // While held, remove() blocks (the engine is slow to remove).
   void holdRemovals(bool hold);
+  // Kills a running sandbox as an operator or the engine would, not through this backend: its
+  // exit says killed_outside. False when it is not running.
+  bool killFromOutside(const std::string& id);
   // The next kill() throws, breaking the contract once to reach the caller's last defence.
   void throwOnNextKill();
 
@@ -131,6 +134,7 @@ class FakeBackend : public backend::RuntimeBackend {
     bool delivered = false;  // script, nonce and stdin_data are set and final
     State state = State::kCreated;
     std::atomic<bool> killed{false};  // ends the program
+    bool killed_outside = false;      // by killFromOutside()
     bool kill_seen = false;
     std::atomic<int> finish_code{-1};  // finish() asked it to exit so; -1: not asked
     bool removing = false;

@@ -92,12 +92,26 @@ double unixNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// Sleeps once main.py runs; `attack` comes first.
+std::string orphanProgram(const std::string& attack) {
+  return attack + "import time\nopen('/tmp/scs-ready', 'w').close()\ntime.sleep(3600)\n";
+}
+
+// Stops, then tries to trace, every process main.py can see: PID 1 holds the deadline.
+constexpr const char* kStopAndTraceEverything = R"PY(import ctypes, os, signal
+libc = ctypes.CDLL(None, use_errno=True)
+for name in os.listdir("/proc"):
+    if name.isdigit() and int(name) != os.getpid():
+        libc.kill(int(name), signal.SIGSTOP)
+        libc.ptrace(0x4206, int(name), 0, 0)  # PTRACE_SEIZE
+)PY";
+
 // An orphan whose server was SIGKILLed ends by its in-sandbox watchdog, `timeout + grace`
 // after its code arrived, and the next server's startup sweep removes what is left. With
-// --prepared 0 the run gets a fresh sandbox whose outer `timeout -s KILL` fires; in a
-// prepared sandbox (started before the run, its outer watchdog allowing for the idle time)
-// the launcher's own watchdog, armed when the code arrives, fires instead.
-void expectOrphanEndsByItsWatchdogAndIsSwept(bool prepared) {
+// --prepared 0 the run gets a fresh sandbox whose launcher's --deadline fires; in a prepared
+// sandbox (started before the run, its --deadline allowing for the idle time) the deadline
+// the launcher set when the code arrived fires instead. Either is kept by PID 1.
+void expectOrphanEndsByItsWatchdogAndIsSwept(bool prepared, const std::string& attack = "") {
   ASSERT_THAT(engineProblem(), IsEmpty());
   constexpr int kTimeoutSeconds = 2;
   const std::string since = std::to_string(static_cast<long long>(unixNow()) - 5);
@@ -111,9 +125,8 @@ void expectOrphanEndsByItsWatchdogAndIsSwept(bool prepared) {
     ASSERT_TRUE(eventually(idle, seconds(60)));
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
-  const std::string run_id =
-      startRun(*first, {"import time\nopen('/tmp/scs-ready', 'w').close()\ntime.sleep(3600)\n",
-                        Limits{.timeout_seconds = kTimeoutSeconds}, nullptr});
+  const std::string run_id = startRun(
+      *first, {orphanProgram(attack), Limits{.timeout_seconds = kTimeoutSeconds}, nullptr});
   // Killed only once the user code runs: a server killed while the launcher still reads the
   // bundle from stdin ends the sandbox at once (the launcher refuses a cut bundle).
   const std::string id = awaitRunningContainer(*first, run_id);
@@ -152,7 +165,7 @@ void expectOrphanEndsByItsWatchdogAndIsSwept(bool prepared) {
   EXPECT_THAT(actions, ::testing::Not(HasSubstr("kill")))
       << "something killed the orphan through the engine, so its watchdog did not end it (a "
          "server started beside this test sweeps orphans too: run the integration tier alone)";
-  // Either watchdog's SIGKILL ends the container's main process: 128 + 9.
+  // PID 1 kills every process at its deadline and exits 128 + 9.
   EXPECT_EQ(die.exit_code, "137") << "the orphan did not end by its watchdog";
   const double deadline = kTimeoutSeconds + kDeadlineGraceSeconds;
   if (prepared) {
@@ -186,6 +199,16 @@ TEST(FaultTest, SigkilledServerOrphanEndsByItsDeadlineAndIsSwept) {
 
 TEST(FaultTest, SigkilledServerOrphanInAPreparedSandboxEndsByItsDeadlineAndIsSwept) {
   expectOrphanEndsByItsWatchdogAndIsSwept(true);
+}
+
+// The program cannot switch the backstop off: it stops and traces every process it can see
+// before its server is killed, and the sandbox still ends at its deadline.
+TEST(FaultTest, AnOrphanThatStopsAndTracesEveryProcessStillEndsAtItsDeadline) {
+  expectOrphanEndsByItsWatchdogAndIsSwept(false, kStopAndTraceEverything);
+}
+
+TEST(FaultTest, AnOrphanInAPreparedSandboxThatStopsAndTracesEveryProcessStillEndsAtItsDeadline) {
+  expectOrphanEndsByItsWatchdogAndIsSwept(true, kStopAndTraceEverything);
 }
 
 // dockerd processes on the host: pid and argv.

@@ -37,7 +37,7 @@ class BringUpTest : public ::testing::Test {
   ::testing::StrictMock<mocks::MockRuntimeBackend> backend_;
   policy::SandboxSettings settings_;
   policy::Limits limits_{1, 30, 1, 256};
-  backend::Posture required_ = policy::requiredPosture(limits_, settings_);
+  backend::Posture required_ = policy::requiredPosture(limits_, settings_, settings_.uids.first);
   SandboxBringUp bring_up_{backend_, settings_, "instance", std::chrono::seconds(300), clock_};
   backend::SandboxSpec spec_;
   mocks::RecordingSink sink_;
@@ -104,6 +104,24 @@ TEST_F(BringUpTest, EachFailingStepEndsTheSequenceAndSaysWhich) {
   EXPECT_CALL(backend_, deliver(_, _));
   EXPECT_CALL(backend_, start(_, _)).WillOnce(Return(broken));
   EXPECT_EQ(bring_up_.bringUp(spec_, required_, steps(&archive_)).failure, "start failed: broken");
+}
+
+TEST_F(BringUpTest, AUserOutsideTheSandboxRangeNeverReachesTheBackend) {
+  for (const std::string user : {"10001:10001", "0:0", "1900000000:1900000001"}) {
+    backend::Posture outside = policy::requiredPosture(limits_, settings_, settings_.uids.first);
+    outside.user = user;
+    backend::SandboxSpec spec = bring_up_.spec("run-1", limits_, outside, false);
+    EXPECT_THAT(bring_up_.bringUp(spec, outside, steps(&archive_)).failure,
+                HasSubstr("the sandbox range 1900000000-1900000999"))
+        << user;
+  }
+}
+
+TEST_F(BringUpTest, TheSpecIsLabelledWithItsUidAndRunsTheLauncherAsPid1) {
+  EXPECT_EQ(spec_.labels.at("io.scs.uid"), "1900000000");
+  EXPECT_EQ(spec_.command, (std::vector<std::string>{"/usr/bin/python3", "-I",
+                                                     "/opt/scs/launcher.py", "--deadline", "40"}));
+  EXPECT_EQ(spec_.posture.init_command, spec_.command);
 }
 
 TEST_F(BringUpTest, AStopBetweenStepsEndsTheSequenceWithoutAFailure) {

@@ -65,6 +65,13 @@ TEST(ConfigTest, DefaultsAreTheShippedValues) {
   EXPECT_EQ(c.limits.maxima, (policy::Limits{16, 3600, 4, 256}));
   EXPECT_EQ(c.runs.max_concurrent, 4);
   EXPECT_EQ(c.runs.max_queue, 64u);
+  EXPECT_EQ(c.runs.max_queue_total, 256u);
+  EXPECT_EQ(c.runs.max_retained, 1000u);
+  EXPECT_EQ(c.runs.max_retained_per_tenant, 500u);
+  EXPECT_EQ(c.runs.max_retained_bytes, 256u << 20);
+  EXPECT_EQ(c.runs.max_retained_bytes_per_tenant, 128u << 20);
+  EXPECT_EQ(c.http.max_sessions, 10000u);
+  EXPECT_EQ(c.http.max_sessions_per_tenant, 1000u);
   EXPECT_EQ(c.runs.retention, std::chrono::seconds(3600));
   EXPECT_EQ(c.runs.output_cap_bytes, 1u << 20);
   EXPECT_EQ(c.files.max_files, 100u);
@@ -73,7 +80,7 @@ TEST(ConfigTest, DefaultsAreTheShippedValues) {
   EXPECT_EQ(c.log_level, "info");
   EXPECT_EQ(c.sandbox.image, "safe-code-sandbox:latest");
   EXPECT_EQ(c.sandbox.runtime, "runc");
-  EXPECT_EQ(c.sandbox.user, "10001:10001");
+  EXPECT_EQ(c.sandbox.uids, (policy::UidRange{1900000000, 1900000999}));
   EXPECT_TRUE(fs::path(c.seccomp_profile_path).is_absolute());
   EXPECT_THAT(c.seccomp_profile_path, ::testing::EndsWith("docker/seccomp.json"));
 }
@@ -93,6 +100,8 @@ TEST(ConfigTest, EachFlagSetsItsSetting) {
                             "unix:///run/docker.sock",
                             "--image",
                             "sandbox@sha256:abc",
+                            "--sandbox-uids",
+                            "70000-70999",
                             "--runtime",
                             "runsc",
                             "--seccomp-profile",
@@ -123,6 +132,14 @@ TEST(ConfigTest, EachFlagSetsItsSetting) {
                             "45",
                             "--max-retained-bytes",
                             "2097152",
+                            "--max-retained",
+                            "40",
+                            "--max-retained-per-tenant",
+                            "20",
+                            "--max-retained-bytes-per-tenant",
+                            "1048576",
+                            "--max-queue-total",
+                            "9",
                             "--output-cap-bytes",
                             "4096",
                             "--max-files",
@@ -143,7 +160,12 @@ TEST(ConfigTest, EachFlagSetsItsSetting) {
   EXPECT_EQ(c.runs.prepared, 3u);
   EXPECT_EQ(c.runs.prepared_max_idle, std::chrono::seconds(45));
   EXPECT_EQ(c.runs.max_retained_bytes, 2097152u);
+  EXPECT_EQ(c.runs.max_retained, 40u);
+  EXPECT_EQ(c.runs.max_retained_per_tenant, 20u);
+  EXPECT_EQ(c.runs.max_retained_bytes_per_tenant, 1048576u);
+  EXPECT_EQ(c.runs.max_queue_total, 9u);
   EXPECT_EQ(c.sandbox.runtime, "runsc");
+  EXPECT_EQ(c.sandbox.uids, (policy::UidRange{70000, 70999}));
   EXPECT_EQ(c.seccomp_profile_path, "/etc/scs/seccomp.json");
   EXPECT_EQ(c.limits.defaults, (policy::Limits{1.5, 30, 0.5, 64}));
   EXPECT_EQ(c.limits.maxima, (policy::Limits{8, 120, 3, 64}));
@@ -220,6 +242,14 @@ TEST(ConfigTest, RefusesBadValuesWithAMessageNamingTheFlag) {
   const std::vector<Case> cases = {
       {{"--bogus"}, "unknown flag --bogus"},
       {{"--transport", "stdio"}, "unknown flag --transport"},
+      {{"--sandbox-uids", "0-100"}, "--sandbox-uids: '0-100' is not FIRST-LAST"},
+      {{"--sandbox-uids", "200-100"}, "--sandbox-uids: '200-100'"},
+      {{"--sandbox-uids", "100-110"}, "at least 16 uids"},
+      {{"--sandbox-uids", "3000000000-3000000100"}, "below 2^31"},
+      {{"--sandbox-uids", "5"}, "--sandbox-uids: '5'"},
+      {{"--max-sessions", "3"}, "--max-sessions applies to HTTP only"},
+      {{"--max-sessions-per-tenant", "0", "--http", ":0"}, "--max-sessions-per-tenant: 0 is out"},
+      {{"--max-retained-per-tenant", "0"}, "--max-retained-per-tenant: 0 is out of range"},
       {{"fake"}, "unexpected argument 'fake'"},
       {{"-b"}, "unexpected argument '-b'"},
       {{"--backend"}, "--backend needs a value"},
@@ -318,15 +348,22 @@ TEST(ConfigTest, HelpExplainsEveryFlagWithItsTrueDefault) {
                            "--processes N",
                            "--max-concurrent N",
                            "--max-queue N",
+                           "--max-queue-total N",
                            "--prepared N",
                            "--prepared-idle-seconds S",
                            "--retention-seconds S",
+                           "--max-retained N",
+                           "--max-retained-per-tenant N",
                            "--max-retained-bytes N",
+                           "--max-retained-bytes-per-tenant N",
+                           "--max-sessions N",
+                           "--max-sessions-per-tenant N",
                            "--output-cap-bytes N",
                            "--max-files N",
                            "--max-files-bytes N",
                            "--max-message-bytes N",
                            "--log-level LEVEL",
+                           "--sandbox-uids FIRST-LAST",
                            "--help",
                            "--version"}) {
     EXPECT_THAT(help, HasSubstr(std::string("  ") + flag + "\n")) << flag;
@@ -358,12 +395,19 @@ TEST(ConfigTest, HelpExplainsEveryFlagWithItsTrueDefault) {
   shown("prepared", "1");
   shown("prepared-idle-seconds", "300");
   shown("retention-seconds", "3600");
+  shown("max-queue-total", "256");
+  shown("max-retained", "1000");
+  shown("max-retained-per-tenant", "500");
   shown("max-retained-bytes", "268435456");
+  shown("max-retained-bytes-per-tenant", "134217728");
+  shown("max-sessions", "10000");
+  shown("max-sessions-per-tenant", "1000");
   shown("output-cap-bytes", std::to_string(c.runs.output_cap_bytes));
   shown("max-files", "100");
   shown("max-files-bytes", std::to_string(c.files.max_total_bytes));
   shown("max-message-bytes", "16777216");
   shown("log-level", "info");
+  shown("sandbox-uids", "1900000000-1900000999");
   for (const std::string& line : [&] {
          std::vector<std::string> lines;
          std::istringstream in(help);

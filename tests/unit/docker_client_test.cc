@@ -325,6 +325,7 @@ backend::SandboxSpec minimalSpec() {
   spec.run_id = "run-1";
   spec.command = {"/usr/bin/python3", "-I", "/opt/scs/launcher.py"};
   backend::Posture& p = spec.posture;
+  p.init_command = spec.command;
   p.image = "img";
   p.runtime = "runc";
   p.user = "10001:10001";
@@ -336,6 +337,7 @@ backend::SandboxSpec minimalSpec() {
   p.shm_bytes = 32ll << 20;
   p.nano_cpus = 1000000000;
   p.pids_limit = 64;
+  p.processes_limit = 64;
   p.open_files_limit = 64;
   p.file_size_limit_bytes = 1 << 20;
   p.masked_paths = {"/proc/kcore"};
@@ -854,7 +856,8 @@ TEST(CgroupTest, NothingReadableLeavesThemUnset) {
 MATCHER(IsEventsCall, "") {
   const std::string prefix =
       "/v1.41/events?filters=" +
-      urlEncode(R"({"event":["oom","die"],"label":["io.scs.managed"],"type":["container"]})") +
+      urlEncode(
+          R"({"event":["oom","kill","die"],"label":["io.scs.managed"],"type":["container"]})") +
       "&since=";
   return arg.method == "GET" && arg.path.rfind(prefix, 0) == 0;
 }

@@ -23,6 +23,7 @@ struct Row {
   bool oom;
   std::string engine_error;  // exactly
   std::optional<std::int64_t> peak;
+  bool outside = false;  // killed_outside
 };
 
 ExitFacts withWait(std::string body) {
@@ -113,8 +114,8 @@ std::vector<Row> rows() {
   {
     ExitFacts facts = withWait(R"({"StatusCode":0})");
     facts.record = {{Code::kNotFound, "gone"}, nullptr};
-    rows.push_back(
-        {"a_record_already_gone_is_no_error", facts, Code::kOk, true, 0, false, "", std::nullopt});
+    rows.push_back({"a_record_gone_without_our_removal_was_removed_from_outside", facts, Code::kOk,
+                    true, 0, false, "", std::nullopt, true});
   }
   {
     ExitFacts facts = withWait(std::string(5000, 'x'));
@@ -123,8 +124,19 @@ std::vector<Row> rows() {
     rows.push_back({"a_malformed_wait_body_of_a_running_sandbox", facts, Code::kInternal, false,
                     std::nullopt, false, "", std::nullopt});
   }
+  {
+    ExitFacts facts = withWait(R"({"StatusCode":137})");
+    facts.kill_event = true;
+    rows.push_back({"a_kill_this_backend_did_not_send", facts, Code::kOk, true, 137, false, "",
+                    std::nullopt, true});
+    facts.kill_requested = true;
+    rows.push_back(
+        {"a_kill_this_backend_sent", facts, Code::kOk, true, 137, false, "", std::nullopt, false});
+  }
   return rows;
 }
+
+void PrintTo(const Row& row, std::ostream* out) { *out << row.name; }
 
 class MergeExitEvidenceTest : public ::testing::TestWithParam<Row> {};
 
@@ -137,6 +149,7 @@ TEST_P(MergeExitEvidenceTest, MergesTheFactsIntoOneExit) {
   EXPECT_EQ(reply.exit.oom_killed, row.oom);
   EXPECT_EQ(reply.exit.engine_error, row.engine_error);
   EXPECT_EQ(reply.exit.peak_memory_bytes, row.peak);
+  EXPECT_EQ(reply.exit.killed_outside, row.outside);
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, MergeExitEvidenceTest, ::testing::ValuesIn(rows()),

@@ -47,7 +47,7 @@ SandboxSpec goodSpec() {
   spec.run_id = "run-1";
   spec.labels = {
       {"io.scs.managed", "true"}, {"io.scs.instance", "inst-9"}, {"io.scs.run-id", "run-1"}};
-  spec.command = {"timeout", "-s", "KILL", "615", "/usr/bin/python3", "-I", "/opt/scs/launcher.py"};
+  spec.command = {"/usr/bin/python3", "-I", "/opt/scs/launcher.py", "--deadline", "615"};
   spec.env = {"PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8"};
   spec.working_dir = "/workspace";
   spec.hostname = "sandbox";
@@ -60,7 +60,8 @@ SandboxSpec goodSpec() {
   p.all_capabilities_dropped = true;
   p.no_new_privileges = true;
   p.seccomp_enabled = true;
-  p.init_process = true;
+  p.engine_init = false;
+  p.init_command = spec.command;
   p.tmpfs = {TmpfsMount{"/tmp", 64ull << 20, 4096, true, true, true, "", 01777},
              TmpfsMount{"/workspace", 256ull << 20, 16384, true, true, true, "10001:10001", 0700}};
   p.shm_bytes = 64ll << 20;
@@ -68,6 +69,7 @@ SandboxSpec goodSpec() {
   p.memory_swap_bytes = 5ll << 30;
   p.nano_cpus = 2000000000;
   p.pids_limit = 256;
+  p.processes_limit = 256;
   p.open_files_limit = 1024;
   p.file_size_limit_bytes = 256ll << 20;
   p.core_dumps_disabled = true;
@@ -79,7 +81,7 @@ SandboxSpec goodSpec() {
 constexpr const char* kExpectedBody = R"({
   "Image": "safe-code-sandbox:latest",
   "Entrypoint": [],
-  "Cmd": ["timeout", "-s", "KILL", "615", "/usr/bin/python3", "-I", "/opt/scs/launcher.py"],
+  "Cmd": ["/usr/bin/python3", "-I", "/opt/scs/launcher.py", "--deadline", "615"],
   "User": "10001:10001",
   "WorkingDir": "/workspace",
   "Hostname": "sandbox",
@@ -106,12 +108,13 @@ constexpr const char* kExpectedBody = R"({
     "PidsLimit": 256,
     "Ulimits": [
       {"Name": "nofile", "Soft": 1024, "Hard": 1024},
+      {"Name": "nproc", "Soft": 256, "Hard": 256},
       {"Name": "fsize", "Soft": 268435456, "Hard": 268435456},
       {"Name": "core", "Soft": 0, "Hard": 0}
     ],
     "IpcMode": "private", "ShmSize": 67108864,
     "PidMode": "", "UTSMode": "", "UsernsMode": "", "CgroupnsMode": "private",
-    "Init": true,
+    "Init": false,
     "AutoRemove": false,
     "RestartPolicy": {"Name": "no", "MaximumRetryCount": 0},
     "Runtime": "runc",
@@ -195,7 +198,7 @@ TEST(CreateBodyTest, SeccompProfileTextIsSentInSecurityOpt) {
 TEST(CreateBodyTest, FaithfulFieldsFollowTheSpec) {
   SandboxSpec spec = goodSpec();
   spec.posture.read_only_root = false;
-  spec.posture.init_process = false;
+  spec.posture.engine_init = true;
   spec.posture.core_dumps_disabled = false;
   spec.posture.tmpfs[0].noexec = false;
   spec.posture.shm_bytes = 16ll << 20;
@@ -204,8 +207,8 @@ TEST(CreateBodyTest, FaithfulFieldsFollowTheSpec) {
   const auto host = body.body->getObject("HostConfig");
   EXPECT_EQ(host->getValue<Poco::Int64>("ShmSize"), 16777216);
   EXPECT_FALSE(host->getValue<bool>("ReadonlyRootfs"));
-  EXPECT_FALSE(host->getValue<bool>("Init"));
-  EXPECT_EQ(host->getArray("Ulimits")->size(), 2u);
+  EXPECT_TRUE(host->getValue<bool>("Init"));
+  EXPECT_EQ(host->getArray("Ulimits")->size(), 3u);
   EXPECT_EQ(host->getObject("Tmpfs")->getValue<std::string>("/tmp"),
             "rw,exec,nosuid,nodev,size=67108864,nr_inodes=4096,mode=1777");
 }
@@ -309,6 +312,13 @@ json::ObjectPtr engineRecord() {
   json::ObjectPtr record = new Poco::JSON::Object();
   record->set("Id", "c0ffee");
   record->set("Image", "sha256:54e65d07");
+  // The engine splits the command into the program and its arguments.
+  record->set("Path", goodSpec().command.front());
+  Poco::JSON::Array::Ptr args = new Poco::JSON::Array();
+  for (std::size_t i = 1; i < goodSpec().command.size(); ++i) {
+    args->add(goodSpec().command[i]);
+  }
+  record->set("Args", args);
   record->set("Config", config);
   record->set("HostConfig", host);
   record->set("Mounts", json::ArrayPtr(new Poco::JSON::Array()));
@@ -333,7 +343,14 @@ TEST(PostureFromRecordTest, GoodRecordReadsBackAsTheSpecPosture) {
 // kExpectedBody was posted to it, trimmed to the parts the plugin reads.
 constexpr const char* kRecord2010 = R"json({
  "Id": "c0ffee",
- "Image": "sha256:e3c631c7286ce92fe94f62dbffd02c3c628e5d2fec147a95da817894db77dd29",
+ "Image": "sha256:b7f4ffe42448dcf81fd21c309be47e18c10a12bfdc1dc5f169bd625e604889d8",
+ "Path": "/usr/bin/python3",
+ "Args": [
+  "-I",
+  "/opt/scs/launcher.py",
+  "--deadline",
+  "615"
+ ],
  "State": {
   "Status": "created",
   "Running": false,
@@ -361,16 +378,16 @@ constexpr const char* kRecord2010 = R"json({
   "Env": [
    "PATH=/usr/bin:/bin",
    "HOME=/tmp",
-   "LANG=C.UTF-8"
+   "LANG=C.UTF-8",
+   "MPLBACKEND=Agg",
+   "MPLCONFIGDIR=/tmp/matplotlib"
   ],
   "Cmd": [
-   "timeout",
-   "-s",
-   "KILL",
-   "615",
    "/usr/bin/python3",
    "-I",
-   "/opt/scs/launcher.py"
+   "/opt/scs/launcher.py",
+   "--deadline",
+   "615"
   ],
   "Image": "safe-code-sandbox:latest",
   "Volumes": null,
@@ -379,7 +396,7 @@ constexpr const char* kRecord2010 = R"json({
   "NetworkDisabled": true,
   "OnBuild": null,
   "Labels": {
-   "io.scs.image-inputs": "534f0f935c768cad26816839c6648c37",
+   "io.scs.image-inputs": "5b0752e15a154b79bc097014864ec244",
    "io.scs.instance": "inst-9",
    "io.scs.managed": "true",
    "io.scs.run-id": "run-1"
@@ -470,6 +487,11 @@ constexpr const char* kRecord2010 = R"json({
     "Soft": 1024
    },
    {
+    "Name": "nproc",
+    "Hard": 256,
+    "Soft": 256
+   },
+   {
     "Name": "fsize",
     "Hard": 268435456,
     "Soft": 268435456
@@ -505,7 +527,7 @@ constexpr const char* kRecord2010 = R"json({
    "/proc/sys",
    "/proc/sysrq-trigger"
   ],
-  "Init": true
+  "Init": false
  },
  "NetworkSettings": {
   "Networks": {}
@@ -526,13 +548,15 @@ TEST(PostureFromRecordTest, EmptyRecordReadsWeakEverywhere) {
   EXPECT_TRUE(p.privileged);
   EXPECT_FALSE(p.all_capabilities_dropped);
   EXPECT_FALSE(p.no_new_privileges);
-  EXPECT_FALSE(p.init_process);
+  EXPECT_TRUE(p.engine_init);
+  EXPECT_TRUE(p.init_command.empty());
   EXPECT_EQ(p.host_namespaces.size(), 5u);  // pid, ipc, uts, userns and cgroup all unset
   EXPECT_EQ(p.shm_bytes, 0);
   EXPECT_EQ(p.memory_bytes, 0);
   EXPECT_EQ(p.nano_cpus, 0);
   EXPECT_EQ(p.pids_limit, 0);
   EXPECT_EQ(p.open_files_limit, -1);
+  EXPECT_EQ(p.processes_limit, -1);
   EXPECT_EQ(p.file_size_limit_bytes, -1);
   EXPECT_FALSE(p.core_dumps_disabled);
   EXPECT_TRUE(p.masked_paths.empty());
@@ -616,7 +640,12 @@ TEST(PostureFromRecordTest, EachMissingOrWeakenedFieldReadsWeak) {
        set_host("SecurityOpt", strings({"no-new-privileges", "seccomp:unconfined"})),
        [](const Posture& p) { return !p.seccomp_enabled; }},
       {"Init null", set_host("Init", Poco::Dynamic::Var()),
-       [](const Posture& p) { return !p.init_process; }},
+       [](const Posture& p) { return p.engine_init; }},
+      {"Init true", set_host("Init", true), [](const Posture& p) { return p.engine_init; }},
+      {"Path missing", [](json::ObjectPtr r) { r->remove("Path"); },
+       [](const Posture& p) { return p.init_command.empty(); }},
+      {"Path another program", [](json::ObjectPtr r) { r->set("Path", "/bin/sh"); },
+       [](const Posture& p) { return p.init_command.front() == "/bin/sh"; }},
       {"PidMode host", set_host("PidMode", "host"), shared("pid")},
       {"PidMode missing", drop_host("PidMode"), shared("pid")},
       {"IpcMode host", set_host("IpcMode", "host"), shared("ipc")},
@@ -679,7 +708,8 @@ TEST(PostureFromRecordTest, EachMissingOrWeakenedFieldReadsWeak) {
        [](const Posture& p) { return p.pids_limit == 0; }},
       {"Ulimits missing", drop_host("Ulimits"),
        [](const Posture& p) {
-         return p.open_files_limit == -1 && p.file_size_limit_bytes == -1 && !p.core_dumps_disabled;
+         return p.open_files_limit == -1 && p.file_size_limit_bytes == -1 &&
+                p.processes_limit == -1 && !p.core_dumps_disabled;
        }},
       {"core soft only",
        set_host("Ulimits", object_list(R"([{"Name":"core","Soft":0,"Hard":1000}])")),

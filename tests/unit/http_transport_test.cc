@@ -392,6 +392,43 @@ TEST_F(HttpTransportTest, ARunIsUnknownToAnotherTenant) {
   EXPECT_THAT(owner.body, HasSubstr(R"("status":"stopped")"));
 }
 
+TEST_F(HttpTransportTest, OneTenantsSessionsPushOutOnlyItsOwnAndAtTheTotalTheHeaviestGivesWay) {
+  HttpEndpoint endpoint;
+  endpoint.max_sessions = 6;
+  endpoint.max_sessions_per_tenant = 4;
+  serve(true, endpoint);
+  const auto live = [&](const std::string& session, const char* token) {
+    return send("POST", kPing, as(session, token)).status == 200;
+  };
+  const std::string bob = openSession(kBobToken);
+  std::vector<std::string> alice;
+  for (int i = 0; i < 12; ++i) {
+    alice.push_back(openSession(kAliceToken));
+  }
+  // Alice's own limit: each new session past four closed her least recently used one.
+  EXPECT_TRUE(live(bob, kBobToken));
+  for (int i = 0; i < 12; ++i) {
+    EXPECT_EQ(live(alice[i], kAliceToken), i >= 8) << i;
+  }
+  // Four of Alice's and three of Bob's would pass the total of six: Alice holds the most, so
+  // her least recently used session goes, not Bob's.
+  const std::string bob2 = openSession(kBobToken);
+  const std::string bob3 = openSession(kBobToken);
+  EXPECT_TRUE(live(bob, kBobToken));
+  EXPECT_TRUE(live(bob2, kBobToken));
+  EXPECT_TRUE(live(bob3, kBobToken));
+  EXPECT_FALSE(live(alice[8], kAliceToken));
+  for (int i = 9; i < 12; ++i) {
+    EXPECT_TRUE(live(alice[i], kAliceToken)) << i;
+  }
+  // Now even: Bob's next one, past the total, closes his own least recently used.
+  openSession(kBobToken);
+  EXPECT_FALSE(live(bob, kBobToken));
+  for (int i = 9; i < 12; ++i) {
+    EXPECT_TRUE(live(alice[i], kAliceToken)) << i;
+  }
+}
+
 TEST_F(HttpTransportTest, HostAndOriginAreCheckedAgainstTheAllowLists) {
   serve();
   const Answer evil = send("POST", kInitialize,

@@ -40,8 +40,10 @@ TEST(LeftoverSweepTest, RemovesLeftoversOfDeadOrExpiredInstancesOnly) {
   list.sandboxes = {
       leftover("ours",
                {{kLabelInstance, "this"}, {kLabelOwnerPid, dead_pid}, {kLabelDeadline, past}}),
-      leftover("live",
-               {{kLabelInstance, "other"}, {kLabelOwnerPid, live_pid}, {kLabelDeadline, future}}),
+      leftover("live", {{kLabelInstance, "other"},
+                        {kLabelOwnerPid, live_pid},
+                        {kLabelDeadline, future},
+                        {kLabelUid, "1900000005"}}),
       leftover("dead-owner",
                {{kLabelInstance, "other"}, {kLabelOwnerPid, dead_pid}, {kLabelDeadline, future}}),
       leftover("unlabelled", {{kLabelInstance, "other"}}),
@@ -55,21 +57,27 @@ TEST(LeftoverSweepTest, RemovesLeftoversOfDeadOrExpiredInstancesOnly) {
   for (const char* gone : {"dead-owner", "unlabelled", "garbled", "group", "expired"}) {
     EXPECT_CALL(backend, remove(gone)).WillOnce(Return(backend::Status{}));
   }
-  EXPECT_EQ(sweepLeftovers(backend, "this", kNow), 5u);
+  const SweepResult result = sweepLeftovers(backend, "this", kNow);
+  EXPECT_EQ(result.removed, 5u);
+  // The live instance's sandbox keeps its uid.
+  EXPECT_EQ(result.kept_uids, (std::vector<std::uint32_t>{1900000005}));
 }
 
 TEST(LeftoverSweepTest, CountsOnlyWhatItRemoved) {
   ::testing::StrictMock<mocks::MockRuntimeBackend> backend;
   backend::ListReply list;
-  list.sandboxes = {leftover("a", {}), leftover("b", {})};
+  list.sandboxes = {leftover("a", {{kLabelUid, "7"}}), leftover("b", {{kLabelUid, "8"}})};
   EXPECT_CALL(backend, list(_))
       .WillOnce(Return(list))
       .WillOnce(Return(backend::ListReply{{backend::Code::kUnavailable, "down"}, {}}));
   EXPECT_CALL(backend, remove("a")).WillOnce(Return(backend::Status{}));
   EXPECT_CALL(backend, remove("b"))
       .WillOnce(Return(backend::Status{backend::Code::kUnavailable, "busy"}));
-  EXPECT_EQ(sweepLeftovers(backend, "this", kNow), 1u);
-  EXPECT_EQ(sweepLeftovers(backend, "this", kNow), 0u);
+  const SweepResult result = sweepLeftovers(backend, "this", kNow);
+  EXPECT_EQ(result.removed, 1u);
+  // What it could not remove may still run: its uid stays taken.
+  EXPECT_EQ(result.kept_uids, (std::vector<std::uint32_t>{8}));
+  EXPECT_EQ(sweepLeftovers(backend, "this", kNow).removed, 0u);
 }
 
 }  // namespace

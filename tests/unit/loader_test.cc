@@ -70,8 +70,8 @@ class TempDir {
 };
 
 backend::RuntimeBackendPtr loadFake(RecordingLog& log,
-                                                  std::map<std::string, std::string> options = {},
-                                                  std::string* error = nullptr) {
+                                    std::map<std::string, std::string> options = {},
+                                    std::string* error = nullptr) {
   std::string ignored;
   return loadBackend(kFakePlugin, backend::BackendContext{std::move(options), &log},
                      error != nullptr ? error : &ignored);
@@ -469,11 +469,11 @@ INSTANTIATE_TEST_SUITE_P(
     EveryField, FakePostureFaultTest,
     ::testing::Values("image", "runtime", "user", "network_disabled", "read_only_root",
                       "privileged", "all_capabilities_dropped", "added_capabilities",
-                      "no_new_privileges", "seccomp_enabled", "seccomp_profile", "init_process",
-                      "host_namespaces", "host_mounts", "devices", "tmpfs", "shm_bytes",
-                      "memory_bytes", "memory_swap_bytes", "nano_cpus", "pids_limit",
-                      "open_files_limit", "file_size_limit_bytes", "core_dumps_disabled",
-                      "masked_paths", "readonly_paths"));
+                      "no_new_privileges", "seccomp_enabled", "seccomp_profile", "engine_init",
+                      "init_command", "host_namespaces", "host_mounts", "devices", "tmpfs",
+                      "shm_bytes", "memory_bytes", "memory_swap_bytes", "nano_cpus", "pids_limit",
+                      "processes_limit", "open_files_limit", "file_size_limit_bytes",
+                      "core_dumps_disabled", "masked_paths", "readonly_paths"));
 
 TEST_F(FakeBackendTest, ListsLabelledSandboxesAndForgetsRemovedOnes) {
   load();

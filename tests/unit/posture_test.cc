@@ -22,8 +22,10 @@ using ::testing::IsEmpty;
 
 constexpr std::uint64_t kMiB = 1 << 20;
 const Limits kLimits{5, 600, 2, 256};
+constexpr std::uint32_t kUid = 1900000007;
+const std::string kUser = "1900000007:1900000007";
 
-Posture required() { return requiredPosture(kLimits, SandboxSettings{}); }
+Posture required() { return requiredPosture(kLimits, SandboxSettings{}, kUid); }
 
 TmpfsMount& mountAt(Posture& posture, const std::string& path) {
   for (TmpfsMount& mount : posture.tmpfs) {
@@ -39,10 +41,10 @@ TEST(RequiredPostureTest, CarriesEveryControlAndTheLimits) {
   settings.image = "scs:test";
   settings.runtime = "runsc";
   settings.seccomp_profile = R"({"defaultAction":"SCMP_ACT_ERRNO"})";
-  const Posture posture = requiredPosture(kLimits, settings);
+  const Posture posture = requiredPosture(kLimits, settings, kUid);
   EXPECT_EQ(posture.image, "scs:test");
   EXPECT_EQ(posture.runtime, "runsc");
-  EXPECT_EQ(posture.user, "10001:10001");
+  EXPECT_EQ(posture.user, kUser);
   EXPECT_EQ(posture.seccomp_profile, settings.seccomp_profile);
   EXPECT_TRUE(posture.network_disabled);
   EXPECT_TRUE(posture.read_only_root);
@@ -50,7 +52,9 @@ TEST(RequiredPostureTest, CarriesEveryControlAndTheLimits) {
   EXPECT_TRUE(posture.all_capabilities_dropped);
   EXPECT_TRUE(posture.no_new_privileges);
   EXPECT_TRUE(posture.seccomp_enabled);
-  EXPECT_TRUE(posture.init_process);
+  EXPECT_FALSE(posture.engine_init);
+  EXPECT_EQ(posture.init_command,
+            (std::vector<std::string>{"/usr/bin/python3", "-I", "/opt/scs/launcher.py"}));
   EXPECT_TRUE(posture.core_dumps_disabled);
   EXPECT_THAT(posture.added_capabilities, IsEmpty());
   EXPECT_THAT(posture.host_namespaces, IsEmpty());
@@ -59,21 +63,30 @@ TEST(RequiredPostureTest, CarriesEveryControlAndTheLimits) {
   EXPECT_EQ(posture.memory_bytes, 5 * kBytesPerGb);
   EXPECT_EQ(posture.memory_swap_bytes, 5 * kBytesPerGb);
   EXPECT_EQ(posture.nano_cpus, 2'000'000'000);
-  EXPECT_EQ(posture.pids_limit, 256);
+  // Under gVisor the host's pids cgroup counts the Sentry's tasks; RLIMIT_NPROC is the cap.
+  EXPECT_EQ(posture.processes_limit, 256);
+  EXPECT_EQ(posture.pids_limit, 256 * 8 + 256);
   EXPECT_EQ(posture.open_files_limit, 1024);
   EXPECT_EQ(posture.file_size_limit_bytes, 256 << 20);
   EXPECT_EQ(posture.masked_paths, requiredMaskedPaths());
   EXPECT_EQ(posture.readonly_paths, requiredReadonlyPaths());
-  EXPECT_THAT(
-      posture.tmpfs,
-      ::testing::ElementsAre(
-          TmpfsMount{"/workspace", 512 * kMiB, 16384, true, true, true, "10001:10001", 0700},
-          TmpfsMount{"/tmp", 128 * kMiB, 4096, true, true, true, "", 01777}));
+  EXPECT_THAT(posture.tmpfs,
+              ::testing::ElementsAre(
+                  TmpfsMount{"/workspace", 512 * kMiB, 16384, true, true, true, kUser, 0700},
+                  TmpfsMount{"/tmp", 128 * kMiB, 4096, true, true, true, "", 01777}));
   EXPECT_EQ(posture.shm_bytes, static_cast<std::int64_t>(64 * kMiB));
 }
 
+TEST(RequiredPostureTest, UnderRuncTheHostPidsLimitIsTheProcessCap) {
+  const Posture posture = required();
+  EXPECT_EQ(posture.runtime, "runc");
+  EXPECT_EQ(posture.pids_limit, 256);
+  EXPECT_EQ(posture.processes_limit, 256);
+  EXPECT_EQ(hostTaskLimit("runsc", 64), 64 * kRunscHostTasksPerProcess + kRunscSentryTasks);
+}
+
 TEST(RequiredPostureTest, SmallMemoryShrinksScratchSpaceToWholePages) {
-  const Posture posture = requiredPosture(Limits{0.3, 60, 0.5, 256}, SandboxSettings{});
+  const Posture posture = requiredPosture(Limits{0.3, 60, 0.5, 256}, SandboxSettings{}, kUid);
   const std::int64_t memory = 322122547;  // llround(0.3 GiB)
   EXPECT_EQ(posture.memory_bytes, memory);
   EXPECT_EQ(posture.nano_cpus, 500'000'000);
@@ -102,7 +115,7 @@ TEST(RequiredPostureTest, WorkspaceTmpAndShmTogetherStayWithinHalfOfMemory) {
   for (const ScratchSizes& want : {ScratchSizes{0.125, 32, 16, 16}, ScratchSizes{0.25, 64, 32, 32},
                                    ScratchSizes{1, 256, 128, 64}, ScratchSizes{5, 512, 128, 64},
                                    ScratchSizes{16, 512, 128, 64}}) {
-    Posture posture = requiredPosture(Limits{want.memory_gb, 60, 1, 256}, SandboxSettings{});
+    Posture posture = requiredPosture(Limits{want.memory_gb, 60, 1, 256}, SandboxSettings{}, kUid);
     EXPECT_EQ(mountAt(posture, "/workspace").size_bytes, want.workspace_mib * kMiB)
         << want.memory_gb;
     EXPECT_EQ(mountAt(posture, "/tmp").size_bytes, want.tmp_mib * kMiB) << want.memory_gb;
@@ -116,7 +129,7 @@ TEST(RequiredPostureTest, WorkspaceTmpAndShmTogetherStayWithinHalfOfMemory) {
 
 TEST(RequiredPostureTest, ShmIsNeverBelowOnePage) {
   const Posture posture =
-      requiredPosture(Limits{16384.0 / kBytesPerGb, 60, 1, 256}, SandboxSettings{});
+      requiredPosture(Limits{16384.0 / kBytesPerGb, 60, 1, 256}, SandboxSettings{}, kUid);
   EXPECT_EQ(posture.memory_bytes, 16384);
   EXPECT_EQ(posture.shm_bytes, 4096);
 }
@@ -124,14 +137,14 @@ TEST(RequiredPostureTest, ShmIsNeverBelowOnePage) {
 TEST(AssertPostureTest, TheRequiredPostureHolds) {
   EXPECT_THAT(assertPosture(required(), required()), IsEmpty());
   for (const double memory_gb : {0.125, 1.0, 16.0, 64.0}) {
-    const Posture posture = requiredPosture(Limits{memory_gb, 1, 0.1, 1}, SandboxSettings{});
+    const Posture posture = requiredPosture(Limits{memory_gb, 1, 0.1, 1}, SandboxSettings{}, kUid);
     EXPECT_THAT(assertPosture(posture, posture), IsEmpty()) << memory_gb;
   }
 }
 
 // At the smallest memory the three fill exactly half, so one more page of /dev/shm is over.
 TEST(AssertPostureTest, ShmCountsInTheHalfOfMemoryBudget) {
-  const Posture wanted = requiredPosture(Limits{0.125, 60, 1, 256}, SandboxSettings{});
+  const Posture wanted = requiredPosture(Limits{0.125, 60, 1, 256}, SandboxSettings{}, kUid);
   Posture observed = wanted;
   observed.shm_bytes += 4096;
   EXPECT_THAT(assertPosture(observed, observed),
@@ -194,8 +207,8 @@ const std::vector<Fault> kFaults = {
     {"image", [](Posture& p) { p.image = "python:latest"; },
      R"(image must be "safe-code-sandbox:latest", got "python:latest")", false},
     {"runtime", [](Posture& p) { p.runtime = "runsc"; }, R"(runtime must be "runc")", false},
-    {"user_other", [](Posture& p) { p.user = "10002:10002"; }, R"(user must be "10001:10001")",
-     false},
+    {"user_other", [](Posture& p) { p.user = "1900000008:1900000008"; },
+     R"(user must be "1900000007:1900000007")", false},
     {"user_root", [](Posture& p) { p.user = "0:0"; }, "user must be a numeric non-root uid:gid"},
     {"user_root_uid", [](Posture& p) { p.user = "0:10001"; }, "non-root uid:gid, got \"0:10001\""},
     {"user_root_gid", [](Posture& p) { p.user = "10001:00"; }, "non-root uid:gid"},
@@ -217,7 +230,16 @@ const std::vector<Fault> kFaults = {
      "seccomp_enabled must be true"},
     {"seccomp_profile", [](Posture& p) { p.seccomp_profile = "{}"; }, "seccomp_profile differs",
      false},
-    {"init_process", [](Posture& p) { p.init_process = false; }, "init_process must be true"},
+    {"engine_init", [](Posture& p) { p.engine_init = true; }, "engine_init must be false"},
+    {"init_command",
+     [](Posture& p) {
+       p.init_command = {"/usr/bin/timeout", "60"};
+     },
+     "init_command must begin with [/usr/bin/python3, -I, /opt/scs/launcher.py]", false},
+    {"init_command_missing", [](Posture& p) { p.init_command.clear(); },
+     "init_command must name PID 1"},
+    {"processes_limit", [](Posture& p) { p.processes_limit = 0; },
+     "processes_limit must be positive"},
     {"host_namespaces", [](Posture& p) { p.host_namespaces = {"pid"}; },
      "host_namespaces must be empty, got [pid]"},
     {"host_mounts", [](Posture& p) { p.host_mounts = {"/etc:/etc"}; },
@@ -238,7 +260,7 @@ const std::vector<Fault> kFaults = {
     {"tmpfs_inodes", [](Posture& p) { mountAt(p, "/tmp").max_inodes = 1 << 20; },
      "tmpfs /tmp max_inodes must be 4096, got 1048576", false},
     {"tmpfs_owner", [](Posture& p) { mountAt(p, "/workspace").owner = "0:0"; },
-     R"(tmpfs /workspace owner must be "10001:10001", got "0:0")", false},
+     R"(tmpfs /workspace owner must be "1900000007:1900000007", got "0:0")", false},
     {"tmpfs_mode", [](Posture& p) { mountAt(p, "/workspace").mode = 0777; },
      "tmpfs /workspace mode must be 0700, got 0777", false},
     {"tmpfs_missing", [](Posture& p) { p.tmpfs.pop_back(); },

@@ -8,6 +8,7 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -46,6 +47,10 @@ StartRequest requestOf(const std::string& tenant) {
   StartRequest start_request = request();
   start_request.tenant = tenant;
   return start_request;
+}
+
+std::uint32_t uidOf(const backend::SandboxSpec& spec) {
+  return static_cast<std::uint32_t>(std::stoul(spec.labels.at(kLabelUid)));
 }
 
 template <typename Condition>
@@ -235,13 +240,14 @@ TEST_F(RunManagerTest, TheSpecCarriesTheCommandEnvironmentLabelsAndPosture) {
   const backend::SandboxSpec& spec = sandbox->spec;
 
   EXPECT_EQ(spec.run_id, id);
-  EXPECT_EQ(spec.command,
-            (std::vector<std::string>{"/usr/bin/timeout", "-s", "KILL", "40", "/usr/bin/python3",
-                                      "-I", "/opt/scs/launcher.py"}));
-  EXPECT_EQ(spec.env, (std::vector<std::string>{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp",
-                                                "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1",
-                                                "PYTHONUNBUFFERED=1", "MPLBACKEND=Agg",
-                                                "OMP_NUM_THREADS=2", "OPENBLAS_NUM_THREADS=2"}));
+  // The launcher is PID 1 and ends the sandbox 10 s after the run's timeout.
+  EXPECT_EQ(spec.command, (std::vector<std::string>{"/usr/bin/python3", "-I",
+                                                    "/opt/scs/launcher.py", "--deadline", "40"}));
+  EXPECT_EQ(spec.env,
+            (std::vector<std::string>{
+                "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "USER=sandbox", "LOGNAME=sandbox",
+                "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1", "MPLBACKEND=Agg",
+                "OMP_NUM_THREADS=2", "OPENBLAS_NUM_THREADS=2"}));
   EXPECT_EQ(spec.working_dir, "/workspace");
   EXPECT_EQ(spec.hostname, "sandbox");
   const long long start_unix = 1'700'000'000;
@@ -250,14 +256,55 @@ TEST_F(RunManagerTest, TheSpecCarriesTheCommandEnvironmentLabelsAndPosture) {
                              {kLabelInstance, "test-instance"},
                              {kLabelRunId, id},
                              {kLabelOwnerPid, std::to_string(getpid())},
-                             {kLabelDeadline, std::to_string(start_unix + 40 + 60)}}));
-  EXPECT_EQ(spec.posture, policy::requiredPosture(start_request.limits, sandbox_));
+                             {kLabelDeadline, std::to_string(start_unix + 40 + 60)},
+                             {kLabelUid, std::to_string(sandbox_.uids.first)}}));
+  backend::Posture required = policy::requiredPosture(start_request.limits, sandbox_, uidOf(spec));
+  required.init_command = spec.command;
+  EXPECT_EQ(spec.posture, required);
 
   EXPECT_THAT(sandbox->archive, HasSubstr("main.py"));
   EXPECT_THAT(sandbox->archive, HasSubstr(kHangingCode));
   EXPECT_THAT(sandbox->archive, HasSubstr("data/input.txt"));
   finish(id, 0);
   EXPECT_EQ(finalOf(id).status, policy::RunStatus::kSucceeded);
+}
+
+TEST_F(RunManagerTest, EverySandboxThatExistsAtOnceHasItsOwnUidAndAUidReturnsOnlyWhenItsIsGone) {
+  sandbox_.uids = {1900000000, 1900000003};  // four uids
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) {
+    ids.push_back(startRunning());
+  }
+  std::set<std::string> users;
+  for (const std::string& id : ids) {
+    const auto view = sandboxOfRun(id);
+    ASSERT_TRUE(view.has_value());
+    EXPECT_EQ(view->spec.posture.user,
+              std::to_string(uidOf(view->spec)) + ":" + std::to_string(uidOf(view->spec)));
+    EXPECT_EQ(view->spec.posture.tmpfs[0].owner, view->spec.posture.user);
+    users.insert(view->spec.posture.user);
+  }
+  EXPECT_EQ(users.size(), 4u);
+
+  // With every uid in use, a fifth run cannot be given a sandbox until one is removed.
+  settings_.max_concurrent = 5;
+  manager_.reset();
+  fake_.reset();
+  ids.clear();
+  for (int i = 0; i < 4; ++i) {
+    ids.push_back(startRunning());
+  }
+  fake().holdRemovals(true);
+  finish(ids[0], 0);
+  ASSERT_TRUE(awaitRun(ids[0], [](const View& view) { return view.removing; }));
+  const RunSnapshot fifth = finalOf(startOk().run_id);
+  EXPECT_EQ(fifth.status, policy::RunStatus::kSandboxError);
+  EXPECT_THAT(fifth.reason, HasSubstr("every uid of the sandbox range is in use"));
+  fake().holdRemovals(false);
+  // stop() on a finished run returns once its sandbox is removed and its uid given back.
+  EXPECT_EQ(manager().stop(kLocalTenant, ids[0])->status, policy::RunStatus::kSucceeded);
+  const std::string sixth = startRunning();
+  EXPECT_EQ(sandboxOfRun(sixth)->spec.posture.user, sandboxOfRun(ids[0])->spec.posture.user);
 }
 
 TEST_F(RunManagerTest, APostureDifferenceInTheReadBackFailsBeforeAnyCodeIsDelivered) {
@@ -276,7 +323,7 @@ TEST_F(RunManagerTest, APostureDifferenceInTheReadBackFailsBeforeAnyCodeIsDelive
 }
 
 TEST_F(RunManagerTest, ASpecThatFailsThePostureCheckNeverReachesTheBackend) {
-  sandbox_.user = "0:0";
+  sandbox_.uids = {0, 0};  // root: the spec fails its own check
   EXPECT_CALL(backend_, create(_)).Times(0);
   EXPECT_CALL(backend_, remove(_)).Times(0);
 
@@ -604,6 +651,41 @@ TEST_F(RunManagerTest, TheQueueBoundIsPerTenant) {
   EXPECT_EQ(other.queue_position, 1u);
 }
 
+TEST_F(RunManagerTest, AtTheTotalQueueBoundTheTenantWithTheMostWaitingGivesWay) {
+  settings_.max_concurrent = 1;
+  settings_.max_queue = 10;
+  settings_.max_queue_total = 4;
+  startRunning(requestOf("a"));
+  std::vector<std::string> a_queued;
+  for (int i = 0; i < 4; ++i) {
+    a_queued.push_back(startOk(requestOf("a")).run_id);
+  }
+  // Past the total, a's own next run is refused: a has the most waiting.
+  const auto refused = manager().start(requestOf("a"));
+  ASSERT_TRUE(std::holds_alternative<StartRefusal>(refused));
+  EXPECT_EQ(std::get<StartRefusal>(refused).message,
+            "The server's queue is full: 4 runs are waiting, 4 of them yours, the most of "
+            "anyone's. Try again when one of your runs finishes.");
+  // b's run is queued; a's newest waiting run makes room, and says why.
+  const RunSnapshot b = startOk(requestOf("b"));
+  EXPECT_EQ(b.status, policy::RunStatus::kQueued);
+  const RunSnapshot pushed_out = *manager().get("a", a_queued.back());
+  EXPECT_EQ(pushed_out.status, policy::RunStatus::kStopped);
+  EXPECT_THAT(pushed_out.reason, HasSubstr("the server's queue was full"));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(manager().get("a", a_queued[i])->status, policy::RunStatus::kQueued) << i;
+  }
+  // a 2, b 2 after one more of b's: even, so b's third is refused and a keeps its runs.
+  startOk(requestOf("b"));
+  const RunSnapshot a_next = *manager().get("a", a_queued[2]);
+  EXPECT_EQ(a_next.status, policy::RunStatus::kStopped);
+  const auto b_refused = manager().start(requestOf("b"));
+  ASSERT_TRUE(std::holds_alternative<StartRefusal>(b_refused));
+  EXPECT_THAT(std::get<StartRefusal>(b_refused).message, HasSubstr("2 of them yours"));
+  EXPECT_EQ(manager().get("a", a_queued[0])->status, policy::RunStatus::kQueued);
+  EXPECT_EQ(manager().get("a", a_queued[1])->status, policy::RunStatus::kQueued);
+}
+
 TEST_F(RunManagerTest, MemoryAdmissionStillHoldsTheChosenRunAcrossTenants) {
   settings_.host_memory_bytes = 8 * policy::kBytesPerGb;
   StartRequest first_big = requestOf("a");
@@ -684,6 +766,39 @@ TEST_F(RunManagerTest, TheOldestFinishedReportsAreForgottenFirstButNeverALiveRun
   EXPECT_TRUE(manager().get(kLocalTenant, finished[1]).has_value());
   EXPECT_TRUE(manager().get(kLocalTenant, finished[2]).has_value());
   EXPECT_EQ(statusOf(live), policy::RunStatus::kRunning);
+}
+
+TEST_F(RunManagerTest, OneTenantsReportsNeverPushOutTheReportOfATenantHoldingLess) {
+  settings_.max_retained = 6;
+  settings_.max_retained_per_tenant = 4;
+  settings_.max_retained_bytes = 4u << 20;
+  settings_.max_retained_bytes_per_tenant = 2u << 20;
+  const std::string big(900u << 10, 'x');  // about 0.9 MiB kept per report
+  const auto finishedRun = [&](const std::string& tenant, const std::string& out) {
+    const std::string id = startRunning(requestOf(tenant));
+    finish(id, 0, out);
+    EXPECT_EQ(finalOf(id, tenant).status, policy::RunStatus::kSucceeded);
+    return id;
+  };
+  const std::string alice_big = finishedRun("alice", big);
+  const std::string alice_small = finishedRun("alice", "");
+  std::vector<std::string> bob;
+  for (int i = 0; i < 12; ++i) {
+    bob.push_back(finishedRun("bob", i % 2 == 0 ? big : ""));
+  }
+  // Bob's own budgets (four reports, 2 MiB) forgot his oldest; Alice's are untouched.
+  EXPECT_TRUE(manager().get("alice", alice_big).has_value());
+  EXPECT_TRUE(manager().get("alice", alice_small).has_value());
+  for (std::size_t i = 0; i < bob.size(); ++i) {
+    EXPECT_EQ(manager().get("bob", bob[i]).has_value(), i >= 8) << i;
+  }
+  // Carol's report, past the total count of six, forgets Bob's oldest: he holds the most.
+  const std::string carol = finishedRun("carol", "");
+  EXPECT_TRUE(manager().get("alice", alice_big).has_value());
+  EXPECT_TRUE(manager().get("alice", alice_small).has_value());
+  EXPECT_FALSE(manager().get("bob", bob[8]).has_value());
+  EXPECT_TRUE(manager().get("bob", bob[9]).has_value());
+  EXPECT_TRUE(manager().get("carol", carol).has_value());
 }
 
 TEST_F(RunManagerTest, ReportsOverTheRetainedBytesAreForgottenOldestFirstButNeverTheNewest) {
@@ -830,9 +945,11 @@ TEST_F(PreparedRunManagerTest, APreparedSandboxIsCheckedAndStartedIdleBeforeAnyR
   waitPrepared();
 
   const backend::SandboxSpec spec = fake().sandbox("fake-1")->spec;
-  EXPECT_EQ(spec.posture, policy::requiredPosture(request().limits, sandbox_));
-  // The watchdog and the deadline label allow for the idle time: 30 + 10 + 300.
-  EXPECT_EQ(spec.command[3], "340");
+  backend::Posture required = policy::requiredPosture(request().limits, sandbox_, uidOf(spec));
+  required.init_command = spec.command;
+  EXPECT_EQ(spec.posture, required);
+  // The deadline and its label allow for the idle time: 30 + 10 + 300.
+  EXPECT_EQ(spec.command.back(), "340");
   EXPECT_EQ(spec.labels.at(kLabelDeadline), std::to_string(1'700'000'000 + 340 + 60));
   EXPECT_EQ(spec.labels.at(kLabelPrepared), "true");
   EXPECT_EQ(spec.labels.at(kLabelManaged), "true");

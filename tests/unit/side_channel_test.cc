@@ -124,7 +124,8 @@ TEST(SideChannelTest, MalformedTrailersAreErrors) {
   EXPECT_THAT(parseProblem(R"({"files_omitted":-1})"), HasSubstr("files_omitted"));
   EXPECT_THAT(parseProblem(R"({"files_omitted":true})"), HasSubstr("files_omitted"));
   EXPECT_THAT(parseProblem(R"({"files_omitted":false})"), HasSubstr("files_omitted"));
-  EXPECT_THAT(parseProblem(R"({"files_omitted":-9223372036854775809})"), HasSubstr("files_omitted"));
+  EXPECT_THAT(parseProblem(R"({"files_omitted":-9223372036854775809})"),
+              HasSubstr("files_omitted"));
   EXPECT_THAT(parseProblem(R"({"files_truncated":"yes"})"), HasSubstr("files_truncated"));
   // Cut short, as when the run was killed in the middle of the trailer.
   EXPECT_THAT(parseProblem(R"({"exception":null,"files":[{"path":"a","si)"), HasSubstr("not JSON"));
@@ -190,7 +191,10 @@ TEST(SideChannelTest, MimeTypesComeFromTheBytesForImagesAndTheNameOtherwise) {
 
   EXPECT_TRUE(isDisplayableImage("image/png", "\x89PNG\r\n\x1a\n"));
   EXPECT_FALSE(isDisplayableImage("image/png", "GIF89a"));
-  EXPECT_TRUE(isDisplayableImage("image/svg+xml", "<svg/>"));
+  // The program wrote it: an SVG can carry <script> and onload=, so it is a file, not an image.
+  EXPECT_FALSE(isDisplayableImage("image/svg+xml", "<svg onload=\"alert(1)\"/>"));
+  EXPECT_TRUE(isDisplayableImage("image/webp", std::string("RIFF\x10\0\0\0WEBPVP8 ", 16)));
+  EXPECT_EQ(mimeTypeOf("x.bin", std::string("RIFF\x10\0\0\0WEBPVP8 ", 16)), "image/webp");
   EXPECT_FALSE(isDisplayableImage("application/pdf", "%PDF-1.7"));
   EXPECT_FALSE(isDisplayableImage("text/plain", "hi"));
 }

@@ -10,10 +10,27 @@ namespace {
 
 const Limits kLimits{5, 600, 2, 256};
 
+// The sandbox ended with `code` and nothing else is known: no record from its launcher.
 Evidence exited(int code, bool oom = false) {
   Evidence evidence;
   evidence.exit_code = code;
   evidence.oom_killed = oom;
+  return evidence;
+}
+
+// The launcher saw the program's process exit with `code`, and exited so itself.
+Evidence programExited(int code) {
+  Evidence evidence = exited(code);
+  evidence.program_reported = true;
+  evidence.program_exit_code = code;
+  return evidence;
+}
+
+// The launcher saw signal `number` end the program's process; it exited 128 + number.
+Evidence programKilledBy(int number) {
+  Evidence evidence = exited(128 + number);
+  evidence.program_reported = true;
+  evidence.program_signal = number;
   return evidence;
 }
 
@@ -72,35 +89,51 @@ TEST(DecideTest, ChildKilledByOomWhileMainExitsZeroStillSucceeds) {
 }
 
 TEST(DecideTest, NonZeroExitFails) {
-  expectVerdict(decide(exited(3), kLimits), RunStatus::kFailed, 3, std::nullopt,
-                "Exited with code 3.");
-  expectVerdict(decide(exited(1), kLimits), RunStatus::kFailed, 1, std::nullopt,
-                "Exited with code 1.");
-  expectVerdict(decide(exited(128), kLimits), RunStatus::kFailed, 128, std::nullopt,
-                "Exited with code 128.");
-  expectVerdict(decide(exited(255), kLimits), RunStatus::kFailed, 255, std::nullopt,
-                "Exited with code 255.");
+  for (const int code : {3, 1, 128, 137, 255}) {
+    expectVerdict(decide(programExited(code), kLimits), RunStatus::kFailed, code, std::nullopt,
+                  "Exited with code " + std::to_string(code) + ".");
+  }
 }
 
 TEST(DecideTest, DeathByASignalTheServerDidNotSendFails) {
-  expectVerdict(decide(exited(139), kLimits), RunStatus::kFailed, 139, "SIGSEGV",
+  expectVerdict(decide(programKilledBy(11), kLimits), RunStatus::kFailed, 139, "SIGSEGV",
                 "Killed by SIGSEGV, which the sandbox did not send: the program crashed or "
                 "killed itself.");
-  expectVerdict(decide(exited(134), kLimits), RunStatus::kFailed, 134, "SIGABRT",
+  expectVerdict(decide(programKilledBy(6), kLimits), RunStatus::kFailed, 134, "SIGABRT",
                 "Killed by SIGABRT, which the sandbox did not send: the program crashed or "
                 "killed itself.");
-  expectVerdict(decide(exited(129), kLimits), RunStatus::kFailed, 129, "SIGHUP",
+  expectVerdict(decide(programKilledBy(1), kLimits), RunStatus::kFailed, 129, "SIGHUP",
                 "Killed by SIGHUP, which the sandbox did not send: the program crashed or "
                 "killed itself.");
-  expectVerdict(decide(exited(192), kLimits), RunStatus::kFailed, 192, "SIG64",
+  expectVerdict(decide(programKilledBy(64), kLimits), RunStatus::kFailed, 192, "SIG64",
                 "Killed by SIG64, which the sandbox did not send: the program crashed or "
+                "killed itself.");
+  expectVerdict(decide(programKilledBy(9), kLimits), RunStatus::kFailed, 137, "SIGKILL",
+                "Killed by SIGKILL, which the sandbox did not send: the program crashed or "
                 "killed itself.");
 }
 
-TEST(DecideTest, ExitCode137WithoutOomEvidenceIsNeverOutOfMemory) {
-  expectVerdict(decide(exited(137), kLimits), RunStatus::kFailed, 137, "SIGKILL",
-                "Killed by SIGKILL, which the sandbox did not send: the program crashed or "
-                "killed itself.");
+TEST(DecideTest, AnExitCodeOf137AloneIsNeitherASignalNorOutOfMemory) {
+  // sys.exit(137): the launcher saw a plain exit.
+  expectVerdict(decide(programExited(137), kLimits), RunStatus::kFailed, 137, std::nullopt,
+                "Exited with code 137.");
+  // Nothing from inside: the code says no more than that the sandbox ended.
+  for (const int code : {137, 139, 3}) {
+    expectVerdict(decide(exited(code), kLimits), RunStatus::kSandboxError, code, std::nullopt,
+                  "Sandbox error: the sandbox ended with code " + std::to_string(code) +
+                      " before its launcher reported how the program ended.");
+  }
+}
+
+TEST(DecideTest, AKillFromOutsideTheServerSaysSoAndBlamesNotTheProgram) {
+  Evidence evidence = exited(137);
+  evidence.killed_outside = true;
+  expectVerdict(decide(evidence, kLimits), RunStatus::kSandboxError, 137, std::nullopt,
+                "Killed from outside the server: the container engine or an operator killed or "
+                "removed the sandbox; the program did not cause it.");
+  // The server's own stop and timer still come first.
+  evidence.timer_fired = true;
+  EXPECT_EQ(decide(evidence, kLimits).status, RunStatus::kTimedOut);
 }
 
 TEST(DecideTest, OomEvidenceWithNonZeroExitIsOutOfMemory) {
@@ -147,6 +180,9 @@ TEST(DecideTest, StopComesBeforeEverything) {
   evidence.stop_requested = true;
   expectVerdict(decide(evidence, kLimits), RunStatus::kStopped, std::nullopt, std::nullopt,
                 "Stopped by stop_run; the run was killed.");
+  evidence.by_shutdown = true;
+  expectVerdict(decide(evidence, kLimits), RunStatus::kStopped, std::nullopt, std::nullopt,
+                "Stopped by the server's shutdown; the run was killed.");
 }
 
 TEST(DecideTest, TimerComesBeforeASandboxFailure) {

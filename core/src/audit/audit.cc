@@ -78,13 +78,14 @@ std::string_view program() {
 }
 
 std::string programConfig(const policy::Limits& limits, const policy::SandboxSettings& sandbox) {
-  const backend::Posture posture = policy::requiredPosture(limits, sandbox);
-  const auto colon = sandbox.user.find(':');
+  // The sandbox's own uid is known only once it is made; the audit checks it is in the range.
+  const backend::Posture posture = policy::requiredPosture(limits, sandbox, sandbox.uids.first);
   Poco::JSON::Object config(Poco::JSON_PRESERVE_KEY_ORDER);
   config.set("runtime", sandbox.runtime);
-  config.set("uid", std::stoi(sandbox.user.substr(0, colon)));
-  config.set("gid", std::stoi(sandbox.user.substr(colon + 1)));
+  config.set("uid_first", static_cast<Poco::UInt64>(sandbox.uids.first));
+  config.set("uid_last", static_cast<Poco::UInt64>(sandbox.uids.last));
   config.set("pids_limit", static_cast<Poco::Int64>(posture.pids_limit));
+  config.set("processes_limit", static_cast<Poco::Int64>(posture.processes_limit));
   config.set("open_files_limit", static_cast<Poco::Int64>(posture.open_files_limit));
   config.set("file_size_limit_bytes", static_cast<Poco::Int64>(posture.file_size_limit_bytes));
   Poco::JSON::Object::Ptr tmpfs = new Poco::JSON::Object(Poco::JSON_PRESERVE_KEY_ORDER);

@@ -28,6 +28,8 @@
 #include <system_error>
 #include <utility>
 
+#include "runs/tenant_share.h"
+
 namespace scs::mcp {
 namespace {
 
@@ -40,7 +42,6 @@ constexpr const char* kSessionHeader = "Mcp-Session-Id";
 constexpr const char* kVersionHeader = "MCP-Protocol-Version";
 constexpr const char* kRealm = "safe-code-sandbox";
 constexpr int kMaxThreads = 64;
-constexpr std::size_t kMaxSessions = 10000;
 constexpr auto kSessionIdleLimit = std::chrono::hours(24);
 // Bytes of an unwanted request body read to keep a connection in step; beyond, it is closed.
 constexpr std::size_t kMaxDrainBytes = 64 * 1024;
@@ -145,24 +146,31 @@ bool acceptsType(const std::vector<std::string>& ranges, const std::string& type
 }
 
 // Sessions of the legacy Streamable HTTP transport: ids handed out at initialize, each bound
-// to the tenant that opened it. Thread-safe.
+// to the tenant that opened it. A tenant at its own limit loses its least recently used
+// session to a new one; when all tenants together hold the total, the least recently used
+// session of the tenant that gives way (runs/tenant_share.h) goes. Thread-safe.
 class Sessions {
  public:
+  Sessions(std::size_t max_total, std::size_t max_per_tenant)
+      : max_total_(max_total), max_per_tenant_(max_per_tenant) {}
+
   std::string open(const std::string& tenant) {
     const auto now = std::chrono::steady_clock::now();
     std::lock_guard lock(mutex_);
     purgeLocked(now);
-    if (sessions_.size() >= kMaxSessions) {
-      const auto oldest = std::min_element(
-          sessions_.begin(), sessions_.end(),
-          [](const auto& a, const auto& b) { return a.second.last_used < b.second.last_used; });
-      sessions_.erase(oldest);
+    if (held_[tenant] >= max_per_tenant_) {
+      closeLeastRecentLocked(tenant);
+    } else if (sessions_.size() >= max_total_) {
+      std::map<std::string, std::uint64_t> held(held_.begin(), held_.end());
+      ++held[tenant];
+      closeLeastRecentLocked(runs::tenantToGiveWay(held, tenant));
     }
     std::string id;
     do {
       id = runs::randomHexId();
     } while (sessions_.count(id) != 0);
     sessions_[id] = Session{tenant, now};
+    ++held_[tenant];
     return id;
   }
 
@@ -185,7 +193,7 @@ class Sessions {
     if (found == sessions_.end() || found->second.tenant != tenant) {
       return false;
     }
-    sessions_.erase(found);
+    eraseLocked(found);
     return true;
   }
 
@@ -194,15 +202,42 @@ class Sessions {
     std::string tenant;
     std::chrono::steady_clock::time_point last_used;
   };
+  using Iterator = std::map<std::string, Session>::iterator;
 
-  void purgeLocked(std::chrono::steady_clock::time_point now) {
-    for (auto it = sessions_.begin(); it != sessions_.end();) {
-      it = now - it->second.last_used > kSessionIdleLimit ? sessions_.erase(it) : std::next(it);
+  Iterator eraseLocked(Iterator it) {
+    const auto held = held_.find(it->second.tenant);
+    if (--held->second == 0) {
+      held_.erase(held);
+    }
+    return sessions_.erase(it);
+  }
+
+  void closeLeastRecentLocked(const std::string& tenant) {
+    auto oldest = sessions_.end();
+    for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
+      if (it->second.tenant == tenant &&
+          (oldest == sessions_.end() || it->second.last_used < oldest->second.last_used)) {
+        oldest = it;
+      }
+    }
+    if (oldest != sessions_.end()) {
+      logger().debug("session table: the least recently used session of tenant " + tenant +
+                     " makes room for a new one");
+      eraseLocked(oldest);
     }
   }
 
+  void purgeLocked(std::chrono::steady_clock::time_point now) {
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      it = now - it->second.last_used > kSessionIdleLimit ? eraseLocked(it) : std::next(it);
+    }
+  }
+
+  const std::size_t max_total_;
+  const std::size_t max_per_tenant_;
   std::mutex mutex_;
   std::map<std::string, Session> sessions_;
+  std::map<std::string, std::size_t> held_;  // sessions per tenant
 };
 
 // The answer to one request, written once: a JSON body, an empty one, or an SSE stream
@@ -471,6 +506,8 @@ std::variant<HttpEndpoint, std::string> resolveHttpSettings(const HttpSettings& 
     endpoint.allowed_origins.push_back(value);
   }
   endpoint.max_body_bytes = settings.max_body_bytes;
+  endpoint.max_sessions = settings.max_sessions;
+  endpoint.max_sessions_per_tenant = settings.max_sessions_per_tenant;
   return endpoint;
 }
 
@@ -498,7 +535,10 @@ struct HttpTransport::Impl {
   };
 
   Impl(Server& server, HttpEndpoint endpoint)
-      : server_(server), endpoint_(std::move(endpoint)), pool_("scs-http", 2, kMaxThreads + 2) {}
+      : server_(server),
+        endpoint_(std::move(endpoint)),
+        sessions_(endpoint_.max_sessions, endpoint_.max_sessions_per_tenant),
+        pool_("scs-http", 2, kMaxThreads + 2) {}
 
   void handle(HTTPServerRequest& request, HTTPServerResponse& response);
   void serve(HTTPServerRequest& request, Reply& reply, std::string* tenant);

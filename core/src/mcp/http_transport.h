@@ -22,6 +22,8 @@ struct HttpSettings {
   std::vector<std::string> allowed_origins;  // empty: derived from the bind address
   std::vector<std::string> allowed_hosts;    // empty: derived from the bind address
   std::size_t max_body_bytes = std::size_t{16} << 20;
+  std::size_t max_sessions = 10000;  // all tenants together
+  std::size_t max_sessions_per_tenant = 1000;
 };
 
 // Parses a --http value: "ADDR:PORT", "[IPV6]:PORT", ":PORT" or "PORT" (the address is then
@@ -74,6 +76,10 @@ struct HttpEndpoint {
   std::vector<std::string> allowed_origins;  // empty: derived at start(); "*" allows any
   std::vector<std::string> allowed_hosts;    // empty: derived at start(); "*" allows any
   std::size_t max_body_bytes = std::size_t{16} << 20;
+  // Open MCP sessions: a tenant at its limit loses its least recently used one to a new one;
+  // at the total, the tenant holding the most does (runs/tenant_share.h).
+  std::size_t max_sessions = 10000;
+  std::size_t max_sessions_per_tenant = 1000;
 };
 
 // Checks `settings`: the address parses, the token file loads, and an address beyond

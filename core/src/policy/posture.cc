@@ -6,6 +6,7 @@
 #include <concepts>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string_view>
 
 namespace scs::policy {
@@ -132,7 +133,10 @@ void checkInvariants(const Posture& observed, Violations& violations) {
   violations.flag("no_new_privileges", observed.no_new_privileges, true,
                   "no process may gain privileges");
   violations.flag("seccomp_enabled", observed.seccomp_enabled, true, "a seccomp filter is on");
-  violations.flag("init_process", observed.init_process, true, "an init reaps orphans");
+  violations.flag("engine_init", observed.engine_init, false,
+                  "PID 1 is the launcher, which reaps orphans and holds a deadline the program "
+                  "cannot stop");
+  violations.check(!observed.init_command.empty(), "init_command must name PID 1");
   violations.empty("host_namespaces", observed.host_namespaces);
   violations.empty("host_mounts", observed.host_mounts);
   violations.empty("devices", observed.devices);
@@ -173,6 +177,7 @@ void checkInvariants(const Posture& observed, Violations& violations) {
                        std::to_string(observed.memory_bytes));
   violations.positive("nano_cpus", observed.nano_cpus);
   violations.positive("pids_limit", observed.pids_limit);
+  violations.positive("processes_limit", observed.processes_limit);
   violations.positive("open_files_limit", observed.open_files_limit);
   violations.positive("file_size_limit_bytes", observed.file_size_limit_bytes);
   violations.flag("core_dumps_disabled", observed.core_dumps_disabled, true,
@@ -221,11 +226,24 @@ const std::vector<std::string>& requiredReadonlyPaths() {
   return kPaths;
 }
 
-Posture requiredPosture(const Limits& limits, const SandboxSettings& settings) {
+std::int64_t hostTaskLimit(const std::string& runtime, std::int64_t processes) {
+  // Under runc a task in the sandbox is a task on the host. The gVisor Sentry runs each
+  // sandboxed process in a host stub process with a thread for each Sentry thread that ran it,
+  // and keeps them: 255 processes at the RLIMIT_NPROC cap of 256 peaked at 1523 host tasks here
+  // (2 cores), threads at about 0.2 each. So the host limit leaves room for 8 per process plus
+  // the Sentry's own, and RLIMIT_NPROC is the cap a program meets.
+  if (runtime == "runsc") {
+    return processes * kRunscHostTasksPerProcess + kRunscSentryTasks;
+  }
+  return processes;
+}
+
+Posture requiredPosture(const Limits& limits, const SandboxSettings& settings, std::uint32_t uid) {
+  const std::string user = std::to_string(uid) + ":" + std::to_string(uid);
   Posture posture;
   posture.image = settings.image;
   posture.runtime = settings.runtime;
-  posture.user = settings.user;
+  posture.user = user;
   posture.network_disabled = true;
   posture.read_only_root = true;
   posture.privileged = false;
@@ -233,18 +251,20 @@ Posture requiredPosture(const Limits& limits, const SandboxSettings& settings) {
   posture.no_new_privileges = true;
   posture.seccomp_enabled = true;
   posture.seccomp_profile = settings.seccomp_profile;
-  posture.init_process = true;
+  posture.engine_init = false;
+  posture.init_command = {settings.python, "-I", settings.launcher};
   posture.memory_bytes = std::llround(limits.memory_gb * kBytesPerGb);
   posture.memory_swap_bytes = posture.memory_bytes;
   posture.nano_cpus = std::llround(limits.cpus * 1e9);
-  posture.pids_limit = limits.processes;
+  posture.processes_limit = limits.processes;
+  posture.pids_limit = hostTaskLimit(settings.runtime, limits.processes);
   posture.open_files_limit = settings.open_files;
   posture.core_dumps_disabled = true;
   // Shares of memory: /workspace 1/4, /tmp 1/8, /dev/shm 1/8, together at most the half
   // checkInvariants() allows.
   const std::uint64_t workspace = tmpfsSize(512 * kMiB, posture.memory_bytes / 4);
   posture.tmpfs = {
-      {std::string(kWorkspace), workspace, 16384, true, true, true, settings.user, 0700},
+      {std::string(kWorkspace), workspace, 16384, true, true, true, user, 0700},
       {std::string(kTmp), tmpfsSize(128 * kMiB, posture.memory_bytes / 8), 4096, true, true, true,
        "", 01777},
   };
@@ -255,6 +275,29 @@ Posture requiredPosture(const Limits& limits, const SandboxSettings& settings) {
   posture.masked_paths = requiredMaskedPaths();
   posture.readonly_paths = requiredReadonlyPaths();
   return posture;
+}
+
+std::vector<std::string> checkSandboxUser(const Posture& observed, const UidRange& range) {
+  const auto colon = observed.user.find(':');
+  const auto number = [](std::string_view digits) -> std::optional<std::uint32_t> {
+    std::uint32_t value = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (digits.empty() || error != std::errc() || end != digits.data() + digits.size()) {
+      return std::nullopt;
+    }
+    return value;
+  };
+  const auto uid = colon == std::string::npos
+                       ? std::nullopt
+                       : number(std::string_view(observed.user).substr(0, colon));
+  const auto gid = colon == std::string::npos
+                       ? std::nullopt
+                       : number(std::string_view(observed.user).substr(colon + 1));
+  if (uid && gid && *uid == *gid && *uid >= range.first && *uid <= range.last) {
+    return {};
+  }
+  return {"user must be uid:uid with the uid in the sandbox range " + std::to_string(range.first) +
+          "-" + std::to_string(range.last) + ", got " + quoted(observed.user)};
 }
 
 std::vector<std::string> assertPosture(const Posture& observed, const Posture& required) {
@@ -274,6 +317,12 @@ std::vector<std::string> assertPosture(const Posture& observed, const Posture& r
   violations.equal("memory_swap_bytes", observed.memory_swap_bytes, required.memory_swap_bytes);
   violations.equal("nano_cpus", observed.nano_cpus, required.nano_cpus);
   violations.equal("pids_limit", observed.pids_limit, required.pids_limit);
+  violations.equal("processes_limit", observed.processes_limit, required.processes_limit);
+  const auto& init = observed.init_command;
+  violations.check(
+      init.size() >= required.init_command.size() &&
+          std::equal(required.init_command.begin(), required.init_command.end(), init.begin()),
+      "init_command must begin with " + joined(required.init_command) + ", got " + joined(init));
   violations.equal("open_files_limit", observed.open_files_limit, required.open_files_limit);
   violations.equal("file_size_limit_bytes", observed.file_size_limit_bytes,
                    required.file_size_limit_bytes);

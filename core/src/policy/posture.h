@@ -2,6 +2,7 @@
 
 #include <scs/backend/backend.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -9,11 +10,19 @@
 
 namespace scs::policy {
 
+// The host uids sandboxes run as, one per live sandbox (runs/uid_pool.h). The default lies
+// above systemd's container range (524288 to 1879048191) and below 2^31, where no host user is.
+struct UidRange {
+  std::uint32_t first = 1900000000;
+  std::uint32_t last = 1900000999;
+  bool operator==(const UidRange&) const = default;
+};
+
 // Operator settings that shape every sandbox. The model can choose none of them.
 struct SandboxSettings {
   std::string image = "safe-code-sandbox:latest";
   std::string runtime = "runc";
-  std::string user = "10001:10001";
+  UidRange uids;
   std::string seccomp_profile;  // profile JSON text; empty: the engine's default
   std::int64_t open_files = 1024;
   std::int64_t file_size_bytes = 256ll << 20;
@@ -27,8 +36,21 @@ struct SandboxSettings {
 const std::vector<std::string>& requiredMaskedPaths();
 const std::vector<std::string>& requiredReadonlyPaths();
 
-// The posture the core demands for a run with these limits.
-backend::Posture requiredPosture(const Limits& limits, const SandboxSettings& settings);
+// Host tasks (the pids cgroup's limit) a sandbox of `runtime` may hold when its processes are
+// capped at `processes` by RLIMIT_NPROC: the same under runc; under gVisor room for the
+// Sentry's host tasks, which stub every sandboxed process (docs/SECURITY.md, Processes).
+inline constexpr std::int64_t kRunscHostTasksPerProcess = 8;
+inline constexpr std::int64_t kRunscSentryTasks = 256;
+std::int64_t hostTaskLimit(const std::string& runtime, std::int64_t processes);
+
+// The posture the core demands for a run with these limits, in a sandbox of host uid `uid`
+// (from the operator's range: the sandbox runs as uid:uid and owns /workspace).
+backend::Posture requiredPosture(const Limits& limits, const SandboxSettings& settings,
+                                 std::uint32_t uid);
+
+// The sandbox's user must be "uid:gid" with gid = uid inside `range`. One sentence per
+// violation; empty when it holds. Checked beside assertPosture() on the spec and the read-back.
+std::vector<std::string> checkSandboxUser(const backend::Posture& observed, const UidRange& range);
 
 // Checks `observed` against every control of SPEC section 4 and against `required`
 // (limits, image, runtime, user). Returns one sentence per violation; empty means the

@@ -7,11 +7,11 @@ namespace scs::policy {
 namespace {
 
 constexpr int kSignalExitBase = 128;  // a shell-style exit code 128+N reports death by signal N
-constexpr int kMaxSignal = 64;
 constexpr int kKilledExitCode = kSignalExitBase + 9;
 
-// The signal the server's own kill shows up as, when the exit code says so.
-std::optional<std::string> killSignal(const std::optional<int>& exit_code) {
+// The server's own kill (or the engine's OOM evidence) is the evidence of a SIGKILL, when the
+// exit code agrees; the code alone is not.
+std::optional<std::string> serverKillSignal(const std::optional<int>& exit_code) {
   if (exit_code == kKilledExitCode) {
     return "SIGKILL";
   }
@@ -59,11 +59,12 @@ Verdict decide(const Evidence& evidence, const Limits& limits) {
   const std::string memory = formatNumber(limits.memory_gb) + " GB memory limit";
   if (evidence.stop_requested) {
     verdict.status = RunStatus::kStopped;
-    verdict.signal = killSignal(evidence.exit_code);
-    verdict.reason = "Stopped by stop_run; the run was killed.";
+    verdict.signal = serverKillSignal(evidence.exit_code);
+    verdict.reason = evidence.by_shutdown ? "Stopped by the server's shutdown; the run was killed."
+                                          : "Stopped by stop_run; the run was killed.";
   } else if (evidence.timer_fired) {
     verdict.status = RunStatus::kTimedOut;
-    verdict.signal = killSignal(evidence.exit_code);
+    verdict.signal = serverKillSignal(evidence.exit_code);
     verdict.reason = "Timed out: the " + formatNumber(limits.timeout_seconds) +
                      "-second limit was reached and the run was killed.";
   } else if (!evidence.sandbox_failure.empty() || !evidence.engine_error.empty()) {
@@ -71,9 +72,16 @@ Verdict decide(const Evidence& evidence, const Limits& limits) {
     verdict.reason =
         "Sandbox error: " +
         (evidence.sandbox_failure.empty() ? evidence.engine_error : evidence.sandbox_failure);
+  } else if (evidence.killed_outside) {
+    verdict.status = RunStatus::kSandboxError;
+    verdict.reason =
+        "Killed from outside the server: the container engine or an operator killed or removed "
+        "the sandbox; the program did not cause it.";
   } else if (evidence.oom_killed && evidence.exit_code != 0) {
     verdict.status = RunStatus::kOutOfMemory;
-    verdict.signal = killSignal(evidence.exit_code);
+    // The OOM killer sends SIGKILL: to the program, as the launcher saw, or to the sandbox.
+    verdict.signal = evidence.program_signal ? signalName(*evidence.program_signal)
+                                             : serverKillSignal(evidence.exit_code);
     verdict.reason =
         "Out of memory: the run reached its " + memory + " and the kernel's OOM killer ended it.";
   } else if (!evidence.exit_code) {
@@ -86,15 +94,22 @@ Verdict decide(const Evidence& evidence, const Limits& limits) {
                            "killer at the " +
                                memory + "."
                          : "Exited with code 0.";
-  } else if (*evidence.exit_code > kSignalExitBase &&
-             *evidence.exit_code <= kSignalExitBase + kMaxSignal) {
+  } else if (evidence.program_signal) {
     verdict.status = RunStatus::kFailed;
-    verdict.signal = signalName(*evidence.exit_code - kSignalExitBase);
+    verdict.signal = signalName(*evidence.program_signal);
     verdict.reason = "Killed by " + *verdict.signal +
                      ", which the sandbox did not send: the program crashed or killed itself.";
-  } else {
+  } else if (evidence.program_reported) {
     verdict.status = RunStatus::kFailed;
-    verdict.reason = "Exited with code " + std::to_string(*evidence.exit_code) + ".";
+    verdict.reason = "Exited with code " +
+                     std::to_string(evidence.program_exit_code.value_or(*evidence.exit_code)) + ".";
+  } else {
+    // Without the launcher's record nothing says how the program ended: its PID 1 was killed
+    // (by no one the server knows of) or broke, so an exit code of 137 proves no SIGKILL.
+    verdict.status = RunStatus::kSandboxError;
+    verdict.reason = "Sandbox error: the sandbox ended with code " +
+                     std::to_string(*evidence.exit_code) +
+                     " before its launcher reported how the program ended.";
   }
   return verdict;
 }

@@ -26,17 +26,23 @@ bool isFinal(RunStatus status);
 // record second; the exit code alone never decides a timeout or an OOM.
 struct Evidence {
   bool stop_requested = false;   // stop_run or shutdown killed it
+  bool by_shutdown = false;      // the stop came from the server's shutdown
   bool timer_fired = false;      // the server's wall-clock deadline killed it
   std::string sandbox_failure;   // non-empty: create/deliver/start/posture/engine broke
-  std::optional<int> exit_code;  // the sandbox's main process
+  std::optional<int> exit_code;  // the sandbox's main process (its launcher, PID 1)
   bool oom_killed = false;       // the engine's OOM evidence
   std::string engine_error;      // the runtime's own error
+  bool killed_outside = false;   // the engine saw a kill or removal the server did not ask for
+  // The launcher's record of how the program's own process ended, from inside the sandbox.
+  bool program_reported = false;
+  std::optional<int> program_exit_code;
+  std::optional<int> program_signal;
 };
 
 struct Verdict {
   RunStatus status = RunStatus::kSandboxError;
   std::optional<int> exit_code;
-  std::optional<std::string> signal;  // e.g. "SIGKILL" when the main process died by one
+  std::optional<std::string> signal;  // e.g. "SIGSEGV": only when evidence says a signal killed it
   std::string reason;                 // one human sentence
 };
 

@@ -60,13 +60,16 @@ backend::SandboxSpec SandboxBringUp::spec(const std::string& label_run_id,
   if (prepared) {
     spec.labels.emplace(kLabelPrepared, "true");
   }
-  spec.command = {
-      "/usr/bin/timeout", "-s", "KILL", std::to_string(watchdog_seconds), sandbox_.python, "-I",
-      sandbox_.launcher,
-  };
+  // So that the next server's sweep knows the uid is taken while the sandbox lives on.
+  spec.labels.emplace(kLabelUid, required.user.substr(0, required.user.find(':')));
+  // The launcher is PID 1 and ends the sandbox at this deadline, should the server die first.
+  spec.command = required.init_command;
+  spec.command.insert(spec.command.end(), {"--deadline", std::to_string(watchdog_seconds)});
   spec.env = {
       "PATH=/usr/local/bin:/usr/bin:/bin",
       "HOME=/tmp",
+      "USER=sandbox",  // the uid has no /etc/passwd entry; getpass.getuser() reads these
+      "LOGNAME=sandbox",
       "LANG=C.UTF-8",
       "PYTHONDONTWRITEBYTECODE=1",
       "PYTHONUNBUFFERED=1",
@@ -77,6 +80,7 @@ backend::SandboxSpec SandboxBringUp::spec(const std::string& label_run_id,
   spec.working_dir = "/workspace";
   spec.hostname = "sandbox";
   spec.posture = required;
+  spec.posture.init_command = spec.command;
   return spec;
 }
 
@@ -110,9 +114,19 @@ SandboxBringUp::Outcome SandboxBringUp::bringUp(const backend::SandboxSpec& spec
   return outcome;
 }
 
+// assertPosture(), and the sandbox's own uid within the operator's range.
+std::vector<std::string> SandboxBringUp::violations(const backend::Posture& observed,
+                                                    const backend::Posture& required) const {
+  std::vector<std::string> found = policy::assertPosture(observed, required);
+  for (std::string& problem : policy::checkSandboxUser(observed, sandbox_.uids)) {
+    found.push_back(std::move(problem));
+  }
+  return found;
+}
+
 std::string SandboxBringUp::checkSpec(const backend::SandboxSpec& spec,
                                       const backend::Posture& required) const {
-  const std::vector<std::string> violations = policy::assertPosture(spec.posture, required);
+  const std::vector<std::string> violations = this->violations(spec.posture, required);
   return violations.empty() ? std::string()
                             : "the sandbox spec failed the posture check: " + joined(violations);
 }
@@ -132,7 +146,7 @@ std::string SandboxBringUp::checkReadBack(const std::string& sandbox_id,
   if (!inspected.status.ok()) {
     return "inspect failed: " + inspected.status.message;
   }
-  const std::vector<std::string> violations = policy::assertPosture(inspected.posture, required);
+  const std::vector<std::string> violations = this->violations(inspected.posture, required);
   return violations.empty() ? std::string() : "posture check failed: " + joined(violations);
 }
 

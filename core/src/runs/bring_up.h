@@ -11,6 +11,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "policy/limits.h"
 #include "policy/posture.h"
@@ -55,6 +56,8 @@ class SandboxBringUp {
                   const Steps& steps);
 
  private:
+  std::vector<std::string> violations(const backend::Posture& observed,
+                                      const backend::Posture& required) const;
   // Each returns an empty string when the step succeeded, else why it failed.
   std::string checkSpec(const backend::SandboxSpec& spec, const backend::Posture& required) const;
   std::string create(const backend::SandboxSpec& spec, std::string* sandbox_id);

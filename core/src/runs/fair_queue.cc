@@ -19,6 +19,22 @@ void FairQueue::push(const std::string& tenant, const std::string& id) {
   queues_[tenant].push_back({id, ++sequence_});
 }
 
+std::optional<std::string> FairQueue::newest(const std::string& tenant) const {
+  const auto found = queues_.find(tenant);
+  if (found == queues_.end()) {
+    return std::nullopt;
+  }
+  return found->second.back().id;
+}
+
+std::map<std::string, std::uint64_t> FairQueue::queuedPerTenant() const {
+  std::map<std::string, std::uint64_t> counts;
+  for (const auto& [tenant, queue] : queues_) {
+    counts[tenant] = queue.size();
+  }
+  return counts;
+}
+
 bool FairQueue::remove(const std::string& tenant, const std::string& id) {
   const auto found = queues_.find(tenant);
   if (found == queues_.end()) {

@@ -25,6 +25,9 @@ class FairQueue {
   // Appends a run to its tenant's queue.
   void push(const std::string& tenant, const std::string& id);
 
+  // The id of the tenant's run that came last; nullopt when it has none queued.
+  std::optional<std::string> newest(const std::string& tenant) const;
+
   // Takes a queued run out of its queue; false when it was not queued.
   bool remove(const std::string& tenant, const std::string& id);
 
@@ -43,6 +46,7 @@ class FairQueue {
   std::size_t executing(const std::string& tenant) const;
   std::size_t queued() const;
   std::size_t queued(const std::string& tenant) const;
+  std::map<std::string, std::uint64_t> queuedPerTenant() const;  // no zero entries
 
   // Queued runs in the order they would start if no executing run ended meanwhile.
   std::vector<Entry> order() const;
@@ -63,8 +67,8 @@ class FairQueue {
   const std::string* choose(const Counts& executing, const Ticks& served, const Counts& skip) const;
 
   std::map<std::string, std::deque<Queued>> queues_;  // no empty ones
-  Counts executing_;                                   // no zero entries
-  Ticks last_served_;                                  // service tick of its latest start
+  Counts executing_;                                  // no zero entries
+  Ticks last_served_;                                 // service tick of its latest start
   std::uint64_t tick_ = 0;
   std::uint64_t sequence_ = 0;
 };

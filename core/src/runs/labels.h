@@ -13,5 +13,6 @@ inline constexpr const char* kLabelRunId = "io.scs.run-id";
 inline constexpr const char* kLabelOwnerPid = "io.scs.owner-pid";
 inline constexpr const char* kLabelDeadline = "io.scs.deadline";  // unix seconds
 inline constexpr const char* kLabelPrepared = "io.scs.prepared";  // "true": started ahead of need
+inline constexpr const char* kLabelUid = "io.scs.uid";            // the host uid it runs as
 
 }  // namespace scs::runs

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <charconv>
 #include <climits>
+#include <cstdint>
 #include <optional>
 
 #include "runs/labels.h"
@@ -48,34 +49,36 @@ std::string leftoverReason(const backend::SandboxInfo& sandbox, long long now_un
 
 }  // namespace
 
-std::size_t sweepLeftovers(backend::RuntimeBackend& backend, const std::string& instance_id,
+SweepResult sweepLeftovers(backend::RuntimeBackend& backend, const std::string& instance_id,
                            std::chrono::system_clock::time_point now) {
+  SweepResult result;
   const backend::ListReply reply = backend.list(kLabelManaged);
   if (!reply.status.ok()) {
     logger().warning("could not list leftover sandboxes: " + reply.status.message);
-    return 0;
+    return result;
   }
   const long long now_unix =
       std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
-  std::size_t removed = 0;
   for (const backend::SandboxInfo& sandbox : reply.sandboxes) {
     const auto instance = sandbox.labels.find(kLabelInstance);
     if (instance != sandbox.labels.end() && instance->second == instance_id) {
       continue;
     }
     const std::string why = leftoverReason(sandbox, now_unix);
-    if (why.empty()) {
-      continue;
-    }
-    const backend::Status status = backend.remove(sandbox.id);
-    if (status.ok()) {
-      ++removed;
-      logger().information("removed leftover sandbox " + sandbox.id + ": " + why);
-    } else {
+    if (!why.empty()) {
+      const backend::Status status = backend.remove(sandbox.id);
+      if (status.ok()) {
+        ++result.removed;
+        logger().information("removed leftover sandbox " + sandbox.id + ": " + why);
+        continue;
+      }
       logger().warning("could not remove leftover sandbox " + sandbox.id + ": " + status.message);
     }
+    if (const auto uid = labelNumber(sandbox, kLabelUid); uid && *uid >= 0 && *uid <= UINT32_MAX) {
+      result.kept_uids.push_back(static_cast<std::uint32_t>(*uid));
+    }
   }
-  return removed;
+  return result;
 }
 
 }  // namespace scs::runs

@@ -8,13 +8,22 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace scs::runs {
 
-// Removes the leftovers `backend` lists that do not belong to `instance_id`. Returns how many
-// were removed.
-std::size_t sweepLeftovers(backend::RuntimeBackend& backend, const std::string& instance_id,
+struct SweepResult {
+  std::size_t removed = 0;
+  // The host uids of the sandboxes it left alive (a live instance's, or one it could not
+  // remove): no sandbox of this instance may take them while they live.
+  std::vector<std::uint32_t> kept_uids;
+};
+
+// Removes the leftovers `backend` lists that do not belong to `instance_id` (empty: a server
+// that has made none yet).
+SweepResult sweepLeftovers(backend::RuntimeBackend& backend, const std::string& instance_id,
                            std::chrono::system_clock::time_point now);
 
 }  // namespace scs::runs

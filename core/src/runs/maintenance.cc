@@ -39,7 +39,8 @@ void RunManager::Impl::maintenanceThread() {
       continue;
     }
     if (!pool_.wantsAnother(now, memoryFitsLocked(pool_.settings().memory_bytes))) {
-      clock_.waitUntil(pool_changed_, lock, std::min(now + kRecheck, retry_at.value_or(now + kRecheck)));
+      clock_.waitUntil(pool_changed_, lock,
+                       std::min(now + kRecheck, retry_at.value_or(now + kRecheck)));
       retireEndedLocked(lock);
       continue;
     }
@@ -67,7 +68,7 @@ void RunManager::Impl::removeRetiredLocked(std::unique_lock<std::mutex>& lock) {
   std::vector<PreparedPtr> retired = pool_.takeRetired();
   lock.unlock();
   for (const PreparedPtr& prepared : retired) {
-    removals_.remove(prepared->sandbox_id, "prepared sandbox");
+    removeSandbox(prepared->sandbox_id, prepared->uid, "prepared sandbox");
   }
   lock.lock();
 }
@@ -93,10 +94,21 @@ void RunManager::Impl::retireEndedLocked(std::unique_lock<std::mutex>& lock) {
 
 // Creates a sandbox for the pool's limits, checks the engine's record of it against the
 // required posture and starts it idle. nullptr, with nothing left behind, on any failure.
+void RunManager::Impl::removeSandbox(const std::string& sandbox_id, std::uint32_t uid,
+                                     const std::string& whose) {
+  removals_.remove(sandbox_id, whose, [this, uid] { uids_.give(uid); });
+}
+
 PreparedPtr RunManager::Impl::prepareOne() {
   const PoolSettings& pool = pool_.settings();
+  const std::optional<std::uint32_t> uid = uids_.take();
+  if (!uid) {
+    logger().error("cannot prepare a sandbox: every uid of the sandbox range is in use");
+    return nullptr;
+  }
   auto prepared = std::make_unique<PreparedSandbox>();
-  prepared->posture = policy::requiredPosture(pool.limits, sandbox_);
+  prepared->uid = *uid;
+  prepared->posture = policy::requiredPosture(pool.limits, sandbox_, *uid);
   prepared->timeout_seconds = pool.limits.timeout_seconds;
   prepared->memory_bytes = pool.memory_bytes;
   const backend::SandboxSpec spec =
@@ -106,8 +118,10 @@ PreparedPtr RunManager::Impl::prepareOne() {
   const SandboxBringUp::Outcome brought = bring_up_.bringUp(spec, prepared->posture, steps);
   if (!brought.failure.empty()) {
     logger().error("cannot prepare a sandbox: " + brought.failure);
-    if (!brought.sandbox_id.empty()) {
-      removals_.remove(brought.sandbox_id, "prepared sandbox");
+    if (brought.sandbox_id.empty()) {
+      uids_.give(*uid);
+    } else {
+      removeSandbox(brought.sandbox_id, *uid, "prepared sandbox");
     }
     return nullptr;
   }

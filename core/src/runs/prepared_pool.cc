@@ -47,10 +47,11 @@ std::int64_t PreparedPool::memory() const {
   return total;
 }
 
-const PreparedSandbox* PreparedPool::find(const backend::Posture& required,
-                                          double timeout_seconds) const {
+const PreparedSandbox* PreparedPool::find(const policy::Limits& limits,
+                                          const policy::SandboxSettings& settings) const {
   const auto found = std::find_if(ready_.begin(), ready_.end(), [&](const PreparedPtr& sandbox) {
-    return sandbox->posture == required && timeout_seconds <= sandbox->timeout_seconds;
+    return limits.timeout_seconds <= sandbox->timeout_seconds &&
+           sandbox->posture == policy::requiredPosture(limits, settings, sandbox->uid);
   });
   return found == ready_.end() ? nullptr : found->get();
 }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "policy/limits.h"
+#include "policy/posture.h"
 #include "runs/clock.h"
 
 namespace scs::runs {
@@ -44,6 +45,7 @@ class DeferredSink : public backend::OutputSink {
 // A sandbox created, posture-checked and started idle for a run that has yet to come.
 struct PreparedSandbox {
   std::string sandbox_id;
+  std::uint32_t uid = 0;       // its host uid, taken from the UidPool
   backend::Posture posture;    // the required posture its engine record passed
   double timeout_seconds = 0;  // the longest run its watchdog allows
   std::int64_t memory_bytes = 0;
@@ -70,8 +72,10 @@ class PreparedPool {
   std::int64_t memory() const;
   std::size_t ready() const { return ready_.size(); }
 
-  // A ready sandbox a run with this required posture and timeout can use, or nullptr.
-  const PreparedSandbox* find(const backend::Posture& required, double timeout_seconds) const;
+  // A ready sandbox a run with these limits can use, or nullptr: its posture is the one the
+  // run's limits require (in a sandbox of its uid), and it allows as long a timeout.
+  const PreparedSandbox* find(const policy::Limits& limits,
+                              const policy::SandboxSettings& settings) const;
 
   // Takes `sandbox` (from find()) for a run that starts executing now.
   PreparedPtr claim(const PreparedSandbox* sandbox, SteadyTime now);
@@ -88,9 +92,9 @@ class PreparedPool {
   // fits. A new one waits kRefillDelay for the run that took the last one, so that making it
   // does not compete with that run for the CPU, and after a failure a growing pause.
   bool wantsAnother(SteadyTime now, bool memory_fits) const;
-  void making();                                     // counts one being made
-  void made(PreparedPtr sandbox, SteadyTime now);    // it is ready
-  void failed(SteadyTime now);                       // making it failed
+  void making();                                   // counts one being made
+  void made(PreparedPtr sandbox, SteadyTime now);  // it is ready
+  void failed(SteadyTime now);                     // making it failed
 
   // Retires the oldest idle sandbox when it has idled longer than max_idle; true if it did.
   bool retireStale(SteadyTime now);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <iterator>
 #include <utility>
 
 namespace scs::runs {
@@ -32,10 +33,14 @@ std::string RemovalQueue::attempt(const std::string& sandbox_id) noexcept {
   }
 }
 
-void RemovalQueue::remove(const std::string& sandbox_id, const std::string& whose) noexcept {
+void RemovalQueue::remove(const std::string& sandbox_id, const std::string& whose,
+                          std::function<void()> removed) noexcept {
   const std::string problem = attempt(sandbox_id);
   if (problem.empty()) {
     logger().debug("removed sandbox " + sandbox_id + " of " + whose);
+    if (removed) {
+      removed();
+    }
     return;
   }
   logger().error(whose + ": removing sandbox " + sandbox_id + " failed: " + problem +
@@ -43,7 +48,7 @@ void RemovalQueue::remove(const std::string& sandbox_id, const std::string& whos
   try {
     {
       std::lock_guard lock(mutex_);
-      failed_.push_back(sandbox_id);
+      failed_.push_back({sandbox_id, std::move(removed)});
     }
     if (wake_) {
       wake_();
@@ -62,21 +67,24 @@ std::optional<SteadyTime> RemovalQueue::nextRetry() const {
 }
 
 void RemovalQueue::retry(bool last_chance) {
-  std::vector<std::string> ids;
+  std::vector<Failed> queued;
   {
     std::lock_guard lock(mutex_);
-    ids.swap(failed_);
+    queued.swap(failed_);
   }
-  std::vector<std::string> failed;
-  for (const std::string& id : ids) {
-    const std::string problem = attempt(id);
+  std::vector<Failed> failed;
+  for (Failed& entry : queued) {
+    const std::string problem = attempt(entry.sandbox_id);
     if (problem.empty()) {
-      logger().information("removed sandbox " + id + " on a later attempt");
+      logger().information("removed sandbox " + entry.sandbox_id + " on a later attempt");
+      if (entry.removed) {
+        entry.removed();
+      }
     } else if (last_chance) {
-      logger().error("could not remove sandbox " + id + " (" + problem +
+      logger().error("could not remove sandbox " + entry.sandbox_id + " (" + problem +
                      "); the next server's startup sweep will");
     } else {
-      failed.push_back(id);
+      failed.push_back(std::move(entry));
     }
   }
   std::lock_guard lock(mutex_);
@@ -85,7 +93,8 @@ void RemovalQueue::retry(bool last_chance) {
     retry_at_ = SteadyTime{};
     return;
   }
-  failed_.insert(failed_.end(), failed.begin(), failed.end());
+  failed_.insert(failed_.end(), std::make_move_iterator(failed.begin()),
+                 std::make_move_iterator(failed.end()));
   if (!failed.empty()) {
     retry_at_ = clock_.now() + backoff_;
     backoff_ = std::min<std::chrono::seconds>(backoff_ * 2, kMaxBackoff);

@@ -24,8 +24,11 @@ class RemovalQueue {
   RemovalQueue(backend::RuntimeBackend& backend, const Clock& clock, std::function<void()> wake);
 
   // Removes the sandbox now, on the caller's thread; keeps it for retry() when that fails.
-  // `whose` names it in the log ("run <id>", "prepared sandbox"). Never throws.
-  void remove(const std::string& sandbox_id, const std::string& whose) noexcept;
+  // `whose` names it in the log ("run <id>", "prepared sandbox"); `removed`, when set, is
+  // called once the sandbox is gone (now or on a later attempt; never if it stays). Never
+  // throws.
+  void remove(const std::string& sandbox_id, const std::string& whose,
+              std::function<void()> removed = {}) noexcept;
 
   // When retry() has work next; nullopt when nothing waits.
   std::optional<SteadyTime> nextRetry() const;
@@ -41,7 +44,11 @@ class RemovalQueue {
   const Clock& clock_;
   const std::function<void()> wake_;
   mutable std::mutex mutex_;
-  std::vector<std::string> failed_;
+  struct Failed {
+    std::string sandbox_id;
+    std::function<void()> removed;
+  };
+  std::vector<Failed> failed_;
   SteadyTime retry_at_{};
   std::chrono::seconds backoff_;
 };

@@ -1,13 +1,17 @@
 #pragma once
 
 // Which finished reports the run manager forgets, and when: each one after the retention
-// period, and the oldest first while more than max_reports are kept or their output and
-// files together exceed max_bytes (never the newest one). Not thread-safe: the run manager
-// calls it with its lock held.
+// period; a tenant's oldest first while it keeps more than its own count or bytes; and, while
+// all reports together are over the total count or bytes, the oldest of the tenant holding the
+// most (tenantToGiveWay), so one tenant's reports never push out those of a tenant that holds
+// less. The newest report of a tenant is never forgotten for its size, nor the newest of all
+// for the totals. Not thread-safe: the run manager calls it with its lock held.
 
 #include <chrono>
 #include <cstddef>
-#include <deque>
+#include <cstdint>
+#include <list>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,8 +21,10 @@ namespace scs::runs {
 
 struct RetentionSettings {
   std::chrono::seconds retention{3600};
-  std::size_t max_reports = 1000;
+  std::size_t max_reports = 1000;  // all tenants together
   std::size_t max_bytes = std::size_t{256} << 20;
+  std::size_t max_reports_per_tenant = 500;
+  std::size_t max_bytes_per_tenant = std::size_t{128} << 20;
 };
 
 class ReportRetention {
@@ -29,10 +35,13 @@ class ReportRetention {
   void add(const std::string& run_id, const std::string& tenant, std::size_t bytes,
            SteadyTime finished);
 
-  // The reports to forget at `now`, oldest first; they are no longer counted.
+  // The reports to forget at `now`, in the order they are forgotten; they are no longer
+  // counted.
   std::vector<std::string> expire(SteadyTime now);
 
   std::size_t bytes() const { return bytes_; }
+  std::size_t bytes(const std::string& tenant) const;
+  std::size_t count(const std::string& tenant) const;
 
  private:
   struct Kept {
@@ -41,9 +50,23 @@ class ReportRetention {
     std::size_t bytes;
     SteadyTime finished;
   };
+  struct Held {
+    std::size_t count = 0;
+    std::size_t bytes = 0;
+  };
+  using Iterator = std::list<Kept>::iterator;
+
+  void forget(Iterator it, std::vector<std::string>* forgotten);
+  // The oldest report of `tenant`, skipping `keep`.
+  Iterator oldestOf(const std::string& tenant, Iterator keep);
+  // Forgets reports of the tenants that give way until `over()` is false or only the newest
+  // report is left.
+  template <typename Over, typename Measure>
+  void shareOut(Over over, Measure measure, std::vector<std::string>* forgotten);
 
   const RetentionSettings settings_;
-  std::deque<Kept> kept_;  // in the order they became final
+  std::list<Kept> kept_;              // in the order they became final
+  std::map<std::string, Held> held_;  // no empty entries
   std::size_t bytes_ = 0;
 };
 

@@ -11,8 +11,8 @@
 #include <random>
 #include <system_error>
 
-#include "runs/leftover_sweep.h"
 #include "runs/run_manager_impl.h"
+#include "runs/tenant_share.h"
 
 namespace scs::runs {
 namespace {
@@ -59,12 +59,14 @@ RunManager::Impl::Impl(backend::RuntimeBackend& backend, const RunSettings& sett
       clock_(clock),
       instance_id_(settings.instance_id.empty() ? randomHexId() : settings.instance_id),
       bring_up_(backend, sandbox_, instance_id_, settings.prepared_max_idle, clock),
+      uids_(sandbox.uids, settings.reserved_uids),
       removals_(backend, clock,
                 [this] {
                   std::lock_guard lock(mutex_);
                   pool_changed_.notify_all();
                 }),
-      retention_({settings.retention, settings.max_retained, settings.max_retained_bytes}),
+      retention_({settings.retention, settings.max_retained, settings.max_retained_bytes,
+                  settings.max_retained_per_tenant, settings.max_retained_bytes_per_tenant}),
       pool_({settings.prepared, settings.prepared_limits, memoryBytes(settings.prepared_limits),
              settings.prepared_max_idle}) {
   maintenance_thread_ = std::thread([this] { maintenanceThread(); });
@@ -122,12 +124,20 @@ std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest req
   runs_.emplace(run->id, run);
   queue_.push(run->tenant, run->id);
   admitLocked();
-  if (run->phase == Phase::kQueued && waiting >= settings_.max_queue) {
-    queue_.remove(run->tenant, run->id);
-    runs_.erase(run->id);
-    return StartRefusal{"The queue is full: " + countOf(waiting, "run is", "runs are") +
-                        " waiting behind " + std::to_string(queue_.executing()) +
-                        " running. Try again when a run finishes."};
+  if (run->phase == Phase::kQueued) {
+    std::optional<std::string> refusal;
+    if (waiting >= settings_.max_queue) {
+      refusal = "The queue is full: " + countOf(waiting, "run is", "runs are") +
+                " waiting behind " + std::to_string(queue_.executing()) +
+                " running. Try again when a run finishes.";
+    } else if (queue_.queued() > settings_.max_queue_total) {
+      refusal = makeRoomInQueueLocked(run->tenant);
+    }
+    if (refusal) {
+      queue_.remove(run->tenant, run->id);
+      runs_.erase(run->id);
+      return StartRefusal{*refusal};
+    }
   }
   RunSnapshot snapshot = snapshotLocked(*run);
   if (snapshot.queue_position) {
@@ -135,6 +145,28 @@ std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest req
                          std::to_string(*snapshot.queue_position));
   }
   return snapshot;
+}
+
+std::optional<std::string> RunManager::Impl::makeRoomInQueueLocked(const std::string& tenant) {
+  std::map<std::string, std::uint64_t> held = queue_.queuedPerTenant();
+  const std::string giving_way = tenantToGiveWay(held, tenant);
+  if (giving_way == tenant) {
+    return "The server's queue is full: " + countOf(queue_.queued() - 1, "run is", "runs are") +
+           " waiting, " + std::to_string(held[tenant] - 1) +
+           " of them yours, the most of anyone's. Try again when one of your runs finishes.";
+  }
+  const std::string pushed_out = *queue_.newest(giving_way);
+  queue_.remove(giving_way, pushed_out);
+  Run& run = *runs_.at(pushed_out);
+  logger().information("run " + run.id + " of tenant " + run.tenant +
+                       " leaves the full queue for a run of a tenant with fewer queued runs");
+  finalizeLocked(run,
+                 stoppedVerdict("Stopped before it started: the server's queue was full and your "
+                                "runs were the most of those waiting. Start it again when fewer "
+                                "of your runs wait."),
+                 {}, {});
+  run.phase = Phase::kSettled;
+  return std::nullopt;
 }
 
 std::shared_ptr<Run> RunManager::Impl::findLocked(const std::string& tenant,
@@ -242,15 +274,14 @@ bool RunManager::Impl::awaitPrepared(std::size_t count, std::chrono::millisecond
 void RunManager::Impl::admitLocked() {
   while (!shutting_down_) {
     const std::optional<FairQueue::Entry> next = queue_.next();
-    if (!next || queue_.executing() >= static_cast<std::size_t>(std::max(settings_.max_concurrent, 0))) {
+    if (!next ||
+        queue_.executing() >= static_cast<std::size_t>(std::max(settings_.max_concurrent, 0))) {
       return;
     }
     const std::shared_ptr<Run> run = runs_.at(next->id);
     // A prepared sandbox the run can use already holds the run's memory.
     const PreparedSandbox* prepared =
-        pool_.ready() == 0
-            ? nullptr
-            : pool_.find(policy::requiredPosture(run->limits, sandbox_), run->limits.timeout_seconds);
+        pool_.ready() == 0 ? nullptr : pool_.find(run->limits, sandbox_);
     const std::int64_t needed = run->memory_bytes - (prepared ? prepared->memory_bytes : 0);
     if (!memoryFitsLocked(needed)) {
       // Idle prepared sandboxes give way to a run; otherwise the chosen run waits for memory
@@ -315,8 +346,8 @@ void RunManager::Impl::finalizeLocked(Run& run, policy::Verdict verdict, RunResu
   changed_.notify_all();
   const double duration =
       run.exec_start ? secondsBetween(*run.exec_start, run.exec_end.value_or(*run.finished)) : 0;
-  logger().information("run " + run.id + " finished: " +
-                       std::string(policy::statusName(run.report.status)) +
+  logger().information("run " + run.id +
+                       " finished: " + std::string(policy::statusName(run.report.status)) +
                        (run.exec_start ? " after " + policy::formatNumber(duration) + " s"
                                        : std::string(" before it started")));
 }
@@ -386,10 +417,6 @@ std::optional<RunSnapshot> RunManager::get(const std::string& tenant, const std:
 
 std::optional<RunSnapshot> RunManager::stop(const std::string& tenant, const std::string& run_id) {
   return impl_->stop(tenant, run_id);
-}
-
-std::size_t RunManager::sweepLeftovers() {
-  return runs::sweepLeftovers(impl_->backend_, impl_->instance_id_, impl_->clock_.wallNow());
 }
 
 void RunManager::shutdown() { impl_->shutdown(); }

@@ -25,16 +25,23 @@ inline constexpr const char* kLocalTenant = "local";
 
 struct RunSettings {
   int max_concurrent = 4;
-  std::size_t max_queue = 64;  // queued runs per tenant
+  // Queued runs: per tenant, and of all tenants together (where the tenant with the most
+  // queued runs gives way, see tenant_share.h).
+  std::size_t max_queue = 64;
+  std::size_t max_queue_total = 256;
+  // Finished reports are kept for `retention`, within budgets of count and of bytes (output
+  // and returned files) per tenant and in total; ReportRetention says who forgets what.
   std::chrono::seconds retention{3600};
-  std::size_t max_retained = 1000;  // oldest finished reports are forgotten first
-  // Output and returned files that finished reports may hold in memory together; over it, the
-  // oldest reports are forgotten first (never the newest).
+  std::size_t max_retained = 1000;
   std::size_t max_retained_bytes = std::size_t{256} << 20;
+  std::size_t max_retained_per_tenant = 500;
+  std::size_t max_retained_bytes_per_tenant = std::size_t{128} << 20;
   std::size_t output_cap_bytes = 1u << 20;  // per stream, head and tail kept
   std::int64_t host_memory_bytes = 0;       // admission: running memory limits must fit; 0 = off
   std::string instance_id;                  // this server instance; random when empty
-  OutFileCaps out_files;                    // files returned from /workspace/out
+  // Host uids held by sandboxes the startup sweep left alive (another live instance's).
+  std::vector<std::uint32_t> reserved_uids;
+  OutFileCaps out_files;  // files returned from /workspace/out
   // Sandboxes kept created, posture-checked and started with the launcher idle on stdin, so
   // a run skips the engine's create and start. Each serves exactly one run whose limits
   // require the same posture as `prepared_limits` and a timeout no longer; other runs take
@@ -112,7 +119,9 @@ class RunManager {
   RunManager& operator=(const RunManager&) = delete;
 
   // Queues the run, or starts it at once when a slot is free; refuses it when its tenant
-  // already has max_queue runs waiting. Never blocks on the backend.
+  // already has max_queue runs waiting, or when max_queue_total runs wait and its tenant has
+  // the most of them. When another tenant has more, that tenant's newest queued run is stopped
+  // instead to make room. Never blocks on the backend.
   std::variant<RunSnapshot, StartRefusal> start(StartRequest request);
 
   // The run's state now, or after waiting up to `wait` for it to finish. nullopt for an
@@ -126,10 +135,6 @@ class RunManager {
   // a finished run is reported unchanged, once its sandbox is removed. nullopt for an unknown or
   // expired id, and for a run of another tenant.
   std::optional<RunSnapshot> stop(const std::string& tenant, const std::string& run_id);
-
-  // Removes sandboxes left by earlier server instances (their owner process is gone or
-  // their deadline has passed). Returns how many were removed.
-  std::size_t sweepLeftovers();
 
   // Stops every run, removes every sandbox (prepared ones too), joins every thread.
   // Idempotent.

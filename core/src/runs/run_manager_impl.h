@@ -24,6 +24,7 @@
 #include "runs/removal_queue.h"
 #include "runs/report_retention.h"
 #include "runs/run_manager.h"
+#include "runs/uid_pool.h"
 
 namespace scs::runs {
 
@@ -84,25 +85,32 @@ struct Outcome {
 };
 
 // Removes its sandbox when released or destroyed, so that every path out of a run removes the
-// run's sandbox exactly once.
+// run's sandbox exactly once; its uid is given back once the sandbox is gone.
 class SandboxLease {
  public:
-  SandboxLease(RemovalQueue& removals, std::string sandbox_id, std::string whose)
-      : removals_(&removals), sandbox_id_(std::move(sandbox_id)), whose_(std::move(whose)) {}
+  SandboxLease(RemovalQueue& removals, UidPool& uids, std::string sandbox_id, std::uint32_t uid,
+               std::string whose)
+      : removals_(&removals),
+        uids_(&uids),
+        sandbox_id_(std::move(sandbox_id)),
+        uid_(uid),
+        whose_(std::move(whose)) {}
   SandboxLease(const SandboxLease&) = delete;
   SandboxLease& operator=(const SandboxLease&) = delete;
   ~SandboxLease() { release(); }
 
   void release() {
     if (removals_ != nullptr) {
-      removals_->remove(sandbox_id_, whose_);
+      removals_->remove(sandbox_id_, whose_, [uids = uids_, uid = uid_] { uids->give(uid); });
       removals_ = nullptr;
     }
   }
 
  private:
   RemovalQueue* removals_;
+  UidPool* uids_;
   std::string sandbox_id_;
+  std::uint32_t uid_;
   std::string whose_;
 };
 
@@ -120,6 +128,10 @@ struct RunManager::Impl {
 
   // The registry (run_manager.cc). *Locked: called with mutex_ held.
   std::shared_ptr<Run> findLocked(const std::string& tenant, const std::string& run_id);
+  // The queue holds more than max_queue_total with a new run of `tenant`: stops the newest
+  // queued run of the tenant that gives way (tenant_share.h), or says why the new run is
+  // refused when that is `tenant` itself.
+  std::optional<std::string> makeRoomInQueueLocked(const std::string& tenant);
   std::int64_t memoryBytes(const policy::Limits& limits) const;
   std::int64_t executingMemoryLocked() const;
   // Whether `more` bytes fit beside the runs holding slots and the prepared sandboxes.
@@ -148,6 +160,8 @@ struct RunManager::Impl {
   void maintenanceThread();
   PreparedPtr prepareOne();
   void removeRetiredLocked(std::unique_lock<std::mutex>& lock);
+  // Removes a sandbox whose run is over (or that never had one) and gives its uid back.
+  void removeSandbox(const std::string& sandbox_id, std::uint32_t uid, const std::string& whose);
   void retireEndedLocked(std::unique_lock<std::mutex>& lock);
 
   backend::RuntimeBackend& backend_;
@@ -156,6 +170,7 @@ struct RunManager::Impl {
   const Clock& clock_;
   const std::string instance_id_;
   SandboxBringUp bring_up_;
+  UidPool uids_;
   RemovalQueue removals_;
 
   std::mutex mutex_;

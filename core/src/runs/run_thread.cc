@@ -4,6 +4,7 @@
 // removed after the run is reported, on every path.
 
 #include <Poco/Logger.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -20,6 +21,10 @@ namespace {
 
 constexpr auto kWaitSlice = std::chrono::seconds(1);
 constexpr auto kKillGrace = std::chrono::seconds(10);
+// The owner the archive's headers name: nobody. The launcher never applies a header's owner or
+// mode (every file it writes belongs to the sandbox's uid), and a sandbox uid can be larger than
+// ustar's 7 octal digits hold.
+constexpr int kArchiveOwner = 65534;
 
 Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
 
@@ -31,14 +36,23 @@ double secondsBetween(SteadyTime from, SteadyTime to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
-bool parseUserIds(const std::string& user, int* uid, int* gid) {
-  const auto number = [](std::string_view text, int* out) {
-    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), *out);
-    return !text.empty() && error == std::errc() && end == text.data() + text.size() && *out >= 0;
-  };
-  const auto colon = user.find(':');
-  return colon != std::string::npos && number(std::string_view(user).substr(0, colon), uid) &&
-         number(std::string_view(user).substr(colon + 1), gid);
+// The trailer's exit record is evidence from inside the sandbox; its exception is the
+// program's own account, kept only for a run that failed as an uncaught exception fails
+// (exit code 1, or SIGINT for KeyboardInterrupt), never for one that exited 0.
+void keepOnlyTheLaunchersWord(RunResults& results, Outcome& outcome) {
+  policy::Evidence& evidence = outcome.evidence;
+  evidence.killed_outside = outcome.exit.killed_outside;
+  if (results.exit) {
+    evidence.program_reported = true;
+    evidence.program_exit_code = results.exit->code;
+    evidence.program_signal = results.exit->signal;
+  }
+  const bool failed_as_uncaught = results.exit
+                                      ? (results.exit->code == 1 || results.exit->signal == SIGINT)
+                                      : outcome.exit.exit_code.value_or(0) != 0;
+  if (!failed_as_uncaught) {
+    results.exception.reset();
+  }
 }
 
 }  // namespace
@@ -48,7 +62,8 @@ void RunManager::Impl::runThread(const std::shared_ptr<Run>& run) {
   std::optional<SandboxLease> lease;
   if (run->prepared) {
     // Taken at admission: it is removed however the run ends, even stopped before it began.
-    lease.emplace(removals_, run->prepared->sandbox_id, "run " + run->id);
+    lease.emplace(removals_, uids_, run->prepared->sandbox_id, run->prepared->uid,
+                  "run " + run->id);
   }
   try {
     execute(*run, outcome, lease);
@@ -108,41 +123,42 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome, std::optional<Sandbox
         (run.prepared ? " in prepared sandbox " + run.prepared->sandbox_id : std::string()));
   }
 
-  int uid = 0;
-  int gid = 0;
-  if (!parseUserIds(sandbox_.user, &uid, &gid)) {
-    evidence.sandbox_failure =
-        "the sandbox user setting \"" + sandbox_.user + "\" is not a numeric uid:gid";
-    return;
-  }
   for (policy::File& control : controlFiles(nonce, settings_.out_files,
                                             bring_up_.watchdogSeconds(run.limits), stdin_data)) {
     files.push_back(std::move(control));
   }
   stdin_data.reset();
-  std::string archive = policy::buildArchive(files, uid, gid);
-  files.clear();
 
   if (run.prepared) {
-    if (runInPrepared(run, archive, outcome)) {
+    if (runInPrepared(run, policy::buildArchive(files, kArchiveOwner, kArchiveOwner), outcome)) {
       return;
     }
     lease.reset();  // the prepared sandbox ended while idle
   }
 
-  const backend::Posture required = policy::requiredPosture(run.limits, sandbox_);
+  const std::optional<std::uint32_t> uid = uids_.take();
+  if (!uid) {
+    evidence.sandbox_failure = "every uid of the sandbox range is in use";
+    return;
+  }
+  std::string archive = policy::buildArchive(files, kArchiveOwner, kArchiveOwner);
+  files.clear();
+  const backend::Posture required = policy::requiredPosture(run.limits, sandbox_, *uid);
   const backend::SandboxSpec spec = bring_up_.spec(run.id, run.limits, required, false);
   SandboxBringUp::Steps steps;
   steps.archive = &archive;
   steps.sink = run.capture.get();
   steps.created = [&](const std::string& sandbox_id) {
-    lease.emplace(removals_, sandbox_id, "run " + run.id);
+    lease.emplace(removals_, uids_, sandbox_id, *uid, "run " + run.id);
     std::lock_guard lock(mutex_);
     run.sandbox_id = sandbox_id;
   };
   steps.stopped = [&] { return causeSet(run); };
   const SandboxBringUp::Outcome brought = bring_up_.bringUp(spec, required, steps);
   std::string().swap(archive);
+  if (brought.sandbox_id.empty()) {
+    uids_.give(*uid);  // no sandbox was made with it
+  }
   if (!brought.failure.empty()) {
     evidence.sandbox_failure = brought.failure;
     logger().error("run " + run.id + ": " + brought.failure);
@@ -249,6 +265,7 @@ void RunManager::Impl::sealEvidenceLocked(Run& run, policy::Evidence& evidence) 
   }
   run.phase = Phase::kEnded;
   evidence.stop_requested = run.cause == Cause::kStopRun || run.cause == Cause::kShutdown;
+  evidence.by_shutdown = run.cause == Cause::kShutdown;
   evidence.timer_fired = run.cause == Cause::kTimeout;
 }
 
@@ -274,6 +291,7 @@ void RunManager::Impl::finish(Run& run, Outcome& outcome) {
       }
     }
   }
+  keepOnlyTheLaunchersWord(results, outcome);
   std::lock_guard lock(mutex_);
   sealEvidenceLocked(run, outcome.evidence);
   policy::Verdict verdict;

@@ -101,6 +101,31 @@ std::variant<RunException, std::string> readException(const Var& value) {
   return exception;
 }
 
+// {"code": N} or {"signal": N}: how the launcher saw the program's process end.
+std::variant<ProgramExit, std::string> readExit(const Var& value) {
+  const auto small = [](const Var& number, int min, int max) -> std::optional<int> {
+    if (!number.isInteger() || number.isBoolean()) {
+      return std::nullopt;
+    }
+    const auto parsed = number.convert<std::int64_t>();
+    return parsed >= min && parsed <= max ? std::optional<int>(static_cast<int>(parsed))
+                                          : std::nullopt;
+  };
+  if (value.type() == typeid(Object::Ptr) && value.extract<Object::Ptr>()) {
+    const Object& object = *value.extract<Object::Ptr>();
+    ProgramExit exit;
+    if (object.size() == 1 && object.has("code")) {
+      exit.code = small(object.get("code"), 0, 255);
+    } else if (object.size() == 1 && object.has("signal")) {
+      exit.signal = small(object.get("signal"), 1, 64);
+    }
+    if (exit.code || exit.signal) {
+      return exit;
+    }
+  }
+  return std::string("\"exit\" is not {\"code\": 0-255} or {\"signal\": 1-64}");
+}
+
 bool startsWith(std::string_view text, std::string_view prefix) {
   return text.substr(0, prefix.size()) == prefix;
 }
@@ -116,6 +141,10 @@ std::string extensionOf(std::string_view path) {
   std::transform(extension.begin(), extension.end(), extension.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return extension;
+}
+
+bool isWebp(std::string_view content) {
+  return content.size() >= 12 && startsWith(content, "RIFF") && content.substr(8, 4) == "WEBP";
 }
 
 bool looksLikeSvg(std::string_view content) {
@@ -178,6 +207,13 @@ std::variant<RunResults, std::string> parseTrailer(std::string_view trailer,
   const Object& root = *parsed.extract<Object::Ptr>();
 
   RunResults results;
+  if (root.has("exit")) {
+    auto exit = readExit(root.get("exit"));
+    if (auto* problem = std::get_if<std::string>(&exit)) {
+      return *problem;
+    }
+    results.exit = std::get<ProgramExit>(exit);
+  }
   if (root.has("exception") && !root.get("exception").isEmpty()) {
     auto exception = readException(root.get("exception"));
     if (auto* problem = std::get_if<std::string>(&exception)) {
@@ -244,6 +280,9 @@ std::string mimeTypeOf(std::string_view path, std::string_view content) {
   if (startsWith(content, "GIF87a") || startsWith(content, "GIF89a")) {
     return "image/gif";
   }
+  if (isWebp(content)) {
+    return "image/webp";
+  }
   if (startsWith(content, "%PDF-")) {
     return "application/pdf";
   }
@@ -277,8 +316,8 @@ bool isDisplayableImage(std::string_view mime_type, std::string_view content) {
   if (mime_type == "image/gif") {
     return startsWith(content, "GIF87a") || startsWith(content, "GIF89a");
   }
-  if (mime_type == "image/svg+xml") {
-    return looksLikeSvg(content);
+  if (mime_type == "image/webp") {
+    return isWebp(content);
   }
   return false;
 }

@@ -14,8 +14,11 @@
 // never mounts a host path. In: the archive carries `.scs/control.json` (a per-run nonce and
 // the out-file caps) and, when given, `.scs/stdin`; the launcher keeps both in memory. Out: after
 // the user program ends, the launcher writes to stdout "\n\0SCS-TRAILER-<nonce>\0", one line of
-// JSON {"exception", "files", "files_truncated", "files_omitted"} and "\n". The core knows the
-// nonce, so the user program cannot forge the marker; everything from it on is not output.
+// JSON {"exit", "exception", "files", "files_truncated", "files_omitted"} and "\n". The core
+// knows the nonce, so the user program cannot forge the marker; everything from it on is not
+// output. The launcher ends every process of the program before it writes the trailer, so
+// "exit" and the files are the launcher's own account; "exception" alone comes from inside the
+// program's process (docs/SECURITY.md, Reports).
 namespace scs::runs {
 
 inline constexpr const char* kOutDirectory = "/workspace/out";
@@ -42,8 +45,16 @@ struct OutFile {
   std::string content;  // the bytes
 };
 
+// How the program's process ended, as the launcher saw it (its wait status).
+struct ProgramExit {
+  std::optional<int> code;    // it exited with this code (0 to 255)
+  std::optional<int> signal;  // or this signal ended it (1 to 64)
+  bool operator==(const ProgramExit&) const = default;
+};
+
 // What the trailer told about a run.
 struct RunResults {
+  std::optional<ProgramExit> exit;  // absent from an older launcher's trailer
   std::optional<RunException> exception;
   std::vector<OutFile> files;
   bool files_truncated = false;     // some file was left out by a cap
@@ -74,7 +85,8 @@ std::variant<RunResults, std::string> parseTrailer(std::string_view trailer,
 // ("application/octet-stream" when unknown).
 std::string mimeTypeOf(std::string_view path, std::string_view content);
 
-// True for the image types MCP clients display (PNG, JPEG, GIF, SVG) when the bytes are one.
+// True for the raster images MCP clients may display (PNG, JPEG, GIF, WebP) when the bytes are
+// one. Never SVG, or anything else that can carry script: the program wrote it.
 bool isDisplayableImage(std::string_view mime_type, std::string_view content);
 
 }  // namespace scs::runs

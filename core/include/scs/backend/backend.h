@@ -33,7 +33,7 @@
 namespace scs::backend {
 
 // Bumped on any change to a type or a signature in this folder.
-inline constexpr std::uint32_t kAbiVersion = 3;
+inline constexpr std::uint32_t kAbiVersion = 4;
 
 // Exported by every plugin under kAbiSymbol. The loader reads it before anything else.
 struct AbiStamp {
@@ -105,7 +105,8 @@ struct Posture {
   bool no_new_privileges = false;
   bool seccomp_enabled = false;              // a filter is on: engine default or stricter
   std::string seccomp_profile;               // profile text; empty means engine default
-  bool init_process = false;                 // an init reaps orphans as PID 1
+  bool engine_init = true;                   // the engine's own init is PID 1; must not be
+  std::vector<std::string> init_command;     // argv of PID 1: reaps orphans, holds the deadline
   std::vector<std::string> host_namespaces;  // namespaces shared with the host; must be empty
   std::vector<std::string> host_mounts;      // binds, volumes, mounts; must be empty
   std::vector<std::string> devices;          // devices added; must be empty
@@ -114,7 +115,8 @@ struct Posture {
   std::int64_t memory_bytes = 0;
   std::int64_t memory_swap_bytes = 0;  // memory plus swap; equal to memory: no swap
   std::int64_t nano_cpus = 0;
-  std::int64_t pids_limit = 0;
+  std::int64_t pids_limit = 0;       // tasks the sandbox's cgroup may hold on the host
+  std::int64_t processes_limit = 0;  // RLIMIT_NPROC: processes and threads of its user
   std::int64_t open_files_limit = 0;
   std::int64_t file_size_limit_bytes = 0;
   bool core_dumps_disabled = false;
@@ -161,6 +163,8 @@ struct Exit {
   std::optional<int> exit_code;  // code of the sandbox's main process
   bool oom_killed = false;       // the engine saw the memory cap's OOM killer fire
   std::string engine_error;      // non-empty when the runtime itself failed
+  bool killed_outside = false;   // killed or removed by someone other than this backend (an
+                                 // operator, the engine); never by the sandbox's own processes
   std::optional<std::int64_t> peak_memory_bytes;
   std::optional<double> cpu_seconds;
 };

@@ -1,0 +1,19 @@
+#include "runs/tenant_share.h"
+
+namespace scs::runs {
+
+std::string tenantToGiveWay(const std::map<std::string, std::uint64_t>& held,
+                            const std::string& asking) {
+  const auto own = held.find(asking);
+  const std::string* heaviest = &asking;
+  std::uint64_t most = own == held.end() ? 0 : own->second;
+  for (const auto& [tenant, amount] : held) {
+    if (amount > most) {
+      heaviest = &tenant;
+      most = amount;
+    }
+  }
+  return *heaviest;
+}
+
+}  // namespace scs::runs
