@@ -501,6 +501,14 @@ TEST_F(HttpTransportTest, MalformedRequestsGetA4xxAndTheServerGoesOn) {
                            as(session));
   EXPECT_EQ(huge.status, 413);
   EXPECT_THAT(huge.body, HasSubstr("4096 bytes"));
+  EXPECT_EQ(huge.json()->getValue<int>("id"), 1);
+  // The id is read wherever it stands, as the official SDK writes it last.
+  const Answer id_last = send("POST",
+                              R"({"method":"ping","params":{"pad":")" + std::string(9000, 'x') +
+                                  R"("},"jsonrpc":"2.0","id":"late"})",
+                              as(session));
+  EXPECT_EQ(id_last.status, 413);
+  EXPECT_EQ(id_last.json()->getValue<std::string>("id"), "late");
   expectRefused(send("POST", kPing, as(session), "/other"), 404, "/mcp");
   const Answer get = send("GET", "", as(session));
   expectRefused(get, 405, "no GET stream");

@@ -142,12 +142,33 @@ TEST_F(StdioTransportTest, AnOversizedLineIsRefusedAndTheNextLineIsServed) {
   EXPECT_THAT(refusal, HasSubstr("1000"));
 }
 
+TEST_F(StdioTransportTest, AnOversizedRequestIsAnsweredToItsIdWhereverTheIdStands) {
+  constexpr std::size_t kCap = 1000;
+  const std::string pad(200 * 1024, 'x');
+  // The official SDK writes the id last, after the params.
+  const std::string id_last =
+      R"({"method":"tools/call","params":{"code":")" + pad + R"("},"jsonrpc":"2.0","id":17})";
+  const std::string id_first =
+      R"({"jsonrpc":"2.0","id":"first","params":{"code":")" + pad + R"("},"method":"tools/call"})";
+  const std::string notification =
+      R"({"jsonrpc":"2.0","method":"x","params":{"p":")" + pad + R"("}})";
+  const std::vector<std::string> lines = serveInOrder(
+      id_last + "\n" + id_first + "\r\n" + notification + "\n" + ping("2") + "\n", kCap);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0], Server::oversizedMessageError(kCap, Poco::Dynamic::Var(17)));
+  EXPECT_EQ(parse(lines[0])->getValue<int>("id"), 17);
+  EXPECT_EQ(parse(lines[1])->getValue<std::string>("id"), "first");
+  EXPECT_TRUE(parse(lines[2])->isNull("id"));
+  EXPECT_EQ(lines[3], pong("2"));
+}
+
 TEST_F(StdioTransportTest, AMessageOfExactlyTheCapIsServed) {
   const std::string message = ping("7");
   const std::size_t cap = message.size() + 10;
   const std::string padded = message + std::string(10, ' ');
   EXPECT_THAT(serveInOrder(padded + "\r\n" + padded + " \n", cap),
-              ::testing::UnorderedElementsAre(pong("7"), Server::oversizedMessageError(cap)));
+              ::testing::UnorderedElementsAre(
+                  pong("7"), Server::oversizedMessageError(cap, Poco::Dynamic::Var(7))));
 }
 
 TEST_F(StdioTransportTest, ALongPollDoesNotBlockAPing) {

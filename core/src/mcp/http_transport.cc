@@ -28,6 +28,7 @@
 #include <system_error>
 #include <utility>
 
+#include "mcp/message_id.h"
 #include "runs/tenant_share.h"
 
 namespace scs::mcp {
@@ -46,6 +47,8 @@ constexpr auto kSessionIdleLimit = std::chrono::hours(24);
 // Bytes of an unwanted request body read to keep a connection in step; beyond, it is closed.
 constexpr std::size_t kMaxDrainBytes = 64 * 1024;
 constexpr std::size_t kMaxNameLength = 64;
+// How far past --max-http-body-bytes an oversized body is read to find its id.
+constexpr std::size_t kOversizeScanFactor = 4;
 
 Poco::Logger& logger() { return Poco::Logger::get("scs.http"); }
 
@@ -689,21 +692,37 @@ void HttpTransport::Impl::post(HTTPServerRequest& request, Reply& reply,
     return;
   }
   const std::size_t limit = endpoint_.max_body_bytes;
-  bool oversized =
-      request.hasContentLength() && request.getContentLength64() > static_cast<Poco::Int64>(limit);
+  // Past the limit the body is only scanned for its id (it may stand at the end), up to
+  // kOversizeScanFactor times the limit; a body declared longer than that is refused unread.
+  const std::size_t scan_limit = limit * kOversizeScanFactor;
+  const bool declared_huge = request.hasContentLength() &&
+                             request.getContentLength64() > static_cast<Poco::Int64>(scan_limit);
   std::string body;
-  if (!oversized) {
+  std::optional<MessageIdScanner> scanner;
+  std::size_t read = 0;
+  if (!declared_huge) {
     std::istream& in = request.stream();
     char buffer[16384];
-    while (!oversized && (in.read(buffer, sizeof(buffer)) || in.gcount() > 0)) {
-      body.append(buffer, static_cast<std::size_t>(in.gcount()));
-      oversized = body.size() > limit;
+    while (read <= scan_limit && (in.read(buffer, sizeof(buffer)) || in.gcount() > 0)) {
+      const std::string_view chunk(buffer, static_cast<std::size_t>(in.gcount()));
+      read += chunk.size();
+      if (!scanner && body.size() + chunk.size() > limit) {
+        scanner.emplace();
+        scanner->feed(body);
+        std::string().swap(body);
+      }
+      if (scanner) {
+        scanner->feed(chunk);
+      } else {
+        body.append(chunk);
+      }
     }
   }
   reply.markDrained();
-  if (oversized) {
+  if (declared_huge || scanner) {
     reply.closeAfter();
-    reply.json(HTTPResponse::HTTP_REQUEST_ENTITY_TOO_LARGE, Server::oversizedMessageError(limit));
+    reply.json(HTTPResponse::HTTP_REQUEST_ENTITY_TOO_LARGE,
+               Server::oversizedMessageError(limit, scanner ? scanner->id() : std::nullopt));
     return;
   }
 

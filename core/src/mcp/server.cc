@@ -465,8 +465,8 @@ std::optional<std::string> Server::handle(const Message& message, const RequestC
   }
 }
 
-std::string Server::oversizedMessageError(std::size_t limit) {
-  return errorResponse(Var(), ErrorKind::kInvalidRequest,
+std::string Server::oversizedMessageError(std::size_t limit, const std::optional<Var>& id) {
+  return errorResponse(id.value_or(Var()), ErrorKind::kInvalidRequest,
                        "Invalid Request: the message is longer than the limit of " +
                            std::to_string(limit) + " bytes.",
                        Var());

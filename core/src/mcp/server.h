@@ -81,8 +81,10 @@ class Server {
   std::optional<std::string> handle(const Message& message, const RequestContext& context = {});
   std::optional<std::string> handle(std::string_view message, const RequestContext& context = {});
 
-  // The answer to a message over the transport's size cap (JSON-RPC -32600, id null).
-  static std::string oversizedMessageError(std::size_t limit);
+  // The answer to a message over the transport's size cap (JSON-RPC -32600), to `id` when the
+  // transport could read it (MessageIdScanner), otherwise to id null.
+  static std::string oversizedMessageError(std::size_t limit,
+                                           const std::optional<Poco::Dynamic::Var>& id = {});
 
   // The answer to a message a transport refuses before handling it (JSON-RPC -32600, id
   // null), e.g. an HTTP request without its session; `message` says what is wrong.

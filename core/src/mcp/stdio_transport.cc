@@ -7,6 +7,8 @@
 #include <memory>
 #include <utility>
 
+#include "mcp/message_id.h"
+
 namespace scs::mcp {
 namespace {
 
@@ -37,6 +39,7 @@ void StdioTransport::serve(std::istream& in, std::ostream& out) {
   auto chunk = std::make_unique<char[]>(kChunkBytes);
   std::string line;
   bool oversized = false;
+  MessageIdScanner scanner;  // reads the id of an oversized line as it streams past
   while (true) {
     in.getline(chunk.get(), kChunkBytes);
     const auto count = static_cast<std::size_t>(in.gcount());
@@ -44,13 +47,16 @@ void StdioTransport::serve(std::istream& in, std::ostream& out) {
     const bool chunk_full = in.fail() && !end;
     const bool newline = !in.fail() && !end;
     const std::size_t stored = newline ? count - 1 : count;
-    if (!oversized) {
-      if (line.size() + stored > max_message_bytes_ + 1) {
-        oversized = true;
-        std::string().swap(line);
-      } else {
-        line.append(chunk.get(), stored);
-      }
+    if (!oversized && line.size() + stored > max_message_bytes_ + 1) {
+      oversized = true;
+      scanner = MessageIdScanner();
+      scanner.feed(line);
+      std::string().swap(line);
+    }
+    if (oversized) {
+      scanner.feed(std::string_view(chunk.get(), stored));
+    } else {
+      line.append(chunk.get(), stored);
     }
     if (chunk_full) {
       in.clear();
@@ -63,7 +69,11 @@ void StdioTransport::serve(std::istream& in, std::ostream& out) {
     if (oversized || line.size() > max_message_bytes_) {
       logger().warning("discarded a message longer than " + std::to_string(max_message_bytes_) +
                        " bytes");
-      write(Server::oversizedMessageError(max_message_bytes_));
+      if (!oversized) {  // one byte over: the "\r" allowance held it
+        scanner = MessageIdScanner();
+        scanner.feed(line);
+      }
+      write(Server::oversizedMessageError(max_message_bytes_, scanner.id()));
     } else if (!isBlank(line)) {
       dispatch(std::move(line));
     }

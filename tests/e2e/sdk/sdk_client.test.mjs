@@ -110,3 +110,33 @@ describe('safe-code-sandbox through the official MCP SDK client', () => {
     assert.match(stderr, /every run stopped; exiting/);
   });
 });
+
+describe('a message over the size cap, through the official MCP SDK client', () => {
+  test('is answered to its id at once, although the SDK writes the id last', async () => {
+    const transport = new StdioClientTransport({
+      command: binary,
+      args: ['--backend', 'fake', '--max-message-bytes', '65536', '--prepared', '0'],
+      stderr: 'pipe',
+    });
+    const client = new Client({ name: 'scs-sdk-e2e', version: '1.0.0' });
+    await client.connect(transport);
+    try {
+      const begin = Date.now();
+      await assert.rejects(
+        client.callTool({ name: 'start_run', arguments: { code: `# ${'x'.repeat(100_000)}\n` } },
+          undefined, { timeout: 30_000 }),
+        (error) => {
+          assert.equal(error.code, -32600);
+          assert.match(error.message, /longer than the limit of 65536 bytes/);
+          return true;
+        });
+      const took = Date.now() - begin;
+      assert.ok(took < 5000, `the answer took ${took} ms`);
+      // The connection goes on.
+      const { tools } = await client.listTools();
+      assert.equal(tools.length, 3);
+    } finally {
+      await client.close();
+    }
+  });
+});
