@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <iomanip>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <system_error>
@@ -292,6 +293,33 @@ const std::vector<Flag>& flags() {
          }
          c.runs.prepared_max_idle = std::chrono::seconds(parsed);
          return std::nullopt;
+       }},
+      {"warm-modules", "LIST",
+       "Modules a prepared sandbox's interpreter imports while it waits for its run, comma "
+       "separated (those the image lacks are skipped). A run then finds them loaded; it can "
+       "tell only by timing, sys.modules and gc.get_freeze_count(). \"none\": none.",
+       [](const Config& c) {
+         std::string list;
+         for (const std::string& name : c.runs.prepared_warm_modules) {
+           list += (list.empty() ? "" : ",") + name;
+         }
+         return list.empty() ? std::string("none") : list;
+       },
+       [](Config& c, const std::string& v) -> Problem {
+         static const std::regex kModule("[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*");
+         c.runs.prepared_warm_modules.clear();
+         if (v == "none") {
+           return std::nullopt;
+         }
+         for (const std::string& name : mcp::splitList(v)) {
+           if (!std::regex_match(name, kModule)) {
+             return "--warm-modules: '" + name + "' is not a Python module name";
+           }
+           c.runs.prepared_warm_modules.push_back(name);
+         }
+         return c.runs.prepared_warm_modules.empty()
+                    ? Problem("--warm-modules needs module names, or \"none\"")
+                    : std::nullopt;
        }},
       {"retention-seconds", "S", "How long a finished run's report is kept before it is forgotten.",
        [](const Config& c) { return std::to_string(c.runs.retention.count()); },
@@ -644,6 +672,7 @@ Config defaults() {
   config.plugin_dir = defaultPluginDir();
   config.seccomp_profile_path = SCS_DEFAULT_SECCOMP_PROFILE;
   config.runs.prepared = 1;
+  config.runs.prepared_warm_modules = {"numpy", "pandas", "matplotlib.pyplot"};
   return config;
 }
 

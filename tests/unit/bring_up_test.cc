@@ -38,7 +38,8 @@ class BringUpTest : public ::testing::Test {
   policy::SandboxSettings settings_;
   policy::Limits limits_{1, 30, 1, 256};
   backend::Posture required_ = policy::requiredPosture(limits_, settings_, settings_.uids.first);
-  SandboxBringUp bring_up_{backend_, settings_, "instance", std::chrono::seconds(300), clock_};
+  SandboxBringUp bring_up_{
+      backend_, settings_, "instance", std::chrono::seconds(300), {"numpy", "pandas"}, clock_};
   backend::SandboxSpec spec_;
   mocks::RecordingSink sink_;
   std::string created_;
@@ -122,6 +123,16 @@ TEST_F(BringUpTest, TheSpecIsLabelledWithItsUidAndRunsTheLauncherAsPid1) {
   EXPECT_EQ(spec_.command, (std::vector<std::string>{"/usr/bin/python3", "-I",
                                                      "/opt/scs/launcher.py", "--deadline", "40"}));
   EXPECT_EQ(spec_.posture.init_command, spec_.command);
+}
+
+TEST_F(BringUpTest, OnlyAPreparedSandboxWarmsItsInterpreterAndItsWatchdogAllowsItsIdleTime) {
+  const backend::SandboxSpec prepared = bring_up_.spec("prepared-1", limits_, required_, true);
+  EXPECT_EQ(prepared.command,
+            (std::vector<std::string>{"/usr/bin/python3", "-I", "/opt/scs/launcher.py",
+                                      "--deadline", "340", "--warm", "numpy,pandas"}));
+  EXPECT_EQ(prepared.posture.init_command, prepared.command);
+  EXPECT_EQ(prepared.labels.at("io.scs.prepared"), "true");
+  EXPECT_EQ(spec_.labels.count("io.scs.prepared"), 0u);
 }
 
 TEST_F(BringUpTest, AStopBetweenStepsEndsTheSequenceWithoutAFailure) {

@@ -66,6 +66,8 @@ TEST(ConfigTest, DefaultsAreTheShippedValues) {
   EXPECT_EQ(c.runs.max_concurrent, 4);
   EXPECT_EQ(c.runs.max_queue, 64u);
   EXPECT_EQ(c.runs.max_queue_total, 256u);
+  EXPECT_EQ(c.runs.prepared_warm_modules,
+            (std::vector<std::string>{"numpy", "pandas", "matplotlib.pyplot"}));
   EXPECT_EQ(c.runs.max_retained, 1000u);
   EXPECT_EQ(c.runs.max_retained_per_tenant, 500u);
   EXPECT_EQ(c.runs.max_retained_bytes, 256u << 20);
@@ -140,6 +142,8 @@ TEST(ConfigTest, EachFlagSetsItsSetting) {
                             "1048576",
                             "--max-queue-total",
                             "9",
+                            "--warm-modules",
+                            "scipy.stats, sklearn",
                             "--output-cap-bytes",
                             "4096",
                             "--max-files",
@@ -164,6 +168,8 @@ TEST(ConfigTest, EachFlagSetsItsSetting) {
   EXPECT_EQ(c.runs.max_retained_per_tenant, 20u);
   EXPECT_EQ(c.runs.max_retained_bytes_per_tenant, 1048576u);
   EXPECT_EQ(c.runs.max_queue_total, 9u);
+  EXPECT_EQ(c.runs.prepared_warm_modules, (std::vector<std::string>{"scipy.stats", "sklearn"}));
+  EXPECT_TRUE(parseOk({"--warm-modules", "none"}).runs.prepared_warm_modules.empty());
   EXPECT_EQ(c.sandbox.runtime, "runsc");
   EXPECT_EQ(c.sandbox.uids, (policy::UidRange{70000, 70999}));
   EXPECT_EQ(c.seccomp_profile_path, "/etc/scs/seccomp.json");
@@ -250,6 +256,9 @@ TEST(ConfigTest, RefusesBadValuesWithAMessageNamingTheFlag) {
       {{"--max-sessions", "3"}, "--max-sessions applies to HTTP only"},
       {{"--max-sessions-per-tenant", "0", "--http", ":0"}, "--max-sessions-per-tenant: 0 is out"},
       {{"--max-retained-per-tenant", "0"}, "--max-retained-per-tenant: 0 is out of range"},
+      {{"--warm-modules", "os;import sys"}, "--warm-modules: 'os;import sys' is not a Python"},
+      {{"--warm-modules", "a..b"}, "--warm-modules: 'a..b'"},
+      {{"--warm-modules", ","}, "--warm-modules needs module names"},
       {{"fake"}, "unexpected argument 'fake'"},
       {{"-b"}, "unexpected argument '-b'"},
       {{"--backend"}, "--backend needs a value"},
@@ -351,6 +360,7 @@ TEST(ConfigTest, HelpExplainsEveryFlagWithItsTrueDefault) {
                            "--max-queue-total N",
                            "--prepared N",
                            "--prepared-idle-seconds S",
+                           "--warm-modules LIST",
                            "--retention-seconds S",
                            "--max-retained N",
                            "--max-retained-per-tenant N",
@@ -394,6 +404,7 @@ TEST(ConfigTest, HelpExplainsEveryFlagWithItsTrueDefault) {
   shown("max-queue", "64");
   shown("prepared", "1");
   shown("prepared-idle-seconds", "300");
+  shown("warm-modules", "numpy,pandas,matplotlib.pyplot");
   shown("retention-seconds", "3600");
   shown("max-queue-total", "256");
   shown("max-retained", "1000");

@@ -28,11 +28,13 @@ std::string joined(const std::vector<std::string>& parts) {
 
 SandboxBringUp::SandboxBringUp(backend::RuntimeBackend& backend,
                                const policy::SandboxSettings& sandbox, std::string instance_id,
-                               std::chrono::seconds prepared_max_idle, const Clock& clock)
+                               std::chrono::seconds prepared_max_idle,
+                               std::vector<std::string> warm_modules, const Clock& clock)
     : backend_(backend),
       sandbox_(sandbox),
       instance_id_(std::move(instance_id)),
       prepared_max_idle_(prepared_max_idle),
+      warm_modules_(std::move(warm_modules)),
       clock_(clock) {}
 
 long long SandboxBringUp::watchdogSeconds(const policy::Limits& limits) const {
@@ -65,6 +67,13 @@ backend::SandboxSpec SandboxBringUp::spec(const std::string& label_run_id,
   // The launcher is PID 1 and ends the sandbox at this deadline, should the server die first.
   spec.command = required.init_command;
   spec.command.insert(spec.command.end(), {"--deadline", std::to_string(watchdog_seconds)});
+  if (prepared && !warm_modules_.empty()) {
+    std::string list;
+    for (const std::string& name : warm_modules_) {
+      list += (list.empty() ? "" : ",") + name;
+    }
+    spec.command.insert(spec.command.end(), {"--warm", list});
+  }
   spec.env = {
       "PATH=/usr/local/bin:/usr/bin:/bin",
       "HOME=/tmp",

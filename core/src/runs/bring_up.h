@@ -21,16 +21,17 @@ namespace scs::runs {
 
 class SandboxBringUp {
  public:
+  // A prepared sandbox's interpreter imports `warm_modules` while it waits for its run.
   SandboxBringUp(backend::RuntimeBackend& backend, const policy::SandboxSettings& sandbox,
                  std::string instance_id, std::chrono::seconds prepared_max_idle,
-                 const Clock& clock);
+                 std::vector<std::string> warm_modules, const Clock& clock);
 
   // When the in-sandbox watchdog ends a run whose server could not: the timeout and a grace.
   long long watchdogSeconds(const policy::Limits& limits) const;
 
   // The spec of a sandbox for `limits` that must have the posture `required`, labelled for
   // `label_run_id`. A prepared sandbox's watchdog and deadline label also allow for its time
-  // idle (a sandbox idle longer is replaced).
+  // idle (a sandbox idle longer is replaced), and its launcher is told the modules to warm.
   backend::SandboxSpec spec(const std::string& label_run_id, const policy::Limits& limits,
                             const backend::Posture& required, bool prepared) const;
 
@@ -69,6 +70,7 @@ class SandboxBringUp {
   const policy::SandboxSettings& sandbox_;
   const std::string instance_id_;
   const std::chrono::seconds prepared_max_idle_;
+  const std::vector<std::string> warm_modules_;
   const Clock& clock_;
 };
 

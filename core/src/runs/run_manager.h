@@ -50,6 +50,9 @@ struct RunSettings {
   std::size_t prepared = 0;
   policy::Limits prepared_limits;
   std::chrono::seconds prepared_max_idle{300};
+  // Modules a prepared sandbox's interpreter imports while it waits (those the image lacks
+  // are skipped), so a run that imports them finds them loaded. Python dotted names.
+  std::vector<std::string> prepared_warm_modules;
 };
 
 struct CapturedOutput {
