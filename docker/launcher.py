@@ -66,14 +66,19 @@ CLONE_NEWUSER = 0x10000000
 # The functions remove their names first, so main.py starts with the namespace it would have;
 # what the program can tell is the time its own imports take, sys.modules, the threads those
 # modules started (OpenBLAS's), and that the objects the imports made are frozen out of the
-# garbage collector's view (gc.get_freeze_count()).
+# garbage collector's view (gc.get_freeze_count()). Those threads are started with every signal
+# blocked, so a signal sent to the process reaches the program's own threads as it would in a
+# fresh interpreter (a thread that did not block SIGRTMIN would be killed by one the program
+# queues to itself with SIGRTMIN blocked, and the whole process with it).
 BOOTSTRAP = r"""
 def _scs_warm(names):
     import importlib
     import os
+    import signal
     import sys
     import warnings
 
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
     saved = [os.dup(1), os.dup(2)]
     null = os.open("/dev/null", os.O_WRONLY)
     os.dup2(null, 1)
@@ -100,6 +105,7 @@ def _scs_warm(names):
         os.dup2(saved[1], 2)
         for fd in saved:
             os.close(fd)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def _scs_run():

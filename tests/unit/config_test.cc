@@ -170,6 +170,10 @@ TEST(ConfigTest, EachFlagSetsItsSetting) {
   EXPECT_EQ(c.runs.max_queue_total, 9u);
   EXPECT_EQ(c.runs.prepared_warm_modules, (std::vector<std::string>{"scipy.stats", "sklearn"}));
   EXPECT_TRUE(parseOk({"--warm-modules", "none"}).runs.prepared_warm_modules.empty());
+  // Under gVisor a warm interpreter makes forking costly: warm only when asked to.
+  EXPECT_TRUE(parseOk({"--runtime", "runsc"}).runs.prepared_warm_modules.empty());
+  EXPECT_EQ(parseOk({"--runtime", "runsc", "--warm-modules", "numpy"}).runs.prepared_warm_modules,
+            (std::vector<std::string>{"numpy"}));
   EXPECT_EQ(c.sandbox.runtime, "runsc");
   EXPECT_EQ(c.sandbox.uids, (policy::UidRange{70000, 70999}));
   EXPECT_EQ(c.seccomp_profile_path, "/etc/scs/seccomp.json");
