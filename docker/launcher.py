@@ -27,8 +27,9 @@ started before the bundle is read (in a sandbox prepared ahead of its run, long 
 nothing until the bundle has passed every check. PID 1 reaps every orphan while the program
 runs. When the program's process ends, the launcher SIGKILLs every other process (thread groups
 whose leader exited, stopped and traced processes included) until none is left, collects the
-regular files under /workspace/out, writes to stdout "\\n\\0SCS-TRAILER-<nonce>\\0", one line of
-JSON and "\\n" (the server strips it from the output), and exits with the program's exit code, or
+regular files under /workspace/out, writes to stderr "\\0SCS-END-<nonce>\\0" (stderr ends
+there) and then to stdout "\\n\\0SCS-TRAILER-<nonce>\\0", one line of JSON and "\\n" (the
+server strips both from the output), and exits with the program's exit code, or
 128 + N when signal N killed it. The trailer's "exit" says which: {"code": N} or {"signal": N}.
 """
 
@@ -505,10 +506,10 @@ def read_regular(name, dir_fd, cap):
     return content if len(content) <= cap else None
 
 
-def write_all(data):
+def write_all(data, fd=1):
     view = memoryview(data)
     while view:
-        view = view[os.write(1, view):]
+        view = view[os.write(fd, view):]
 
 
 def write_trailer(nonce, exit, exception, files, omitted):
@@ -517,6 +518,11 @@ def write_trailer(nonce, exit, exception, files, omitted):
     # The program shares stdout's open file description and may have made it non-blocking.
     flags = fcntl.fcntl(1, fcntl.F_GETFL)
     fcntl.fcntl(1, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
+    # Stderr first: the engine carries the two streams apart, and the core takes the trailer as
+    # the end of everything only once stderr's end marker has arrived too.
+    flags = fcntl.fcntl(2, fcntl.F_GETFL)
+    fcntl.fcntl(2, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
+    write_all(b"\0SCS-END-" + nonce.encode("ascii") + b"\0", fd=2)
     write_all(b"\n\0SCS-TRAILER-" + nonce.encode("ascii") + b"\0")
     write_all(b'{"exit":' + json.dumps(exit).encode("ascii") + b',"exception":'
               + json.dumps(exception).encode("ascii") + b',"files":[')

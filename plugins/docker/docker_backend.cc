@@ -516,6 +516,7 @@ void DockerBackend::runSandbox(std::shared_ptr<Sandbox> sandbox, backend::Output
     sandbox->done = true;
   }
   cv_.notify_all();
+  sink->ended();
 }
 
 backend::WaitReply DockerBackend::wait(const std::string& id, std::chrono::milliseconds timeout) {
@@ -532,6 +533,32 @@ backend::WaitReply DockerBackend::wait(const std::string& id, std::chrono::milli
       return sandbox->result;
     }
     return backend::WaitReply{};  // still running: exited stays false
+  });
+}
+
+backend::ProgressReply DockerBackend::progress(const std::string& id) {
+  return guarded<backend::ProgressReply>("progress", [&] {
+    backend::ProgressReply reply;
+    std::shared_ptr<Sandbox> sandbox;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const auto found = sandboxes_.find(id);
+      if (found == sandboxes_.end()) {
+        reply.status = {Code::kNotFound,
+                        "progress: " + shortId(id) + " is not a sandbox of this server"};
+        return reply;
+      }
+      sandbox = found->second;
+    }
+    // The kernel counts an OOM kill in the cgroup before the killed process is gone, so a
+    // read after the launcher has seen every process end has seen any OOM kill of the run.
+    const bool read = sampleOne(*sandbox);
+    std::lock_guard<std::mutex> lock(mu_);
+    reply.oom_known = read;
+    reply.oom_killed = sandbox->cgroup_oom || sandbox->oom_event;
+    reply.peak_memory_bytes = sandbox->peak_memory_bytes;
+    reply.cpu_seconds = sandbox->cpu_seconds;
+    return reply;
   });
 }
 
@@ -743,9 +770,9 @@ void DockerBackend::sampleCgroups() {
   }
 }
 
-void DockerBackend::sampleOne(Sandbox& sandbox) {
+bool DockerBackend::sampleOne(Sandbox& sandbox) {
   if (!sample_cgroups_) {
-    return;
+    return false;
   }
   // The directories vanish when the container exits: the last sample stands.
   const std::string memory = settings_.cgroup_root + "/memory/docker/" + sandbox.id;
@@ -763,6 +790,7 @@ void DockerBackend::sampleOne(Sandbox& sandbox) {
   if (cpu_nanos) {
     sandbox.cpu_seconds = static_cast<double>(*cpu_nanos) / 1e9;
   }
+  return oom_kills.has_value();
 }
 
 }  // namespace scs::docker

@@ -64,6 +64,7 @@ class DockerBackend : public backend::RuntimeBackend {
   backend::Status deliver(const std::string& id, const std::string& archive) override;
   backend::Status start(const std::string& id, backend::OutputSink* sink) override;
   backend::WaitReply wait(const std::string& id, std::chrono::milliseconds timeout) override;
+  backend::ProgressReply progress(const std::string& id) override;
   backend::Status kill(const std::string& id) override;
   backend::Status remove(const std::string& id) override;
   backend::ListReply list(const std::string& label_key) override;
@@ -81,7 +82,8 @@ class DockerBackend : public backend::RuntimeBackend {
   void watchEvents();
   void handleEvent(const std::string& line, std::string* since);
   void sampleCgroups();
-  void sampleOne(Sandbox& sandbox);
+  // Reads the sandbox's cgroup counters; true when its OOM-kill counter could be read.
+  bool sampleOne(Sandbox& sandbox);
 
   HttpTransportPtr transport_;
   DockerSettings settings_;

@@ -495,17 +495,27 @@ void FakeBackend::play(const std::shared_ptr<Sandbox>& sandbox) {
       sandbox->sink->write(backend::Stream::kStderr, tracebackOf(*script.exception));
     }
     if (!sandbox->killed && !sandbox->nonce.empty() && !script.engine_error) {
+      std::string end_of_stderr("\0SCS-END-", 9);
+      sandbox->sink->write(backend::Stream::kStderr, end_of_stderr + sandbox->nonce + '\0');
       sandbox->sink->write(backend::Stream::kStdout,
                            trailerOf(sandbox->nonce, script, program_exit));
+    }
+    if (script.linger && !sandbox->killed) {
+      std::unique_lock<std::mutex> linger(mu_);
+      cv_.wait(linger, [&] { return sandbox->killed.load(); });
+      exit.exit_code = kKilledExitCode;
     }
   } catch (const std::exception& e) {
     exit.exit_code.reset();
     exit.engine_error = std::string("fake: ") + e.what();
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  sandbox->exit = exit;
-  sandbox->state = State::kExited;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sandbox->exit = exit;
+    sandbox->state = State::kExited;
+  }
   cv_.notify_all();
+  sandbox->sink->ended();
 }
 
 backend::WaitReply FakeBackend::wait(const std::string& id, std::chrono::milliseconds timeout) {
@@ -521,7 +531,7 @@ backend::WaitReply FakeBackend::wait(const std::string& id, std::chrono::millise
       reply.status = scripted("wait");
       return reply;
     }
-    if (timeout.count() > 0) {
+    if (sandbox->delivered) {
       ++sandbox->waits;
       cv_.notify_all();
     }
@@ -531,6 +541,24 @@ backend::WaitReply FakeBackend::wait(const std::string& id, std::chrono::millise
     } else if (sandbox->removed) {
       reply.status = notFound(id);
     }
+    return reply;
+  });
+}
+
+// The script says what the cgroup counters would: an OOM kill once the code has arrived.
+backend::ProgressReply FakeBackend::progress(const std::string& id) {
+  return guardReply<backend::ProgressReply>([&] {
+    backend::ProgressReply reply;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto sandbox = find(id);
+    if (!sandbox) {
+      reply.status = notFound(id);
+      return reply;
+    }
+    reply.oom_known = true;
+    reply.oom_killed = sandbox->delivered && (sandbox->script.oom || sandbox->script.child_oom);
+    reply.peak_memory_bytes = sandbox->script.peak_memory_bytes;
+    reply.cpu_seconds = sandbox->script.cpu_seconds;
     return reply;
   });
 }

@@ -81,6 +81,7 @@ class FakeBackend : public backend::RuntimeBackend {
   backend::Status deliver(const std::string& id, const std::string& archive) override;
   backend::Status start(const std::string& id, backend::OutputSink* sink) override;
   backend::WaitReply wait(const std::string& id, std::chrono::milliseconds timeout) override;
+  backend::ProgressReply progress(const std::string& id) override;
   backend::Status kill(const std::string& id) override;
   backend::Status remove(const std::string& id) override;
   backend::ListReply list(const std::string& label_key) override;
@@ -98,7 +99,7 @@ class FakeBackend : public backend::RuntimeBackend {
     // Started with its code, and its program has neither ended nor been told to (kill, finish).
     bool running = false;
     backend::Exit exit;       // once exited
-    std::uint64_t waits = 0;  // wait() calls with a timeout, i.e. the core waiting on it
+    std::uint64_t waits = 0;  // wait() calls once its code arrived: the core watching the run
   };
 
   // Every sandbox created, oldest first; removed ones too when Options::keep_removed.

@@ -199,6 +199,9 @@ std::optional<std::string> applyDirective(std::string_view item, Script* script)
   if (key == "hang") {
     return flag(&script->hang);
   }
+  if (key == "linger") {
+    return flag(&script->linger);
+  }
   if (key == "oom") {
     return flag(&script->oom);
   }

@@ -20,6 +20,9 @@ struct Script {
   std::uint64_t flood_bytes = 0;
   std::chrono::milliseconds sleep{0};
   bool hang = false;
+  // Once the launcher has reported (its trailer written), the sandbox does not end until it is
+  // killed or removed: an engine slow to see the container end.
+  bool linger = false;
   bool oom = false;
   bool child_oom = false;
   std::optional<int> signal;

@@ -19,6 +19,7 @@ class MockRuntimeBackend : public backend::RuntimeBackend {
               (override));
   MOCK_METHOD(backend::WaitReply, wait, (const std::string& id, std::chrono::milliseconds timeout),
               (override));
+  MOCK_METHOD(backend::ProgressReply, progress, (const std::string& id), (override));
   MOCK_METHOD(backend::Status, kill, (const std::string& id), (override));
   MOCK_METHOD(backend::Status, remove, (const std::string& id), (override));
   MOCK_METHOD(backend::ListReply, list, (const std::string& label_key), (override));
@@ -40,6 +41,9 @@ class MockRuntimeBackend : public backend::RuntimeBackend {
     });
     ON_CALL(*this, wait(_, _)).WillByDefault([&real](const auto& id, auto timeout) {
       return real.wait(id, timeout);
+    });
+    ON_CALL(*this, progress(_)).WillByDefault([&real](const auto& id) {
+      return real.progress(id);
     });
     ON_CALL(*this, kill(_)).WillByDefault([&real](const auto& id) { return real.kill(id); });
     ON_CALL(*this, remove(_)).WillByDefault([&real](const auto& id) { return real.remove(id); });

@@ -16,6 +16,14 @@ class RecordingSink : public backend::OutputSink {
     (stream == backend::Stream::kStdout ? out_ : err_).append(bytes);
     ++writes_;
   }
+  void ended() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++ends_;
+  }
+  int ends() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ends_;
+  }
   std::string out() {
     std::lock_guard<std::mutex> lock(mu_);
     return out_;
@@ -34,6 +42,7 @@ class RecordingSink : public backend::OutputSink {
   std::string out_;
   std::string err_;
   int writes_ = 0;
+  int ends_ = 0;
 };
 
 }  // namespace scs::mocks

@@ -52,11 +52,21 @@ class RecordingLog : public backend::LogSink {
 // Records what is logged through one of the core's Poco loggers while it lives.
 class LogCapture : public Poco::Channel {
  public:
-  explicit LogCapture(const std::string& name) : logger_(Poco::Logger::get(name)) {
+  explicit LogCapture(const std::string& name, int level = Poco::Message::PRIO_INFORMATION)
+      : logger_(Poco::Logger::get(name)) {
     previous_ = logger_.getChannel();
     previous_level_ = logger_.getLevel();
     logger_.setChannel(this);
-    logger_.setLevel(Poco::Message::PRIO_INFORMATION);
+    logger_.setLevel(level);
+  }
+  bool has(const std::string& text) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const Poco::Message& message : messages_) {
+      if (message.getText().find(text) != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
   }
   ~LogCapture() override {
     logger_.setChannel(previous_);

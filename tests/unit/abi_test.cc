@@ -45,10 +45,10 @@ std::string fingerprint(const std::string& text) {
 // kAbiVersion, or plugins built before it would load into a server they do not match.
 const std::map<std::uint32_t, std::string> kFingerprints = {
     {3, "d25834adbd3c1b68cc70f9009c5db208807a5705e30a2cc713cc0f9a05ddd479"},
-    {4,
-     "cdbe4e9f86b860074372919cef6aa5f393ceee4ec9ffb197df8610b9f2793be3"},  // PID 1 is the launcher;
-                                                                           // RLIMIT_NPROC; kills
-                                                                           // from outside
+    // 4: PID 1 is the launcher; RLIMIT_NPROC; kills from outside.
+    {4, "cdbe4e9f86b860074372919cef6aa5f393ceee4ec9ffb197df8610b9f2793be3"},
+    // 5: OutputSink::ended() and RuntimeBackend::progress(), for the early report.
+    {5, "ac53a6a33e3cd0d757184691c00b2b06d5dcf13bd35e8bf7b16d89955f216d74"},
 };
 
 TEST(AbiTest, TheHeaderMatchesTheFingerprintOfItsAbiVersion) {

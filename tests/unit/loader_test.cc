@@ -8,6 +8,7 @@
 #include <boost/dll/shared_library.hpp>
 #include <chrono>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -309,13 +310,18 @@ class FakeBackendTest : public ::testing::Test {
     return reply.exit;
   }
 
+  // A sink outlives its sandbox: the fake may call ended() until the sandbox is removed, which
+  // the destructor of backend_, declared after the sinks, does.
+  CollectingSink& newSink() { return sinks_.emplace_back(); }
+
   RecordingLog log_;
+  std::deque<CollectingSink> sinks_;
   backend::RuntimeBackendPtr backend_;
 };
 
 TEST_F(FakeBackendTest, PlaysBackTheDirectivesOfMainPy) {
   load();
-  CollectingSink sink;
+  CollectingSink& sink = newSink();
   const std::string id =
       run("print('this is never run')\n#fake: stdout=hello\\sworld\\n stderr=a\\tb\\\\\n#fake: "
           "exit=3\n",
@@ -332,7 +338,7 @@ TEST_F(FakeBackendTest, PlaysBackTheDirectivesOfMainPy) {
 
 TEST_F(FakeBackendTest, WithoutDirectivesARunSucceedsSilently) {
   load();
-  CollectingSink sink;
+  CollectingSink& sink = newSink();
   const backend::Exit exit = waitExit(run("print('hello')\n", &sink));
   EXPECT_EQ(exit.exit_code, 0);
   EXPECT_EQ(sink.out(), "");
@@ -351,7 +357,7 @@ TEST_F(FakeBackendTest, EndsWithTheScriptedEvidence) {
        {Case{"oom", 137, true, ""}, Case{"child_oom", 0, true, ""},
         Case{"signal=11", 139, false, ""}, Case{"exit=255", 255, false, ""},
         Case{"engine_error=runtime\\sbroke", std::nullopt, false, "runtime broke"}}) {
-    CollectingSink sink;
+    CollectingSink& sink = newSink();
     const backend::Exit exit = waitExit(run(std::string("#fake: ") + c.directives + "\n", &sink));
     EXPECT_EQ(exit.exit_code, c.exit_code) << c.directives;
     EXPECT_EQ(exit.oom_killed, c.oom) << c.directives;
@@ -361,7 +367,7 @@ TEST_F(FakeBackendTest, EndsWithTheScriptedEvidence) {
 
 TEST_F(FakeBackendTest, FloodsInChunks) {
   load();
-  CollectingSink sink;
+  CollectingSink& sink = newSink();
   const backend::Exit exit = waitExit(run("#fake: flood=1000000\n", &sink));
   EXPECT_EQ(exit.exit_code, 0);
   EXPECT_EQ(sink.out(), std::string(1000000, 'x'));
@@ -370,7 +376,7 @@ TEST_F(FakeBackendTest, FloodsInChunks) {
 
 TEST_F(FakeBackendTest, AHangingRunEndsOnlyWhenKilled) {
   load();
-  CollectingSink sink;
+  CollectingSink& sink = newSink();
   const std::string id = run("#fake: stdout=partial hang\n", &sink);
   const backend::WaitReply early = backend_->wait(id, 100ms);
   ASSERT_TRUE(early.status.ok());
@@ -385,7 +391,7 @@ TEST_F(FakeBackendTest, AHangingRunEndsOnlyWhenKilled) {
 
 TEST_F(FakeBackendTest, SleepsBeforeEnding) {
   load();
-  CollectingSink sink;
+  CollectingSink& sink = newSink();
   const auto begin = std::chrono::steady_clock::now();
   const std::string id = run("#fake: sleep_ms=400 exit=1\n", &sink);
   EXPECT_FALSE(backend_->wait(id, 10ms).exit.exited);
@@ -395,7 +401,7 @@ TEST_F(FakeBackendTest, SleepsBeforeEnding) {
 
 TEST_F(FakeBackendTest, DelaysStart) {
   load();
-  CollectingSink sink;
+  CollectingSink& sink = newSink();
   const auto begin = std::chrono::steady_clock::now();
   const std::string id = run("#fake: start_delay_ms=300\n", &sink);
   EXPECT_GE(std::chrono::steady_clock::now() - begin, 300ms);
@@ -413,14 +419,14 @@ TEST_F(FakeBackendTest, FailsTheScriptedCall) {
   {
     const std::string id = backend_->create(spec("b")).id;
     ASSERT_TRUE(backend_->deliver(id, archive("#fake: fail=start\n")).ok());
-    CollectingSink sink;
+    CollectingSink& sink = newSink();
     EXPECT_EQ(backend_->start(id, &sink).code, backend::Code::kUnavailable);
     EXPECT_FALSE(log_.has(backend::LogLevel::kInfo, "fake: started " + id));
   }
   {
     const std::string id = backend_->create(spec("c")).id;
     ASSERT_TRUE(backend_->deliver(id, archive("#fake: fail=wait\n")).ok());
-    CollectingSink sink;
+    CollectingSink& sink = newSink();
     ASSERT_TRUE(backend_->start(id, &sink).ok());
     EXPECT_EQ(backend_->wait(id, 1s).status.code, backend::Code::kUnavailable);
   }
@@ -502,7 +508,7 @@ TEST_F(FakeBackendTest, ListsLabelledSandboxesAndForgetsRemovedOnes) {
 
 TEST_F(FakeBackendTest, RemovingARunningSandboxEndsAWaitOnIt) {
   load();
-  CollectingSink sink;
+  CollectingSink& sink = newSink();
   const std::string id = run("#fake: hang\n", &sink);
   backend::WaitReply reply;
   const auto begin = std::chrono::steady_clock::now();
@@ -518,7 +524,7 @@ TEST_F(FakeBackendTest, RemovingARunningSandboxEndsAWaitOnIt) {
 TEST_F(FakeBackendTest, AStartedSandboxIdlesUntilItsCodeIsDelivered) {
   load();
   const std::string id = backend_->create(spec("a")).id;
-  CollectingSink sink;
+  CollectingSink& sink = newSink();
   ASSERT_TRUE(backend_->start(id, &sink).ok());
   EXPECT_TRUE(log_.has(backend::LogLevel::kInfo, "fake: started " + id));
   const backend::WaitReply idle = backend_->wait(id, 50ms);
@@ -541,7 +547,7 @@ TEST_F(FakeBackendTest, AStartedSandboxIdlesUntilItsCodeIsDelivered) {
 TEST_F(FakeBackendTest, AKilledIdleSandboxEndsKilledAndRefusesCode) {
   load();
   const std::string id = backend_->create(spec("a")).id;
-  CollectingSink sink;
+  CollectingSink& sink = newSink();
   ASSERT_TRUE(backend_->start(id, &sink).ok());
   ASSERT_TRUE(backend_->kill(id).ok());
   const backend::Exit exit = waitExit(id);
@@ -561,14 +567,14 @@ TEST_F(FakeBackendTest, ASecondDeliverIsRejectedBeforeAndAfterStart) {
     const std::string id = backend_->create(spec("a")).id;
     ASSERT_TRUE(backend_->deliver(id, archive("#fake: exit=5\n")).ok());
     EXPECT_EQ(backend_->deliver(id, archive("#fake: exit=6\n")).code, backend::Code::kRejected);
-    CollectingSink sink;
+    CollectingSink& sink = newSink();
     ASSERT_TRUE(backend_->start(id, &sink).ok());
     EXPECT_EQ(backend_->deliver(id, archive("#fake: exit=6\n")).code, backend::Code::kRejected);
     EXPECT_EQ(waitExit(id).exit_code, 5);
   }
   {
     const std::string id = backend_->create(spec("b")).id;
-    CollectingSink sink;
+    CollectingSink& sink = newSink();
     ASSERT_TRUE(backend_->start(id, &sink).ok());
     ASSERT_TRUE(backend_->deliver(id, archive("#fake: exit=7 sleep_ms=100\n")).ok());
     const backend::Status again = backend_->deliver(id, archive("#fake: exit=8\n"));
@@ -582,7 +588,7 @@ TEST_F(FakeBackendTest, ASecondDeliverIsRejectedBeforeAndAfterStart) {
 TEST_F(FakeBackendTest, RemovingAnIdleSandboxEndsItAndRefusesCode) {
   load();
   const std::string id = backend_->create(spec("a")).id;
-  CollectingSink sink;
+  CollectingSink& sink = newSink();
   ASSERT_TRUE(backend_->start(id, &sink).ok());
   backend::WaitReply reply;
   std::thread waiter([&] { reply = backend_->wait(id, 30s); });
@@ -599,7 +605,7 @@ TEST_F(FakeBackendTest, RemovingAnIdleSandboxEndsItAndRefusesCode) {
 TEST_F(FakeBackendTest, StartDirectivesApplyOnlyWhenTheCodeCameBeforeStart) {
   load();
   const std::string id = backend_->create(spec("a")).id;
-  CollectingSink sink;
+  CollectingSink& sink = newSink();
   ASSERT_TRUE(backend_->start(id, &sink).ok());
   const auto begin = std::chrono::steady_clock::now();
   ASSERT_TRUE(
@@ -610,7 +616,7 @@ TEST_F(FakeBackendTest, StartDirectivesApplyOnlyWhenTheCodeCameBeforeStart) {
 
 TEST_F(FakeBackendTest, DestroyingTheBackendEndsIdleSandboxes) {
   load();
-  CollectingSink sink;
+  CollectingSink& sink = newSink();
   for (const char* run_id : {"a", "b"}) {
     ASSERT_TRUE(backend_->start(backend_->create(spec(run_id)).id, &sink).ok());
   }
@@ -622,7 +628,7 @@ TEST_F(FakeBackendTest, DestroyingTheBackendEndsIdleSandboxes) {
 
 TEST_F(FakeBackendTest, DestroyingTheBackendEndsRunningSandboxes) {
   load();
-  CollectingSink sink;
+  CollectingSink& sink = newSink();
   run("#fake: hang\n", &sink);
   run("#fake: flood=100000000\n", &sink);
   const auto begin = std::chrono::steady_clock::now();

@@ -91,6 +91,66 @@ TEST(TrailerDetectionTest, AFailedMatchReleasesTheHeldBytes) {
   EXPECT_EQ(live.text, toValidUtf8("abc" + kMarker.substr(0, 20) + "Z and more"));
 }
 
+TEST(TrailerDetectionTest, OutputIsCompleteAtTheTrailersLineEndAndTheListenerHearsItOnce) {
+  OutputCapture capture(4096, kMarker, 4096);
+  int heard = 0;
+  capture.setListener([&] { ++heard; });
+  capture.write(Stream::kStdout, kUserOutput + kMarker + kTrailer.substr(0, 10));
+  EXPECT_FALSE(capture.outputComplete());
+  EXPECT_EQ(heard, 0);
+  capture.write(Stream::kStdout, kTrailer.substr(10));
+  EXPECT_TRUE(capture.outputComplete());
+  EXPECT_EQ(heard, 1);
+  capture.write(Stream::kStdout, "\n");
+  EXPECT_EQ(heard, 1);
+  EXPECT_FALSE(capture.hasEnded());
+  capture.ended();
+  EXPECT_TRUE(capture.hasEnded());
+  EXPECT_EQ(heard, 2);
+}
+
+TEST(TrailerDetectionTest, ATrailerCutAtItsCapNeverCompletesTheOutput) {
+  OutputCapture capture(4096, kMarker, 8);
+  capture.write(Stream::kStdout, kMarker + kTrailer);
+  EXPECT_FALSE(capture.outputComplete());
+  capture.close();
+  EXPECT_TRUE(capture.takeTrailer().overflowed);
+}
+
+// The engine carries the streams apart: the trailer may arrive before the end of stderr.
+TEST(TrailerDetectionTest, WithAStderrEndMarkerTheOutputIsCompleteOnlyOnceBothHaveArrived) {
+  const std::string end = stderrEndMarker(kNonce);
+  const std::string err = "Traceback\n\0SCS-END-0123x\n"s;  // a near miss is output
+  for (std::size_t cut = 0; cut < end.size(); ++cut) {
+    OutputCapture capture(4096, kMarker, 4096, end);
+    int heard = 0;
+    capture.setListener([&] { ++heard; });
+    capture.write(Stream::kStderr, err + end.substr(0, cut));
+    capture.write(Stream::kStdout, "out" + kMarker + kTrailer);
+    EXPECT_FALSE(capture.outputComplete()) << "cut at " << cut;
+    EXPECT_EQ(heard, 0);
+    capture.write(Stream::kStderr, end.substr(cut) + "after the end");
+    EXPECT_TRUE(capture.outputComplete()) << "cut at " << cut;
+    EXPECT_EQ(heard, 1);
+    capture.close();
+    const CapturedOutput stderr_text = capture.snapshot(Stream::kStderr);
+    EXPECT_EQ(stderr_text.text, toValidUtf8(err)) << "cut at " << cut;
+    EXPECT_EQ(stderr_text.bytes, err.size());
+    EXPECT_EQ(capture.snapshot(Stream::kStdout).text, "out");
+  }
+}
+
+TEST(TrailerDetectionTest, AStderrEndMarkerNeverCompletedIsOutputWhenTheStreamEnds) {
+  const std::string end = stderrEndMarker(kNonce);
+  OutputCapture capture(4096, kMarker, 4096, end);
+  capture.write(Stream::kStderr, "e" + end.substr(0, 5));
+  capture.write(Stream::kStdout, kMarker + kTrailer);
+  EXPECT_FALSE(capture.outputComplete());
+  EXPECT_EQ(capture.snapshot(Stream::kStderr).bytes, 6u);
+  capture.close();
+  EXPECT_EQ(capture.snapshot(Stream::kStderr).text, toValidUtf8("e" + end.substr(0, 5)));
+}
+
 TEST(TrailerDetectionTest, EverythingAfterTheMarkerIsTrailerAndIsCapped) {
   OutputCapture capture(4096, kMarker, 8);
   capture.write(Stream::kStdout, "out" + kMarker + "0123456789");

@@ -16,6 +16,8 @@
 
 #include "fake_backend.h"
 #include "mocks/mock_backend.h"
+#include "mocks/test_logs.h"
+#include "runs/prepared_pool.h"
 #include "support/manual_clock.h"
 
 namespace scs::runs {
@@ -475,6 +477,60 @@ TEST_F(RunManagerTest, ASandboxThatIgnoresKillIsGivenUpAfterTenSeconds) {
   EXPECT_TRUE(awaitRun(id, [](const View& view) { return view.removed; }));
   EXPECT_EQ(report.status, policy::RunStatus::kTimedOut);
   EXPECT_DOUBLE_EQ(report.duration_seconds, 15);
+}
+
+// Issue 14: the launcher's complete record (the program's exit code, all of its output) is the
+// evidence; the engine's end of the container adds nothing to it.
+TEST_F(RunManagerTest, ARunIsReportedFromItsLaunchersRecordBeforeItsSandboxEnds) {
+  const std::string id = startRunning(request(1, 30, 1, "#fake: stdout=hi\\n exit=3 linger\n"));
+  const RunSnapshot report = finalOf(id);
+  EXPECT_EQ(report.status, policy::RunStatus::kFailed);
+  EXPECT_EQ(report.exit_code, 3);
+  EXPECT_EQ(report.reason, "Exited with code 3.");
+  EXPECT_EQ(report.stdout_output.text, "hi\n");
+  EXPECT_DOUBLE_EQ(report.duration_seconds, 0);
+  EXPECT_FALSE(sandboxOfRun(id)->exited);
+  // A sandbox that does not end by itself is removed two seconds after the report.
+  advance(1999ms);
+  ASSERT_TRUE(clock_.awaitWaiters(2));
+  EXPECT_FALSE(sandboxOfRun(id)->removed);
+  advance(1ms);
+  EXPECT_TRUE(awaitRun(id, [](const View& view) { return view.removed; }));
+  EXPECT_EQ(finalOf(id).status, policy::RunStatus::kFailed);
+}
+
+// The launcher has reported, but its record cannot tell the whole story: the run waits for its
+// sandbox's end (here, for the stop that ends a sandbox that never ends by itself).
+class WaitsForTheEndTest : public RunManagerTest {
+ protected:
+  void expectWaitsForTheEnd(const std::string& code, const std::string& why) {
+    Poco::AutoPtr<mocks::LogCapture> log(
+        new mocks::LogCapture("scs.runs", Poco::Message::PRIO_DEBUG));
+    const std::string id = startRunning(request(1, 30, 1, code));
+    ASSERT_TRUE(eventually([&] { return log->has(why + "; waiting for the sandbox's end"); }));
+    EXPECT_EQ(statusOf(id), policy::RunStatus::kRunning);
+    ASSERT_TRUE(manager().stop(kLocalTenant, id).has_value());
+    EXPECT_EQ(finalOf(id).status, policy::RunStatus::kStopped);
+    EXPECT_FALSE(log->has("reported from its launcher's record"));
+  }
+};
+
+TEST_F(WaitsForTheEndTest, WhenASignalEndedTheProgramForItMayBeTheOomKillers) {
+  expectWaitsForTheEnd("#fake: signal=9 linger\n", "its program was killed by a signal");
+}
+
+TEST_F(WaitsForTheEndTest, WhenTheOomKillerHasFiredInTheSandbox) {
+  expectWaitsForTheEnd("#fake: child_oom linger\n", "the OOM killer has fired");
+}
+
+TEST_F(WaitsForTheEndTest, WhenTheBackendCannotYetRuleOutAnOomKill) {
+  fake();  // delegates every call to the fake; then progress() alone is overridden
+  ON_CALL(backend_, progress(_)).WillByDefault(::testing::Return(backend::ProgressReply{}));
+  expectWaitsForTheEnd("#fake: exit=0 linger\n", "the backend cannot rule out an OOM kill yet");
+}
+
+TEST_F(WaitsForTheEndTest, WhenTheRecordHoldsNoExit) {
+  expectWaitsForTheEnd("#fake: trailer={\"files\":[]} linger\n", "its record holds no exit");
 }
 
 TEST_F(RunManagerTest, StoppingAQueuedRunTakesItOutOfTheQueueBeforeTheBackendSeesIt) {

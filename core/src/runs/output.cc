@@ -139,13 +139,16 @@ std::string toValidUtf8(std::string_view bytes) {
   return out;
 }
 
+OutputCapture::Scan::Scan(std::string marker_bytes)
+    : marker(std::move(marker_bytes)), failure(failureFunction(marker)) {}
+
 OutputCapture::OutputCapture(std::size_t cap_bytes_per_stream, std::string trailer_marker,
-                             std::size_t trailer_cap_bytes)
+                             std::size_t trailer_cap_bytes, std::string stderr_end_marker)
     : head_cap_(cap_bytes_per_stream / 2),
       tail_cap_(cap_bytes_per_stream - head_cap_),
-      marker_(std::move(trailer_marker)),
-      marker_failure_(failureFunction(marker_)),
-      trailer_cap_(trailer_cap_bytes) {}
+      trailer_cap_(trailer_cap_bytes),
+      trailer_scan_(std::move(trailer_marker)),
+      stderr_scan_(std::move(stderr_end_marker)) {}
 
 OutputCapture::Buffer& OutputCapture::bufferFor(backend::Stream stream) {
   return stream == backend::Stream::kStdout ? stdout_ : stderr_;
@@ -156,65 +159,104 @@ const OutputCapture::Buffer& OutputCapture::bufferFor(backend::Stream stream) co
 }
 
 void OutputCapture::write(backend::Stream stream, std::string_view bytes) {
-  std::lock_guard lock(mutex_);
-  if (stream == backend::Stream::kStdout) {
-    scanStdout(bytes);
-  } else {
-    append(stderr_, bytes);
+  bool completed = false;
+  {
+    std::lock_guard lock(mutex_);
+    const bool was_complete = outputCompleteLocked();
+    if (stream == backend::Stream::kStdout) {
+      if (trailer_scan_.found) {
+        appendTrailer(bytes);
+      } else {
+        const std::size_t used = scan(stdout_, trailer_scan_, bytes);
+        if (trailer_scan_.found) {
+          appendTrailer(bytes.substr(used));
+        }
+      }
+    } else if (!stderr_scan_.found) {
+      scan(stderr_, stderr_scan_, bytes);  // nothing after the end marker is the program's
+    }
+    completed = !was_complete && outputCompleteLocked();
   }
+  if (completed && listener_) {
+    listener_();
+  }
+}
+
+void OutputCapture::ended() {
+  {
+    std::lock_guard lock(mutex_);
+    ended_ = true;
+  }
+  if (listener_) {
+    listener_();
+  }
+}
+
+bool OutputCapture::hasEnded() const {
+  std::lock_guard lock(mutex_);
+  return ended_;
+}
+
+bool OutputCapture::outputComplete() const {
+  std::lock_guard lock(mutex_);
+  return outputCompleteLocked();
+}
+
+bool OutputCapture::outputCompleteLocked() const {
+  return trailer_line_ended_ && (stderr_scan_.marker.empty() || stderr_scan_.found);
 }
 
 void OutputCapture::close() {
   std::lock_guard lock(mutex_);
-  if (!trailer_.found && matched_ > 0) {
-    append(stdout_, std::string_view(marker_).substr(0, matched_));
+  for (const auto stream : {backend::Stream::kStdout, backend::Stream::kStderr}) {
+    Scan& pending = scanFor(stream);
+    if (!pending.found) {
+      append(bufferFor(stream), pending.held());
+    }
+    pending.matched = 0;
   }
-  matched_ = 0;
   closed_ = true;
 }
 
-// The held-back bytes are always marker_[0, matched_), so they need no buffer: on each write
-// the output is a prefix of those bytes followed by the new ones, up to what is still held.
-void OutputCapture::scanStdout(std::string_view bytes) {
-  if (trailer_.found) {
-    appendTrailer(bytes);
-    return;
+// The held-back bytes are always marker[0, matched), so they need no buffer: on each write the
+// output is a prefix of those bytes followed by the new ones, up to what is still held.
+std::size_t OutputCapture::scan(Buffer& buffer, Scan& scan, std::string_view bytes) {
+  const std::string& marker = scan.marker;
+  if (marker.empty()) {
+    append(buffer, bytes);
+    return bytes.size();
   }
-  if (marker_.empty()) {
-    append(stdout_, bytes);
-    return;
-  }
-  const std::size_t held = matched_;
+  const std::size_t held = scan.matched;
   const auto output = [&](std::size_t length) {
     const std::size_t from_held = std::min(length, held);
-    append(stdout_, std::string_view(marker_).substr(0, from_held));
-    append(stdout_, bytes.substr(0, length - from_held));
+    append(buffer, std::string_view(marker).substr(0, from_held));
+    append(buffer, bytes.substr(0, length - from_held));
   };
   std::size_t i = 0;
   while (i < bytes.size()) {
-    if (matched_ == 0) {
-      const void* next = std::memchr(bytes.data() + i, marker_.front(), bytes.size() - i);
+    if (scan.matched == 0) {
+      const void* next = std::memchr(bytes.data() + i, marker.front(), bytes.size() - i);
       if (next == nullptr) {
         break;
       }
       i = static_cast<std::size_t>(static_cast<const char*>(next) - bytes.data());
     }
     const char byte = bytes[i++];
-    while (matched_ > 0 && marker_[matched_] != byte) {
-      matched_ = marker_failure_[matched_ - 1];
+    while (scan.matched > 0 && marker[scan.matched] != byte) {
+      scan.matched = scan.failure[scan.matched - 1];
     }
-    if (marker_[matched_] == byte) {
-      ++matched_;
+    if (marker[scan.matched] == byte) {
+      ++scan.matched;
     }
-    if (matched_ == marker_.size()) {
-      output(held + i - marker_.size());
-      matched_ = 0;
-      trailer_.found = true;
-      appendTrailer(bytes.substr(i));
-      return;
+    if (scan.matched == marker.size()) {
+      output(held + i - marker.size());
+      scan.matched = 0;
+      scan.found = true;
+      return i;
     }
   }
-  output(held + bytes.size() - matched_);
+  output(held + bytes.size() - scan.matched);
+  return bytes.size();
 }
 
 void OutputCapture::appendTrailer(std::string_view bytes) {
@@ -228,12 +270,16 @@ void OutputCapture::appendTrailer(std::string_view bytes) {
     buffer.reserve(std::min(trailer_cap_, std::max(needed, buffer.capacity() * 2)));
   }
   buffer.append(bytes.substr(0, take));
+  // The trailer is one line of JSON: complete at its newline, unless it was cut.
+  trailer_line_ended_ =
+      trailer_line_ended_ ||
+      (!trailer_.overflowed && bytes.substr(0, take).find('\n') != std::string::npos);
 }
 
 OutputCapture::Trailer OutputCapture::takeTrailer() {
   std::lock_guard lock(mutex_);
   Trailer taken;
-  taken.found = trailer_.found;
+  taken.found = trailer_scan_.found;
   taken.overflowed = trailer_.overflowed;
   taken.bytes.swap(trailer_.bytes);
   return taken;
@@ -289,8 +335,8 @@ CapturedOutput OutputCapture::snapshot(backend::Stream stream, std::uint64_t fro
     tail.append(buffer.tail.data(), buffer.tail_start);
     // Bytes held back as a partial marker match are shown: they are output unless the marker
     // completes, which only the launcher can make happen, as the run ends.
-    const std::string_view held =
-        stream == backend::Stream::kStdout ? std::string_view(marker_).substr(0, matched_) : "";
+    const Scan& pending = scanFor(stream);
+    const std::string_view held = pending.found ? std::string_view() : pending.held();
     (tail.empty() ? head : tail).append(held);
     result.bytes = buffer.total + held.size();
     const std::uint64_t tail_offset = result.bytes - tail.size();

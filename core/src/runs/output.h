@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -27,12 +28,24 @@ std::string toValidUtf8(std::string_view bytes);
 // output) or completes; from the marker on, stdout goes to a trailer buffer of
 // `trailer_cap_bytes` instead, so neither the text nor `bytes` include the trailer. Snapshots
 // show held-back bytes as output, since a match only completes with the launcher's trailer.
+// With a stderr end marker, stderr is scanned the same way and ends at it: what follows is
+// dropped.
 class OutputCapture : public backend::OutputSink {
  public:
   explicit OutputCapture(std::size_t cap_bytes_per_stream, std::string trailer_marker = {},
-                         std::size_t trailer_cap_bytes = 0);
+                         std::size_t trailer_cap_bytes = 0, std::string stderr_end_marker = {});
 
   void write(backend::Stream stream, std::string_view bytes) override;
+  // The backend's word that the sandbox has ended (backend.h).
+  void ended() override;
+
+  // Called, without this capture's lock held, when the output is complete (see below) and
+  // when the backend says the sandbox has ended. Set before the capture is a sink.
+  void setListener(std::function<void()> listener) { listener_ = std::move(listener); }
+  bool hasEnded() const;
+  // The launcher has said all: the trailer marker and the whole line after it have arrived
+  // within the cap, and so has the stderr end marker when there is one.
+  bool outputComplete() const;
 
   // The stream ended: bytes held back as a partial marker match are output after all, and
   // snapshots no longer hold back a UTF-8 sequence cut by the end of what has arrived.
@@ -66,24 +79,44 @@ class OutputCapture : public backend::OutputSink {
     std::uint64_t total = 0;
   };
 
+  // A marker looked for in one stream, across write() boundaries.
+  struct Scan {
+    explicit Scan(std::string marker);
+    std::string_view held() const { return std::string_view(marker).substr(0, matched); }
+
+    const std::string marker;
+    const std::vector<std::size_t> failure;  // KMP failure function of marker
+    std::size_t matched = 0;                 // marker bytes matched at the stream's end, held
+    bool found = false;
+  };
+
   Buffer& bufferFor(backend::Stream stream);
   const Buffer& bufferFor(backend::Stream stream) const;
+  Scan& scanFor(backend::Stream stream) { return stream == backend::Stream::kStdout ? trailer_scan_ : stderr_scan_; }
+  const Scan& scanFor(backend::Stream stream) const {
+    return stream == backend::Stream::kStdout ? trailer_scan_ : stderr_scan_;
+  }
+  bool outputCompleteLocked() const;
   void append(Buffer& buffer, std::string_view bytes);
   void appendTail(Buffer& buffer, std::string_view bytes);
-  void scanStdout(std::string_view bytes);
+  // Appends `bytes` to the stream's buffer up to its marker; returns how many bytes of it
+  // were consumed up to and including the marker (all of them when it is not found).
+  std::size_t scan(Buffer& buffer, Scan& scan, std::string_view bytes);
   void appendTrailer(std::string_view bytes);
 
   const std::size_t head_cap_;
   const std::size_t tail_cap_;
-  const std::string marker_;
-  const std::vector<std::size_t> marker_failure_;  // KMP failure function of marker_
   const std::size_t trailer_cap_;
   mutable std::mutex mutex_;
   Buffer stdout_;
   Buffer stderr_;
-  std::size_t matched_ = 0;  // marker bytes matched at the end of stdout, held back
+  Scan trailer_scan_;  // in stdout
+  Scan stderr_scan_;   // the stderr end marker
   bool closed_ = false;
   Trailer trailer_;
+  bool trailer_line_ended_ = false;
+  bool ended_ = false;
+  std::function<void()> listener_;
 };
 
 }  // namespace scs::runs

@@ -30,12 +30,24 @@ void DeferredSink::write(backend::Stream stream, std::string_view bytes) {
   }
 }
 
+void DeferredSink::ended() {
+  std::lock_guard lock(mutex_);
+  if (target_ != nullptr) {
+    target_->ended();
+    return;
+  }
+  ended_ = true;
+}
+
 void DeferredSink::bind(backend::OutputSink* target) {
   std::lock_guard lock(mutex_);
   for (const auto& [stream, bytes] : held_) {
     target->write(stream, bytes);
   }
   held_.clear();
+  if (ended_) {
+    target->ended();
+  }
   target_ = target;
 }
 

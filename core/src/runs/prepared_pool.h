@@ -28,16 +28,18 @@
 namespace scs::runs {
 
 // The sink a prepared sandbox is started with, before its run exists. It holds what the idle
-// launcher writes (normally nothing; capped) and, once bound to the run's capture, hands that
-// over first and forwards everything after it. Thread-safe.
+// launcher writes (normally nothing; capped) and whether the sandbox ended, and, once bound to
+// the run's capture, hands that over first and forwards everything after it. Thread-safe.
 class DeferredSink : public backend::OutputSink {
  public:
   void write(backend::Stream stream, std::string_view bytes) override;
+  void ended() override;  // forwarded, or held for bind() when the sandbox ended idle
   void bind(backend::OutputSink* target);
 
  private:
   std::mutex mutex_;
   backend::OutputSink* target_ = nullptr;
+  bool ended_ = false;
   std::vector<std::pair<backend::Stream, std::string>> held_;
   std::size_t held_bytes_ = 0;
 };

@@ -82,6 +82,9 @@ struct Outcome {
   policy::Evidence evidence;
   backend::Exit exit;
   std::optional<SteadyTime> ended;
+  std::optional<RunResults> results;  // the launcher's trailer, once parsed
+  bool trailer_considered = false;    // whether it could report the run early was decided
+  std::optional<SteadyTime> reported_early;  // reported from the trailer, before the end
 };
 
 // Removes its sandbox when released or destroyed, so that every path out of a run removes the
@@ -152,6 +155,12 @@ struct RunManager::Impl {
   bool runInPrepared(Run& run, const std::string& archive, Outcome& outcome);
   void waitForExit(Run& run, const std::string& sandbox_id, Outcome& outcome);
   void sealEvidenceLocked(Run& run, policy::Evidence& evidence);
+  // The launcher's trailer, parsed once (empty results when there is none or it is bad).
+  RunResults& launcherResults(Run& run, Outcome& outcome);
+  // Reports the run from its complete trailer before the sandbox has ended, when that is
+  // safe (see the definition); otherwise leaves it to finish().
+  void reportEarly(Run& run, const std::string& sandbox_id, Outcome& outcome);
+  void decideLocked(Run& run, Outcome& outcome, RunResults results);
   void finish(Run& run, Outcome& outcome);
   bool causeSet(const Run& run);
   void killSandbox(const std::string& sandbox_id, const std::string& run_id);

@@ -21,6 +21,9 @@ namespace {
 
 constexpr auto kWaitSlice = std::chrono::seconds(1);
 constexpr auto kKillGrace = std::chrono::seconds(10);
+// How long a sandbox reported early (from its launcher's record) may take to end by itself
+// before its removal ends it.
+constexpr auto kEndAfterReport = std::chrono::seconds(2);
 // The owner the archive's headers name: nobody. The launcher never applies a header's owner or
 // mode (every file it writes belongs to the sandbox's uid), and a sandbox uid can be larger than
 // ustar's 7 octal digits hold.
@@ -115,8 +118,14 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome, std::optional<Sandbox
     run.stdin_data.reset();
     run.exec_start = clock_.now();
     run.started_at = clock_.wallNow();
-    run.capture = std::make_unique<OutputCapture>(settings_.output_cap_bytes, trailerMarker(nonce),
-                                                  trailerCapBytes(settings_.out_files));
+    run.capture =
+        std::make_unique<OutputCapture>(settings_.output_cap_bytes, trailerMarker(nonce),
+                                        trailerCapBytes(settings_.out_files), stderrEndMarker(nonce));
+    // Wakes this thread in waitForExit: the launcher has said all, or the sandbox has ended.
+    run.capture->setListener([this] {
+      std::lock_guard wake(mutex_);
+      changed_.notify_all();
+    });
     logger().information(
         "run " + run.id + " of tenant " + run.tenant + " started after " +
         policy::formatNumber(secondsBetween(run.enqueued_at, *run.exec_start)) + " s in the queue" +
@@ -205,58 +214,121 @@ bool RunManager::Impl::runInPrepared(Run& run, const std::string& archive, Outco
   return true;
 }
 
-// Waits for the sandbox to end. The server's own timer kills it at the run's timeout, and a
-// stop (stop_run or shutdown) kills it if stop() could not; a sandbox that has not ended
-// kKillGrace after its kill is given up.
+// Waits for the sandbox to end, woken by the capture when the backend says it has ended or
+// when the launcher's trailer is complete (then the run may be reported at once). The server's
+// own timer kills it at the run's timeout, and a stop (stop_run or shutdown) kills it if stop()
+// could not; a sandbox that has not ended kKillGrace after its kill is given up, and one that
+// has not ended kEndAfterReport after an early report is left to its removal.
 void RunManager::Impl::waitForExit(Run& run, const std::string& sandbox_id, Outcome& outcome) {
   const SteadyTime deadline = *run.exec_start + toDuration(run.limits.timeout_seconds);
+  std::unique_lock lock(mutex_);
   while (true) {
-    const SteadyTime now = clock_.now();
-    bool kill_now = false;
-    SteadyTime until = deadline;
-    {
-      std::lock_guard lock(mutex_);
-      if (!run.kill_sent_at) {
-        if (run.cause == Cause::kNone && now >= deadline) {
-          run.cause = Cause::kTimeout;
-          logger().information("run " + run.id + " reached its timeout; killing it");
-        }
-        if (run.cause != Cause::kNone) {
-          run.kill_sent_at = now;
-          kill_now = true;
-        }
-      } else if (now - *run.kill_sent_at >= kKillGrace) {
-        sealEvidenceLocked(run, outcome.evidence);
-        outcome.evidence.sandbox_failure = "the sandbox did not stop after kill";
-        return;
-      }
-      if (run.kill_sent_at) {
-        until = *run.kill_sent_at + kKillGrace;
-      }
-    }
-    if (kill_now) {
-      killSandbox(sandbox_id, run.id);
-    }
-    const SteadyDuration slice = std::min<SteadyDuration>(until - now, kWaitSlice);
-    const auto timeout =
-        std::max(std::chrono::ceil<std::chrono::milliseconds>(slice), std::chrono::milliseconds(1));
-    const backend::WaitReply reply = backend_.wait(sandbox_id, timeout);
-    if (!reply.status.ok()) {
-      std::lock_guard lock(mutex_);
+    // The backend calls ended() only once wait() has the exit: ended without one is a loss.
+    const bool ended = run.capture->hasEnded();
+    lock.unlock();
+    const backend::WaitReply reply = backend_.wait(sandbox_id, std::chrono::milliseconds(0));
+    lock.lock();
+    if (!reply.status.ok() || (ended && !reply.exit.exited)) {
       sealEvidenceLocked(run, outcome.evidence);
-      outcome.evidence.sandbox_failure = "lost the sandbox while waiting: " + reply.status.message;
+      outcome.evidence.sandbox_failure =
+          "lost the sandbox while waiting: " +
+          (reply.status.ok() ? std::string("it ended without an exit") : reply.status.message);
       return;
     }
     if (reply.exit.exited) {
-      std::lock_guard lock(mutex_);
       sealEvidenceLocked(run, outcome.evidence);
       outcome.exit = reply.exit;
-      outcome.evidence.exit_code = reply.exit.exit_code;
-      outcome.evidence.oom_killed = reply.exit.oom_killed;
-      outcome.evidence.engine_error = reply.exit.engine_error;
+      if (!outcome.reported_early) {
+        outcome.evidence.exit_code = reply.exit.exit_code;
+        outcome.evidence.oom_killed = reply.exit.oom_killed;
+        outcome.evidence.engine_error = reply.exit.engine_error;
+      }
       return;
     }
+
+    const SteadyTime now = clock_.now();
+    SteadyTime until = deadline;
+    if (outcome.reported_early) {
+      until = *outcome.reported_early + kEndAfterReport;
+      if (now >= until) {
+        logger().warning("run " + run.id + ": its sandbox had not ended " +
+                         std::to_string(kEndAfterReport.count()) +
+                         " s after the launcher's report; removing it");
+        return;
+      }
+    } else if (!run.kill_sent_at) {
+      if (run.cause == Cause::kNone && now >= deadline) {
+        run.cause = Cause::kTimeout;
+        logger().information("run " + run.id + " reached its timeout; killing it");
+      }
+      if (run.cause != Cause::kNone) {
+        run.kill_sent_at = now;
+        lock.unlock();
+        killSandbox(sandbox_id, run.id);
+        lock.lock();
+      }
+    } else if (now - *run.kill_sent_at >= kKillGrace) {
+      sealEvidenceLocked(run, outcome.evidence);
+      outcome.evidence.sandbox_failure = "the sandbox did not stop after kill";
+      return;
+    }
+    if (run.kill_sent_at && !outcome.reported_early) {
+      until = *run.kill_sent_at + kKillGrace;
+    }
+    clock_.waitUntil(changed_, lock, std::min<SteadyTime>(until, now + kWaitSlice), [&] {
+      return run.capture->hasEnded() ||
+             (!outcome.trailer_considered && run.capture->outputComplete()) ||
+             (!run.kill_sent_at && run.cause != Cause::kNone);
+    });
+    if (!outcome.trailer_considered && run.capture->outputComplete()) {
+      outcome.trailer_considered = true;
+      lock.unlock();
+      reportEarly(run, sandbox_id, outcome);
+      lock.lock();
+    }
   }
+}
+
+// A run whose launcher has reported may be reported before its sandbox has ended: the engine's
+// end adds nothing when the record holds the program's own exit code (not a signal, which may
+// be the OOM killer's), no stop or timeout of the server's has begun, and the backend can tell
+// that no OOM kill happened (the launcher reports only after every process has ended, so any
+// OOM kill has been counted). Otherwise the run waits for the engine's evidence as before.
+void RunManager::Impl::reportEarly(Run& run, const std::string& sandbox_id, Outcome& outcome) {
+  const auto waitForTheEngine = [&](const std::string& why) {
+    logger().debug("run " + run.id + ": its launcher has reported, but " + why +
+                   "; waiting for the sandbox's end");
+  };
+  RunResults& results = launcherResults(run, outcome);
+  if (!results.exit) {
+    waitForTheEngine("its record holds no exit");
+    return;
+  }
+  if (!results.exit->code) {
+    waitForTheEngine("its program was killed by a signal");
+    return;
+  }
+  const backend::ProgressReply progress = backend_.progress(sandbox_id);
+  if (!progress.status.ok() || !progress.oom_known || progress.oom_killed) {
+    waitForTheEngine(progress.oom_killed ? "the OOM killer has fired"
+                                         : "the backend cannot rule out an OOM kill yet");
+    return;
+  }
+  std::lock_guard lock(mutex_);
+  if (run.cause != Cause::kNone || run.phase >= Phase::kEnded) {
+    waitForTheEngine("the server is ending the run");
+    return;
+  }
+  outcome.ended = clock_.now();
+  outcome.exit.exit_code = results.exit->code;
+  outcome.exit.peak_memory_bytes = progress.peak_memory_bytes;
+  outcome.exit.cpu_seconds = progress.cpu_seconds;
+  outcome.evidence.exit_code = results.exit->code;
+  outcome.reported_early = outcome.ended;
+  run.capture->close();  // both streams have ended at their markers
+  sealEvidenceLocked(run, outcome.evidence);
+  decideLocked(run, outcome, std::move(results));
+  logger().debug("run " + run.id + ": reported from its launcher's record, before its sandbox ended");
 }
 
 void RunManager::Impl::sealEvidenceLocked(Run& run, policy::Evidence& evidence) {
@@ -269,31 +341,36 @@ void RunManager::Impl::sealEvidenceLocked(Run& run, policy::Evidence& evidence) 
   evidence.timer_fired = run.cause == Cause::kTimeout;
 }
 
-void RunManager::Impl::finish(Run& run, Outcome& outcome) {
-  RunResults results;
-  if (run.capture) {
-    run.capture->close();
-    OutputCapture::Trailer trailer = run.capture->takeTrailer();
-    if (trailer.overflowed) {
-      logger().warning("run " + run.id + ": the launcher's trailer is over its cap; ignored");
-    } else if (trailer.found) {
-      // The trailer is written inside the sandbox: untrusted, so nothing in it may end the run
-      // thread before the run is reported and its slot released.
-      try {
-        auto parsed = parseTrailer(trailer.bytes, settings_.out_files);
-        if (auto* problem = std::get_if<std::string>(&parsed)) {
-          logger().warning("run " + run.id + ": ignoring a malformed trailer: " + *problem);
-        } else {
-          results = std::move(std::get<RunResults>(parsed));
-        }
-      } catch (const std::exception& e) {
-        logger().error("run " + run.id + ": ignoring a trailer that failed to parse: " + e.what());
+RunResults& RunManager::Impl::launcherResults(Run& run, Outcome& outcome) {
+  if (outcome.results) {
+    return *outcome.results;
+  }
+  outcome.results.emplace();
+  if (!run.capture) {
+    return *outcome.results;
+  }
+  OutputCapture::Trailer trailer = run.capture->takeTrailer();
+  if (trailer.overflowed) {
+    logger().warning("run " + run.id + ": the launcher's trailer is over its cap; ignored");
+  } else if (trailer.found) {
+    // The trailer is written inside the sandbox: untrusted, so nothing in it may end the run
+    // thread before the run is reported and its slot released.
+    try {
+      auto parsed = parseTrailer(trailer.bytes, settings_.out_files);
+      if (auto* problem = std::get_if<std::string>(&parsed)) {
+        logger().warning("run " + run.id + ": ignoring a malformed trailer: " + *problem);
+      } else {
+        *outcome.results = std::move(std::get<RunResults>(parsed));
       }
+    } catch (const std::exception& e) {
+      logger().error("run " + run.id + ": ignoring a trailer that failed to parse: " + e.what());
     }
   }
+  return *outcome.results;
+}
+
+void RunManager::Impl::decideLocked(Run& run, Outcome& outcome, RunResults results) {
   keepOnlyTheLaunchersWord(results, outcome);
-  std::lock_guard lock(mutex_);
-  sealEvidenceLocked(run, outcome.evidence);
   policy::Verdict verdict;
   try {
     verdict = policy::decide(outcome.evidence, run.limits);
@@ -304,6 +381,31 @@ void RunManager::Impl::finish(Run& run, Outcome& outcome) {
   }
   run.exec_end = outcome.ended;
   finalizeLocked(run, std::move(verdict), std::move(results), outcome.exit);
+}
+
+void RunManager::Impl::finish(Run& run, Outcome& outcome) {
+  if (run.capture) {
+    run.capture->close();
+  }
+  if (outcome.reported_early) {
+    // Reported from the launcher's record; the engine's end, when it came, should agree.
+    const backend::Exit& exit = outcome.exit;
+    if (!outcome.evidence.sandbox_failure.empty()) {
+      logger().warning("run " + run.id + ", already reported from the launcher's record: " +
+                       outcome.evidence.sandbox_failure);
+    } else if (exit.exited && (exit.oom_killed || !exit.engine_error.empty() ||
+                        exit.exit_code != outcome.evidence.exit_code)) {
+      logger().warning("run " + run.id + ": the engine's end (exit code " +
+                       (exit.exit_code ? std::to_string(*exit.exit_code) : std::string("none")) +
+                       (exit.oom_killed ? ", OOM" : "") +
+                       ") differs from the launcher's report, already given");
+    }
+    return;
+  }
+  RunResults results = std::move(launcherResults(run, outcome));
+  std::lock_guard lock(mutex_);
+  sealEvidenceLocked(run, outcome.evidence);
+  decideLocked(run, outcome, std::move(results));
 }
 
 }  // namespace scs::runs

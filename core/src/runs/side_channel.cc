@@ -160,6 +160,13 @@ std::string trailerMarker(std::string_view nonce) {
   return marker;
 }
 
+std::string stderrEndMarker(std::string_view nonce) {
+  std::string marker("\0SCS-END-", 9);
+  marker.append(nonce);
+  marker.push_back('\0');
+  return marker;
+}
+
 std::size_t trailerCapBytes(const OutFileCaps& caps) {
   const std::size_t encoded = (caps.max_total_bytes + 2) / 3 * 4;
   return encoded + caps.max_files * kTrailerSlackPerFile + kTrailerSlack;

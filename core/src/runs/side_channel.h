@@ -64,6 +64,11 @@ struct RunResults {
 // "\n\0SCS-TRAILER-<nonce>\0": where the trailer starts in stdout.
 std::string trailerMarker(std::string_view nonce);
 
+// "\0SCS-END-<nonce>\0": the launcher's last bytes on stderr, written before the trailer once
+// every process of the program has ended. The engine carries stdout and stderr apart, so only
+// this tells that stderr has arrived in full when the trailer has.
+std::string stderrEndMarker(std::string_view nonce);
+
 // Bytes of trailer the core keeps: every file at its cap in base64, plus room for the rest.
 std::size_t trailerCapBytes(const OutFileCaps& caps);
 

@@ -33,7 +33,7 @@
 namespace scs::backend {
 
 // Bumped on any change to a type or a signature in this folder.
-inline constexpr std::uint32_t kAbiVersion = 4;
+inline constexpr std::uint32_t kAbiVersion = 5;
 
 // Exported by every plugin under kAbiSymbol. The loader reads it before anything else.
 struct AbiStamp {
@@ -174,6 +174,17 @@ struct WaitReply {
   Exit exit;
 };
 
+// What the backend can tell about a sandbox that has not ended yet, without waiting.
+struct ProgressReply {
+  Status status;
+  // Whether the backend can tell now if the memory cap's OOM killer has fired in the sandbox
+  // (for Docker: when it reads the sandbox's cgroup counters); false: only wait() can tell.
+  bool oom_known = false;
+  bool oom_killed = false;  // it has, so far
+  std::optional<std::int64_t> peak_memory_bytes;
+  std::optional<double> cpu_seconds;
+};
+
 struct SandboxInfo {
   std::string id;
   std::map<std::string, std::string> labels;
@@ -193,6 +204,10 @@ class OutputSink {
  public:
   virtual ~OutputSink() = default;
   virtual void write(Stream stream, std::string_view bytes) = 0;
+  // Called once, on the same thread, after the last write(): the sandbox has ended and
+  // wait() returns its exit at once. Never after remove() has returned. It lets the core wait
+  // for output and the end on one condition instead of polling wait().
+  virtual void ended() = 0;
 };
 
 enum class LogLevel { kDebug, kInfo, kWarning, kError };
@@ -245,6 +260,11 @@ class RuntimeBackend {
   // Waits up to `timeout` for the sandbox to end. Reports exited only after every byte of
   // output has been written to the sink; after that the sink is not called again.
   virtual WaitReply wait(const std::string& id, std::chrono::milliseconds timeout) = 0;
+
+  // What the backend can tell of a started sandbox now, without waiting for its end: the
+  // core asks once the launcher has reported, to decide whether the report may go out
+  // before the sandbox has ended. kNotFound if it is not a sandbox of this backend.
+  virtual ProgressReply progress(const std::string& id) = 0;
 
   // Kills every process of the sandbox at once (SIGKILL). Idempotent; kNotFound if gone.
   virtual Status kill(const std::string& id) = 0;
