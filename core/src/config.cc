@@ -282,6 +282,14 @@ const std::vector<Flag>& flags() {
        [](const Config& c) { return std::to_string(c.runs.prepared); },
        intSetter<std::size_t>("prepared", 0, 64,
                               [](Config& c) -> std::size_t& { return c.runs.prepared; })},
+      {"prepared-max", "N",
+       "The most sandboxes kept prepared when runs with the default limits arrive together: the "
+       "pool follows the largest number that arrived within a second of each other in the "
+       "last five minutes, between --prepared and this, grows only while no run waits and "
+       "memory allows, and shrinks back to --prepared when the demand is gone.",
+       [](const Config& c) { return std::to_string(c.runs.prepared_max); },
+       intSetter<std::size_t>("prepared-max", 0, 64,
+                              [](Config& c) -> std::size_t& { return c.runs.prepared_max; })},
       {"prepared-idle-seconds", "S",
        "A prepared sandbox idle this long is replaced by a fresh one (its in-sandbox watchdog "
        "allows for this wait on top of the run's timeout).",
@@ -637,7 +645,15 @@ Problem validate(const Config& config, const std::set<std::string>& given) {
                               l.min_timeout_seconds, " seconds")) {
     return p;
   }
-  return checkLimitPair(config, given, "cpus", &policy::Limits::cpus, l.min_cpus, " CPUs");
+  if (auto p = checkLimitPair(config, given, "cpus", &policy::Limits::cpus, l.min_cpus, " CPUs")) {
+    return p;
+  }
+  // Without --prepared-max, a --prepared above its default is the ceiling too.
+  if (given.count("prepared-max") != 0 && config.runs.prepared_max < config.runs.prepared) {
+    return "--prepared-max " + std::to_string(config.runs.prepared_max) + " is below --prepared " +
+           std::to_string(config.runs.prepared);
+  }
+  return std::nullopt;
 }
 
 std::string wrap(const std::string& text, std::size_t indent, std::size_t width) {
@@ -674,6 +690,7 @@ Config defaults() {
   config.plugin_dir = defaultPluginDir();
   config.seccomp_profile_path = SCS_DEFAULT_SECCOMP_PROFILE;
   config.runs.prepared = 1;
+  config.runs.prepared_max = 4;
   config.runs.prepared_warm_modules = {"numpy", "pandas", "matplotlib.pyplot"};
   return config;
 }

@@ -130,6 +130,8 @@ TEST(ConfigTest, EachFlagSetsItsSetting) {
                             "60",
                             "--prepared",
                             "3",
+                            "--prepared-max",
+                            "6",
                             "--prepared-idle-seconds",
                             "45",
                             "--max-retained-bytes",
@@ -162,6 +164,7 @@ TEST(ConfigTest, EachFlagSetsItsSetting) {
                 {"cores", "2"}, {"posture", "user"}, {"engine", "unix:///run/docker.sock"}}));
   EXPECT_EQ(c.sandbox.image, "sandbox@sha256:abc");
   EXPECT_EQ(c.runs.prepared, 3u);
+  EXPECT_EQ(c.runs.prepared_max, 6u);
   EXPECT_EQ(c.runs.prepared_max_idle, std::chrono::seconds(45));
   EXPECT_EQ(c.runs.max_retained_bytes, 2097152u);
   EXPECT_EQ(c.runs.max_retained, 40u);
@@ -287,6 +290,8 @@ TEST(ConfigTest, RefusesBadValuesWithAMessageNamingTheFlag) {
       {{"--prepared", "-1"}, "--prepared: -1 is out of range"},
       {{"--prepared", "65"}, "--prepared: 65 is out of range"},
       {{"--prepared-idle-seconds", "0"}, "--prepared-idle-seconds: 0 is out of range"},
+      {{"--prepared", "3", "--prepared-max", "2"}, "--prepared-max 2 is below --prepared 3"},
+      {{"--prepared-max", "65"}, "--prepared-max: 65 is out of range"},
       {{"--max-retained-bytes", "1000"}, "--max-retained-bytes: 1000 is out of range"},
       {{"--output-cap-bytes", "10"}, "--output-cap-bytes: 10 is out of range"},
       {{"--max-message-bytes", "99999999999"}, "--max-message-bytes: 99999999999 is out of range"},
@@ -363,6 +368,7 @@ TEST(ConfigTest, HelpExplainsEveryFlagWithItsTrueDefault) {
                            "--max-queue N",
                            "--max-queue-total N",
                            "--prepared N",
+                           "--prepared-max N",
                            "--prepared-idle-seconds S",
                            "--warm-modules LIST",
                            "--retention-seconds S",
@@ -407,6 +413,7 @@ TEST(ConfigTest, HelpExplainsEveryFlagWithItsTrueDefault) {
   shown("max-concurrent", "4");
   shown("max-queue", "64");
   shown("prepared", "1");
+  shown("prepared-max", "4");
   shown("prepared-idle-seconds", "300");
   shown("warm-modules", "numpy,pandas,matplotlib.pyplot");
   shown("retention-seconds", "3600");

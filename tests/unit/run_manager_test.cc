@@ -1156,6 +1156,86 @@ TEST_F(PreparedRunManagerTest, PreparedSandboxesCountAgainstHostMemoryAndGiveWay
   EXPECT_TRUE(awaitSandbox("fake-3", [](const View& view) { return view.started; }));
 }
 
+// Issue 14: the pool follows the largest burst of runs it could serve, within its ceiling,
+// and shrinks back to --prepared once the burst is out of its memory.
+TEST_F(PreparedRunManagerTest, ABurstGrowsThePoolUpToItsCeilingAndThePoolShrinksWhenItIsGone) {
+  settings_.prepared_max = 3;
+  settings_.prepared_max_idle = 3600s;
+  waitPrepared();
+  std::vector<std::string> burst;
+  for (int i = 0; i < 4; ++i) {
+    burst.push_back(startOk(request(1, 30, 1, "#fake: exit=0\n")).run_id);
+  }
+  for (const std::string& id : burst) {
+    EXPECT_EQ(finalOf(id).status, policy::RunStatus::kSucceeded);
+  }
+  waitPrepared(3);
+  ASSERT_TRUE(clock_.awaitWaiters(1));  // the maintenance thread wants no more
+  EXPECT_FALSE(manager().awaitPrepared(4, 0ms));
+  EXPECT_EQ(created(), 1u + 3u + 3u);  // the first, three runs' own, three prepared after
+
+  // The burst is remembered for five minutes, then the pool is back to one.
+  advance(300s);
+  ASSERT_TRUE(clock_.awaitWaiters(1));
+  EXPECT_EQ(removed(), 1u + 3u);
+  advance(1s);
+  EXPECT_TRUE(eventually([&] { return removed() == 1u + 3u + 2u; }));
+  ASSERT_TRUE(clock_.awaitWaiters(1));
+  EXPECT_TRUE(manager().awaitPrepared(1, 0ms));
+  EXPECT_EQ(created(), 7u);
+}
+
+TEST_F(PreparedRunManagerTest, ThePoolGrowsPastItsTargetOnlyWhileNoRunWaits) {
+  settings_.prepared_max = 3;
+  settings_.max_concurrent = 1;
+  waitPrepared();
+  const std::string first = startOk().run_id;
+  ASSERT_TRUE(awaitSandbox("fake-1", [](const View& view) { return view.running && view.waits > 0; }));
+  const RunSnapshot second = startOk();
+  const RunSnapshot third = startOk();
+  ASSERT_EQ(third.status, policy::RunStatus::kQueued);
+  // The first run took the prepared sandbox; the pool makes its target again, no more.
+  advance(1s);
+  waitPrepared(1);
+  ASSERT_TRUE(clock_.awaitWaiters(2));
+  EXPECT_FALSE(manager().awaitPrepared(2, 0ms));
+  EXPECT_EQ(created(), 2u);
+  ASSERT_TRUE(manager().stop(kLocalTenant, first).has_value());
+  ASSERT_TRUE(manager().stop(kLocalTenant, second.run_id).has_value());
+  ASSERT_TRUE(manager().stop(kLocalTenant, third.run_id).has_value());
+}
+
+TEST_F(PreparedRunManagerTest, RunsThePoolCannotServeAreNotItsDemand) {
+  settings_.prepared_max = 3;
+  waitPrepared();
+  std::vector<std::string> burst;
+  for (int i = 0; i < 3; ++i) {
+    burst.push_back(startOk(request(2, 30, 1, "#fake: exit=0\n")).run_id);
+  }
+  for (const std::string& id : burst) {
+    EXPECT_EQ(finalOf(id).status, policy::RunStatus::kSucceeded);
+  }
+  advance(1s);
+  ASSERT_TRUE(clock_.awaitWaiters(1));
+  EXPECT_FALSE(manager().awaitPrepared(2, 0ms));
+  EXPECT_EQ(created(), 1u + 3u);
+}
+
+TEST(DemandTest, TheLargestBurstIsTheMostArrivalsWithinOneSecondOfTheLastFiveMinutes) {
+  Demand demand;
+  const SteadyTime t0{std::chrono::hours(1)};
+  EXPECT_EQ(demand.largestBurst(t0), 0u);
+  for (const auto at : {0ms, 100ms, 500ms, 999ms, 1999ms, 5000ms}) {
+    demand.record(t0 + at);
+  }
+  // 0, 100, 500 and 999 ms are within a second; 999 and 1999 ms are not.
+  EXPECT_EQ(demand.largestBurst(t0 + 5s), 4u);
+  EXPECT_EQ(demand.largestBurst(t0 + 300s), 4u);
+  EXPECT_EQ(demand.largestBurst(t0 + 300s + 1ms), 3u);  // the arrival at 0 is forgotten
+  EXPECT_EQ(demand.largestBurst(t0 + 301s), 1u);
+  EXPECT_EQ(demand.largestBurst(t0 + 306s), 0u);
+}
+
 TEST_F(PreparedRunManagerTest, AnIdleSandboxIsReplacedAfterTheLongestIdleTime) {
   waitPrepared();
   advance(299s);

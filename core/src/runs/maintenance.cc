@@ -38,7 +38,8 @@ void RunManager::Impl::maintenanceThread() {
     if (pool_.retireStale(now)) {
       continue;
     }
-    if (!pool_.wantsAnother(now, memoryFitsLocked(pool_.settings().memory_bytes))) {
+    if (!pool_.wantsAnother(now, memoryFitsLocked(pool_.settings().memory_bytes),
+                            queue_.next().has_value())) {
       clock_.waitUntil(pool_changed_, lock,
                        std::min(now + kRecheck, retry_at.value_or(now + kRecheck)));
       retireEndedLocked(lock);

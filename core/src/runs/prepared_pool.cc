@@ -112,9 +112,64 @@ bool PreparedPool::evictFor(std::int64_t needed, const PreparedSandbox* keep,
   return true;
 }
 
-bool PreparedPool::wantsAnother(SteadyTime now, bool memory_fits) const {
-  return ready_.size() + making_ < settings_.target && now >= retry_at_ && memory_fits &&
-         (claimed_running_ == 0 || now - last_claim_ >= kRefillDelay);
+void Demand::record(SteadyTime now) {
+  arrivals_.push_back(now);
+  // Bounded however fast runs arrive: a burst larger than any ceiling needs no more entries.
+  if (arrivals_.size() > 4096) {
+    arrivals_.pop_front();
+  }
+}
+
+std::size_t Demand::largestBurst(SteadyTime now) {
+  while (!arrivals_.empty() && now - arrivals_.front() > kDemandMemory) {
+    arrivals_.pop_front();
+  }
+  std::size_t largest = 0;
+  std::size_t first = 0;
+  for (std::size_t last = 0; last < arrivals_.size(); ++last) {
+    while (arrivals_[last] - arrivals_[first] >= kBurstWindow) {
+      ++first;
+    }
+    largest = std::max(largest, last - first + 1);
+  }
+  return largest;
+}
+
+bool PreparedPool::serves(const policy::Limits& limits,
+                          const policy::SandboxSettings& settings) const {
+  return settings_.target > 0 && limits.timeout_seconds <= settings_.limits.timeout_seconds &&
+         policy::requiredPosture(limits, settings, 0) ==
+             policy::requiredPosture(settings_.limits, settings, 0);
+}
+
+void PreparedPool::demanded(SteadyTime now) {
+  demand_.record(now);
+  wanted(now);
+}
+
+std::size_t PreparedPool::wanted(SteadyTime now) {
+  if (settings_.target == 0) {
+    return 0;
+  }
+  const std::size_t burst = demand_.largestBurst(now);
+  const std::size_t wanted =
+      std::clamp(burst, settings_.target, std::max(settings_.ceiling, settings_.target));
+  if (wanted != wanted_) {
+    logger().debug("prepared pool: " + std::to_string(wanted) + " wanted ready (" +
+                   std::to_string(burst) + " runs within " +
+                   std::to_string(Demand::kBurstWindow.count()) + " s at most in the last " +
+                   std::to_string(Demand::kDemandMemory.count()) + " s; at least " +
+                   std::to_string(settings_.target) + ", at most " +
+                   std::to_string(std::max(settings_.ceiling, settings_.target)) + ")");
+    wanted_ = wanted;
+  }
+  return wanted;
+}
+
+bool PreparedPool::wantsAnother(SteadyTime now, bool memory_fits, bool runs_waiting) {
+  const std::size_t have = ready_.size() + making_;
+  return have < wanted(now) && (have < settings_.target || !runs_waiting) && now >= retry_at_ &&
+         memory_fits && (claimed_running_ == 0 || now - last_claim_ >= kRefillDelay);
 }
 
 void PreparedPool::making() { ++making_; }
@@ -135,8 +190,16 @@ void PreparedPool::failed(SteadyTime now) {
 }
 
 bool PreparedPool::retireStale(SteadyTime now) {
-  if (ready_.empty() || now - ready_.front()->ready_at < settings_.max_idle) {
+  if (ready_.empty()) {
     return false;
+  }
+  const bool surplus = ready_.size() + making_ > wanted(now);
+  if (!surplus && now - ready_.front()->ready_at < settings_.max_idle) {
+    return false;
+  }
+  if (surplus) {
+    logger().debug("prepared sandbox " + ready_.front()->sandbox_id +
+                   " retires: more are ready than recent demand wants");
   }
   retire(std::move(ready_.front()));
   ready_.pop_front();

@@ -58,15 +58,35 @@ struct PreparedSandbox {
 using PreparedPtr = std::unique_ptr<PreparedSandbox>;
 
 struct PoolSettings {
-  std::size_t target = 0;  // sandboxes kept ready; 0 turns preparation off
-  policy::Limits limits;   // what each is made for
+  std::size_t target = 0;   // sandboxes kept ready at the least; 0 turns preparation off
+  std::size_t ceiling = 0;  // the most kept ready when runs arrive together (>= target)
+  policy::Limits limits;    // what each is made for
   std::int64_t memory_bytes = 0;
   std::chrono::seconds max_idle{300};
 };
 
+// How many sandboxes the pool wants ready: the largest number of runs it could have served that
+// arrived within one kBurstWindow of each other in the last kDemandMemory, at least the
+// target and at most the ceiling. A burst is the unit of demand that a pool can serve (runs
+// spread over minutes need one sandbox, refilled between them); the memory of five minutes
+// lets the pool be ready for an agent's next fan-out, and then shrink to the target.
+class Demand {
+ public:
+  static constexpr std::chrono::seconds kBurstWindow{1};
+  static constexpr std::chrono::seconds kDemandMemory{300};
+
+  void record(SteadyTime now);
+  // The largest burst remembered at `now`; forgets what is older than kDemandMemory.
+  std::size_t largestBurst(SteadyTime now);
+
+ private:
+  std::deque<SteadyTime> arrivals_;  // oldest first
+};
+
 class PreparedPool {
  public:
-  explicit PreparedPool(PoolSettings settings) : settings_(std::move(settings)) {}
+  explicit PreparedPool(PoolSettings settings)
+      : settings_(std::move(settings)), wanted_(settings_.target) {}
 
   const PoolSettings& settings() const { return settings_; }
 
@@ -90,15 +110,25 @@ class PreparedPool {
   bool evictFor(std::int64_t needed, const PreparedSandbox* keep,
                 const std::function<bool(std::int64_t)>& fits);
 
+  // Whether a run with these limits could use a sandbox of this pool (in any uid).
+  bool serves(const policy::Limits& limits, const policy::SandboxSettings& settings) const;
+  // A run the pool serves arrived: the demand it follows.
+  void demanded(SteadyTime now);
+  // Sandboxes wanted ready now (see Demand), logged at debug when it changes.
+  std::size_t wanted(SteadyTime now);
+
   // Whether the maintenance thread should make another sandbox now, given whether its memory
-  // fits. A new one waits kRefillDelay for the run that took the last one, so that making it
-  // does not compete with that run for the CPU, and after a failure a growing pause.
-  bool wantsAnother(SteadyTime now, bool memory_fits) const;
+  // fits and whether a run waits in the queue (the pool grows past its target only when none
+  // does, so that it never takes memory or CPU a waiting run could use). A new one waits
+  // kRefillDelay for the run that took the last one, so that making it does not compete with
+  // that run for the CPU, and after a failure a growing pause.
+  bool wantsAnother(SteadyTime now, bool memory_fits, bool runs_waiting);
   void making();                                   // counts one being made
   void made(PreparedPtr sandbox, SteadyTime now);  // it is ready
   void failed(SteadyTime now);                     // making it failed
 
-  // Retires the oldest idle sandbox when it has idled longer than max_idle; true if it did.
+  // Retires the oldest idle sandbox when it has idled longer than max_idle, or when more are
+  // ready than wanted(); true if it did.
   bool retireStale(SteadyTime now);
   // Retires the idle sandboxes with these ids (they ended while idle).
   void retireEnded(const std::vector<std::string>& sandbox_ids);
@@ -112,6 +142,8 @@ class PreparedPool {
 
  private:
   const PoolSettings settings_;
+  Demand demand_;
+  std::size_t wanted_;             // as last logged
   std::deque<PreparedPtr> ready_;  // oldest first
   std::size_t making_ = 0;
   std::size_t claimed_running_ = 0;  // runs executing in a sandbox from here

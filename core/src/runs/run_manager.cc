@@ -68,8 +68,8 @@ RunManager::Impl::Impl(backend::RuntimeBackend& backend, const RunSettings& sett
                 }),
       retention_({settings.retention, settings.max_retained, settings.max_retained_bytes,
                   settings.max_retained_per_tenant, settings.max_retained_bytes_per_tenant}),
-      pool_({settings.prepared, settings.prepared_limits, memoryBytes(settings.prepared_limits),
-             settings.prepared_max_idle}) {
+      pool_({settings.prepared, settings.prepared_max, settings.prepared_limits,
+             memoryBytes(settings.prepared_limits), settings.prepared_max_idle}) {
   maintenance_thread_ = std::thread([this] { maintenanceThread(); });
 }
 
@@ -124,6 +124,10 @@ std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest req
   // every slot that was free before is already taken or held back by memory.
   runs_.emplace(run->id, run);
   queue_.push(run->tenant, run->id);
+  if (pool_.serves(run->limits, sandbox_)) {
+    pool_.demanded(run->enqueued_at);
+    pool_changed_.notify_all();
+  }
   admitLocked();
   if (run->phase == Phase::kQueued) {
     std::optional<std::string> refusal;

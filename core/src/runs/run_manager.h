@@ -46,8 +46,11 @@ struct RunSettings {
   // a run skips the engine's create and start. Each serves exactly one run whose limits
   // require the same posture as `prepared_limits` and a timeout no longer; other runs take
   // the normal path. They count against host_memory_bytes, are replaced after idling for
-  // prepared_max_idle, and are removed at shutdown. 0 turns preparation off.
+  // prepared_max_idle, and are removed at shutdown. `prepared` are kept ready at the least,
+  // up to `prepared_max` when such runs arrive together (runs/prepared_pool.h, Demand).
+  // 0 turns preparation off.
   std::size_t prepared = 0;
+  std::size_t prepared_max = 0;
   policy::Limits prepared_limits;
   std::chrono::seconds prepared_max_idle{300};
   // Modules a prepared sandbox's interpreter imports while it waits (those the image lacks
