@@ -398,7 +398,8 @@ function engineAttach(id) {
   });
 }
 
-function createBody(runtime, command, stdin) {
+// `init`: Docker's own init as PID 1 (the launcher is PID 1 itself and asks for none).
+function createBody(runtime, command, stdin, init = true) {
   return {
     Image: cfg.image,
     Cmd: command,
@@ -421,7 +422,7 @@ function createBody(runtime, command, stdin) {
       ReadonlyRootfs: true,
       CapDrop: ['ALL'],
       SecurityOpt: ['no-new-privileges:true', `seccomp=${seccompText}`],
-      Init: true,
+      Init: init,
       Memory: sandbox.memory,
       MemorySwap: sandbox.memory,
       NanoCpus: sandbox.nanoCpus,
@@ -483,8 +484,7 @@ class PreparedSandbox {
   // Created, attached, wait registered and started: the launcher idles on stdin.
   static async make(runtime) {
     const created = await engine('POST', '/containers/create', createBody(runtime,
-      ['/usr/bin/timeout', '-s', 'KILL', '610', '/usr/bin/python3', '-I', '/opt/scs/launcher.py'],
-      true));
+      ['/usr/bin/python3', '-I', '/opt/scs/launcher.py', '--deadline', '610'], true, false));
     const prepared = new PreparedSandbox(created.Id);
     const { socket, head } = await engineAttach(created.Id);
     prepared.socket = socket;
@@ -545,7 +545,8 @@ async function settle(servers) {
   const filters = encodeURIComponent(JSON.stringify({ label: ['io.scs.managed'] }));
   const settled = (listed, server) => {
     const own = listed.filter((c) => c.Labels?.['io.scs.owner-pid'] === String(server.pid));
-    return own.length === server.prepared &&
+    // At least its --prepared: the pool may keep more after runs arrived together.
+    return own.length >= server.prepared &&
       own.every((c) => c.Labels?.['io.scs.prepared'] === 'true' && c.State === 'running');
   };
   for (const deadline = Date.now() + 10_000; Date.now() < deadline;) {

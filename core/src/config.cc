@@ -284,9 +284,9 @@ const std::vector<Flag>& flags() {
                               [](Config& c) -> std::size_t& { return c.runs.prepared; })},
       {"prepared-max", "N",
        "The most sandboxes kept prepared when runs with the default limits arrive together: the "
-       "pool follows the largest number that arrived within a second of each other in the "
-       "last five minutes, between --prepared and this, grows only while no run waits and "
-       "memory allows, and shrinks back to --prepared when the demand is gone.",
+       "pool follows the most such runs in flight at once in the last five minutes, between "
+       "--prepared and this, grows only while no run waits and memory allows, and shrinks back "
+       "to --prepared when the demand is gone.",
        [](const Config& c) { return std::to_string(c.runs.prepared_max); },
        intSetter<std::size_t>("prepared-max", 0, 64,
                               [](Config& c) -> std::size_t& { return c.runs.prepared_max; })},

@@ -1156,18 +1156,19 @@ TEST_F(PreparedRunManagerTest, PreparedSandboxesCountAgainstHostMemoryAndGiveWay
   EXPECT_TRUE(awaitSandbox("fake-3", [](const View& view) { return view.started; }));
 }
 
-// Issue 14: the pool follows the largest burst of runs it could serve, within its ceiling,
-// and shrinks back to --prepared once the burst is out of its memory.
+// Issue 14: the pool follows the most runs it could serve that were in flight at once, within
+// its ceiling, and shrinks back to --prepared once that is out of its memory.
 TEST_F(PreparedRunManagerTest, ABurstGrowsThePoolUpToItsCeilingAndThePoolShrinksWhenItIsGone) {
   settings_.prepared_max = 3;
   settings_.prepared_max_idle = 3600s;
   waitPrepared();
   std::vector<std::string> burst;
   for (int i = 0; i < 4; ++i) {
-    burst.push_back(startOk(request(1, 30, 1, "#fake: exit=0\n")).run_id);
+    burst.push_back(startOk().run_id);  // four in flight at once
   }
   for (const std::string& id : burst) {
-    EXPECT_EQ(finalOf(id).status, policy::RunStatus::kSucceeded);
+    ASSERT_TRUE(manager().stop(kLocalTenant, id).has_value());
+    EXPECT_EQ(finalOf(id).status, policy::RunStatus::kStopped);
   }
   waitPrepared(3);
   ASSERT_TRUE(clock_.awaitWaiters(1));  // the maintenance thread wants no more
@@ -1221,19 +1222,33 @@ TEST_F(PreparedRunManagerTest, RunsThePoolCannotServeAreNotItsDemand) {
   EXPECT_EQ(created(), 1u + 3u);
 }
 
-TEST(DemandTest, TheLargestBurstIsTheMostArrivalsWithinOneSecondOfTheLastFiveMinutes) {
+TEST(DemandTest, TheLargestIsTheMostInFlightAtOnceInTheLastFiveMinutes) {
   Demand demand;
   const SteadyTime t0{std::chrono::hours(1)};
-  EXPECT_EQ(demand.largestBurst(t0), 0u);
-  for (const auto at : {0ms, 100ms, 500ms, 999ms, 1999ms, 5000ms}) {
-    demand.record(t0 + at);
+  EXPECT_EQ(demand.largest(t0), 0u);
+  demand.record(t0, 1);
+  demand.record(t0 + 10ms, 2);
+  demand.record(t0 + 20ms, 3);
+  demand.record(t0 + 5s, 1);  // one after another from here: one in flight each time
+  demand.record(t0 + 6s, 1);
+  EXPECT_EQ(demand.largest(t0 + 6s), 3u);
+  EXPECT_EQ(demand.largest(t0 + 300s + 20ms), 3u);
+  EXPECT_EQ(demand.largest(t0 + 300s + 21ms), 1u);  // the three at once are forgotten
+  EXPECT_EQ(demand.largest(t0 + 306s + 1ms), 0u);
+}
+
+// Sequential runs, however close together, are demand for one sandbox.
+TEST_F(PreparedRunManagerTest, RunsOneAfterAnotherKeepThePoolAtItsTarget) {
+  settings_.prepared_max = 3;
+  waitPrepared();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(finalOf(startOk(request(1, 30, 1, "#fake: exit=0\n")).run_id).status,
+              policy::RunStatus::kSucceeded);
+    waitPrepared(1);
   }
-  // 0, 100, 500 and 999 ms are within a second; 999 and 1999 ms are not.
-  EXPECT_EQ(demand.largestBurst(t0 + 5s), 4u);
-  EXPECT_EQ(demand.largestBurst(t0 + 300s), 4u);
-  EXPECT_EQ(demand.largestBurst(t0 + 300s + 1ms), 3u);  // the arrival at 0 is forgotten
-  EXPECT_EQ(demand.largestBurst(t0 + 301s), 1u);
-  EXPECT_EQ(demand.largestBurst(t0 + 306s), 0u);
+  ASSERT_TRUE(clock_.awaitWaiters(1));
+  EXPECT_FALSE(manager().awaitPrepared(2, 0ms));
+  EXPECT_EQ(created(), 4u);
 }
 
 TEST_F(PreparedRunManagerTest, AnIdleSandboxIsReplacedAfterTheLongestIdleTime) {

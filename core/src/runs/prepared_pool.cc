@@ -112,27 +112,21 @@ bool PreparedPool::evictFor(std::int64_t needed, const PreparedSandbox* keep,
   return true;
 }
 
-void Demand::record(SteadyTime now) {
-  arrivals_.push_back(now);
-  // Bounded however fast runs arrive: a burst larger than any ceiling needs no more entries.
-  if (arrivals_.size() > 4096) {
-    arrivals_.pop_front();
+void Demand::record(SteadyTime now, std::size_t in_flight) {
+  // Only a new high, or one past what is remembered, can matter: the memory stays small however
+  // fast runs arrive.
+  while (!arrivals_.empty() && arrivals_.back().second <= in_flight) {
+    arrivals_.pop_back();
   }
+  arrivals_.emplace_back(now, in_flight);
 }
 
-std::size_t Demand::largestBurst(SteadyTime now) {
-  while (!arrivals_.empty() && now - arrivals_.front() > kDemandMemory) {
+std::size_t Demand::largest(SteadyTime now) {
+  while (!arrivals_.empty() && now - arrivals_.front().first > kDemandMemory) {
     arrivals_.pop_front();
   }
-  std::size_t largest = 0;
-  std::size_t first = 0;
-  for (std::size_t last = 0; last < arrivals_.size(); ++last) {
-    while (arrivals_[last] - arrivals_[first] >= kBurstWindow) {
-      ++first;
-    }
-    largest = std::max(largest, last - first + 1);
-  }
-  return largest;
+  // Kept in falling order of in-flight count: the front is the largest.
+  return arrivals_.empty() ? 0 : arrivals_.front().second;
 }
 
 bool PreparedPool::serves(const policy::Limits& limits,
@@ -143,21 +137,26 @@ bool PreparedPool::serves(const policy::Limits& limits,
 }
 
 void PreparedPool::demanded(SteadyTime now) {
-  demand_.record(now);
+  demand_.record(now, ++in_flight_);
   wanted(now);
+}
+
+void PreparedPool::demandEnded() {
+  if (in_flight_ > 0) {
+    --in_flight_;
+  }
 }
 
 std::size_t PreparedPool::wanted(SteadyTime now) {
   if (settings_.target == 0) {
     return 0;
   }
-  const std::size_t burst = demand_.largestBurst(now);
+  const std::size_t burst = demand_.largest(now);
   const std::size_t wanted =
       std::clamp(burst, settings_.target, std::max(settings_.ceiling, settings_.target));
   if (wanted != wanted_) {
-    logger().debug("prepared pool: " + std::to_string(wanted) + " wanted ready (" +
-                   std::to_string(burst) + " runs within " +
-                   std::to_string(Demand::kBurstWindow.count()) + " s at most in the last " +
+    logger().debug("prepared pool: " + std::to_string(wanted) + " wanted ready (at most " +
+                   std::to_string(burst) + " runs it serves in flight at once in the last " +
                    std::to_string(Demand::kDemandMemory.count()) + " s; at least " +
                    std::to_string(settings_.target) + ", at most " +
                    std::to_string(std::max(settings_.ceiling, settings_.target)) + ")");

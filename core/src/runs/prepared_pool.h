@@ -65,22 +65,22 @@ struct PoolSettings {
   std::chrono::seconds max_idle{300};
 };
 
-// How many sandboxes the pool wants ready: the largest number of runs it could have served that
-// arrived within one kBurstWindow of each other in the last kDemandMemory, at least the
-// target and at most the ceiling. A burst is the unit of demand that a pool can serve (runs
-// spread over minutes need one sandbox, refilled between them); the memory of five minutes
-// lets the pool be ready for an agent's next fan-out, and then shrink to the target.
+// How many sandboxes the pool wants ready: the most runs it could serve that were in flight at
+// once (queued or executing) in the last kDemandMemory, at least the target and at most the
+// ceiling. Runs that come one after another need one sandbox, refilled between them; an agent
+// that fans out four at once needs four. The memory of five minutes keeps the pool ready for
+// that agent's next fan-out, and then lets it shrink back to the target.
 class Demand {
  public:
-  static constexpr std::chrono::seconds kBurstWindow{1};
   static constexpr std::chrono::seconds kDemandMemory{300};
 
-  void record(SteadyTime now);
-  // The largest burst remembered at `now`; forgets what is older than kDemandMemory.
-  std::size_t largestBurst(SteadyTime now);
+  // A run arrived; `in_flight` such runs (itself included) are now queued or executing.
+  void record(SteadyTime now, std::size_t in_flight);
+  // The most in flight at once in the memory at `now`; forgets what is older.
+  std::size_t largest(SteadyTime now);
 
  private:
-  std::deque<SteadyTime> arrivals_;  // oldest first
+  std::deque<std::pair<SteadyTime, std::size_t>> arrivals_;  // oldest first
 };
 
 class PreparedPool {
@@ -112,8 +112,10 @@ class PreparedPool {
 
   // Whether a run with these limits could use a sandbox of this pool (in any uid).
   bool serves(const policy::Limits& limits, const policy::SandboxSettings& settings) const;
-  // A run the pool serves arrived: the demand it follows.
+  // A run the pool serves arrived, and one such run ended (was reported): the demand it
+  // follows.
   void demanded(SteadyTime now);
+  void demandEnded();
   // Sandboxes wanted ready now (see Demand), logged at debug when it changes.
   std::size_t wanted(SteadyTime now);
 
@@ -143,6 +145,7 @@ class PreparedPool {
  private:
   const PoolSettings settings_;
   Demand demand_;
+  std::size_t in_flight_ = 0;      // runs it serves that are queued or executing
   std::size_t wanted_;             // as last logged
   std::deque<PreparedPtr> ready_;  // oldest first
   std::size_t making_ = 0;

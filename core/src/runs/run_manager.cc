@@ -124,10 +124,6 @@ std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest req
   // every slot that was free before is already taken or held back by memory.
   runs_.emplace(run->id, run);
   queue_.push(run->tenant, run->id);
-  if (pool_.serves(run->limits, sandbox_)) {
-    pool_.demanded(run->enqueued_at);
-    pool_changed_.notify_all();
-  }
   admitLocked();
   if (run->phase == Phase::kQueued) {
     std::optional<std::string> refusal;
@@ -143,6 +139,11 @@ std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest req
       runs_.erase(run->id);
       return StartRefusal{*refusal};
     }
+  }
+  if (pool_.serves(run->limits, sandbox_)) {
+    run->pool_demand = true;
+    pool_.demanded(run->enqueued_at);
+    pool_changed_.notify_all();
   }
   RunSnapshot snapshot = snapshotLocked(*run);
   if (snapshot.queue_position) {
@@ -325,6 +326,10 @@ void RunManager::Impl::launchLocked(const std::shared_ptr<Run>& run) {
 void RunManager::Impl::finalizeLocked(Run& run, policy::Verdict verdict, RunResults results,
                                       const backend::Exit& exit) {
   const bool held_slot = run.holdsSlot();
+  if (run.pool_demand) {
+    run.pool_demand = false;
+    pool_.demandEnded();
+  }
   run.phase = Phase::kFinal;
   run.finished = clock_.now();
   run.finished_at = clock_.wallNow();

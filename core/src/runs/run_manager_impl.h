@@ -52,6 +52,7 @@ struct Run {
 
   Phase phase = Phase::kQueued;
   Cause cause = Cause::kNone;
+  bool pool_demand = false;  // counted in flight in the prepared pool's demand until final
   std::optional<SteadyTime> kill_sent_at;  // the server's kill for `cause`
 
   SteadyTime enqueued_at;
