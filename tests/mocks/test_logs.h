@@ -14,6 +14,12 @@
 
 namespace scs::mocks {
 
+// A plugin's LogSink that drops every line, for tests that read none.
+class NullLog : public backend::LogSink {
+ public:
+  void log(backend::LogLevel, std::string_view) override {}
+};
+
 // A plugin's LogSink that keeps every line, for tests that look for one.
 class RecordingLog : public backend::LogSink {
  public:

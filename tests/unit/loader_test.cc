@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "mocks/recording_sink.h"
+#include "mocks/test_logs.h"
 #include "policy/files.h"
 
 namespace scs::plugin {
@@ -30,27 +31,7 @@ using namespace std::chrono_literals;
 const fs::path kFakePlugin = fs::path(SCS_PLUGIN_DIR) / "libscs_backend_fake.so";
 const fs::path kBadAbiPlugin = fs::path(SCS_TEST_PLUGIN_DIR) / "libscs_backend_badabi.so";
 
-class RecordingLog : public backend::LogSink {
- public:
-  void log(backend::LogLevel level, std::string_view message) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    entries_.emplace_back(level, std::string(message));
-  }
-  bool has(backend::LogLevel level, const std::string& text) {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [entry_level, entry_text] : entries_) {
-      if (entry_level == level && entry_text == text) {
-        return true;
-      }
-    }
-    return false;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::pair<backend::LogLevel, std::string>> entries_;
-};
-
+using mocks::RecordingLog;
 using CollectingSink = mocks::RecordingSink;
 
 // A private directory (mode 0700) that is removed at the end of the test.
@@ -76,6 +57,21 @@ backend::RuntimeBackendPtr loadFake(RecordingLog& log,
   std::string ignored;
   return loadBackend(kFakePlugin, backend::BackendContext{std::move(options), &log},
                      error != nullptr ? error : &ignored);
+}
+
+// Why loadBackend refuses `path`; a plugin that loads fails the test.
+std::string refusalOf(const fs::path& path) {
+  RecordingLog log;
+  std::string error;
+  EXPECT_EQ(loadBackend(path, {{}, &log}, &error), nullptr) << path;
+  return error;
+}
+
+// A copy of the fake plugin in `dir`, whose permissions the test may change.
+fs::path fakePluginCopyIn(const TempDir& dir) {
+  const fs::path copy = dir.path() / "libscs_backend_fake.so";
+  fs::copy_file(kFakePlugin, copy);
+  return copy;
 }
 
 TEST(BackendPathTest, JoinsTheDirectoryAndTheName) {
@@ -148,34 +144,24 @@ TEST(LoaderDeathTest, TheWrongAbiFixtureReallyAbortsWhenItsFactoryIsCalled) {
 }
 
 TEST(LoaderTest, RefusesARelativePath) {
-  RecordingLog log;
-  std::string error;
-  EXPECT_EQ(loadBackend("build/plugins/libscs_backend_fake.so", {{}, &log}, &error), nullptr);
-  EXPECT_THAT(error, HasSubstr("relative"));
-  EXPECT_EQ(loadBackend("", {{}, &log}, &error), nullptr);
-  EXPECT_THAT(error, HasSubstr("relative"));
+  EXPECT_THAT(refusalOf("build/plugins/libscs_backend_fake.so"), HasSubstr("relative"));
+  EXPECT_THAT(refusalOf(""), HasSubstr("relative"));
 }
 
 TEST(LoaderTest, RefusesAMissingFile) {
-  RecordingLog log;
-  std::string error;
   const fs::path missing = fs::path(SCS_PLUGIN_DIR) / "libscs_backend_nosuch.so";
-  EXPECT_EQ(loadBackend(missing, {{}, &log}, &error), nullptr);
+  const std::string error = refusalOf(missing);
   EXPECT_THAT(error, HasSubstr(missing.string()));
   EXPECT_THAT(error, HasSubstr("does not exist"));
 }
 
 TEST(LoaderTest, RefusesADirectory) {
-  RecordingLog log;
-  std::string error;
-  EXPECT_EQ(loadBackend(SCS_PLUGIN_DIR, {{}, &log}, &error), nullptr);
-  EXPECT_THAT(error, HasSubstr("not a regular file"));
+  EXPECT_THAT(refusalOf(SCS_PLUGIN_DIR), HasSubstr("not a regular file"));
 }
 
 TEST(LoaderTest, RefusesAFileWritableByOthers) {
   TempDir dir;
-  const fs::path copy = dir.path() / "libscs_backend_fake.so";
-  fs::copy_file(kFakePlugin, copy);
+  const fs::path copy = fakePluginCopyIn(dir);
   fs::permissions(copy, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
                             fs::perms::others_read);
   RecordingLog log;
@@ -184,24 +170,19 @@ TEST(LoaderTest, RefusesAFileWritableByOthers) {
   EXPECT_NE(loadBackend(copy, {{}, &log}, &error), nullptr) << error;
 
   fs::permissions(copy, fs::perms::others_write, fs::perm_options::add);
-  EXPECT_EQ(loadBackend(copy, {{}, &log}, &error), nullptr);
-  EXPECT_THAT(error, HasSubstr("writable by group or others"));
+  EXPECT_THAT(refusalOf(copy), HasSubstr("writable by group or others"));
 
   fs::permissions(copy, fs::perms::others_write, fs::perm_options::remove);
   fs::permissions(copy, fs::perms::group_write, fs::perm_options::add);
-  EXPECT_EQ(loadBackend(copy, {{}, &log}, &error), nullptr);
-  EXPECT_THAT(error, HasSubstr("writable by group or others"));
+  EXPECT_THAT(refusalOf(copy), HasSubstr("writable by group or others"));
 }
 
 TEST(LoaderTest, RefusesAFileInADirectoryWritableByOthers) {
   TempDir dir;
-  const fs::path copy = dir.path() / "libscs_backend_fake.so";
-  fs::copy_file(kFakePlugin, copy);
+  const fs::path copy = fakePluginCopyIn(dir);
   fs::permissions(dir.path(), fs::perms::others_write | fs::perms::others_exec,
                   fs::perm_options::add);
-  RecordingLog log;
-  std::string error;
-  EXPECT_EQ(loadBackend(copy, {{}, &log}, &error), nullptr);
+  const std::string error = refusalOf(copy);
   EXPECT_THAT(error, HasSubstr("plugin directory"));
   EXPECT_THAT(error, HasSubstr("writable by group or others"));
 }
@@ -210,10 +191,7 @@ TEST(LoaderTest, RefusesALibraryThatIsNotABackend) {
   TempDir dir;
   const fs::path text = dir.path() / "libscs_backend_text.so";
   { std::ofstream(text) << "not an ELF file\n"; }
-  RecordingLog log;
-  std::string error;
-  EXPECT_EQ(loadBackend(text, {{}, &log}, &error), nullptr);
-  EXPECT_THAT(error, HasSubstr("cannot load"));
+  EXPECT_THAT(refusalOf(text), HasSubstr("cannot load"));
 
   // A real shared object without the entry symbols: the bad-ABI plugin's directory holds
   // only plugins, so use a copy of the C++ runtime's math library.
@@ -227,8 +205,7 @@ TEST(LoaderTest, RefusesALibraryThatIsNotABackend) {
     }
   }
   ASSERT_TRUE(fs::exists(libm));
-  EXPECT_EQ(loadBackend(libm, {{}, &log}, &error), nullptr);
-  EXPECT_THAT(error, HasSubstr("does not export"));
+  EXPECT_THAT(refusalOf(libm), HasSubstr("does not export"));
 }
 
 TEST(LoaderTest, KeepsTheLibraryMappedWhileTheBackendLives) {
