@@ -13,22 +13,30 @@
 #include "docker_backend.h"
 #include "engine_client.h"
 #include "http_transport.h"
+#include "mocks/docker_engine.h"
 #include "mocks/mock_http_transport.h"
 #include "mocks/recording_sink.h"
+#include "mocks/test_logs.h"
 
 namespace scs::docker {
 namespace {
 
 using backend::Code;
+using mocks::RecordingLog;
+using mocks::RecordingSink;
 using ::testing::_;
 using ::testing::AllOf;
+using testing::connected;
+using testing::connectTo;
+using testing::expectStartup;
 using ::testing::Field;
-using testing::ForwardingTransport;
+using testing::goodSpec;
 using ::testing::InSequence;
 using ::testing::Invoke;
 using testing::IsCall;
 using testing::MockHttpTransport;
 using testing::opened;
+using testing::quietSettings;
 using testing::reply;
 using ::testing::Return;
 using testing::scripted;
@@ -116,45 +124,6 @@ TEST(NegotiationTest, PicksTheNewestCommonVersion) {
       EXPECT_FALSE(n.status.message.empty()) << c.reply;
     }
   }
-}
-
-class NullLog : public backend::LogSink {
- public:
-  void log(backend::LogLevel, std::string_view) override {}
-};
-
-DockerSettings quietSettings() {
-  DockerSettings settings;
-  settings.watch_events = false;
-  settings.cgroup_root.clear();
-  return settings;
-}
-
-void expectStartup(StrictMock<MockHttpTransport>* transport, const std::string& version_reply,
-                   const std::string& info_path) {
-  EXPECT_CALL(*transport, call(IsCall("GET", "/version")))
-      .WillOnce(Return(reply(200, version_reply)));
-  EXPECT_CALL(*transport, call(IsCall("GET", info_path)))
-      .WillOnce(Return(reply(200, R"({"NCPU":2,"MemTotal":25000000000,"CgroupVersion":"1",)"
-                                  R"("SecurityOptions":["name=seccomp,profile=default"]})")));
-}
-
-std::unique_ptr<DockerBackend> connectTo(StrictMock<MockHttpTransport>* transport,
-                                         const DockerSettings& settings, std::string* error,
-                                         backend::LogSink* log = nullptr) {
-  static NullLog null_log;
-  return DockerBackend::connect(std::make_unique<ForwardingTransport>(transport), settings,
-                                log != nullptr ? log : &null_log, error);
-}
-
-std::unique_ptr<DockerBackend> connected(StrictMock<MockHttpTransport>* transport,
-                                         const DockerSettings& settings = quietSettings(),
-                                         backend::LogSink* log = nullptr) {
-  expectStartup(transport, R"({"ApiVersion":"1.41","MinAPIVersion":"1.12"})", "/v1.41/info");
-  std::string error;
-  auto backend = connectTo(transport, settings, &error, log);
-  EXPECT_TRUE(backend) << error;
-  return backend;
 }
 
 TEST(NegotiationTest, LaterPathsCarryTheNegotiatedVersion) {
@@ -245,48 +214,72 @@ TEST(ErrorMappingTest, NonJsonBodiesAreQuotedShortAndPrintable) {
   EXPECT_EQ(status.message.find('\n'), std::string::npos);
 }
 
-TEST(KillRemoveTest, KillTreatsNotRunningAsDone) {
-  StrictMock<MockHttpTransport> transport;
-  auto backend = connected(&transport);
-  EXPECT_CALL(transport, call(IsCall("POST", "/v1.41/containers/abc/kill?signal=KILL")))
+// A backend connected over a strict mock that has answered the startup calls, logging to log_.
+// startSandbox() creates and starts "abc" with its output going to sink_; attach_ and waiting_
+// are then the handles of its attach and wait streams.
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override { connect(quietSettings()); }
+
+  // Replaces the backend with one connected under `settings`.
+  void connect(const DockerSettings& settings) {
+    backend_ = connected(&transport_, settings, &log_);
+  }
+
+  // See createAndStart.
+  void startSandbox(bool deliver_first = true);
+
+  // "abc" is started, exits 0 as the engine records it, and is removed; what the wait reported.
+  backend::WaitReply runToExit();
+
+  StrictMock<MockHttpTransport> transport_;
+  RecordingLog log_;
+  RecordingSink sink_;
+  std::unique_ptr<DockerBackend> backend_;
+  std::shared_ptr<State> attach_;
+  std::shared_ptr<State> waiting_;
+};
+
+using KillRemoveTest = EngineTest;
+
+TEST_F(KillRemoveTest, KillTreatsNotRunningAsDone) {
+  EXPECT_CALL(transport_, call(IsCall("POST", "/v1.41/containers/abc/kill?signal=KILL")))
       .WillOnce(Return(reply(204)))
       .WillOnce(Return(reply(409, R"({"message":"Container abc is not running"})")))
       .WillOnce(Return(reply(404, R"({"message":"No such container: abc"})")))
       .WillOnce(Return(reply(500, R"({"message":"daemon trouble"})")));
-  EXPECT_EQ(backend->kill("abc").code, Code::kOk);
-  EXPECT_EQ(backend->kill("abc").code, Code::kOk);
-  EXPECT_EQ(backend->kill("abc").code, Code::kNotFound);
-  EXPECT_EQ(backend->kill("abc").code, Code::kUnavailable);
+  EXPECT_EQ(backend_->kill("abc").code, Code::kOk);
+  EXPECT_EQ(backend_->kill("abc").code, Code::kOk);
+  EXPECT_EQ(backend_->kill("abc").code, Code::kNotFound);
+  EXPECT_EQ(backend_->kill("abc").code, Code::kUnavailable);
 }
 
-TEST(KillRemoveTest, RemoveForcesAndTreatsGoneAsDone) {
-  StrictMock<MockHttpTransport> transport;
-  auto backend = connected(&transport);
-  EXPECT_CALL(transport, call(IsCall("DELETE", "/v1.41/containers/abc?force=1&v=1")))
+TEST_F(KillRemoveTest, RemoveForcesAndTreatsGoneAsDone) {
+  EXPECT_CALL(transport_, call(IsCall("DELETE", "/v1.41/containers/abc?force=1&v=1")))
       .WillOnce(Return(reply(204)))
       .WillOnce(Return(reply(404, R"({"message":"No such container: abc"})")))
       .WillOnce(
           Return(reply(409, R"({"message":"removal of container abc is already in progress"})")))
       .WillOnce(Return(reply(409, R"({"message":"You cannot remove a running container"})")))
       .WillOnce(Return(reply(500, R"({"message":"driver failed"})")));
-  EXPECT_EQ(backend->remove("abc").code, Code::kOk);
-  EXPECT_EQ(backend->remove("abc").code, Code::kOk);
-  EXPECT_EQ(backend->remove("abc").code, Code::kOk);
-  EXPECT_EQ(backend->remove("abc").code, Code::kRejected);
-  const backend::Status failed = backend->remove("abc");
+  EXPECT_EQ(backend_->remove("abc").code, Code::kOk);
+  EXPECT_EQ(backend_->remove("abc").code, Code::kOk);
+  EXPECT_EQ(backend_->remove("abc").code, Code::kOk);
+  EXPECT_EQ(backend_->remove("abc").code, Code::kRejected);
+  const backend::Status failed = backend_->remove("abc");
   EXPECT_EQ(failed.code, Code::kUnavailable);
   EXPECT_NE(failed.message.find("driver failed"), std::string::npos);
 }
 
-TEST(ListCapacityTest, ListFiltersByLabelAndReadsLabels) {
-  StrictMock<MockHttpTransport> transport;
-  auto backend = connected(&transport);
-  EXPECT_CALL(transport, call(IsCall("GET",
-                                     "/v1.41/containers/json?all=1&filters="
-                                     "%7B%22label%22%3A%5B%22io.scs.managed%22%5D%7D")))
+using ListCapacityTest = EngineTest;
+
+TEST_F(ListCapacityTest, ListFiltersByLabelAndReadsLabels) {
+  EXPECT_CALL(transport_, call(IsCall("GET",
+                                      "/v1.41/containers/json?all=1&filters="
+                                      "%7B%22label%22%3A%5B%22io.scs.managed%22%5D%7D")))
       .WillOnce(Return(reply(200, R"([{"Id":"a1","Labels":{"io.scs.managed":"true",
                                        "io.scs.run-id":"r1"}},{"Id":"b2","Labels":null}])")));
-  const auto listed = backend->list("io.scs.managed");
+  const auto listed = backend_->list("io.scs.managed");
   ASSERT_TRUE(listed.status.ok()) << listed.status.message;
   ASSERT_EQ(listed.sandboxes.size(), 2u);
   EXPECT_EQ(listed.sandboxes[0].id, "a1");
@@ -295,122 +288,89 @@ TEST(ListCapacityTest, ListFiltersByLabelAndReadsLabels) {
   EXPECT_TRUE(listed.sandboxes[1].labels.empty());
 }
 
-TEST(ListCapacityTest, CapacityComesFromInfo) {
-  StrictMock<MockHttpTransport> transport;
-  auto backend = connected(&transport);
-  EXPECT_CALL(transport, call(IsCall("GET", "/v1.41/info")))
+TEST_F(ListCapacityTest, CapacityComesFromInfo) {
+  EXPECT_CALL(transport_, call(IsCall("GET", "/v1.41/info")))
       .WillOnce(Return(reply(200, R"({"NCPU":16,"MemTotal":68719476736})")))
       .WillOnce(Return(reply(200, R"({"NCPU":16})")));
-  const auto capacity = backend->capacity();
+  const auto capacity = backend_->capacity();
   ASSERT_TRUE(capacity.status.ok());
   EXPECT_EQ(capacity.capacity.cores, 16);
   EXPECT_EQ(capacity.capacity.memory_bytes, 68719476736);
-  EXPECT_EQ(backend->capacity().status.code, Code::kInternal);
+  EXPECT_EQ(backend_->capacity().status.code, Code::kInternal);
 }
 
-TEST(GuardTest, AnExceptionBelowBecomesInternal) {
-  StrictMock<MockHttpTransport> transport;
-  auto backend = connected(&transport);
-  EXPECT_CALL(transport, call(_)).WillRepeatedly(Invoke([](const HttpCall&) -> HttpReply {
+using GuardTest = EngineTest;
+
+TEST_F(GuardTest, AnExceptionBelowBecomesInternal) {
+  EXPECT_CALL(transport_, call(_)).WillRepeatedly(Invoke([](const HttpCall&) -> HttpReply {
     throw std::runtime_error("boom");
   }));
-  EXPECT_EQ(backend->capacity().status.code, Code::kInternal);
-  EXPECT_EQ(backend->kill("abc").code, Code::kInternal);
-  EXPECT_EQ(backend->list("k").status.code, Code::kInternal);
-  EXPECT_NE(backend->remove("abc").message.find("boom"), std::string::npos);
-}
-
-backend::SandboxSpec minimalSpec() {
-  backend::SandboxSpec spec;
-  spec.run_id = "run-1";
-  spec.command = {"/usr/bin/python3", "-I", "/opt/scs/launcher.py"};
-  backend::Posture& p = spec.posture;
-  p.init_command = spec.command;
-  p.image = "img";
-  p.runtime = "runc";
-  p.user = "10001:10001";
-  p.network_disabled = true;
-  p.all_capabilities_dropped = true;
-  p.no_new_privileges = true;
-  p.seccomp_enabled = true;
-  p.memory_bytes = p.memory_swap_bytes = 256ll << 20;
-  p.shm_bytes = 32ll << 20;
-  p.nano_cpus = 1000000000;
-  p.pids_limit = 64;
-  p.processes_limit = 64;
-  p.open_files_limit = 64;
-  p.file_size_limit_bytes = 1 << 20;
-  p.masked_paths = {"/proc/kcore"};
-  p.readonly_paths = {"/proc/sys"};
-  return spec;
+  EXPECT_EQ(backend_->capacity().status.code, Code::kInternal);
+  EXPECT_EQ(backend_->kill("abc").code, Code::kInternal);
+  EXPECT_EQ(backend_->list("k").status.code, Code::kInternal);
+  EXPECT_NE(backend_->remove("abc").message.find("boom"), std::string::npos);
 }
 
 constexpr const char* kCreatePath = "/v1.41/containers/create?name=scs-run-1";
 
-TEST(CreateTest, EngineWarningsRemoveTheContainerAndRefuse) {
-  StrictMock<MockHttpTransport> transport;
-  auto backend = connected(&transport);
+using CreateTest = EngineTest;
+
+TEST_F(CreateTest, EngineWarningsRemoveTheContainerAndRefuse) {
   InSequence order;
-  EXPECT_CALL(transport, call(IsCall("POST", kCreatePath)))
+  EXPECT_CALL(transport_, call(IsCall("POST", kCreatePath)))
       .WillOnce(
           Return(reply(201, R"({"Id":"abc","Warnings":["Your kernel does not support )"
                             R"(memory swappiness capabilities. Memory swappiness discarded."]})")));
-  EXPECT_CALL(transport, call(IsCall("DELETE", "/v1.41/containers/abc?force=1&v=1")))
+  EXPECT_CALL(transport_, call(IsCall("DELETE", "/v1.41/containers/abc?force=1&v=1")))
       .WillOnce(Return(reply(204)));
-  const auto created = backend->create(minimalSpec());
+  const auto created = backend_->create(goodSpec());
   EXPECT_EQ(created.status.code, Code::kUnsupported);
   EXPECT_NE(created.status.message.find("swappiness"), std::string::npos);
   EXPECT_TRUE(created.id.empty());
 }
 
-TEST(CreateTest, ALostReplyRemovesTheContainerByName) {
-  StrictMock<MockHttpTransport> transport;
-  auto backend = connected(&transport);
+TEST_F(CreateTest, ALostReplyRemovesTheContainerByName) {
   HttpReply lost;
   lost.error = TransportError::kTimeout;
   lost.error_message = "no reply within 30000 ms";
   InSequence order;
-  EXPECT_CALL(transport, call(IsCall("POST", kCreatePath))).WillOnce(Return(lost));
-  EXPECT_CALL(transport, call(IsCall("DELETE", "/v1.41/containers/scs-run-1?force=1&v=1")))
+  EXPECT_CALL(transport_, call(IsCall("POST", kCreatePath))).WillOnce(Return(lost));
+  EXPECT_CALL(transport_, call(IsCall("DELETE", "/v1.41/containers/scs-run-1?force=1&v=1")))
       .WillOnce(Return(reply(404)));
-  EXPECT_CALL(transport, call(IsCall("POST", kCreatePath)))
+  EXPECT_CALL(transport_, call(IsCall("POST", kCreatePath)))
       .WillOnce(Return(reply(500, R"({"message":"oci runtime error"})")));
-  EXPECT_CALL(transport, call(IsCall("DELETE", "/v1.41/containers/scs-run-1?force=1&v=1")))
+  EXPECT_CALL(transport_, call(IsCall("DELETE", "/v1.41/containers/scs-run-1?force=1&v=1")))
       .WillOnce(Return(reply(204)));
-  EXPECT_EQ(backend->create(minimalSpec()).status.code, Code::kTimeout);
-  EXPECT_EQ(backend->create(minimalSpec()).status.code, Code::kUnavailable);
+  EXPECT_EQ(backend_->create(goodSpec()).status.code, Code::kTimeout);
+  EXPECT_EQ(backend_->create(goodSpec()).status.code, Code::kUnavailable);
 }
 
-TEST(CreateTest, RefusalsLeaveOtherContainersAlone) {
-  StrictMock<MockHttpTransport> transport;
-  auto backend = connected(&transport);
-  EXPECT_CALL(transport, call(IsCall("POST", kCreatePath)))
+TEST_F(CreateTest, RefusalsLeaveOtherContainersAlone) {
+  EXPECT_CALL(transport_, call(IsCall("POST", kCreatePath)))
       .WillOnce(Return(reply(409, R"({"message":"Conflict. The container name is in use"})")))
       .WillOnce(Return(reply(404, R"({"message":"No such image: img"})")))
       .WillOnce(Return(reply(201, R"({"Warnings":[]})")));
   // An answer without an id may still have created the container.
-  EXPECT_CALL(transport, call(IsCall("DELETE", "/v1.41/containers/scs-run-1?force=1&v=1")))
+  EXPECT_CALL(transport_, call(IsCall("DELETE", "/v1.41/containers/scs-run-1?force=1&v=1")))
       .WillOnce(Return(reply(204)));
-  EXPECT_EQ(backend->create(minimalSpec()).status.code, Code::kRejected);
-  const auto missing = backend->create(minimalSpec());
+  EXPECT_EQ(backend_->create(goodSpec()).status.code, Code::kRejected);
+  const auto missing = backend_->create(goodSpec());
   EXPECT_EQ(missing.status.code, Code::kNotFound);
   EXPECT_NE(missing.status.message.find("No such image: img"), std::string::npos);
-  EXPECT_EQ(backend->create(minimalSpec()).status.code, Code::kInternal);
+  EXPECT_EQ(backend_->create(goodSpec()).status.code, Code::kInternal);
 }
 
-TEST(UnknownSandboxTest, CallsForSandboxesThisServerDidNotCreate) {
-  StrictMock<MockHttpTransport> transport;
-  auto backend = connected(&transport);
-  EXPECT_EQ(backend->deliver("zzz", "tar").code, Code::kNotFound);
-  EXPECT_EQ(backend->start("zzz", nullptr).code, Code::kNotFound);
-  EXPECT_EQ(backend->wait("zzz", std::chrono::milliseconds(1)).status.code, Code::kNotFound);
+using UnknownSandboxTest = EngineTest;
+
+TEST_F(UnknownSandboxTest, CallsForSandboxesThisServerDidNotCreate) {
+  EXPECT_EQ(backend_->deliver("zzz", "tar").code, Code::kNotFound);
+  EXPECT_EQ(backend_->start("zzz", nullptr).code, Code::kNotFound);
+  EXPECT_EQ(backend_->wait("zzz", std::chrono::milliseconds(1)).status.code, Code::kNotFound);
   // A leftover of an earlier server: removed at the engine all the same.
-  EXPECT_CALL(transport, call(IsCall("DELETE", "/v1.41/containers/zzz?force=1&v=1")))
+  EXPECT_CALL(transport_, call(IsCall("DELETE", "/v1.41/containers/zzz?force=1&v=1")))
       .WillOnce(Return(reply(204)));
-  EXPECT_TRUE(backend->remove("zzz").ok());
+  EXPECT_TRUE(backend_->remove("zzz").ok());
 }
-
-using mocks::RecordingSink;
 
 std::string frame(int type, std::string_view payload) {
   std::string out(8, '\0');
@@ -477,7 +437,7 @@ void start(StrictMock<MockHttpTransport>& transport, DockerBackend& backend, Rec
 void create(StrictMock<MockHttpTransport>& transport, DockerBackend& backend) {
   EXPECT_CALL(transport, call(IsCall("POST", kCreatePath)))
       .WillOnce(Return(reply(201, R"({"Id":"abc","Warnings":null})")));
-  ASSERT_EQ(backend.create(minimalSpec()).id, "abc");
+  ASSERT_EQ(backend.create(goodSpec()).id, "abc");
 }
 
 // Creates "abc", delivers an archive unless `deliver_first` is false (a sandbox prepared ahead
@@ -492,129 +452,103 @@ void createAndStart(StrictMock<MockHttpTransport>& transport, DockerBackend& bac
   start(transport, backend, sink, attach, waiting);
 }
 
-TEST(RunTest, DeliversCodeOverStdinDrainsOutputAndReportsTheExit) {
-  StrictMock<MockHttpTransport> transport;
-  auto backend = connected(&transport);
-  RecordingSink sink;
-  std::shared_ptr<State> attach;
-  std::shared_ptr<State> waiting;
-  createAndStart(transport, *backend, &sink, &attach, &waiting);
-  expectExitedInspect(transport, 3);
+void EngineTest::startSandbox(bool deliver_first) {
+  createAndStart(transport_, *backend_, &sink_, &attach_, &waiting_, deliver_first);
+}
 
-  EXPECT_FALSE(backend->wait("abc", std::chrono::milliseconds(20)).exit.exited);
+backend::WaitReply EngineTest::runToExit() {
+  startSandbox();
+  expectExitedInspect(transport_, 0);
+  endWith(*attach_, *waiting_, 0);
+  const auto done = backend_->wait("abc", std::chrono::seconds(30));
+  expectRemoved(transport_, *backend_);
+  return done;
+}
+
+using RunTest = EngineTest;
+
+TEST_F(RunTest, DeliversCodeOverStdinDrainsOutputAndReportsTheExit) {
+  startSandbox();
+  expectExitedInspect(transport_, 3);
+
+  EXPECT_FALSE(backend_->wait("abc", std::chrono::milliseconds(20)).exit.exited);
   const std::string stream = frame(1, "4") + frame(2, "Traceback\n") + frame(1, "5\n");
-  attach->push(stream.substr(0, 5));
-  attach->push(stream.substr(5));
-  attach->finish();
-  waiting->push(R"({"Error":null,"StatusCode":3})");
-  waiting->finish();
+  attach_->push(stream.substr(0, 5));
+  attach_->push(stream.substr(5));
+  attach_->finish();
+  waiting_->push(R"({"Error":null,"StatusCode":3})");
+  waiting_->finish();
 
-  const auto done = backend->wait("abc", std::chrono::seconds(30));
+  const auto done = backend_->wait("abc", std::chrono::seconds(30));
   ASSERT_TRUE(done.status.ok()) << done.status.message;
   EXPECT_TRUE(done.exit.exited);
   EXPECT_EQ(done.exit.exit_code, 3);
   EXPECT_FALSE(done.exit.oom_killed);
   EXPECT_EQ(done.exit.engine_error, "");
-  EXPECT_EQ(sink.out(), "45\n");
-  EXPECT_EQ(sink.err(), "Traceback\n");
-  EXPECT_EQ(attach->writtenBytes(), kArchive);
-  EXPECT_TRUE(attach->writeShut());
-  const int writes = sink.writes();
-  EXPECT_EQ(backend->wait("abc", std::chrono::milliseconds(0)).exit.exit_code, 3);  // repeatable
+  EXPECT_EQ(sink_.out(), "45\n");
+  EXPECT_EQ(sink_.err(), "Traceback\n");
+  EXPECT_EQ(attach_->writtenBytes(), kArchive);
+  EXPECT_TRUE(attach_->writeShut());
+  const int writes = sink_.writes();
+  EXPECT_EQ(backend_->wait("abc", std::chrono::milliseconds(0)).exit.exit_code, 3);  // repeatable
 
-  expectRemoved(transport, *backend);
-  EXPECT_EQ(sink.writes(), writes);
-  EXPECT_EQ(backend->wait("abc", std::chrono::milliseconds(0)).status.code, Code::kNotFound);
+  expectRemoved(transport_, *backend_);
+  EXPECT_EQ(sink_.writes(), writes);
+  EXPECT_EQ(backend_->wait("abc", std::chrono::milliseconds(0)).status.code, Code::kNotFound);
 }
 
-TEST(RunTest, EngineErrorsAndOomFromTheRecordAreReported) {
-  StrictMock<MockHttpTransport> transport;
-  auto backend = connected(&transport);
-  RecordingSink sink;
-  std::shared_ptr<State> attach;
-  std::shared_ptr<State> waiting;
-  createAndStart(transport, *backend, &sink, &attach, &waiting);
-  EXPECT_CALL(transport, call(IsCall("GET", kInspectPath)))
+TEST_F(RunTest, EngineErrorsAndOomFromTheRecordAreReported) {
+  startSandbox();
+  EXPECT_CALL(transport_, call(IsCall("GET", kInspectPath)))
       .WillOnce(
           Return(reply(200, R"({"State":{"Status":"exited","Running":false,)"
                             R"("OOMKilled":true,"ExitCode":137,"Error":"oci runtime says no"}})")));
-  attach->push(frame(3, "attach failed"));
-  attach->finish();
-  waiting->push(R"({"Error":{"Message":"wait went wrong"},"StatusCode":137})");
-  waiting->finish();
-  const auto done = backend->wait("abc", std::chrono::seconds(30));
+  attach_->push(frame(3, "attach_ failed"));
+  attach_->finish();
+  waiting_->push(R"({"Error":{"Message":"wait went wrong"},"StatusCode":137})");
+  waiting_->finish();
+  const auto done = backend_->wait("abc", std::chrono::seconds(30));
   ASSERT_TRUE(done.status.ok());
   EXPECT_EQ(done.exit.exit_code, 137);
   EXPECT_TRUE(done.exit.oom_killed);
-  EXPECT_NE(done.exit.engine_error.find("attach failed"), std::string::npos);
+  EXPECT_NE(done.exit.engine_error.find("attach_ failed"), std::string::npos);
   EXPECT_NE(done.exit.engine_error.find("wait went wrong"), std::string::npos);
   EXPECT_NE(done.exit.engine_error.find("oci runtime says no"), std::string::npos);
-  EXPECT_EQ(sink.writes(), 0);
-  expectRemoved(transport, *backend);
+  EXPECT_EQ(sink_.writes(), 0);
+  expectRemoved(transport_, *backend_);
 }
 
-TEST(RunTest, RemoveEndsAHangingRunAndJoinsItsThread) {
-  StrictMock<MockHttpTransport> transport;
-  auto backend = connected(&transport);
-  RecordingSink sink;
-  std::shared_ptr<State> attach;
-  std::shared_ptr<State> waiting;
-  createAndStart(transport, *backend, &sink, &attach, &waiting);
-  attach->push(frame(1, "tick\n"));  // the run prints, then never ends on its own
-  attach->waitConsumed();
-  EXPECT_FALSE(backend->wait("abc", std::chrono::milliseconds(10)).exit.exited);
-  expectRemoved(transport, *backend);
-  EXPECT_TRUE(attach->wasAborted());
-  EXPECT_TRUE(waiting->wasAborted());
-  EXPECT_EQ(sink.out(), "tick\n");
+TEST_F(RunTest, RemoveEndsAHangingRunAndJoinsItsThread) {
+  startSandbox();
+  attach_->push(frame(1, "tick\n"));  // the run prints, then never ends on its own
+  attach_->waitConsumed();
+  EXPECT_FALSE(backend_->wait("abc", std::chrono::milliseconds(10)).exit.exited);
+  expectRemoved(transport_, *backend_);
+  EXPECT_TRUE(attach_->wasAborted());
+  EXPECT_TRUE(waiting_->wasAborted());
+  EXPECT_EQ(sink_.out(), "tick\n");
 }
 
-TEST(RunTest, StartFailureAbortsTheStreamsAndStartsNoThread) {
-  StrictMock<MockHttpTransport> transport;
-  auto backend = connected(&transport);
-  EXPECT_CALL(transport, call(IsCall("POST", kCreatePath)))
+TEST_F(RunTest, StartFailureAbortsTheStreamsAndStartsNoThread) {
+  EXPECT_CALL(transport_, call(IsCall("POST", kCreatePath)))
       .WillOnce(Return(reply(201, R"({"Id":"abc"})")));
-  ASSERT_EQ(backend->create(minimalSpec()).id, "abc");
-  std::shared_ptr<State> attach;
-  std::shared_ptr<State> waiting;
-  EXPECT_CALL(transport, open(IsCall("POST", kAttachPath))).WillOnce(Invoke([&](const HttpCall&) {
-    return opened(101, scripted(&attach));
+  ASSERT_EQ(backend_->create(goodSpec()).id, "abc");
+  EXPECT_CALL(transport_, open(IsCall("POST", kAttachPath))).WillOnce(Invoke([&](const HttpCall&) {
+    return opened(101, scripted(&attach_));
   }));
-  EXPECT_CALL(transport, open(IsCall("POST", kWaitPath))).WillOnce(Invoke([&](const HttpCall&) {
-    return opened(200, scripted(&waiting));
+  EXPECT_CALL(transport_, open(IsCall("POST", kWaitPath))).WillOnce(Invoke([&](const HttpCall&) {
+    return opened(200, scripted(&waiting_));
   }));
-  EXPECT_CALL(transport, call(IsCall("POST", kStartPath)))
+  EXPECT_CALL(transport_, call(IsCall("POST", kStartPath)))
       .WillOnce(Return(reply(500, R"({"message":"OCI runtime create failed: runsc not found"})")));
-  RecordingSink sink;
-  const backend::Status started = backend->start("abc", &sink);
+  const backend::Status started = backend_->start("abc", &sink_);
   EXPECT_EQ(started.code, Code::kUnavailable);
   EXPECT_NE(started.message.find("runsc not found"), std::string::npos);
-  EXPECT_TRUE(attach->wasAborted());
-  EXPECT_TRUE(waiting->wasAborted());
-  EXPECT_FALSE(backend->wait("abc", std::chrono::milliseconds(5)).exit.exited);
-  expectRemoved(transport, *backend);
+  EXPECT_TRUE(attach_->wasAborted());
+  EXPECT_TRUE(waiting_->wasAborted());
+  EXPECT_FALSE(backend_->wait("abc", std::chrono::milliseconds(5)).exit.exited);
+  expectRemoved(transport_, *backend_);
 }
-
-class RecordingLog : public backend::LogSink {
- public:
-  void log(backend::LogLevel, std::string_view message) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    lines_.emplace_back(message);
-  }
-  bool contains(const std::string& text) {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& line : lines_) {
-      if (line.find(text) != std::string::npos) {
-        return true;
-      }
-    }
-    return false;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::string> lines_;
-};
 
 // The container ends on its own with its stdin never read, as when the launcher's timeout
 // kills a sandbox that idled too long.
@@ -627,158 +561,122 @@ void endWithoutReading(State& attach) {
   attach.cv.notify_all();
 }
 
-// The run of a sandbox that was started before its code existed, then given it.
-TEST(PreparedTest, DeliverAfterStartWritesTheArchiveAndTheRunCompletes) {
-  StrictMock<MockHttpTransport> transport;
-  RecordingLog log;
-  auto backend = connected(&transport, quietSettings(), &log);
-  RecordingSink sink;
-  std::shared_ptr<State> attach;
-  std::shared_ptr<State> waiting;
-  createAndStart(transport, *backend, &sink, &attach, &waiting, /*deliver_first=*/false);
-  EXPECT_FALSE(backend->wait("abc", std::chrono::milliseconds(20)).exit.exited);
-  EXPECT_EQ(attach->writtenBytes(), "");  // idle: stdin stays open and empty
-  EXPECT_FALSE(attach->writeShut());
+using PreparedTest = EngineTest;
 
-  expectExitedInspect(transport, 0);
-  attach->push(frame(1, "1\n"));  // read back only once stdin is closed
-  endWith(*attach, *waiting, 0);
-  const backend::Status delivered = backend->deliver("abc", kArchive);
+// The run of a sandbox that was started before its code existed, then given it.
+TEST_F(PreparedTest, DeliverAfterStartWritesTheArchiveAndTheRunCompletes) {
+  startSandbox(/*deliver_first=*/false);
+  EXPECT_FALSE(backend_->wait("abc", std::chrono::milliseconds(20)).exit.exited);
+  EXPECT_EQ(attach_->writtenBytes(), "");  // idle: stdin stays open and empty
+  EXPECT_FALSE(attach_->writeShut());
+
+  expectExitedInspect(transport_, 0);
+  attach_->push(frame(1, "1\n"));  // read back only once stdin is closed
+  endWith(*attach_, *waiting_, 0);
+  const backend::Status delivered = backend_->deliver("abc", kArchive);
   ASSERT_TRUE(delivered.ok()) << delivered.message;
 
-  const auto done = backend->wait("abc", std::chrono::seconds(30));
+  const auto done = backend_->wait("abc", std::chrono::seconds(30));
   ASSERT_TRUE(done.status.ok()) << done.status.message;
   EXPECT_TRUE(done.exit.exited);
   EXPECT_EQ(done.exit.exit_code, 0);
   EXPECT_EQ(done.exit.engine_error, "");
-  EXPECT_EQ(sink.out(), "1\n");
-  EXPECT_EQ(attach->writtenBytes(), kArchive);
-  EXPECT_TRUE(attach->writeShut());
+  EXPECT_EQ(sink_.out(), "1\n");
+  EXPECT_EQ(attach_->writtenBytes(), kArchive);
+  EXPECT_TRUE(attach_->writeShut());
   // The steps are timed from the delivery, which the line places after the start.
-  EXPECT_TRUE(log.contains("docker: abc: code delivered "));
-  EXPECT_TRUE(log.contains(" ms after start; from delivery: written "));
-  EXPECT_TRUE(log.contains(", output ended "));
-  expectRemoved(transport, *backend);
+  EXPECT_TRUE(log_.contains("docker: abc: code delivered "));
+  EXPECT_TRUE(log_.contains(" ms after start; from delivery: written "));
+  EXPECT_TRUE(log_.contains(", output ended "));
+  expectRemoved(transport_, *backend_);
 }
 
-TEST(PreparedTest, ASecondDeliverIsRejectedAndOnlyTheFirstArchiveIsWritten) {
-  StrictMock<MockHttpTransport> transport;
-  auto backend = connected(&transport);
-  RecordingSink sink;
-  std::shared_ptr<State> attach;
-  std::shared_ptr<State> waiting;
-  createAndStart(transport, *backend, &sink, &attach, &waiting, /*deliver_first=*/false);
-  expectExitedInspect(transport, 0);
-  endWith(*attach, *waiting, 0);
-  ASSERT_TRUE(backend->deliver("abc", kArchive).ok());
-  const backend::Status again = backend->deliver("abc", "another archive");
+TEST_F(PreparedTest, ASecondDeliverIsRejectedAndOnlyTheFirstArchiveIsWritten) {
+  startSandbox(/*deliver_first=*/false);
+  expectExitedInspect(transport_, 0);
+  endWith(*attach_, *waiting_, 0);
+  ASSERT_TRUE(backend_->deliver("abc", kArchive).ok());
+  const backend::Status again = backend_->deliver("abc", "another archive");
   EXPECT_EQ(again.code, Code::kRejected);
   EXPECT_NE(again.message.find("abc"), std::string::npos) << again.message;
-  ASSERT_TRUE(backend->wait("abc", std::chrono::seconds(30)).exit.exited);
-  EXPECT_EQ(attach->writtenBytes(), kArchive);
-  EXPECT_EQ(backend->deliver("abc", kArchive).code, Code::kRejected);  // after the end too
-  expectRemoved(transport, *backend);
+  ASSERT_TRUE(backend_->wait("abc", std::chrono::seconds(30)).exit.exited);
+  EXPECT_EQ(attach_->writtenBytes(), kArchive);
+  EXPECT_EQ(backend_->deliver("abc", kArchive).code, Code::kRejected);  // after the end too
+  expectRemoved(transport_, *backend_);
 }
 
 // The path of a sandbox created for its run: the archive is held until start.
-TEST(PreparedTest, DeliverBeforeStartIsHeldUntilStartAndCannotBeRepeated) {
-  StrictMock<MockHttpTransport> transport;
-  RecordingLog log;
-  auto backend = connected(&transport, quietSettings(), &log);
-  create(transport, *backend);
-  ASSERT_TRUE(backend->deliver("abc", kArchive).ok());
-  EXPECT_EQ(backend->deliver("abc", "another archive").code, Code::kRejected);
-  RecordingSink sink;
-  std::shared_ptr<State> attach;
-  std::shared_ptr<State> waiting;
-  start(transport, *backend, &sink, &attach, &waiting);
-  EXPECT_EQ(backend->deliver("abc", "another archive").code, Code::kRejected);
-  expectExitedInspect(transport, 0);
-  endWith(*attach, *waiting, 0);
-  ASSERT_TRUE(backend->wait("abc", std::chrono::seconds(30)).exit.exited);
-  EXPECT_EQ(attach->writtenBytes(), kArchive);
-  EXPECT_TRUE(attach->writeShut());
-  EXPECT_TRUE(log.contains("docker: abc: code delivered before start; from start: written "));
-  expectRemoved(transport, *backend);
+TEST_F(PreparedTest, DeliverBeforeStartIsHeldUntilStartAndCannotBeRepeated) {
+  create(transport_, *backend_);
+  ASSERT_TRUE(backend_->deliver("abc", kArchive).ok());
+  EXPECT_EQ(backend_->deliver("abc", "another archive").code, Code::kRejected);
+  start(transport_, *backend_, &sink_, &attach_, &waiting_);
+  EXPECT_EQ(backend_->deliver("abc", "another archive").code, Code::kRejected);
+  expectExitedInspect(transport_, 0);
+  endWith(*attach_, *waiting_, 0);
+  ASSERT_TRUE(backend_->wait("abc", std::chrono::seconds(30)).exit.exited);
+  EXPECT_EQ(attach_->writtenBytes(), kArchive);
+  EXPECT_TRUE(attach_->writeShut());
+  EXPECT_TRUE(log_.contains("docker: abc: code delivered before start; from start: written "));
+  expectRemoved(transport_, *backend_);
 }
 
-TEST(PreparedTest, RemovingAnIdleSandboxReturnsAndJoinsItsThread) {
-  StrictMock<MockHttpTransport> transport;
-  auto backend = connected(&transport);
-  RecordingSink sink;
-  std::shared_ptr<State> attach;
-  std::shared_ptr<State> waiting;
-  createAndStart(transport, *backend, &sink, &attach, &waiting, /*deliver_first=*/false);
-  EXPECT_FALSE(backend->wait("abc", std::chrono::milliseconds(10)).exit.exited);
-  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
+TEST_F(PreparedTest, RemovingAnIdleSandboxReturnsAndJoinsItsThread) {
+  startSandbox(/*deliver_first=*/false);
+  EXPECT_FALSE(backend_->wait("abc", std::chrono::milliseconds(10)).exit.exited);
+  EXPECT_CALL(transport_, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
   const auto began = std::chrono::steady_clock::now();
-  EXPECT_TRUE(backend->remove("abc").ok());
+  EXPECT_TRUE(backend_->remove("abc").ok());
   EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(5));
-  EXPECT_TRUE(attach->wasAborted());
-  EXPECT_TRUE(waiting->wasAborted());
-  EXPECT_EQ(attach->writtenBytes(), "");
-  EXPECT_FALSE(attach->writeShut());
-  EXPECT_EQ(sink.writes(), 0);
-  EXPECT_EQ(backend->deliver("abc", kArchive).code, Code::kNotFound);
+  EXPECT_TRUE(attach_->wasAborted());
+  EXPECT_TRUE(waiting_->wasAborted());
+  EXPECT_EQ(attach_->writtenBytes(), "");
+  EXPECT_FALSE(attach_->writeShut());
+  EXPECT_EQ(sink_.writes(), 0);
+  EXPECT_EQ(backend_->deliver("abc", kArchive).code, Code::kNotFound);
 }
 
-TEST(PreparedTest, DeliverDuringAFailedRemovalFails) {
-  StrictMock<MockHttpTransport> transport;
-  auto backend = connected(&transport);
-  RecordingSink sink;
-  std::shared_ptr<State> attach;
-  std::shared_ptr<State> waiting;
-  createAndStart(transport, *backend, &sink, &attach, &waiting, /*deliver_first=*/false);
-  EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath)))
+TEST_F(PreparedTest, DeliverDuringAFailedRemovalFails) {
+  startSandbox(/*deliver_first=*/false);
+  EXPECT_CALL(transport_, call(IsCall("DELETE", kDeletePath)))
       .WillOnce(Return(reply(500, R"({"message":"driver failed"})")));
-  EXPECT_EQ(backend->remove("abc").code, Code::kUnavailable);
-  EXPECT_TRUE(attach->wasAborted());  // its thread ended all the same
-  const backend::Status delivered = backend->deliver("abc", kArchive);
+  EXPECT_EQ(backend_->remove("abc").code, Code::kUnavailable);
+  EXPECT_TRUE(attach_->wasAborted());  // its thread ended all the same
+  const backend::Status delivered = backend_->deliver("abc", kArchive);
   EXPECT_EQ(delivered.code, Code::kNotFound);
   EXPECT_NE(delivered.message.find("removed"), std::string::npos) << delivered.message;
-  EXPECT_EQ(attach->writtenBytes(), "");
+  EXPECT_EQ(attach_->writtenBytes(), "");
 }
 
-TEST(PreparedTest, DestroyingTheBackendEndsIdleSandboxes) {
-  StrictMock<MockHttpTransport> transport;
-  auto backend = connected(&transport);
-  RecordingSink sink;
-  std::shared_ptr<State> attach;
-  std::shared_ptr<State> waiting;
-  createAndStart(transport, *backend, &sink, &attach, &waiting, /*deliver_first=*/false);
+TEST_F(PreparedTest, DestroyingTheBackendEndsIdleSandboxes) {
+  startSandbox(/*deliver_first=*/false);
   const auto began = std::chrono::steady_clock::now();
-  backend.reset();
+  backend_.reset();
   EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(5));
-  EXPECT_TRUE(attach->wasAborted());
-  EXPECT_TRUE(waiting->wasAborted());
-  EXPECT_EQ(attach->writtenBytes(), "");
+  EXPECT_TRUE(attach_->wasAborted());
+  EXPECT_TRUE(waiting_->wasAborted());
+  EXPECT_EQ(attach_->writtenBytes(), "");
 }
 
-TEST(PreparedTest, ASandboxThatEndedIdleRefusesItsCode) {
-  StrictMock<MockHttpTransport> transport;
-  RecordingLog log;
-  auto backend = connected(&transport, quietSettings(), &log);
-  RecordingSink sink;
-  std::shared_ptr<State> attach;
-  std::shared_ptr<State> waiting;
-  createAndStart(transport, *backend, &sink, &attach, &waiting, /*deliver_first=*/false);
-  expectExitedInspect(transport, 137);
-  endWithoutReading(*attach);
-  waiting->push(R"({"StatusCode":137})");
-  waiting->finish();
-  const auto done = backend->wait("abc", std::chrono::seconds(30));
+TEST_F(PreparedTest, ASandboxThatEndedIdleRefusesItsCode) {
+  startSandbox(/*deliver_first=*/false);
+  expectExitedInspect(transport_, 137);
+  endWithoutReading(*attach_);
+  waiting_->push(R"({"StatusCode":137})");
+  waiting_->finish();
+  const auto done = backend_->wait("abc", std::chrono::seconds(30));
   ASSERT_TRUE(done.status.ok()) << done.status.message;
   EXPECT_EQ(done.exit.exit_code, 137);
   EXPECT_EQ(done.exit.engine_error, "");
 
-  const backend::Status delivered = backend->deliver("abc", kArchive);
+  const backend::Status delivered = backend_->deliver("abc", kArchive);
   EXPECT_EQ(delivered.code, Code::kUnavailable);
   EXPECT_NE(delivered.message.find("ended"), std::string::npos) << delivered.message;
-  EXPECT_EQ(attach->writtenBytes(), "");
-  EXPECT_FALSE(attach->writeShut());
-  EXPECT_TRUE(log.contains("docker: abc ended before it had its code"));
-  EXPECT_TRUE(log.contains("docker: abc: no code delivered; from start: output ended "));
-  expectRemoved(transport, *backend);
+  EXPECT_EQ(attach_->writtenBytes(), "");
+  EXPECT_FALSE(attach_->writeShut());
+  EXPECT_TRUE(log_.contains("docker: abc ended before it had its code"));
+  EXPECT_TRUE(log_.contains("docker: abc: no code delivered; from start: output ended "));
+  expectRemoved(transport_, *backend_);
 }
 
 // A cgroup v1 tree as the engine lays it out, in a temporary directory.
@@ -804,26 +702,15 @@ class FakeCgroups {
   std::filesystem::path root_;
 };
 
-backend::WaitReply runWithCgroups(FakeCgroups& cgroups) {
-  StrictMock<MockHttpTransport> transport;
+using CgroupTest = EngineTest;
+
+TEST_F(CgroupTest, PeakMemoryCpuAndOomKillsAreRead) {
+  FakeCgroups cgroups;
   DockerSettings settings = quietSettings();
   settings.cgroup_root = cgroups.root();
-  auto backend = connected(&transport, settings);
-  RecordingSink sink;
-  std::shared_ptr<State> attach;
-  std::shared_ptr<State> waiting;
-  createAndStart(transport, *backend, &sink, &attach, &waiting);
-  expectExitedInspect(transport, 0);
-  endWith(*attach, *waiting, 0);
-  const auto done = backend->wait("abc", std::chrono::seconds(30));
-  expectRemoved(transport, *backend);
-  return done;
-}
-
-TEST(CgroupTest, PeakMemoryCpuAndOomKillsAreRead) {
-  FakeCgroups cgroups;
+  connect(settings);
   cgroups.set(12345678, 1500000000, 0);
-  const auto quiet = runWithCgroups(cgroups);
+  const auto quiet = runToExit();
   ASSERT_TRUE(quiet.status.ok());
   EXPECT_EQ(quiet.exit.peak_memory_bytes, 12345678);
   ASSERT_TRUE(quiet.exit.cpu_seconds);
@@ -831,26 +718,22 @@ TEST(CgroupTest, PeakMemoryCpuAndOomKillsAreRead) {
   EXPECT_FALSE(quiet.exit.oom_killed);
 
   cgroups.set(12345678, 1500000000, 1);  // a child was OOM-killed; the main process exited 0
-  const auto child_oom = runWithCgroups(cgroups);
+  const auto child_oom = runToExit();
   EXPECT_EQ(child_oom.exit.exit_code, 0);
   EXPECT_TRUE(child_oom.exit.oom_killed);
-  EXPECT_EQ(child_oom.exit.peak_memory_bytes, 256ll << 20);  // the kill means usage hit the cap
+  // The kill means usage hit the cap.
+  EXPECT_EQ(child_oom.exit.peak_memory_bytes, goodSpec().posture.memory_bytes);
 }
 
-TEST(CgroupTest, NothingReadableLeavesThemUnset) {
-  StrictMock<MockHttpTransport> transport;
-  auto backend = connected(&transport);  // cgroup_root empty
-  RecordingSink sink;
-  std::shared_ptr<State> attach;
-  std::shared_ptr<State> waiting;
-  createAndStart(transport, *backend, &sink, &attach, &waiting);
-  EXPECT_CALL(transport, call(IsCall("GET", kInspectPath)))
+TEST_F(CgroupTest, NothingReadableLeavesThemUnset) {
+  startSandbox();  // cgroup_root empty
+  EXPECT_CALL(transport_, call(IsCall("GET", kInspectPath)))
       .WillOnce(Return(reply(200, R"({"State":{"OOMKilled":false}})")));
-  endWith(*attach, *waiting, 0);
-  const auto done = backend->wait("abc", std::chrono::seconds(30));
+  endWith(*attach_, *waiting_, 0);
+  const auto done = backend_->wait("abc", std::chrono::seconds(30));
   EXPECT_FALSE(done.exit.peak_memory_bytes);
   EXPECT_FALSE(done.exit.cpu_seconds);
-  expectRemoved(transport, *backend);
+  expectRemoved(transport_, *backend_);
 }
 
 MATCHER(IsEventsCall, "") {
@@ -867,48 +750,51 @@ std::string event(const char* action, const char* id) {
          R"(","Attributes":{}},"timeNano":1796012259814000000})" + "\n";
 }
 
-// OOM evidence that the inspect record lost (20.10 drops the flag when "oom" follows the
-// exit, F4) still reaches the report through the event stream.
-void runWithEvents(const std::vector<std::string>& events, bool expect_oom) {
-  StrictMock<MockHttpTransport> transport;
-  std::shared_ptr<State> stream;
-  std::promise<void> stream_open;
-  EXPECT_CALL(transport, open(IsEventsCall())).WillOnce(Invoke([&](const HttpCall&) {
-    auto connection = scripted(&stream);
-    stream_open.set_value();
-    return opened(200, std::move(connection));
-  }));
-  DockerSettings settings = quietSettings();
-  settings.watch_events = true;
-  settings.die_event_grace = std::chrono::seconds(30);
-  auto backend = connected(&transport, settings);
-  stream_open.get_future().wait();
-  stream->push(event("die", "someone-else"));
-  stream->waitConsumed();  // the watcher is connected and reading
-
-  RecordingSink sink;
-  std::shared_ptr<State> attach;
-  std::shared_ptr<State> waiting;
-  createAndStart(transport, *backend, &sink, &attach, &waiting);
-  expectExitedInspect(transport, 137);
-  endWith(*attach, *waiting, 137);
-  for (const auto& line : events) {
-    stream->push(line);
+// A backend that watches the event stream, whose handle is stream_, already reading it.
+class EventsTest : public EngineTest {
+ protected:
+  void SetUp() override {
+    std::promise<void> stream_open;
+    EXPECT_CALL(transport_, open(IsEventsCall())).WillOnce(Invoke([&](const HttpCall&) {
+      auto connection = scripted(&stream_);
+      stream_open.set_value();
+      return opened(200, std::move(connection));
+    }));
+    DockerSettings settings = quietSettings();
+    settings.watch_events = true;
+    settings.die_event_grace = std::chrono::seconds(30);
+    connect(settings);
+    stream_open.get_future().wait();
+    stream_->push(event("die", "someone-else"));
+    stream_->waitConsumed();  // the watcher is connected and reading
   }
-  const auto done = backend->wait("abc", std::chrono::seconds(30));
-  ASSERT_TRUE(done.status.ok());
-  EXPECT_EQ(done.exit.exit_code, 137);
-  EXPECT_EQ(done.exit.oom_killed, expect_oom);
-  expectRemoved(transport, *backend);
-  backend.reset();
-  EXPECT_TRUE(stream->wasAborted());
-}
 
-TEST(EventsTest, OomEventBeforeDieIsEvidence) {
+  // OOM evidence that the inspect record lost (20.10 drops the flag when "oom" follows the
+  // exit, F4) still reaches the report through the event stream.
+  void runWithEvents(const std::vector<std::string>& events, bool expect_oom) {
+    startSandbox();
+    expectExitedInspect(transport_, 137);
+    endWith(*attach_, *waiting_, 137);
+    for (const auto& line : events) {
+      stream_->push(line);
+    }
+    const auto done = backend_->wait("abc", std::chrono::seconds(30));
+    ASSERT_TRUE(done.status.ok());
+    EXPECT_EQ(done.exit.exit_code, 137);
+    EXPECT_EQ(done.exit.oom_killed, expect_oom);
+    expectRemoved(transport_, *backend_);
+    backend_.reset();
+    EXPECT_TRUE(stream_->wasAborted());
+  }
+
+  std::shared_ptr<State> stream_;
+};
+
+TEST_F(EventsTest, OomEventBeforeDieIsEvidence) {
   runWithEvents({event("oom", "abc"), event("die", "abc")}, true);
 }
 
-TEST(EventsTest, DieWithoutOomIsNoEvidence) {
+TEST_F(EventsTest, DieWithoutOomIsNoEvidence) {
   runWithEvents({event("oom", "other"), event("die", "abc")}, false);
 }
 

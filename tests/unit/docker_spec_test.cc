@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "docker_backend.h"
+#include "mocks/docker_engine.h"
 #include "mocks/mock_http_transport.h"
 #include "spec_translation.h"
 
@@ -19,64 +20,15 @@ using backend::SandboxSpec;
 using backend::TmpfsMount;
 using ::testing::_;
 using ::testing::AllOf;
+using testing::connected;
 using ::testing::Field;
+using testing::goodSpec;
 using testing::IsCall;
 using testing::JsonBodyEq;
 using testing::MockHttpTransport;
 using testing::reply;
 using ::testing::Return;
 using ::testing::StrictMock;
-
-const std::vector<std::string> kMasked = {"/proc/acpi",
-                                          "/proc/asound",
-                                          "/proc/interrupts",
-                                          "/proc/kcore",
-                                          "/proc/keys",
-                                          "/proc/latency_stats",
-                                          "/proc/sched_debug",
-                                          "/proc/scsi",
-                                          "/proc/timer_list",
-                                          "/proc/timer_stats",
-                                          "/sys/devices/virtual/powercap",
-                                          "/sys/firmware"};
-const std::vector<std::string> kReadonly = {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys",
-                                            "/proc/sysrq-trigger"};
-
-SandboxSpec goodSpec() {
-  SandboxSpec spec;
-  spec.run_id = "run-1";
-  spec.labels = {
-      {"io.scs.managed", "true"}, {"io.scs.instance", "inst-9"}, {"io.scs.run-id", "run-1"}};
-  spec.command = {"/usr/bin/python3", "-I", "/opt/scs/launcher.py", "--deadline", "615"};
-  spec.env = {"PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8"};
-  spec.working_dir = "/workspace";
-  spec.hostname = "sandbox";
-  Posture& p = spec.posture;
-  p.image = "safe-code-sandbox:latest";
-  p.runtime = "runc";
-  p.user = "10001:10001";
-  p.network_disabled = true;
-  p.read_only_root = true;
-  p.all_capabilities_dropped = true;
-  p.no_new_privileges = true;
-  p.seccomp_enabled = true;
-  p.engine_init = false;
-  p.init_command = spec.command;
-  p.tmpfs = {TmpfsMount{"/tmp", 64ull << 20, 4096, true, true, true, "", 01777},
-             TmpfsMount{"/workspace", 256ull << 20, 16384, true, true, true, "10001:10001", 0700}};
-  p.shm_bytes = 64ll << 20;
-  p.memory_bytes = 5ll << 30;
-  p.memory_swap_bytes = 5ll << 30;
-  p.nano_cpus = 2000000000;
-  p.pids_limit = 256;
-  p.processes_limit = 256;
-  p.open_files_limit = 1024;
-  p.file_size_limit_bytes = 256ll << 20;
-  p.core_dumps_disabled = true;
-  p.masked_paths = kMasked;
-  p.readonly_paths = kReadonly;
-  return spec;
-}
 
 constexpr const char* kExpectedBody = R"({
   "Image": "safe-code-sandbox:latest",
@@ -131,35 +83,6 @@ constexpr const char* kExpectedBody = R"({
   },
   "NetworkingConfig": {"EndpointsConfig": {}}
 })";
-
-class NullLog : public backend::LogSink {
- public:
-  void log(backend::LogLevel, std::string_view) override {}
-};
-
-DockerSettings quietSettings() {
-  DockerSettings settings;
-  settings.watch_events = false;
-  settings.cgroup_root.clear();
-  return settings;
-}
-
-// A backend on a strict mock that has already answered the startup calls.
-std::unique_ptr<DockerBackend> connected(StrictMock<MockHttpTransport>* transport,
-                                         const char* cgroup_version = "1") {
-  EXPECT_CALL(*transport, call(IsCall("GET", "/version")))
-      .WillOnce(Return(reply(200, R"({"ApiVersion":"1.41","MinAPIVersion":"1.12"})")));
-  EXPECT_CALL(*transport, call(IsCall("GET", "/v1.41/info")))
-      .WillOnce(Return(reply(200, std::string(R"({"NCPU":2,"MemTotal":25000000000,)") +
-                                      R"("CgroupVersion":")" + cgroup_version +
-                                      R"(","SecurityOptions":["name=seccomp,profile=default"]})")));
-  static NullLog log;
-  std::string error;
-  auto backend = DockerBackend::connect(std::make_unique<testing::ForwardingTransport>(transport),
-                                        quietSettings(), &log, &error);
-  EXPECT_TRUE(backend) << error;
-  return backend;
-}
 
 TEST(CreateBodyTest, StrictMockPinsTheExactCreateBody) {
   StrictMock<MockHttpTransport> transport;
