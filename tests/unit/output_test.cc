@@ -3,8 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace scs::runs {
 namespace {
@@ -16,34 +18,50 @@ using ::testing::StartsWith;
 
 const std::string kReplacement = "\xEF\xBF\xBD";
 
-TEST(OutputCaptureTest, UnderCapKeepsEverything) {
-  OutputCapture capture(64);
-  capture.write(Stream::kStdout, "hello ");
-  capture.write(Stream::kStdout, "world\n");
+// Writes to stdout under a cap, and the snapshot they leave.
+struct CapCase {
+  const char* name;
+  std::size_t cap;
+  std::vector<std::string> writes;
+  std::string text;
+  std::uint64_t bytes;
+  bool truncated;
+};
+
+void PrintTo(const CapCase& c, std::ostream* os) { *os << c.name; }
+
+class OutputCapTest : public ::testing::TestWithParam<CapCase> {};
+
+TEST_P(OutputCapTest, KeepsTheHeadAndTheTailAroundTheCap) {
+  const CapCase& c = GetParam();
+  OutputCapture capture(c.cap);
+  for (const std::string& bytes : c.writes) {
+    capture.write(Stream::kStdout, bytes);
+  }
   const CapturedOutput out = capture.snapshot(Stream::kStdout);
-  EXPECT_EQ(out.text, "hello world\n");
-  EXPECT_EQ(out.bytes, 12u);
-  EXPECT_FALSE(out.truncated);
+  EXPECT_EQ(out.text, c.text);
+  EXPECT_EQ(out.bytes, c.bytes);
+  EXPECT_EQ(out.truncated, c.truncated);
 }
 
-TEST(OutputCaptureTest, ExactlyAtCapIsNotTruncated) {
-  OutputCapture capture(10);
-  capture.write(Stream::kStdout, "0123");
-  capture.write(Stream::kStdout, "456789");
-  const CapturedOutput out = capture.snapshot(Stream::kStdout);
-  EXPECT_EQ(out.text, "0123456789");
-  EXPECT_EQ(out.bytes, 10u);
-  EXPECT_FALSE(out.truncated);
-}
-
-TEST(OutputCaptureTest, OneByteOverCapIsTruncated) {
-  OutputCapture capture(10);
-  capture.write(Stream::kStdout, "0123456789X");
-  const CapturedOutput out = capture.snapshot(Stream::kStdout);
-  EXPECT_EQ(out.text, "01234\n[... 1 bytes omitted ...]\n6789X");
-  EXPECT_EQ(out.bytes, 11u);
-  EXPECT_TRUE(out.truncated);
-}
+INSTANTIATE_TEST_SUITE_P(
+    OutputCaptureTest, OutputCapTest,
+    ::testing::Values(
+        CapCase{"UnderCapKeepsEverything", 64, {"hello ", "world\n"}, "hello world\n", 12, false},
+        CapCase{"ExactlyAtCapIsNotTruncated", 10, {"0123", "456789"}, "0123456789", 10, false},
+        CapCase{"OneByteOverCapIsTruncated",
+                10,
+                {"0123456789X"},
+                "01234\n[... 1 bytes omitted ...]\n6789X",
+                11,
+                true},
+        CapCase{"AWriteLargerThanTheTailKeepsItsEnd",
+                8,
+                {"abcdefghijklmnopqrstuvwxyz"},
+                "abcd\n[... 18 bytes omitted ...]\nwxyz",
+                26,
+                true}),
+    [](const ::testing::TestParamInfo<CapCase>& info) { return std::string(info.param.name); });
 
 TEST(OutputCaptureTest, OverCapKeepsHeadAndTailWithTheTraceback) {
   const std::size_t cap = 4096;
@@ -70,14 +88,6 @@ TEST(OutputCaptureTest, OverCapKeepsHeadAndTailWithTheTraceback) {
   EXPECT_THAT(out.text,
               HasSubstr("\n[... " + std::to_string(written - cap) + " bytes omitted ...]\n"));
   EXPECT_EQ(capture.snapshot(Stream::kStdout).bytes, 0u);
-}
-
-TEST(OutputCaptureTest, AWriteLargerThanTheTailKeepsItsEnd) {
-  OutputCapture capture(8);
-  capture.write(Stream::kStdout, "abcdefghijklmnopqrstuvwxyz");
-  const CapturedOutput out = capture.snapshot(Stream::kStdout);
-  EXPECT_EQ(out.text, "abcd\n[... 18 bytes omitted ...]\nwxyz");
-  EXPECT_EQ(out.bytes, 26u);
 }
 
 TEST(OutputCaptureTest, StreamsAreCappedAndCountedSeparately) {

@@ -1,7 +1,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "runs/output.h"
 #include "runs/side_channel.h"
@@ -192,53 +194,48 @@ TEST(TrailerDetectionTest, AFloodIsCountedExactlyWithTheTrailerExcluded) {
   EXPECT_EQ(capture.takeTrailer().bytes, kTrailer);
 }
 
-class OffsetTest : public ::testing::Test {
+// Snapshots from `offsets`, which all start at `offset` and show `text`.
+struct OffsetCase {
+  const char* name;
+  std::vector<std::uint64_t> offsets;
+  std::string text;
+  std::uint64_t offset;
+};
+
+void PrintTo(const OffsetCase& c, std::ostream* os) { *os << c.name; }
+
+class OffsetTest : public ::testing::TestWithParam<OffsetCase> {
  protected:
   // Head "0123456789", dropped "abcdefghij", tail "ABCDEFGHIJ".
   OffsetTest() : capture_(20) {
     capture_.write(Stream::kStdout, "0123456789abcdefghijABCDEFGHIJ");
     capture_.close();
   }
-  CapturedOutput from(std::uint64_t offset) { return capture_.snapshot(Stream::kStdout, offset); }
   OutputCapture capture_;
 };
 
-TEST_F(OffsetTest, ZeroIsTheWholeRetainedText) {
-  const CapturedOutput out = from(0);
-  EXPECT_EQ(out.text, "0123456789\n[... 10 bytes omitted ...]\nABCDEFGHIJ");
-  EXPECT_EQ(out.offset, 0u);
-  EXPECT_EQ(out.bytes, 30u);
-  EXPECT_TRUE(out.truncated);
-}
-
-TEST_F(OffsetTest, InTheHeadStartsThere) {
-  const CapturedOutput out = from(5);
-  EXPECT_EQ(out.text, "56789\n[... 10 bytes omitted ...]\nABCDEFGHIJ");
-  EXPECT_EQ(out.offset, 5u);
-}
-
-TEST_F(OffsetTest, InTheDroppedMiddleStartsAtTheTail) {
-  for (std::uint64_t offset : {10u, 15u, 19u}) {
-    const CapturedOutput out = from(offset);
-    EXPECT_EQ(out.text, "ABCDEFGHIJ") << offset;
-    EXPECT_EQ(out.offset, 20u) << offset;
+TEST_P(OffsetTest, StartsAtTheOffsetOrTheNextKeptByte) {
+  for (const std::uint64_t from : GetParam().offsets) {
+    const CapturedOutput out = capture_.snapshot(Stream::kStdout, from);
+    EXPECT_EQ(out.text, GetParam().text) << from;
+    EXPECT_EQ(out.offset, GetParam().offset) << from;
+    EXPECT_EQ(out.bytes, 30u) << from;
+    EXPECT_TRUE(out.truncated) << from;
   }
 }
 
-TEST_F(OffsetTest, InTheTailStartsThere) {
-  const CapturedOutput out = from(25);
-  EXPECT_EQ(out.text, "FGHIJ");
-  EXPECT_EQ(out.offset, 25u);
-}
-
-TEST_F(OffsetTest, AtOrPastTheEndIsEmpty) {
-  for (std::uint64_t offset : {30u, 31u, 1000000u}) {
-    const CapturedOutput out = from(offset);
-    EXPECT_EQ(out.text, "") << offset;
-    EXPECT_EQ(out.offset, 30u) << offset;
-    EXPECT_EQ(out.bytes, 30u);
-  }
-}
+INSTANTIATE_TEST_SUITE_P(
+    OffsetTest, OffsetTest,
+    ::testing::Values(
+        OffsetCase{"ZeroIsTheWholeRetainedText",
+                   {0},
+                   "0123456789\n[... 10 bytes omitted ...]\nABCDEFGHIJ",
+                   0},
+        OffsetCase{"InTheHeadStartsThere", {5}, "56789\n[... 10 bytes omitted ...]\nABCDEFGHIJ", 5},
+        OffsetCase{"InTheDroppedMiddleStartsAtTheTail", {10, 15, 19}, "ABCDEFGHIJ", 20},
+        OffsetCase{"InTheTailStartsThere", {25}, "FGHIJ", 25},
+        OffsetCase{"AtOrPastTheEndIsEmpty", {30, 31, 1000000}, "", 30}),
+    [](const ::testing::TestParamInfo<OffsetCase>& info) { return std::string(info.param.name); });
 
 TEST(LiveOffsetTest, FetchingFromTheLastCountReassemblesTheStreamExactly) {
   // Characters cut by a write boundary are held back, and the next fetch starts at their

@@ -7,6 +7,7 @@
 
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "policy/files.h"
 
@@ -176,18 +177,26 @@ TEST(SideChannelTest, LongExceptionFieldsAreCapped) {
 }
 
 TEST(SideChannelTest, MimeTypesComeFromTheBytesForImagesAndTheNameOtherwise) {
-  EXPECT_EQ(mimeTypeOf("plot.png", "\x89PNG\r\n\x1a\nrest"), "image/png");
-  EXPECT_EQ(mimeTypeOf("no_extension", "\x89PNG\r\n\x1a\nrest"), "image/png");
-  EXPECT_EQ(mimeTypeOf("fake.png", "hello"), "application/octet-stream");
-  EXPECT_EQ(mimeTypeOf("a.jpg", "\xFF\xD8\xFF\xE0"), "image/jpeg");
-  EXPECT_EQ(mimeTypeOf("a.gif", "GIF89a..."), "image/gif");
-  EXPECT_EQ(mimeTypeOf("chart.SVG", "<?xml version=\"1.0\"?><svg></svg>"), "image/svg+xml");
-  EXPECT_EQ(mimeTypeOf("chart.svg", "not an image"), "application/octet-stream");
-  EXPECT_EQ(mimeTypeOf("data.csv", "a,b\n1,2\n"), "text/csv");
-  EXPECT_EQ(mimeTypeOf("notes.txt", "hi"), "text/plain");
-  EXPECT_EQ(mimeTypeOf("r.json", "{}"), "application/json");
-  EXPECT_EQ(mimeTypeOf("doc.pdf", "%PDF-1.7"), "application/pdf");
-  EXPECT_EQ(mimeTypeOf("blob", "\x01\x02"), "application/octet-stream");
+  struct Case {
+    const char* name;
+    std::string bytes;
+    const char* mime;
+  };
+  for (const Case& c :
+       std::vector<Case>{{"plot.png", "\x89PNG\r\n\x1a\nrest", "image/png"},
+                         {"no_extension", "\x89PNG\r\n\x1a\nrest", "image/png"},
+                         {"fake.png", "hello", "application/octet-stream"},
+                         {"a.jpg", "\xFF\xD8\xFF\xE0", "image/jpeg"},
+                         {"a.gif", "GIF89a...", "image/gif"},
+                         {"chart.SVG", "<?xml version=\"1.0\"?><svg></svg>", "image/svg+xml"},
+                         {"chart.svg", "not an image", "application/octet-stream"},
+                         {"data.csv", "a,b\n1,2\n", "text/csv"},
+                         {"notes.txt", "hi", "text/plain"},
+                         {"r.json", "{}", "application/json"},
+                         {"doc.pdf", "%PDF-1.7", "application/pdf"},
+                         {"blob", "\x01\x02", "application/octet-stream"}}) {
+    EXPECT_EQ(mimeTypeOf(c.name, c.bytes), c.mime) << c.name;
+  }
 
   EXPECT_TRUE(isDisplayableImage("image/png", "\x89PNG\r\n\x1a\n"));
   EXPECT_FALSE(isDisplayableImage("image/png", "GIF89a"));
@@ -199,25 +208,25 @@ TEST(SideChannelTest, MimeTypesComeFromTheBytesForImagesAndTheNameOtherwise) {
   EXPECT_FALSE(isDisplayableImage("text/plain", "hi"));
 }
 
+// The files of a run whose one file, at `path`, holds "{}".
+std::variant<std::vector<policy::File>, policy::FilesRejection> resolveOneFile(
+    const std::string& path) {
+  Poco::JSON::Array::Ptr files = new Poco::JSON::Array;
+  Poco::JSON::Object::Ptr file = new Poco::JSON::Object;
+  file->set("path", path);
+  file->set("content", "{}");
+  files->add(file);
+  return policy::resolveFiles("print(1)", files, policy::FileSettings{});
+}
+
 TEST(ReservedControlPathTest, FilesUnderDotScsAreRefused) {
   for (const std::string path : {".scs/control.json", ".scs", "./.scs/stdin", ".scs/x/y"}) {
-    Poco::JSON::Array::Ptr files = new Poco::JSON::Array;
-    Poco::JSON::Object::Ptr file = new Poco::JSON::Object;
-    file->set("path", path);
-    file->set("content", "{}");
-    files->add(file);
-    auto resolved = policy::resolveFiles("print(1)", files, policy::FileSettings{});
+    const auto resolved = resolveOneFile(path);
     ASSERT_TRUE(std::holds_alternative<policy::FilesRejection>(resolved)) << path;
     EXPECT_THAT(std::get<policy::FilesRejection>(resolved).message, HasSubstr("\".scs\"")) << path;
   }
   for (const std::string path : {".scsx/a", "a/.scs/b", "scs/control.json"}) {
-    Poco::JSON::Array::Ptr files = new Poco::JSON::Array;
-    Poco::JSON::Object::Ptr file = new Poco::JSON::Object;
-    file->set("path", path);
-    file->set("content", "{}");
-    files->add(file);
-    auto resolved = policy::resolveFiles("print(1)", files, policy::FileSettings{});
-    EXPECT_TRUE(std::holds_alternative<std::vector<policy::File>>(resolved)) << path;
+    EXPECT_TRUE(std::holds_alternative<std::vector<policy::File>>(resolveOneFile(path))) << path;
   }
 }
 

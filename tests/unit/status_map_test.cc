@@ -4,6 +4,8 @@
 
 #include <optional>
 #include <string>
+#include <tuple>
+#include <vector>
 
 namespace scs::policy {
 namespace {
@@ -95,22 +97,22 @@ TEST(DecideTest, NonZeroExitFails) {
   }
 }
 
+// The reason for a death by `signal` that the sandbox did not send.
+std::string unsentSignalReason(const std::string& signal) {
+  return "Killed by " + signal +
+         ", which the sandbox did not send: the program crashed or killed itself.";
+}
+
 TEST(DecideTest, DeathByASignalTheServerDidNotSendFails) {
-  expectVerdict(decide(programKilledBy(11), kLimits), RunStatus::kFailed, 139, "SIGSEGV",
-                "Killed by SIGSEGV, which the sandbox did not send: the program crashed or "
-                "killed itself.");
-  expectVerdict(decide(programKilledBy(6), kLimits), RunStatus::kFailed, 134, "SIGABRT",
-                "Killed by SIGABRT, which the sandbox did not send: the program crashed or "
-                "killed itself.");
-  expectVerdict(decide(programKilledBy(1), kLimits), RunStatus::kFailed, 129, "SIGHUP",
-                "Killed by SIGHUP, which the sandbox did not send: the program crashed or "
-                "killed itself.");
-  expectVerdict(decide(programKilledBy(64), kLimits), RunStatus::kFailed, 192, "SIG64",
-                "Killed by SIG64, which the sandbox did not send: the program crashed or "
-                "killed itself.");
-  expectVerdict(decide(programKilledBy(9), kLimits), RunStatus::kFailed, 137, "SIGKILL",
-                "Killed by SIGKILL, which the sandbox did not send: the program crashed or "
-                "killed itself.");
+  for (const auto& [number, code, signal] :
+       std::vector<std::tuple<int, int, std::string>>{{11, 139, "SIGSEGV"},
+                                                      {6, 134, "SIGABRT"},
+                                                      {1, 129, "SIGHUP"},
+                                                      {64, 192, "SIG64"},
+                                                      {9, 137, "SIGKILL"}}) {
+    expectVerdict(decide(programKilledBy(number), kLimits), RunStatus::kFailed, code, signal,
+                  unsentSignalReason(signal));
+  }
 }
 
 TEST(DecideTest, AnExitCodeOf137AloneIsNeitherASignalNorOutOfMemory) {
