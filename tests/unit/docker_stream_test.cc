@@ -173,11 +173,12 @@ TEST(StreamDemuxTest, UnknownStreamTypeIsMalformedAndStopsParsing) {
   EXPECT_EQ(c.out, "ok");
 }
 
-std::string readAll(Connection& connection, std::ptrdiff_t* last) {
+// Everything `connection` yields, read `chunk` bytes at a time; `last` is the read that ended it.
+std::string readAll(Connection& connection, std::ptrdiff_t* last, std::size_t chunk = 3) {
   std::string out;
-  char buffer[3];
-  while ((*last = connection.read(buffer, sizeof buffer)) > 0) {
-    out.append(buffer, static_cast<std::size_t>(*last));
+  std::vector<char> buffer(chunk);
+  while ((*last = connection.read(buffer.data(), buffer.size())) > 0) {
+    out.append(buffer.data(), static_cast<std::size_t>(*last));
   }
   return out;
 }
@@ -284,6 +285,12 @@ std::string readRequest(int fd, std::size_t body_bytes = 0) {
   return request;
 }
 
+// Holds the connection open until the client closes it or gives up.
+void holdOpen(int fd) {
+  char byte = 0;
+  ::read(fd, &byte, 1);
+}
+
 void send(int fd, std::string_view bytes) {
   ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(bytes.size()));
@@ -326,8 +333,7 @@ TEST(SocketTransportTest, OneCallOneConnectionWithHostAndBody) {
 TEST(SocketTransportTest, ASilentEngineTimesOutAtTheDeadline) {
   FakeEngine engine([](int fd) {
     readRequest(fd);
-    char byte = 0;
-    ::read(fd, &byte, 1);  // holds the connection until the client gives up
+    holdOpen(fd);
   });
   const auto start = std::chrono::steady_clock::now();
   const HttpReply reply = engine.transport()->call(get("/v1.41/info", 200));
@@ -341,8 +347,7 @@ TEST(SocketTransportTest, ABodyThatNeverEndsTimesOutToo) {
   FakeEngine engine([](int fd) {
     readRequest(fd);
     send(fd, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"partial\":");
-    char byte = 0;
-    ::read(fd, &byte, 1);
+    holdOpen(fd);
   });
   const HttpReply reply = engine.transport()->call(get("/v1.41/info", 300));
   EXPECT_EQ(reply.error, TransportError::kTimeout);
@@ -373,14 +378,9 @@ TEST(SocketTransportTest, HijackedAttachCarriesBothDirectionsAndHalfCloses) {
   ASSERT_TRUE(opened.connection);
   EXPECT_TRUE(opened.connection->write("tar bytes"));
   EXPECT_TRUE(opened.connection->shutdownWrite());
-  std::string received;
-  char buffer[4];
-  std::ptrdiff_t got = 0;
-  while ((got = opened.connection->read(buffer, sizeof buffer)) > 0) {
-    received.append(buffer, static_cast<std::size_t>(got));
-  }
-  EXPECT_EQ(got, 0);
-  EXPECT_EQ(received, "early|got:tar bytes");
+  std::ptrdiff_t last = 1;
+  EXPECT_EQ(readAll(*opened.connection, &last, 4), "early|got:tar bytes");
+  EXPECT_EQ(last, 0);
   EXPECT_NE(request.find("Upgrade: tcp\r\n"), std::string::npos);
   EXPECT_NE(request.find("Connection: Upgrade\r\n"), std::string::npos);
 }
@@ -394,14 +394,9 @@ TEST(SocketTransportTest, StreamedChunkedBodyIsDecoded) {
   });
   OpenReply opened = engine.transport()->open(get("/v1.41/containers/c/wait?condition=next-exit"));
   ASSERT_TRUE(opened.connection) << opened.reply.error_message;
-  std::string body;
-  char buffer[7];
-  std::ptrdiff_t got = 0;
-  while ((got = opened.connection->read(buffer, sizeof buffer)) > 0) {
-    body.append(buffer, static_cast<std::size_t>(got));
-  }
-  EXPECT_EQ(got, 0);
-  EXPECT_EQ(body, "{\"Error\":null,\"StatusCode\":3}");
+  std::ptrdiff_t last = 1;
+  EXPECT_EQ(readAll(*opened.connection, &last, 7), "{\"Error\":null,\"StatusCode\":3}");
+  EXPECT_EQ(last, 0);
 }
 
 TEST(SocketTransportTest, AnErrorStatusCarriesItsBodyAndNoConnection) {
@@ -410,8 +405,7 @@ TEST(SocketTransportTest, AnErrorStatusCarriesItsBodyAndNoConnection) {
     send(fd,
          "HTTP/1.1 404 Not Found\r\nContent-Length: 37\r\n\r\n"
          "{\"message\":\"No such container: nope\"}");
-    char byte = 0;
-    ::read(fd, &byte, 1);  // keeps the connection open: the length ends the body
+    holdOpen(fd);  // the length, not the close, ends the body
   });
   OpenReply opened = engine.transport()->open(get("/v1.41/containers/nope/attach"));
   EXPECT_FALSE(opened.connection);
@@ -423,8 +417,7 @@ TEST(SocketTransportTest, AbortUnblocksAReaderInAnotherThread) {
   FakeEngine engine([](int fd) {
     readRequest(fd);
     send(fd, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
-    char byte = 0;
-    ::read(fd, &byte, 1);
+    holdOpen(fd);
   });
   OpenReply opened = engine.transport()->open(get("/v1.41/events"));
   ASSERT_TRUE(opened.connection);
