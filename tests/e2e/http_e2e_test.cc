@@ -1,7 +1,6 @@
 // The real server binary over Streamable HTTP (--http 127.0.0.1:0) with the fake backend:
 // authentication, tenancy, DNS-rebinding checks, malformed HTTP and shutdown.
 #include <Poco/JSON/Object.h>
-#include <Poco/JSON/Parser.h>
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
@@ -24,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/http_request.h"
 #include "support/mcp_client.h"
 #include "support/temp_file.h"
 
@@ -56,10 +56,7 @@ struct Answer {
   std::string body;
   Poco::Net::HTTPResponse response;
 
-  Object::Ptr json() const {
-    Poco::JSON::Parser parser;
-    return parser.parse(body).extract<Object::Ptr>();
-  }
+  Object::Ptr json() const { return parseObject(body); }
 };
 
 // The server as a child process serving HTTP; the port is read from its log.
@@ -95,16 +92,7 @@ class HttpServer {
     Poco::Net::HTTPClientSession session("127.0.0.1", port_);
     session.setTimeout(Poco::Timespan(90, 0));
     Poco::Net::HTTPRequest request(method, "/mcp", Poco::Net::HTTPRequest::HTTP_1_1);
-    std::map<std::string, std::string> all = {{"Content-Type", "application/json"},
-                                              {"Accept", "application/json, text/event-stream"}};
-    for (auto& [name, value] : headers) {
-      all[name] = value;
-    }
-    for (const auto& [name, value] : all) {
-      if (!value.empty()) {
-        request.set(name, value);
-      }
-    }
+    setMcpHeaders(request, headers);
     request.setContentLength(static_cast<std::streamsize>(body.size()));
     session.sendRequest(request) << body;
     Answer answer;
@@ -157,10 +145,6 @@ std::string runId(const Object::Ptr& result) {
   return result->getObject("structuredContent")->getValue<std::string>("run_id");
 }
 
-std::string text(const Object::Ptr& result) {
-  return result->getArray("content")->getObject(0)->getValue<std::string>("text");
-}
-
 TEST(HttpE2eTest, ARunThroughHttpWithTheRightTokenAndNoneForAnyOtherCaller) {
   const TokenFile tokens;
   HttpServer server({"--token-file", tokens.path()});
@@ -172,7 +156,7 @@ TEST(HttpE2eTest, ARunThroughHttpWithTheRightTokenAndNoneForAnyOtherCaller) {
   const auto alice = server.open(kAliceToken);
   const Object::Ptr started =
       server.call(alice, "start_run", R"({"code":"#fake: stdout=hi\\sthere\\n\n"})");
-  ASSERT_FALSE(started->getValue<bool>("isError")) << text(started);
+  ASSERT_FALSE(started->getValue<bool>("isError")) << toolText(started);
   const std::string run_id = runId(started);
   const Object::Ptr report =
       server.call(alice, "get_result", R"({"run_id":")" + run_id + R"(","wait_seconds":20})");
@@ -186,7 +170,7 @@ TEST(HttpE2eTest, ARunThroughHttpWithTheRightTokenAndNoneForAnyOtherCaller) {
   EXPECT_TRUE(stranger->getValue<bool>("isError"));
   const Object::Ptr unknown =
       server.call(bob, "get_result", R"({"run_id":"00000000000000000000000000000000"})");
-  EXPECT_EQ(text(stranger), std::regex_replace(text(unknown), std::regex("0{32}"), run_id));
+  EXPECT_EQ(toolText(stranger), std::regex_replace(toolText(unknown), std::regex("0{32}"), run_id));
   EXPECT_TRUE(
       server.call(bob, "stop_run", R"({"run_id":")" + run_id + R"("})")->getValue<bool>("isError"));
 

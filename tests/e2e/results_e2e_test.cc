@@ -26,22 +26,9 @@ using namespace std::chrono_literals;
 
 const std::string kBinary = SCS_BINARY;
 
-Object::Ptr object(std::initializer_list<std::pair<std::string, Poco::Dynamic::Var>> members) {
-  Object::Ptr result = new Object;
-  for (const auto& [key, value] : members) {
-    result->set(key, value);
-  }
-  return result;
-}
-
-std::string toolText(const Object::Ptr& result) {
-  return result->getArray("content")->getObject(0)->getValue<std::string>("text");
-}
-
-
 class Server {
  public:
-  explicit Server(std::vector<std::string> extra = {}) : process_(kBinary, args(extra)) {
+  explicit Server(std::vector<std::string> extra = {}) : process_(kBinary, fakeArgs(extra)) {
     process_.initialize();
   }
 
@@ -88,12 +75,6 @@ class Server {
   McpProcess& process() { return process_; }
 
  private:
-  static std::vector<std::string> args(std::vector<std::string> extra) {
-    std::vector<std::string> all = {"--backend", "fake", "--log-level", "debug"};
-    all.insert(all.end(), extra.begin(), extra.end());
-    return all;
-  }
-
   McpProcess process_;
 };
 

@@ -28,25 +28,6 @@ using namespace std::chrono_literals;
 const std::string kBinary = SCS_BINARY;
 const std::string kBadAbiPlugin = std::string(SCS_TEST_PLUGIN_DIR) + "/libscs_backend_badabi.so";
 
-Object::Ptr object(std::initializer_list<std::pair<std::string, Poco::Dynamic::Var>> members) {
-  Object::Ptr result = new Object;
-  for (const auto& [key, value] : members) {
-    result->set(key, value);
-  }
-  return result;
-}
-
-std::vector<std::string> fakeArgs(std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"--backend", "fake", "--log-level", "debug"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  return args;
-}
-
-// The text of a tool result's first content item.
-std::string toolText(const Object::Ptr& result) {
-  return result->getArray("content")->getObject(0)->getValue<std::string>("text");
-}
-
 bool isFinal(const std::string& status) { return status != "queued" && status != "running"; }
 
 // A server with the fake backend, initialised.
@@ -311,7 +292,7 @@ TEST(StdioE2eTest, QueuesRunsBeyondTheConcurrencyCap) {
 }
 
 TEST(StdioE2eTest, ARunWithTheDefaultLimitsTakesAPreparedSandboxAndOthersTheNormalPath) {
-  Session session;  // --prepared 1 is the default
+  Session session;                                             // --prepared 1 is the default
   ASSERT_TRUE(waitForStderr(session.process(), " is ready"));  // the pool's first sandbox
   const std::string first =
       session.start("#fake: stdout=one\\n\n")->getValue<std::string>("run_id");

@@ -228,4 +228,23 @@ Poco::JSON::Object::Ptr parseObject(const std::string& json) {
   return value.extract<Poco::JSON::Object::Ptr>();
 }
 
+Poco::JSON::Object::Ptr object(
+    std::initializer_list<std::pair<std::string, Poco::Dynamic::Var>> members) {
+  Poco::JSON::Object::Ptr result = new Poco::JSON::Object;
+  for (const auto& [key, value] : members) {
+    result->set(key, value);
+  }
+  return result;
+}
+
+std::string toolText(const Poco::JSON::Object::Ptr& result) {
+  return result->getArray("content")->getObject(0)->getValue<std::string>("text");
+}
+
+std::vector<std::string> fakeArgs(std::vector<std::string> extra) {
+  std::vector<std::string> args = {"--backend", "fake", "--log-level", "debug"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
 }  // namespace scs::testing

@@ -3,9 +3,11 @@
 #include <Poco/JSON/Object.h>
 
 #include <chrono>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace scs::testing {
@@ -60,5 +62,15 @@ class McpProcess {
 
 // Parses `json` as an object; throws on anything else.
 Poco::JSON::Object::Ptr parseObject(const std::string& json);
+
+// An object of `members`, e.g. the arguments of a tool call.
+Poco::JSON::Object::Ptr object(
+    std::initializer_list<std::pair<std::string, Poco::Dynamic::Var>> members);
+
+// The text of a CallToolResult's first content item.
+std::string toolText(const Poco::JSON::Object::Ptr& result);
+
+// The server's arguments for the fake backend with debug logs, then `extra`.
+std::vector<std::string> fakeArgs(std::vector<std::string> extra = {});
 
 }  // namespace scs::testing

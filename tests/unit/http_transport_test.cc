@@ -28,6 +28,7 @@
 #include "mocks/core_stack.h"
 #include "runs/clock.h"
 #include "runs/run_manager.h"
+#include "support/http_request.h"
 #include "support/temp_file.h"
 
 namespace scs::mcp {
@@ -220,16 +221,7 @@ class HttpTransportTest : public ::testing::Test {
               const std::string& body, std::map<std::string, std::string> headers = {},
               const std::string& path = "/mcp") {
     HTTPRequest request(method, path, HTTPRequest::HTTP_1_1);
-    std::map<std::string, std::string> all = {{"Content-Type", "application/json"},
-                                              {"Accept", "application/json, text/event-stream"}};
-    for (auto& [name, value] : headers) {
-      all[name] = value;
-    }
-    for (const auto& [name, value] : all) {
-      if (!value.empty()) {
-        request.set(name, value);
-      }
-    }
+    scs::testing::setMcpHeaders(request, headers);
     if (method != HTTPRequest::HTTP_GET || !body.empty()) {
       request.setContentLength(static_cast<std::streamsize>(body.size()));
     }
