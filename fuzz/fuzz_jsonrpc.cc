@@ -141,15 +141,21 @@ void checkUnanswered(std::string_view message) {
   SCS_FUZZ_CHECK(notification || response, message);
 }
 
+// `line`, which the server wrote as the `what` (answer or notification), parsed: one line of
+// strict JSON holding an object.
+Object::Ptr checkLine(const std::string& line, const std::string& what) {
+  SCS_FUZZ_CHECK(line.find('\n') == std::string::npos, line);
+  if (const std::optional<std::string> problem = strictJsonProblem(line)) {
+    fail(what + " is not strict JSON: " + *problem, line);
+  }
+  const std::optional<Var> parsed = parseLoosely(line);
+  SCS_FUZZ_CHECK(parsed && isObject(*parsed), line);
+  return parsed->extract<Object::Ptr>();
+}
+
 // Checks one answer; returns it parsed.
 Object::Ptr checkAnswer(std::string_view message, const std::string& answer) {
-  SCS_FUZZ_CHECK(answer.find('\n') == std::string::npos, answer);
-  if (const std::optional<std::string> problem = strictJsonProblem(answer)) {
-    fail("answer is not strict JSON: " + *problem, answer);
-  }
-  const std::optional<Var> parsed = parseLoosely(answer);
-  SCS_FUZZ_CHECK(parsed && isObject(*parsed), answer);
-  const Object::Ptr response = parsed->extract<Object::Ptr>();
+  const Object::Ptr response = checkLine(answer, "answer");
   SCS_FUZZ_CHECK(response->has("jsonrpc") && response->get("jsonrpc").isString() &&
                      response->get("jsonrpc").toString() == "2.0",
                  answer);
@@ -196,13 +202,7 @@ Object::Ptr checkAnswer(std::string_view message, const std::string& answer) {
 }
 
 void checkNotification(const std::string& notification) {
-  SCS_FUZZ_CHECK(notification.find('\n') == std::string::npos, notification);
-  if (const std::optional<std::string> problem = strictJsonProblem(notification)) {
-    fail("notification is not strict JSON: " + *problem, notification);
-  }
-  const std::optional<Var> parsed = parseLoosely(notification);
-  SCS_FUZZ_CHECK(parsed && isObject(*parsed), notification);
-  const Object::Ptr object = parsed->extract<Object::Ptr>();
+  const Object::Ptr object = checkLine(notification, "notification");
   SCS_FUZZ_CHECK(!object->has("id") && object->has("method") &&
                      object->get("method").toString() == "notifications/progress",
                  notification);

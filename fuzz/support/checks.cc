@@ -261,42 +261,42 @@ class JsonChecker {
     }
   }
 
-  bool array(int depth) {
+  // An array or an object from its opening bracket: `element` reads each element (from its
+  // first byte), the elements are separated by ',' and `close` ends them.
+  template <typename Element>
+  bool sequence(char close, const std::string& what, Element element) {
     ++pos_;
     skipSpace();
-    if (!atEnd() && peek() == ']') {
+    if (!atEnd() && peek() == close) {
       ++pos_;
       return true;
     }
     while (true) {
       skipSpace();
-      if (!value(depth + 1)) {
+      if (!element()) {
         return false;
       }
       skipSpace();
       if (atEnd()) {
-        return error("unterminated array");
+        return error("unterminated " + what);
       }
-      if (peek() == ']') {
+      if (peek() == close) {
         ++pos_;
         return true;
       }
       if (peek() != ',') {
-        return error("',' or ']' expected");
+        return error(std::string("',' or '") + close + "' expected");
       }
       ++pos_;
     }
   }
 
+  bool array(int depth) {
+    return sequence(']', "array", [&] { return value(depth + 1); });
+  }
+
   bool object(int depth) {
-    ++pos_;
-    skipSpace();
-    if (!atEnd() && peek() == '}') {
-      ++pos_;
-      return true;
-    }
-    while (true) {
-      skipSpace();
+    return sequence('}', "object", [&] {
       if (atEnd() || peek() != '"') {
         return error("member name expected");
       }
@@ -309,22 +309,8 @@ class JsonChecker {
       }
       ++pos_;
       skipSpace();
-      if (!value(depth + 1)) {
-        return false;
-      }
-      skipSpace();
-      if (atEnd()) {
-        return error("unterminated object");
-      }
-      if (peek() == '}') {
-        ++pos_;
-        return true;
-      }
-      if (peek() != ',') {
-        return error("',' or '}' expected");
-      }
-      ++pos_;
-    }
+      return value(depth + 1);
+    });
   }
 
   std::string_view text_;
