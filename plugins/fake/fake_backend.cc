@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string_view>
@@ -39,6 +40,17 @@ Reply guardReply(Fn&& fn) {
     reply.status = Status{Code::kInternal, std::string("fake: ") + e.what()};
     return reply;
   }
+}
+
+// guardReply, but the scripted failure when the options `fail` the call named `call`.
+template <typename Reply, typename Fn>
+Reply guardReply(const std::set<std::string>& fail, const std::string& call, Fn&& fn) {
+  if (fail.count(call) != 0) {
+    Reply reply;
+    reply.status = scripted(call);
+    return reply;
+  }
+  return guardReply<Reply>(std::forward<Fn>(fn));
 }
 
 template <typename Fn>
@@ -295,12 +307,8 @@ std::shared_ptr<FakeBackend::Sandbox> FakeBackend::find(const std::string& id) {
 }
 
 backend::CapacityReply FakeBackend::capacity() {
-  return guardReply<backend::CapacityReply>([&] {
+  return guardReply<backend::CapacityReply>(options_.fail, "capacity", [&] {
     backend::CapacityReply reply;
-    if (options_.fail.count("capacity") != 0) {
-      reply.status = scripted("capacity");
-      return reply;
-    }
     reply.capacity.cores = options_.cores;
     reply.capacity.memory_bytes =
         static_cast<std::int64_t>(options_.memory_gb * static_cast<double>(kBytesPerGb));
@@ -309,12 +317,8 @@ backend::CapacityReply FakeBackend::capacity() {
 }
 
 backend::CreateReply FakeBackend::create(const backend::SandboxSpec& spec) {
-  return guardReply<backend::CreateReply>([&] {
+  return guardReply<backend::CreateReply>(options_.fail, "create", [&] {
     backend::CreateReply reply;
-    if (options_.fail.count("create") != 0) {
-      reply.status = scripted("create");
-      return reply;
-    }
     auto sandbox = std::make_shared<Sandbox>();
     sandbox->spec = spec;
     {
@@ -333,12 +337,8 @@ backend::CreateReply FakeBackend::create(const backend::SandboxSpec& spec) {
 }
 
 backend::InspectReply FakeBackend::inspect(const std::string& id) {
-  return guardReply<backend::InspectReply>([&] {
+  return guardReply<backend::InspectReply>(options_.fail, "inspect", [&] {
     backend::InspectReply reply;
-    if (options_.fail.count("inspect") != 0) {
-      reply.status = scripted("inspect");
-      return reply;
-    }
     std::lock_guard<std::mutex> lock(mu_);
     auto sandbox = find(id);
     if (!sandbox) {
@@ -615,12 +615,8 @@ Status FakeBackend::remove(const std::string& id) {
 }
 
 backend::ListReply FakeBackend::list(const std::string& label_key) {
-  return guardReply<backend::ListReply>([&] {
+  return guardReply<backend::ListReply>(options_.fail, "list", [&] {
     backend::ListReply reply;
-    if (options_.fail.count("list") != 0) {
-      reply.status = scripted("list");
-      return reply;
-    }
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [id, sandbox] : sandboxes_) {
       if (sandbox->spec.labels.count(label_key) != 0) {

@@ -10,6 +10,10 @@ namespace {
 
 constexpr std::size_t kBlock = 512;
 
+// The one-letter escapes of a directive value, and the bytes they stand for (\s: a space).
+constexpr std::string_view kEscapeLetters = "ntrs\\";
+constexpr std::string_view kEscapedBytes = "\n\t\r \\";
+
 std::optional<int> parseHex(std::string_view digits) {
   if (digits.size() != 2) {
     return std::nullopt;
@@ -40,34 +44,21 @@ std::optional<std::string> decodeEscapes(std::string_view text, std::string* out
     if (i + 1 == text.size()) {
       return std::string("a directive value ends with a lone backslash");
     }
-    switch (text[++i]) {
-      case 'n':
-        out->push_back('\n');
-        break;
-      case 't':
-        out->push_back('\t');
-        break;
-      case 'r':
-        out->push_back('\r');
-        break;
-      case 'x': {
-        const auto hex = parseHex(text.substr(i + 1, 2));
-        if (!hex) {
-          return std::string("\\x in a directive value needs two hex digits");
-        }
-        out->push_back(static_cast<char>(*hex));
-        i += 2;
-        break;
+    const char escape = text[++i];
+    if (escape == 'x') {
+      const auto hex = parseHex(text.substr(i + 1, 2));
+      if (!hex) {
+        return std::string("\\x in a directive value needs two hex digits");
       }
-      case 's':
-        out->push_back(' ');
-        break;
-      case '\\':
-        out->push_back('\\');
-        break;
-      default:
-        return "unknown escape \\" + std::string(1, text[i]) + " in a directive value";
+      out->push_back(static_cast<char>(*hex));
+      i += 2;
+      continue;
     }
+    const std::size_t simple = kEscapeLetters.find(escape);
+    if (simple == std::string_view::npos) {
+      return "unknown escape \\" + std::string(1, escape) + " in a directive value";
+    }
+    out->push_back(kEscapedBytes[simple]);
   }
   return std::nullopt;
 }
