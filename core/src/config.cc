@@ -102,6 +102,18 @@ Problem requireValue(const std::string& flag, const std::string& value) {
   return std::nullopt;
 }
 
+// A setter for a flag whose value may be any text but the empty one.
+std::function<Problem(Config&, const std::string&)> nonEmptySetter(
+    const char* flag, std::function<void(Config&, const std::string&)> set) {
+  return [=](Config& c, const std::string& v) -> Problem {
+    if (auto problem = requireValue(flag, v)) {
+      return problem;
+    }
+    set(c, v);
+    return std::nullopt;
+  };
+}
+
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
       {"config", "FILE",
@@ -125,24 +137,14 @@ const std::vector<Flag>& flags() {
        "Load this plugin file instead of the one --backend names. Must be an absolute path "
        "to a file writable only by its owner.",
        nullptr,
-       [](Config& c, const std::string& v) -> Problem {
-         if (auto problem = requireValue("backend-path", v)) {
-           return problem;
-         }
-         c.backend_path = v;
-         return std::nullopt;
-       }},
+       nonEmptySetter("backend-path",
+                      [](Config& c, const std::string& v) { c.backend_path = v; })},
       {"plugin-dir", "DIR",
        "Directory holding the backend plugins; by default the plugins folder beside this "
        "executable.",
        [](const Config& c) { return c.plugin_dir.string(); },
-       [](Config& c, const std::string& v) -> Problem {
-         if (auto problem = requireValue("plugin-dir", v)) {
-           return problem;
-         }
-         c.plugin_dir = v;
-         return std::nullopt;
-       }},
+       nonEmptySetter("plugin-dir",
+                      [](Config& c, const std::string& v) { c.plugin_dir = v; })},
       {"backend-option", "KEY=VALUE",
        "A setting addressed to the backend; repeat for several. The fake backend knows cores, "
        "memory_gb, fail=create|inspect|list|capacity and posture=<field>.",
@@ -159,13 +161,8 @@ const std::vector<Flag>& flags() {
        "Address of the container engine, passed to the backend as its option \"engine\" "
        "(docker: e.g. unix:///var/run/docker.sock). Default: the backend's own default.",
        nullptr,
-       [](Config& c, const std::string& v) -> Problem {
-         if (auto problem = requireValue("engine", v)) {
-           return problem;
-         }
-         c.backend_options["engine"] = v;
-         return std::nullopt;
-       }},
+       nonEmptySetter("engine",
+                      [](Config& c, const std::string& v) { c.backend_options["engine"] = v; })},
       {"image", "NAME", "Container image every sandbox runs. The model can never choose it.",
        [](const Config& c) { return c.sandbox.image; },
        [](Config& c, const std::string& v) -> Problem {
@@ -215,13 +212,8 @@ const std::vector<Flag>& flags() {
        "server at startup. \"engine-default\" keeps the engine's own default profile instead, "
        "which on older engines allows more system calls.",
        [](const Config& c) { return c.seccomp_profile_path; },
-       [](Config& c, const std::string& v) -> Problem {
-         if (auto problem = requireValue("seccomp-profile", v)) {
-           return problem;
-         }
-         c.seccomp_profile_path = v;
-         return std::nullopt;
-       }},
+       nonEmptySetter("seccomp-profile",
+                      [](Config& c, const std::string& v) { c.seccomp_profile_path = v; })},
       {"default-memory-gb", "GB", "Memory of a run that does not ask (GB are GiB).",
        [](const Config& c) { return policy::formatNumber(c.limits.defaults.memory_gb); },
        doubleSetter("default-memory-gb", 1 << 20,
@@ -294,14 +286,9 @@ const std::vector<Flag>& flags() {
        "A prepared sandbox idle this long is replaced by a fresh one (its in-sandbox watchdog "
        "allows for this wait on top of the run's timeout).",
        [](const Config& c) { return std::to_string(c.runs.prepared_max_idle.count()); },
-       [](Config& c, const std::string& v) -> Problem {
-         std::int64_t parsed = 0;
-         if (auto problem = parseInt("prepared-idle-seconds", v, 1, 24 * 3600, &parsed)) {
-           return problem;
-         }
-         c.runs.prepared_max_idle = std::chrono::seconds(parsed);
-         return std::nullopt;
-       }},
+       intSetter<std::chrono::seconds>(
+           "prepared-idle-seconds", 1, 24 * 3600,
+           [](Config& c) -> std::chrono::seconds& { return c.runs.prepared_max_idle; })},
       {"warm-modules", "LIST",
        "Modules a prepared sandbox's interpreter imports while it waits for its run, comma "
        "separated (those the image lacks are skipped). A run then finds them loaded; it can "
@@ -333,14 +320,9 @@ const std::vector<Flag>& flags() {
        }},
       {"retention-seconds", "S", "How long a finished run's report is kept before it is forgotten.",
        [](const Config& c) { return std::to_string(c.runs.retention.count()); },
-       [](Config& c, const std::string& v) -> Problem {
-         std::int64_t parsed = 0;
-         if (auto problem = parseInt("retention-seconds", v, 1, 30 * 24 * 3600, &parsed)) {
-           return problem;
-         }
-         c.runs.retention = std::chrono::seconds(parsed);
-         return std::nullopt;
-       }},
+       intSetter<std::chrono::seconds>(
+           "retention-seconds", 1, 30 * 24 * 3600,
+           [](Config& c) -> std::chrono::seconds& { return c.runs.retention; })},
       {"max-retained", "N",
        "Finished reports kept, all tenants together; past it the tenant holding the most "
        "forgets its oldest first.",
@@ -435,13 +417,8 @@ const std::vector<Flag>& flags() {
        "line or NAME:TOKEN, NAME being the tenant that owns the runs the token starts; # "
        "starts a comment. The file must not be open to other users (chmod 600).",
        nullptr,
-       [](Config& c, const std::string& v) -> Problem {
-         if (auto problem = requireValue("token-file", v)) {
-           return problem;
-         }
-         c.http.token_file = v;
-         return std::nullopt;
-       }},
+       nonEmptySetter("token-file",
+                      [](Config& c, const std::string& v) { c.http.token_file = v; })},
       {"allowed-origins", "LIST",
        "HTTP only: comma-separated Origin values accepted from browsers, e.g. "
        "https://app.example.com; * accepts any. Other Origins get 403. Default: http:// and "
