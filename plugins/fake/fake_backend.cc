@@ -31,14 +31,20 @@ Status scripted(const std::string& call) {
 
 Status notFound(const std::string& id) { return Status{Code::kNotFound, "fake: no sandbox " + id}; }
 
+// A reply that carries only `status`, a failure.
+template <typename Reply>
+Reply failedReply(Status status) {
+  Reply reply;
+  reply.status = std::move(status);
+  return reply;
+}
+
 template <typename Reply, typename Fn>
 Reply guardReply(Fn&& fn) {
   try {
     return fn();
   } catch (const std::exception& e) {
-    Reply reply;
-    reply.status = Status{Code::kInternal, std::string("fake: ") + e.what()};
-    return reply;
+    return failedReply<Reply>(Status{Code::kInternal, std::string("fake: ") + e.what()});
   }
 }
 
@@ -46,9 +52,7 @@ Reply guardReply(Fn&& fn) {
 template <typename Reply, typename Fn>
 Reply guardReply(const std::set<std::string>& fail, const std::string& call, Fn&& fn) {
   if (fail.count(call) != 0) {
-    Reply reply;
-    reply.status = scripted(call);
-    return reply;
+    return failedReply<Reply>(scripted(call));
   }
   return guardReply<Reply>(std::forward<Fn>(fn));
 }
@@ -338,13 +342,12 @@ backend::CreateReply FakeBackend::create(const backend::SandboxSpec& spec) {
 
 backend::InspectReply FakeBackend::inspect(const std::string& id) {
   return guardReply<backend::InspectReply>(options_.fail, "inspect", [&] {
-    backend::InspectReply reply;
     std::lock_guard<std::mutex> lock(mu_);
     auto sandbox = find(id);
     if (!sandbox) {
-      reply.status = notFound(id);
-      return reply;
+      return failedReply<backend::InspectReply>(notFound(id));
     }
+    backend::InspectReply reply;
     reply.posture = sandbox->spec.posture;
     if (!options_.posture_field.empty()) {
       alterPosture(options_.posture_field, &reply.posture);
@@ -520,17 +523,15 @@ void FakeBackend::play(const std::shared_ptr<Sandbox>& sandbox) {
 
 backend::WaitReply FakeBackend::wait(const std::string& id, std::chrono::milliseconds timeout) {
   return guardReply<backend::WaitReply>([&] {
-    backend::WaitReply reply;
     std::unique_lock<std::mutex> lock(mu_);
     auto sandbox = find(id);
     if (!sandbox) {
-      reply.status = notFound(id);
-      return reply;
+      return failedReply<backend::WaitReply>(notFound(id));
     }
     if (sandbox->script.fail.count("wait") != 0) {
-      reply.status = scripted("wait");
-      return reply;
+      return failedReply<backend::WaitReply>(scripted("wait"));
     }
+    backend::WaitReply reply;
     if (sandbox->delivered) {
       ++sandbox->waits;
       cv_.notify_all();
@@ -548,13 +549,12 @@ backend::WaitReply FakeBackend::wait(const std::string& id, std::chrono::millise
 // The script says what the cgroup counters would: an OOM kill once the code has arrived.
 backend::ProgressReply FakeBackend::progress(const std::string& id) {
   return guardReply<backend::ProgressReply>([&] {
-    backend::ProgressReply reply;
     std::lock_guard<std::mutex> lock(mu_);
     auto sandbox = find(id);
     if (!sandbox) {
-      reply.status = notFound(id);
-      return reply;
+      return failedReply<backend::ProgressReply>(notFound(id));
     }
+    backend::ProgressReply reply;
     reply.oom_known = true;
     reply.oom_killed = sandbox->delivered && (sandbox->script.oom || sandbox->script.child_oom);
     reply.peak_memory_bytes = sandbox->script.peak_memory_bytes;

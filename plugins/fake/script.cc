@@ -126,6 +126,13 @@ std::optional<std::string> applyDirective(std::string_view item, Script* script)
     *target = static_cast<std::remove_pointer_t<decltype(target)>>(*parsed);
     return std::nullopt;
   };
+  // The value with its escapes decoded, into `*target`.
+  auto text = [&](std::string* target) -> std::optional<std::string> {
+    if (auto problem = needValue()) {
+      return problem;
+    }
+    return decodeEscapes(value, target);
+  };
   auto flag = [&](bool* target) -> std::optional<std::string> {
     if (has_value) {
       return "directive '" + std::string(key) + "' takes no value";
@@ -166,11 +173,8 @@ std::optional<std::string> applyDirective(std::string_view item, Script* script)
     return flag(&script->echo_stdin);
   }
   if (key == "stdout" || key == "stderr") {
-    if (auto problem = needValue()) {
-      return problem;
-    }
     std::string decoded;
-    if (auto problem = decodeEscapes(value, &decoded)) {
+    if (auto problem = text(&decoded)) {
       return problem;
     }
     (key == "stdout" ? script->stdout_text : script->stderr_text) += decoded;
@@ -218,15 +222,8 @@ std::optional<std::string> applyDirective(std::string_view item, Script* script)
     return std::nullopt;
   }
   if (key == "engine_error" || key == "trailer") {
-    if (auto problem = needValue()) {
-      return problem;
-    }
-    std::string decoded;
-    if (auto problem = decodeEscapes(value, &decoded)) {
-      return problem;
-    }
-    (key == "engine_error" ? script->engine_error : script->trailer_json) = decoded;
-    return std::nullopt;
+    auto& field = key == "engine_error" ? script->engine_error : script->trailer_json;
+    return text(&field.emplace());
   }
   if (key == "ignore_kill") {
     return flag(&script->ignore_kill);
