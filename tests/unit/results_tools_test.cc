@@ -20,13 +20,13 @@
 #include "runs/side_channel.h"
 #include "support/base64.h"
 #include "support/json.h"
+#include "support/json_schema.h"
 #include "support/ustar.h"
 
 namespace scs::mcp {
 namespace {
 
 using namespace std::chrono_literals;
-using Poco::Dynamic::Var;
 using Poco::JSON::Array;
 using Poco::JSON::Object;
 using scs::testing::compact;
@@ -39,36 +39,6 @@ const std::string kPngBytes = std::string("\x89PNG\r\n\x1a\n\x00\x01\xFE", 11);
 const std::string kPngBase64 = "iVBORw0KGgoAAf4=";
 
 using scs::testing::base64Decode;
-
-// Every key of `value` is in `schema` (recursively through objects and arrays), with the
-// schema's required keys present.
-void checkAgainstSchema(const Var& value, const Object::Ptr& schema, const std::string& where,
-                        std::vector<std::string>& errors) {
-  if (value.type() == typeid(Object::Ptr)) {
-    const Object::Ptr object = value.extract<Object::Ptr>();
-    const Object::Ptr properties =
-        schema->has("properties") ? schema->getObject("properties") : Object::Ptr(new Object);
-    if (schema->has("required")) {
-      for (const Var& key : *schema->getArray("required")) {
-        if (!object->has(key.toString())) {
-          errors.push_back(where + "." + key.toString() + ": required but missing");
-        }
-      }
-    }
-    for (const auto& [key, member] : *object) {
-      if (!properties->has(key)) {
-        errors.push_back(where + "." + key + ": not in the schema");
-      } else {
-        checkAgainstSchema(member, properties->getObject(key), where + "." + key, errors);
-      }
-    }
-  }
-  if (value.type() == typeid(Array::Ptr) && schema->has("items")) {
-    for (const Var& item : *value.extract<Array::Ptr>()) {
-      checkAgainstSchema(item, schema->getObject("items"), where + "[]", errors);
-    }
-  }
-}
 
 class ResultsToolsTest : public ::testing::Test {
  protected:
@@ -106,10 +76,9 @@ class ResultsToolsTest : public ::testing::Test {
     const Object::Ptr text = result->getArray("content")->getObject(0);
     EXPECT_EQ(text->getValue<std::string>("type"), "text");
     EXPECT_EQ(compact(parseOrdered(text->getValue<std::string>("text"))), compact(content));
-    std::vector<std::string> errors;
-    checkAgainstSchema(content, toolDefinition(tool)->getObject("outputSchema"),
-                       "structuredContent", errors);
-    EXPECT_THAT(errors, ::testing::IsEmpty());
+    EXPECT_THAT(scs::testing::schemaViolations(
+                    content, toolDefinition(tool)->getObject("outputSchema"), "structuredContent"),
+                ::testing::IsEmpty());
     return content;
   }
 

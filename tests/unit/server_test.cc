@@ -26,115 +26,18 @@
 #include "mocks/test_logs.h"
 #include "runs/output.h"
 #include "support/json.h"
+#include "support/json_schema.h"
 
 namespace scs::mcp {
 namespace {
 
-using Poco::Dynamic::Var;
 using Poco::JSON::Array;
 using Poco::JSON::Object;
 using scs::testing::compact;
 using scs::testing::parseOrdered;
+using scs::testing::stringsOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-std::vector<std::string> stringsOf(const Var& value) {
-  std::vector<std::string> out;
-  for (const Var& item : *value.extract<Array::Ptr>()) {
-    out.push_back(item.toString());
-  }
-  return out;
-}
-
-bool hasType(const Var& value, const std::string& type) {
-  if (type == "null") {
-    return value.isEmpty();
-  }
-  if (type == "object") {
-    return value.type() == typeid(Object::Ptr);
-  }
-  if (type == "array") {
-    return value.type() == typeid(Array::Ptr);
-  }
-  if (type == "string") {
-    return value.isString();
-  }
-  if (type == "boolean") {
-    return value.isBoolean();
-  }
-  if (type == "number") {
-    return value.isNumeric() && !value.isBoolean();
-  }
-  if (type == "integer") {
-    return (value.isInteger() && !value.isBoolean()) ||
-           (value.isNumeric() && !value.isBoolean() &&
-            std::floor(value.convert<double>()) == value.convert<double>());
-  }
-  return false;
-}
-
-// Enough of JSON Schema for our output schemas: type, enum, properties, required,
-// additionalProperties false, minimum, maximum, items. Appends one line per violation.
-void validate(const Var& value, const Object::Ptr& schema, const std::string& where,
-              std::vector<std::string>& errors) {
-  if (schema->has("type")) {
-    const Var type = schema->get("type");
-    const std::vector<std::string> types =
-        type.isString() ? std::vector<std::string>{type.toString()} : stringsOf(type);
-    bool matched = false;
-    for (const std::string& t : types) {
-      matched = matched || hasType(value, t);
-    }
-    if (!matched) {
-      errors.push_back(where + ": wrong type");
-      return;
-    }
-  }
-  if (schema->has("enum")) {
-    bool found = false;
-    for (const std::string& option : stringsOf(schema->get("enum"))) {
-      found = found || (value.isString() && value.toString() == option);
-    }
-    if (!found) {
-      errors.push_back(where + ": not in enum");
-    }
-  }
-  if (schema->has("minimum") && value.isNumeric() &&
-      value.convert<double>() < schema->get("minimum").convert<double>()) {
-    errors.push_back(where + ": below minimum");
-  }
-  if (schema->has("maximum") && value.isNumeric() &&
-      value.convert<double>() > schema->get("maximum").convert<double>()) {
-    errors.push_back(where + ": above maximum");
-  }
-  if (value.type() == typeid(Object::Ptr)) {
-    const Object::Ptr object = value.extract<Object::Ptr>();
-    const Object::Ptr properties =
-        schema->has("properties") ? schema->getObject("properties") : Object::Ptr(new Object);
-    if (schema->has("required")) {
-      for (const std::string& key : stringsOf(schema->get("required"))) {
-        if (!object->has(key)) {
-          errors.push_back(where + "." + key + ": required but missing");
-        }
-      }
-    }
-    for (const auto& [key, member] : *object) {
-      if (properties->has(key)) {
-        validate(member, properties->getObject(key), where + "." + key, errors);
-      } else {
-        // Our schemas list every field we send: an unlisted one is a bug either way.
-        errors.push_back(where + "." + key + ": not in the schema");
-      }
-    }
-  }
-  if (value.type() == typeid(Array::Ptr) && schema->has("items")) {
-    int index = 0;
-    for (const Var& item : *value.extract<Array::Ptr>()) {
-      validate(item, schema->getObject("items"), where + "[" + std::to_string(index++) + "]",
-               errors);
-    }
-  }
-}
 
 class ServerTest : public ::testing::Test {
  protected:
@@ -192,9 +95,9 @@ class ServerTest : public ::testing::Test {
     EXPECT_EQ(compact(parseOrdered(blocks->getObject(0)->getValue<std::string>("text"))),
               compact(content));
 
-    std::vector<std::string> errors;
-    validate(content, outputSchema(name), "structuredContent", errors);
-    EXPECT_THAT(errors, ::testing::IsEmpty()) << compact(content);
+    EXPECT_THAT(scs::testing::schemaViolations(content, outputSchema(name), "structuredContent"),
+                ::testing::IsEmpty())
+        << compact(content);
     return content;
   }
 
