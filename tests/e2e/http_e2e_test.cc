@@ -38,10 +38,6 @@ using namespace std::chrono_literals;
 const std::string kBinary = SCS_BINARY;
 constexpr const char* kAliceToken = "alice-0123456789abcdef0123456789";
 constexpr const char* kBobToken = "bob-0123456789abcdef0123456789ab";
-constexpr const char* kInitialize =
-    R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",)"
-    R"("capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}})";
-constexpr const char* kPing = R"({"jsonrpc":"2.0","id":1,"method":"ping"})";
 
 // A token file for alice and bob, removed at the end of the test.
 class TokenFile : public scs::testing::TempFile {

@@ -7,6 +7,12 @@
 
 namespace scs::testing {
 
+// The first request of an MCP session, and a ping, as a client posts them.
+inline constexpr const char* kInitialize =
+    R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",)"
+    R"("capabilities":{},"clientInfo":{"name":"test","version":"1"}}})";
+inline constexpr const char* kPing = R"({"jsonrpc":"2.0","id":1,"method":"ping"})";
+
 // Sets on `request` the headers of a well-formed MCP POST (a JSON body, JSON or an event stream
 // accepted), each replaced by the one of the same name in `headers`; an empty value leaves the
 // header out.

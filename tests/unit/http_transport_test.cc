@@ -1,7 +1,6 @@
 #include "mcp/http_transport.h"
 
 #include <Poco/JSON/Object.h>
-#include <Poco/JSON/Parser.h>
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
@@ -29,6 +28,7 @@
 #include "runs/clock.h"
 #include "runs/run_manager.h"
 #include "support/http_request.h"
+#include "support/json.h"
 #include "support/temp_file.h"
 
 namespace scs::mcp {
@@ -37,6 +37,9 @@ namespace {
 using Poco::JSON::Object;
 using Poco::Net::HTTPRequest;
 using Poco::Net::HTTPResponse;
+using scs::testing::kInitialize;
+using scs::testing::kPing;
+using scs::testing::parseOrdered;
 using scs::testing::TempFile;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
@@ -44,15 +47,6 @@ using namespace std::chrono_literals;
 
 constexpr const char* kAliceToken = "alice-token-0123456789abcdef";
 constexpr const char* kBobToken = "bob-token-0123456789abcdef01";
-constexpr const char* kInitialize =
-    R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",)"
-    R"("capabilities":{},"clientInfo":{"name":"t","version":"1"}}})";
-constexpr const char* kPing = R"({"jsonrpc":"2.0","id":1,"method":"ping"})";
-
-Object::Ptr parseObject(const std::string& json) {
-  Poco::JSON::Parser parser;
-  return parser.parse(json).extract<Object::Ptr>();
-}
 
 std::string tokenText(const std::string& text) {
   const auto parsed = TokenTable::parse(text);
@@ -158,7 +152,7 @@ struct Answer {
     const auto found = headers.find(name);
     return found == headers.end() ? "" : found->second;
   }
-  Object::Ptr json() const { return parseObject(body); }
+  Object::Ptr json() const { return parseOrdered(body); }
 };
 
 Answer answerOf(HTTPResponse& response, std::istream& body) {
@@ -613,7 +607,7 @@ TEST_F(HttpTransportTest, AWaitingGetResultStreamsProgressAndThenTheAnswer) {
   std::istringstream lines(streamed.body);
   for (std::string line; std::getline(lines, line);) {
     if (line.rfind("data: ", 0) == 0) {
-      events.push_back(parseObject(line.substr(6)));
+      events.push_back(parseOrdered(line.substr(6)));
     }
   }
   ASSERT_GE(events.size(), 3u) << streamed.body;
