@@ -231,6 +231,9 @@ TEST(LoaderTest, KeepsTheLibraryMappedWhileTheBackendLives) {
 // The fake backend, driven through the plugin interface exactly as the core drives it.
 class FakeBackendTest : public ::testing::Test {
  protected:
+  void SetUp() override { load(); }
+
+  // Replaces the backend with one loaded with `options`.
   void load(std::map<std::string, std::string> options = {}) {
     std::string error;
     backend_ = loadFake(log_, std::move(options), &error);
@@ -297,7 +300,6 @@ class FakeBackendTest : public ::testing::Test {
 };
 
 TEST_F(FakeBackendTest, PlaysBackTheDirectivesOfMainPy) {
-  load();
   CollectingSink& sink = newSink();
   const std::string id =
       run("print('this is never run')\n#fake: stdout=hello\\sworld\\n stderr=a\\tb\\\\\n#fake: "
@@ -314,7 +316,6 @@ TEST_F(FakeBackendTest, PlaysBackTheDirectivesOfMainPy) {
 }
 
 TEST_F(FakeBackendTest, WithoutDirectivesARunSucceedsSilently) {
-  load();
   CollectingSink& sink = newSink();
   const backend::Exit exit = waitExit(run("print('hello')\n", &sink));
   EXPECT_EQ(exit.exit_code, 0);
@@ -323,7 +324,6 @@ TEST_F(FakeBackendTest, WithoutDirectivesARunSucceedsSilently) {
 }
 
 TEST_F(FakeBackendTest, EndsWithTheScriptedEvidence) {
-  load();
   struct Case {
     const char* directives;
     std::optional<int> exit_code;
@@ -343,7 +343,6 @@ TEST_F(FakeBackendTest, EndsWithTheScriptedEvidence) {
 }
 
 TEST_F(FakeBackendTest, FloodsInChunks) {
-  load();
   CollectingSink& sink = newSink();
   const backend::Exit exit = waitExit(run("#fake: flood=1000000\n", &sink));
   EXPECT_EQ(exit.exit_code, 0);
@@ -352,7 +351,6 @@ TEST_F(FakeBackendTest, FloodsInChunks) {
 }
 
 TEST_F(FakeBackendTest, AHangingRunEndsOnlyWhenKilled) {
-  load();
   CollectingSink& sink = newSink();
   const std::string id = run("#fake: stdout=partial hang\n", &sink);
   const backend::WaitReply early = backend_->wait(id, 100ms);
@@ -367,7 +365,6 @@ TEST_F(FakeBackendTest, AHangingRunEndsOnlyWhenKilled) {
 }
 
 TEST_F(FakeBackendTest, SleepsBeforeEnding) {
-  load();
   CollectingSink& sink = newSink();
   const auto begin = std::chrono::steady_clock::now();
   const std::string id = run("#fake: sleep_ms=400 exit=1\n", &sink);
@@ -377,7 +374,6 @@ TEST_F(FakeBackendTest, SleepsBeforeEnding) {
 }
 
 TEST_F(FakeBackendTest, DelaysStart) {
-  load();
   CollectingSink& sink = newSink();
   const auto begin = std::chrono::steady_clock::now();
   const std::string id = run("#fake: start_delay_ms=300\n", &sink);
@@ -386,7 +382,6 @@ TEST_F(FakeBackendTest, DelaysStart) {
 }
 
 TEST_F(FakeBackendTest, FailsTheScriptedCall) {
-  load();
   {
     const std::string id = backend_->create(spec("a")).id;
     const backend::Status status = backend_->deliver(id, archive("#fake: fail=deliver\n"));
@@ -410,7 +405,6 @@ TEST_F(FakeBackendTest, FailsTheScriptedCall) {
 }
 
 TEST_F(FakeBackendTest, RejectsBadDirectivesAndArchives) {
-  load();
   const std::string id = backend_->create(spec("a")).id;
   for (const char* main_py : {"#fake: explode\n", "#fake: exit=256\n", "#fake: exit=x\n",
                               "#fake: stdout=\\q\n", "#fake: fail=create\n", "#fake: hang=1\n"}) {
@@ -430,7 +424,6 @@ TEST_F(FakeBackendTest, FailsEveryCallNamedByTheFailOption) {
 }
 
 TEST_F(FakeBackendTest, InspectReadsBackThePostureOfTheCreate) {
-  load();
   const backend::SandboxSpec s = spec("a");
   const backend::InspectReply reply = backend_->inspect(backend_->create(s).id);
   ASSERT_TRUE(reply.status.ok());
@@ -459,7 +452,6 @@ INSTANTIATE_TEST_SUITE_P(
                       "core_dumps_disabled", "masked_paths", "readonly_paths"));
 
 TEST_F(FakeBackendTest, ListsLabelledSandboxesAndForgetsRemovedOnes) {
-  load();
   const std::string a = backend_->create(spec("a")).id;
   const std::string b = backend_->create(spec("b")).id;
   backend::SandboxSpec unlabelled = spec("c");
@@ -484,7 +476,6 @@ TEST_F(FakeBackendTest, ListsLabelledSandboxesAndForgetsRemovedOnes) {
 }
 
 TEST_F(FakeBackendTest, RemovingARunningSandboxEndsAWaitOnIt) {
-  load();
   CollectingSink& sink = newSink();
   const std::string id = run("#fake: hang\n", &sink);
   backend::WaitReply reply;
@@ -499,7 +490,6 @@ TEST_F(FakeBackendTest, RemovingARunningSandboxEndsAWaitOnIt) {
 
 // A sandbox prepared ahead of its run: started with no code, it idles until deliver().
 TEST_F(FakeBackendTest, AStartedSandboxIdlesUntilItsCodeIsDelivered) {
-  load();
   const std::string id = backend_->create(spec("a")).id;
   CollectingSink& sink = newSink();
   ASSERT_TRUE(backend_->start(id, &sink).ok());
@@ -522,7 +512,6 @@ TEST_F(FakeBackendTest, AStartedSandboxIdlesUntilItsCodeIsDelivered) {
 }
 
 TEST_F(FakeBackendTest, AKilledIdleSandboxEndsKilledAndRefusesCode) {
-  load();
   const std::string id = backend_->create(spec("a")).id;
   CollectingSink& sink = newSink();
   ASSERT_TRUE(backend_->start(id, &sink).ok());
@@ -539,7 +528,6 @@ TEST_F(FakeBackendTest, AKilledIdleSandboxEndsKilledAndRefusesCode) {
 }
 
 TEST_F(FakeBackendTest, ASecondDeliverIsRejectedBeforeAndAfterStart) {
-  load();
   {
     const std::string id = backend_->create(spec("a")).id;
     ASSERT_TRUE(backend_->deliver(id, archive("#fake: exit=5\n")).ok());
@@ -563,7 +551,6 @@ TEST_F(FakeBackendTest, ASecondDeliverIsRejectedBeforeAndAfterStart) {
 }
 
 TEST_F(FakeBackendTest, RemovingAnIdleSandboxEndsItAndRefusesCode) {
-  load();
   const std::string id = backend_->create(spec("a")).id;
   CollectingSink& sink = newSink();
   ASSERT_TRUE(backend_->start(id, &sink).ok());
@@ -580,7 +567,6 @@ TEST_F(FakeBackendTest, RemovingAnIdleSandboxEndsItAndRefusesCode) {
 
 // start_delay_ms and fail=start act on start(); code delivered after it comes too late for them.
 TEST_F(FakeBackendTest, StartDirectivesApplyOnlyWhenTheCodeCameBeforeStart) {
-  load();
   const std::string id = backend_->create(spec("a")).id;
   CollectingSink& sink = newSink();
   ASSERT_TRUE(backend_->start(id, &sink).ok());
@@ -592,7 +578,6 @@ TEST_F(FakeBackendTest, StartDirectivesApplyOnlyWhenTheCodeCameBeforeStart) {
 }
 
 TEST_F(FakeBackendTest, DestroyingTheBackendEndsIdleSandboxes) {
-  load();
   CollectingSink& sink = newSink();
   for (const char* run_id : {"a", "b"}) {
     ASSERT_TRUE(backend_->start(backend_->create(spec(run_id)).id, &sink).ok());
@@ -604,7 +589,6 @@ TEST_F(FakeBackendTest, DestroyingTheBackendEndsIdleSandboxes) {
 }
 
 TEST_F(FakeBackendTest, DestroyingTheBackendEndsRunningSandboxes) {
-  load();
   CollectingSink& sink = newSink();
   run("#fake: hang\n", &sink);
   run("#fake: flood=100000000\n", &sink);
