@@ -539,8 +539,9 @@ function demuxStdout(stream) {
 }
 
 // Waits until each of these servers has no sandbox left but its prepared ones, all of them
-// ready (a server removes a run's sandbox after its report and then prepares a new one), so
-// that no contender pays for another's clean-up or preparation. At most 10 s.
+// ready and idle (a server removes a run's sandbox after its report and then prepares a new one,
+// whose interpreter then imports the warm modules), so that no contender pays for another's
+// clean-up or preparation. At most 10 s, and 5 s for the idling.
 async function settle(servers) {
   const filters = encodeURIComponent(JSON.stringify({ label: ['io.scs.managed'] }));
   const settled = (listed, server) => {
@@ -552,13 +553,44 @@ async function settle(servers) {
   for (const deadline = Date.now() + 10_000; Date.now() < deadline;) {
     const listed = await engine('GET', `/containers/json?all=1&filters=${filters}`);
     if (servers.every((server) => settled(listed, server))) {
-      // A sandbox the engine reports running may be a few ms from the server's pool.
+      // A sandbox the engine reports running may be a few ms from the server's pool, and its
+      // interpreter may still be importing the warm modules: wait until it idles.
       await sleep(20);
+      await quiet(listed.filter((c) => servers.some(
+        (server) => c.Labels?.['io.scs.owner-pid'] === String(server.pid))).map((c) => c.Id));
       return;
     }
     await sleep(5);
   }
   progress('warning: a server\'s sandboxes had not settled 10 s after its run');
+}
+
+// CPU time a container has used, in ns, from its cgroup (v1 or v2); null when unreadable.
+function cpuNanos(id) {
+  try {
+    return Number(fs.readFileSync(`/sys/fs/cgroup/cpuacct/docker/${id}/cpuacct.usage`, 'utf8'));
+  } catch {
+    try {
+      const stat = fs.readFileSync(`/sys/fs/cgroup/system.slice/docker-${id}.scope/cpu.stat`, 'utf8');
+      return Number(/usage_usec (\d+)/.exec(stat)[1]) * 1000;
+    } catch {
+      return null;
+    }
+  }
+}
+
+// Waits, up to 5 s, until the containers use less than 2 ms of CPU in 50 ms: idle.
+async function quiet(ids) {
+  for (const deadline = Date.now() + 5000; Date.now() < deadline;) {
+    const before = ids.map(cpuNanos);
+    await sleep(50);
+    const after = ids.map(cpuNanos);
+    if (after.every((value, i) => value === null || before[i] === null ||
+        value - before[i] < 2e6)) {
+      return;
+    }
+  }
+  progress('warning: a prepared sandbox was still busy 5 s after it started');
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1069,8 +1101,6 @@ async function analysis() {
   try {
     for (let round = 0; round < rounds; ++round) {
       await settle([warm, cold]);
-      // The warm imports run after the sandbox has started: give them time to finish.
-      await sleep(1500);
       idle.warm.push(...await preparedMemory(warm));
       idle.cold.push(...await preparedMemory(cold));
       for (let k = 0; k < names.length; ++k) {

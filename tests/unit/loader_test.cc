@@ -313,6 +313,7 @@ TEST_F(FakeBackendTest, PlaysBackTheDirectivesOfMainPy) {
   EXPECT_EQ(sink.err(), "a\tb\\");
   EXPECT_TRUE(log_.has(backend::LogLevel::kInfo, "fake: started " + id));
   EXPECT_TRUE(backend_->remove(id).ok());
+  EXPECT_EQ(sink.ends(), 1);  // once, after the last write, and never after remove()
 }
 
 TEST_F(FakeBackendTest, WithoutDirectivesARunSucceedsSilently) {

@@ -16,6 +16,7 @@
 
 #include "fake_backend.h"
 #include "mocks/mock_backend.h"
+#include "mocks/recording_sink.h"
 #include "mocks/test_logs.h"
 #include "runs/prepared_pool.h"
 #include "support/manual_clock.h"
@@ -1235,6 +1236,28 @@ TEST(DemandTest, TheLargestIsTheMostInFlightAtOnceInTheLastFiveMinutes) {
   EXPECT_EQ(demand.largest(t0 + 300s + 20ms), 3u);
   EXPECT_EQ(demand.largest(t0 + 300s + 21ms), 1u);  // the three at once are forgotten
   EXPECT_EQ(demand.largest(t0 + 306s + 1ms), 0u);
+}
+
+TEST(DeferredSinkTest, HoldsWhatTheIdleSandboxWroteAndItsEndUntilBoundAndThenForwards) {
+  DeferredSink deferred;
+  mocks::RecordingSink target;
+  deferred.write(backend::Stream::kStdout, "idle ");
+  deferred.write(backend::Stream::kStderr, "warn");
+  deferred.ended();
+  EXPECT_EQ(target.ends(), 0);
+  deferred.bind(&target);
+  EXPECT_EQ(target.out(), "idle ");
+  EXPECT_EQ(target.err(), "warn");
+  EXPECT_EQ(target.ends(), 1);
+
+  DeferredSink live;
+  mocks::RecordingSink later;
+  live.bind(&later);
+  live.write(backend::Stream::kStdout, "run");
+  EXPECT_EQ(later.ends(), 0);
+  live.ended();
+  EXPECT_EQ(later.out(), "run");
+  EXPECT_EQ(later.ends(), 1);
 }
 
 // Sequential runs, however close together, are demand for one sandbox.

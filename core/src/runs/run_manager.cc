@@ -124,6 +124,12 @@ std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest req
   // every slot that was free before is already taken or held back by memory.
   runs_.emplace(run->id, run);
   queue_.push(run->tenant, run->id);
+  // Counted before admission, which may end the run at once (its thread failed to start).
+  if (pool_.serves(run->limits, sandbox_)) {
+    run->pool_demand = true;
+    pool_.demanded(run->enqueued_at);
+    pool_changed_.notify_all();
+  }
   admitLocked();
   if (run->phase == Phase::kQueued) {
     std::optional<std::string> refusal;
@@ -136,14 +142,12 @@ std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest req
     }
     if (refusal) {
       queue_.remove(run->tenant, run->id);
+      if (run->pool_demand) {
+        pool_.demandEnded();
+      }
       runs_.erase(run->id);
       return StartRefusal{*refusal};
     }
-  }
-  if (pool_.serves(run->limits, sandbox_)) {
-    run->pool_demand = true;
-    pool_.demanded(run->enqueued_at);
-    pool_changed_.notify_all();
   }
   RunSnapshot snapshot = snapshotLocked(*run);
   if (snapshot.queue_position) {

@@ -319,15 +319,20 @@ void RunManager::Impl::reportEarly(Run& run, const std::string& sandbox_id, Outc
     waitForTheEngine("the server is ending the run");
     return;
   }
+  // The server's timer wins: a program that ended after its deadline is timed out.
+  if (clock_.now() >= *run.exec_start + toDuration(run.limits.timeout_seconds)) {
+    waitForTheEngine("its timeout has passed");
+    return;
+  }
   outcome.ended = clock_.now();
   outcome.exit.exit_code = results.exit->code;
   outcome.exit.peak_memory_bytes = progress.peak_memory_bytes;
   outcome.exit.cpu_seconds = progress.cpu_seconds;
   outcome.evidence.exit_code = results.exit->code;
-  outcome.reported_early = outcome.ended;
   run.capture->close();  // both streams have ended at their markers
   sealEvidenceLocked(run, outcome.evidence);
   decideLocked(run, outcome, std::move(results));
+  outcome.reported_early = outcome.ended;  // only once it is reported, so finish() cannot skip it
   logger().debug("run " + run.id + ": reported from its launcher's record, before its sandbox ended");
 }
 
