@@ -81,8 +81,7 @@ std::map<std::string, std::string> linesOf(const std::string& stdout_text) {
 TEST(WarmInterpreterTest, TheProgramSeesTheSameWorldAsInAFreshSandboxButForItsModules) {
   ASSERT_THAT(engineProblem(), IsEmpty());
   // Named: under runsc the default is none.
-  auto warm =
-      launchServer({"--prepared", "1", "--warm-modules", "numpy,pandas,matplotlib.pyplot"});
+  auto warm = launchServer({"--prepared", "1", "--warm-modules", "numpy,pandas,matplotlib.pyplot"});
   auto fresh = launchServer({"--prepared", "0", "--warm-modules", "numpy"});
   const auto idle = [&] {
     const std::vector<std::string> ids = containersOfServer(*warm);

@@ -1192,7 +1192,8 @@ TEST_F(PreparedRunManagerTest, ThePoolGrowsPastItsTargetOnlyWhileNoRunWaits) {
   settings_.max_concurrent = 1;
   waitPrepared();
   const std::string first = startOk().run_id;
-  ASSERT_TRUE(awaitSandbox("fake-1", [](const View& view) { return view.running && view.waits > 0; }));
+  ASSERT_TRUE(
+      awaitSandbox("fake-1", [](const View& view) { return view.running && view.waits > 0; }));
   const RunSnapshot second = startOk();
   const RunSnapshot third = startOk();
   ASSERT_EQ(third.status, policy::RunStatus::kQueued);

@@ -92,7 +92,9 @@ class OutputCapture : public backend::OutputSink {
 
   Buffer& bufferFor(backend::Stream stream);
   const Buffer& bufferFor(backend::Stream stream) const;
-  Scan& scanFor(backend::Stream stream) { return stream == backend::Stream::kStdout ? trailer_scan_ : stderr_scan_; }
+  Scan& scanFor(backend::Stream stream) {
+    return stream == backend::Stream::kStdout ? trailer_scan_ : stderr_scan_;
+  }
   const Scan& scanFor(backend::Stream stream) const {
     return stream == backend::Stream::kStdout ? trailer_scan_ : stderr_scan_;
   }

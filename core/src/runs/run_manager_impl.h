@@ -83,8 +83,8 @@ struct Outcome {
   policy::Evidence evidence;
   backend::Exit exit;
   std::optional<SteadyTime> ended;
-  std::optional<RunResults> results;  // the launcher's trailer, once parsed
-  bool trailer_considered = false;    // whether it could report the run early was decided
+  std::optional<RunResults> results;         // the launcher's trailer, once parsed
+  bool trailer_considered = false;           // whether it could report the run early was decided
   std::optional<SteadyTime> reported_early;  // reported from the trailer, before the end
 };
 

@@ -118,9 +118,9 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome, std::optional<Sandbox
     run.stdin_data.reset();
     run.exec_start = clock_.now();
     run.started_at = clock_.wallNow();
-    run.capture =
-        std::make_unique<OutputCapture>(settings_.output_cap_bytes, trailerMarker(nonce),
-                                        trailerCapBytes(settings_.out_files), stderrEndMarker(nonce));
+    run.capture = std::make_unique<OutputCapture>(settings_.output_cap_bytes, trailerMarker(nonce),
+                                                  trailerCapBytes(settings_.out_files),
+                                                  stderrEndMarker(nonce));
     // Wakes this thread in waitForExit: the launcher has said all, or the sandbox has ended.
     run.capture->setListener([this] {
       std::lock_guard wake(mutex_);
@@ -333,7 +333,8 @@ void RunManager::Impl::reportEarly(Run& run, const std::string& sandbox_id, Outc
   sealEvidenceLocked(run, outcome.evidence);
   decideLocked(run, outcome, std::move(results));
   outcome.reported_early = outcome.ended;  // only once it is reported, so finish() cannot skip it
-  logger().debug("run " + run.id + ": reported from its launcher's record, before its sandbox ended");
+  logger().debug("run " + run.id +
+                 ": reported from its launcher's record, before its sandbox ended");
 }
 
 void RunManager::Impl::sealEvidenceLocked(Run& run, policy::Evidence& evidence) {
@@ -399,7 +400,7 @@ void RunManager::Impl::finish(Run& run, Outcome& outcome) {
       logger().warning("run " + run.id + ", already reported from the launcher's record: " +
                        outcome.evidence.sandbox_failure);
     } else if (exit.exited && (exit.oom_killed || !exit.engine_error.empty() ||
-                        exit.exit_code != outcome.evidence.exit_code)) {
+                               exit.exit_code != outcome.evidence.exit_code)) {
       logger().warning("run " + run.id + ": the engine's end (exit code " +
                        (exit.exit_code ? std::to_string(*exit.exit_code) : std::string("none")) +
                        (exit.oom_killed ? ", OOM" : "") +
