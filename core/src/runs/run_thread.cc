@@ -291,9 +291,9 @@ void RunManager::Impl::waitForExit(Run& run, const std::string& sandbox_id, Outc
 
 // A run whose launcher has reported may be reported before its sandbox has ended: the engine's
 // end adds nothing when the record holds the program's own exit code (not a signal, which may
-// be the OOM killer's), no stop or timeout of the server's has begun, and the backend can tell
-// that no OOM kill happened (the launcher reports only after every process has ended, so any
-// OOM kill has been counted). Otherwise the run waits for the engine's evidence as before.
+// be the OOM killer's), no stop or timeout of the server's has begun nor is due, and the backend
+// can tell that no OOM kill happened (the launcher reports only after every process has ended,
+// so any OOM kill has been counted). Otherwise the run waits for the engine's evidence as before.
 void RunManager::Impl::reportEarly(Run& run, const std::string& sandbox_id, Outcome& outcome) {
   const auto waitForTheEngine = [&](const std::string& why) {
     logger().debug("run " + run.id + ": its launcher has reported, but " + why +
