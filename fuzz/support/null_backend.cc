@@ -103,10 +103,37 @@ backend::Status NullBackend::start(const std::string& id, backend::OutputSink* s
   sink->write(backend::Stream::kStdout, code);
   sink->write(backend::Stream::kStderr, "null backend: done\n");
   if (!trailer.empty()) {
+    sink->write(backend::Stream::kStderr, std::string("\0SCS-END-", 9) + nonce + '\0');
     sink->write(backend::Stream::kStdout, std::string("\n\0SCS-TRAILER-", 14) + nonce +
                                               std::string(1, '\0') + trailer + "\n");
   }
+  std::lock_guard lock(mutex_);
+  const auto found = sandboxes_.find(id);
+  if (found == sandboxes_.end()) {
+    return missing(id);
+  }
+  found->second.ender = std::thread([this, id, sink] {
+    std::unique_lock wait(mutex_);
+    Sandbox& sandbox = sandboxes_.at(id);  // erased only after this thread is joined
+    changed_.wait_until(wait, sandbox.ends, [&] { return sandbox.killed || sandbox.removed; });
+    if (sandbox.removed) {
+      return;
+    }
+    wait.unlock();
+    sink->ended();
+  });
   return {};
+}
+
+backend::ProgressReply NullBackend::progress(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  backend::ProgressReply reply;
+  if (sandboxes_.count(id) == 0) {
+    reply.status = missing(id);
+    return reply;
+  }
+  reply.oom_known = true;  // nothing here is ever OOM-killed
+  return reply;
 }
 
 backend::WaitReply NullBackend::wait(const std::string& id, std::chrono::milliseconds timeout) {
@@ -148,10 +175,36 @@ backend::Status NullBackend::kill(const std::string& id) {
 }
 
 backend::Status NullBackend::remove(const std::string& id) {
+  std::thread ender;
+  {
+    std::lock_guard lock(mutex_);
+    const auto found = sandboxes_.find(id);
+    if (found == sandboxes_.end() || found->second.removed) {
+      return {};  // gone, or another remove() is erasing it
+    }
+    found->second.removed = true;
+    ender = std::move(found->second.ender);
+    changed_.notify_all();
+  }
+  if (ender.joinable()) {
+    ender.join();
+  }
   std::lock_guard lock(mutex_);
   sandboxes_.erase(id);
-  changed_.notify_all();
   return {};
+}
+
+NullBackend::~NullBackend() {
+  std::vector<std::string> ids;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [id, sandbox] : sandboxes_) {
+      ids.push_back(id);
+    }
+  }
+  for (const std::string& id : ids) {
+    remove(id);
+  }
 }
 
 backend::ListReply NullBackend::list(const std::string&) { return {}; }

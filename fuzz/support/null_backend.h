@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 
 namespace scs::fuzz {
 
@@ -19,15 +20,22 @@ namespace scs::fuzz {
 //   #slow             the run lasts 20 ms (or until killed) instead of ending at once
 //   #trailer <json>   after the output, the launcher's trailer: the marker with the run's
 //                     nonce (read from .scs/control.json), then <json> and a newline
-// Thread-safe.
+// A started sandbox calls its sink's ended() once it has ended (or was killed), from a thread
+// of its own that remove() joins. Thread-safe.
 class NullBackend : public backend::RuntimeBackend {
  public:
+  NullBackend() = default;
+  NullBackend(const NullBackend&) = delete;
+  NullBackend& operator=(const NullBackend&) = delete;
+  ~NullBackend() override;
+
   backend::CapacityReply capacity() override;
   backend::CreateReply create(const backend::SandboxSpec& spec) override;
   backend::InspectReply inspect(const std::string& id) override;
   backend::Status deliver(const std::string& id, const std::string& archive) override;
   backend::Status start(const std::string& id, backend::OutputSink* sink) override;
   backend::WaitReply wait(const std::string& id, std::chrono::milliseconds timeout) override;
+  backend::ProgressReply progress(const std::string& id) override;
   backend::Status kill(const std::string& id) override;
   backend::Status remove(const std::string& id) override;
   backend::ListReply list(const std::string& label_key) override;
@@ -40,6 +48,8 @@ class NullBackend : public backend::RuntimeBackend {
     std::chrono::steady_clock::time_point ends;
     int exit_code = 0;
     bool killed = false;
+    bool removed = false;
+    std::thread ender;  // calls ended() on the sink once the sandbox has ended
   };
 
   static backend::Status missing(const std::string& id);

@@ -1167,6 +1167,12 @@ TEST_F(PreparedRunManagerTest, ABurstGrowsThePoolUpToItsCeilingAndThePoolShrinks
   for (int i = 0; i < 4; ++i) {
     burst.push_back(startOk().run_id);  // four in flight at once
   }
+  // The first took the prepared sandbox; each of the others has its own running.
+  ASSERT_TRUE(
+      awaitSandbox("fake-1", [](const View& view) { return view.running && view.waits > 0; }));
+  for (std::size_t i = 1; i < burst.size(); ++i) {
+    ASSERT_TRUE(awaitStarted(burst[i]));
+  }
   for (const std::string& id : burst) {
     ASSERT_TRUE(manager().stop(kLocalTenant, id).has_value());
     EXPECT_EQ(finalOf(id).status, policy::RunStatus::kStopped);
