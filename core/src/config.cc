@@ -398,6 +398,17 @@ const std::vector<Flag>& flags() {
          c.log_level = v;
          return std::nullopt;
        }},
+      {"log-format", "FORMAT",
+       "text (one line per message), or json: one JSON object per line with the fields time, "
+       "level, source and message, for a log shipper.",
+       [](const Config& c) { return c.log_format; },
+       [](Config& c, const std::string& v) -> Problem {
+         if (v != "text" && v != "json") {
+           return "--log-format: '" + v + "' is not text or json";
+         }
+         c.log_format = v;
+         return std::nullopt;
+       }},
       {"http", "ADDR:PORT",
        "Serve MCP over Streamable HTTP at http://ADDR:PORT/mcp instead of stdio (stdin and "
        "stdout are then not used). ADDR defaults to 127.0.0.1 (\":8080\" or \"8080\"); write "

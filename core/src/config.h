@@ -31,6 +31,7 @@ struct Config {
   policy::FileSettings files;
   std::size_t max_message_bytes = std::size_t{16} << 20;
   std::string log_level = "info";
+  std::string log_format = "text";  // text or json
   mcp::HttpSettings http;  // http.listen set: Streamable HTTP instead of stdio
   bool self_test = false;  // run the audit once at startup; refuse to serve when it fails
 };

@@ -2,13 +2,18 @@
 
 #include <Poco/AutoPtr.h>
 #include <Poco/ConsoleChannel.h>
+#include <Poco/DateTimeFormatter.h>
 #include <Poco/FormattingChannel.h>
+#include <Poco/JSON/Object.h>
 #include <Poco/Message.h>
 #include <Poco/PatternFormatter.h>
 
 #include <cstdio>
 #include <exception>
 #include <iostream>
+#include <sstream>
+
+#include "runs/output.h"
 
 namespace scs::logging {
 
@@ -28,10 +33,63 @@ std::optional<int> parseLevel(const std::string& name) {
   return std::nullopt;
 }
 
-void setUp(int level) {
-  Poco::AutoPtr<Poco::PatternFormatter> formatter(
-      new Poco::PatternFormatter("%Y-%m-%dT%H:%M:%S.%iZ %p %s: %t"));
-  formatter->setProperty(Poco::PatternFormatter::PROP_TIMES, "UTC");
+namespace {
+
+constexpr const char* kTimeFormat = "%Y-%m-%dT%H:%M:%S.%iZ";
+
+// Poco has no JSON formatter; this one writes the fields of the text format.
+class JsonFormatter : public Poco::Formatter {
+ public:
+  void format(const Poco::Message& message, std::string& text) override {
+    text = formatJson(message);
+  }
+};
+
+const char* priorityName(Poco::Message::Priority priority) {
+  switch (priority) {
+    case Poco::Message::PRIO_FATAL:
+      return "Fatal";
+    case Poco::Message::PRIO_CRITICAL:
+      return "Critical";
+    case Poco::Message::PRIO_ERROR:
+      return "Error";
+    case Poco::Message::PRIO_WARNING:
+      return "Warning";
+    case Poco::Message::PRIO_NOTICE:
+      return "Notice";
+    case Poco::Message::PRIO_INFORMATION:
+      return "Information";
+    case Poco::Message::PRIO_DEBUG:
+      return "Debug";
+    case Poco::Message::PRIO_TRACE:
+      return "Trace";
+  }
+  return "Information";
+}
+
+}  // namespace
+
+std::string formatJson(const Poco::Message& message) {
+  Poco::JSON::Object line(Poco::JSON_PRESERVE_KEY_ORDER);
+  line.set("time", Poco::DateTimeFormatter::format(message.getTime(), kTimeFormat));
+  line.set("level", priorityName(message.getPriority()));
+  line.set("source", runs::toValidUtf8(message.getSource()));
+  line.set("message", runs::toValidUtf8(message.getText()));
+  std::ostringstream out;
+  line.stringify(out);
+  return out.str();
+}
+
+void setUp(int level, Format format) {
+  Poco::AutoPtr<Poco::Formatter> formatter;
+  if (format == Format::kJson) {
+    formatter = new JsonFormatter;
+  } else {
+    Poco::AutoPtr<Poco::PatternFormatter> pattern(
+        new Poco::PatternFormatter(std::string(kTimeFormat) + " %p %s: %t"));
+    pattern->setProperty(Poco::PatternFormatter::PROP_TIMES, "UTC");
+    formatter = pattern;
+  }
   // ConsoleChannel's default stream is std::clog, which is stderr.
   Poco::AutoPtr<Poco::ConsoleChannel> console(new Poco::ConsoleChannel(std::clog));
   Poco::AutoPtr<Poco::FormattingChannel> channel(new Poco::FormattingChannel(formatter, console));

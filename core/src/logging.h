@@ -1,6 +1,7 @@
 #pragma once
 
 #include <Poco/Logger.h>
+#include <Poco/Message.h>
 #include <scs/backend/backend.h>
 
 #include <optional>
@@ -12,10 +13,17 @@ namespace scs::logging {
 // Poco priority for "debug", "info", "warning" or "error"; nullopt for anything else.
 std::optional<int> parseLevel(const std::string& name);
 
-// Sends every Poco logger (existing and future) to stderr, one line per message:
-// "2026-11-30T04:08:00.123Z <Priority> <source>: <text>", at `level` and above. stdout is
-// the protocol and never sees a log line. Call before starting any thread that logs.
-void setUp(int level);
+enum class Format { kText, kJson };
+
+// Sends every Poco logger (existing and future) to stderr, one line per message, at `level`
+// and above. Text: "2026-11-30T04:08:00.123Z <Priority> <source>: <text>"; JSON (for a log
+// shipper): one object per line with the same fields, see formatJson(). stdout is the
+// protocol and never sees a log line. Call before starting any thread that logs.
+void setUp(int level, Format format = Format::kText);
+
+// {"time":"2026-11-30T04:08:00.123Z","level":"Information","source":"scs.runs","message":"..."}
+// with the message made valid UTF-8; no newline.
+std::string formatJson(const Poco::Message& message);
 
 // The plugin's LogSink: forwards to the Poco logger "scs.backend". Thread-safe.
 class BackendLogSink : public backend::LogSink {

@@ -209,6 +209,18 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
   info.run_retention = config.runs.retention;
   mcp::Server server(manager, *engine->limits, config.files, info);
   if (http) {
+    // GET /readyz: the engine answers, and the pool has a sandbox when one is configured
+    // (which also shows that the image is there and a sandbox passes the posture check).
+    http->readiness = [&backend = *engine->backend, &manager, prepared = config.runs.prepared] {
+      std::vector<mcp::ReadinessCheck> checks;
+      checks.push_back({"engine", backend.capacity().status.ok() ? "" : "unreachable"});
+      if (prepared > 0) {
+        checks.push_back({"prepared_sandbox", manager.awaitPrepared(1, std::chrono::milliseconds(0))
+                                                  ? ""
+                                                  : "none ready"});
+      }
+      return checks;
+    };
     return serveHttp(server, manager, std::move(*http), log);
   }
   mcp::StdioTransport transport(server, config.max_message_bytes);
@@ -282,7 +294,8 @@ int main(int argc, char** argv) {
     }
     http = std::move(std::get<mcp::HttpEndpoint>(resolved));
   }
-  logging::setUp(*logging::parseLevel(config.log_level));
+  logging::setUp(*logging::parseLevel(config.log_level),
+                 config.log_format == "json" ? logging::Format::kJson : logging::Format::kText);
   Poco::Logger& log = Poco::Logger::get("scs.main");
   try {
     if (parsed.action == config::Action::kAudit) {

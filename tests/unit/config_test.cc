@@ -155,8 +155,11 @@ TEST(ConfigTest, EachFlagSetsItsSetting) {
                             "--max-message-bytes",
                             "65536",
                             "--log-level",
-                            "debug"});
+                            "debug",
+                            "--log-format",
+                            "json"});
   EXPECT_EQ(c.backend, "fake");
+  EXPECT_EQ(c.log_format, "json");
   EXPECT_EQ(c.backend_path, "/opt/x/libscs_backend_vm.so");
   EXPECT_EQ(c.plugin_dir, "/opt/plugins");
   EXPECT_EQ(c.backend_options,
@@ -297,6 +300,7 @@ TEST(ConfigTest, RefusesBadValuesWithAMessageNamingTheFlag) {
       {{"--max-message-bytes", "99999999999"}, "--max-message-bytes: 99999999999 is out of range"},
       {{"--runtime", "kata"}, "--runtime: 'kata' is not runc or runsc"},
       {{"--log-level", "verbose"}, "--log-level: 'verbose'"},
+      {{"--log-format", "xml"}, "--log-format: 'xml' is not text or json"},
       {{"--backend-option", "cores"}, "--backend-option: 'cores' is not KEY=VALUE"},
       {{"--backend-option", "=2"}, "--backend-option: '=2' is not KEY=VALUE"},
       {{"--image", "a b"}, "--image: 'a b'"},
@@ -383,6 +387,7 @@ TEST(ConfigTest, HelpExplainsEveryFlagWithItsTrueDefault) {
                            "--max-files-bytes N",
                            "--max-message-bytes N",
                            "--log-level LEVEL",
+                           "--log-format FORMAT",
                            "--sandbox-uids FIRST-LAST",
                            "--help",
                            "--version"}) {
@@ -429,6 +434,7 @@ TEST(ConfigTest, HelpExplainsEveryFlagWithItsTrueDefault) {
   shown("max-files-bytes", std::to_string(c.files.max_total_bytes));
   shown("max-message-bytes", "16777216");
   shown("log-level", "info");
+  shown("log-format", "text");
   shown("sandbox-uids", "1900000000-1900000999");
   for (const std::string& line : [&] {
          std::vector<std::string> lines;

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -658,4 +659,39 @@ TEST_F(HttpTransportTest, StoppingEndsALongPollInFlightPromptly) {
 }
 
 }  // namespace
+
+// Issue 15: a load balancer's probes, answered without a token or a Host the server knows.
+TEST_F(HttpTransportTest, HealthAndReadinessAnswerAnyoneWithAShortJsonBody) {
+  std::atomic<bool> pool_ready{false};
+  HttpEndpoint endpoint;
+  endpoint.readiness = [&] {
+    return std::vector<ReadinessCheck>{{"engine", ""},
+                                       {"prepared_sandbox", pool_ready ? "" : "none ready"}};
+  };
+  serve(true, std::move(endpoint));
+  const std::map<std::string, std::string> stranger = {{"Host", "10.0.0.7:8080"},
+                                                       {"Origin", "https://evil.example"}};
+  const Answer health = send("GET", "", stranger, "/healthz");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.body, R"({"status":"ok"})");
+  const Answer waiting = send("GET", "", stranger, "/readyz");
+  EXPECT_EQ(waiting.status, 503);
+  EXPECT_EQ(waiting.body,
+            R"({"status":"not_ready","checks":{"engine":"ok","prepared_sandbox":"none ready"}})");
+  pool_ready = true;
+  const Answer ready = send("GET", "", stranger, "/readyz");
+  EXPECT_EQ(ready.status, 200);
+  EXPECT_EQ(ready.body, R"({"status":"ready","checks":{"engine":"ok","prepared_sandbox":"ok"}})");
+  expectRefused(send("POST", kPing, {}, "/healthz"), 405, "GET only");
+  // The MCP endpoint itself still wants its token.
+  EXPECT_EQ(send("POST", kPing, {}).status, 401);
+}
+
+TEST_F(HttpTransportTest, WithoutReadinessChecksTheServerIsReadyWhileItServes) {
+  serve();
+  const Answer ready = send("GET", "", {}, "/readyz");
+  EXPECT_EQ(ready.status, 200);
+  EXPECT_EQ(ready.body, R"({"status":"ready","checks":{}})");
+}
+
 }  // namespace scs::mcp

@@ -1,6 +1,7 @@
 #include "mcp/http_transport.h"
 
 #include <Poco/Exception.h>
+#include <Poco/JSON/Object.h>
 #include <Poco/Logger.h>
 #include <Poco/Net/HTTPRequestHandler.h>
 #include <Poco/Net/HTTPRequestHandlerFactory.h>
@@ -34,11 +35,14 @@
 namespace scs::mcp {
 namespace {
 
+using Poco::JSON::Object;
 using Poco::Net::HTTPResponse;
 using Poco::Net::HTTPServerRequest;
 using Poco::Net::HTTPServerResponse;
 
 constexpr const char* kEndpointPath = "/mcp";
+constexpr const char* kHealthPath = "/healthz";
+constexpr const char* kReadyPath = "/readyz";
 constexpr const char* kSessionHeader = "Mcp-Session-Id";
 constexpr const char* kVersionHeader = "MCP-Protocol-Version";
 constexpr const char* kRealm = "safe-code-sandbox";
@@ -545,6 +549,7 @@ struct HttpTransport::Impl {
 
   void handle(HTTPServerRequest& request, HTTPServerResponse& response);
   void serve(HTTPServerRequest& request, Reply& reply, std::string* tenant);
+  bool serveHealth(HTTPServerRequest& request, Reply& reply);
   void post(HTTPServerRequest& request, Reply& reply, const std::string& tenant);
   void remove(HTTPServerRequest& request, Reply& reply, const std::string& tenant);
   bool hostAllowed(const std::string& header) const;
@@ -588,7 +593,48 @@ void HttpTransport::Impl::handle(HTTPServerRequest& request, HTTPServerResponse&
   }
 }
 
+// GET /healthz and /readyz (see the header); false for any other path.
+bool HttpTransport::Impl::serveHealth(HTTPServerRequest& request, Reply& reply) {
+  std::string path;
+  try {
+    path = Poco::URI(request.getURI()).getPath();
+  } catch (const Poco::Exception&) {
+    return false;
+  }
+  if (path != kHealthPath && path != kReadyPath) {
+    return false;
+  }
+  if (request.getMethod() != Poco::Net::HTTPRequest::HTTP_GET) {
+    reply.setHeader("Allow", "GET");
+    reply.refuse(HTTPResponse::HTTP_METHOD_NOT_ALLOWED, path + " answers GET only.");
+    return true;
+  }
+  Object::Ptr body = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  bool ready = true;
+  if (path == kHealthPath) {
+    body->set("status", "ok");
+  } else {
+    Object::Ptr checks = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+    if (endpoint_.readiness) {
+      for (const ReadinessCheck& check : endpoint_.readiness()) {
+        checks->set(check.name, check.problem.empty() ? std::string("ok") : check.problem);
+        ready = ready && check.problem.empty();
+      }
+    }
+    body->set("status", ready ? "ready" : "not_ready");
+    body->set("checks", checks);
+  }
+  std::ostringstream text;
+  body->stringify(text);
+  reply.drainBody();
+  reply.json(ready ? HTTPResponse::HTTP_OK : HTTPResponse::HTTP_SERVICE_UNAVAILABLE, text.str());
+  return true;
+}
+
 void HttpTransport::Impl::serve(HTTPServerRequest& request, Reply& reply, std::string* tenant) {
+  if (serveHealth(request, reply)) {
+    return;
+  }
   if (!hostAllowed(request.get("Host", ""))) {
     reply.refuse(HTTPResponse::HTTP_MISDIRECTED_REQUEST,
                  "this server does not answer for Host '" + request.get("Host", "") +

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -69,6 +70,13 @@ class TokenTable {
   std::vector<Entry> entries_;
 };
 
+// One check behind GET /readyz: its name, and why it fails (empty: it passes). Problems are
+// short fixed phrases: the endpoint answers strangers.
+struct ReadinessCheck {
+  std::string name;
+  std::string problem;
+};
+
 // The HTTP settings checked and resolved, before any socket is bound.
 struct HttpEndpoint {
   Poco::Net::SocketAddress address;
@@ -80,6 +88,9 @@ struct HttpEndpoint {
   // at the total, the tenant holding the most does (runs/tenant_share.h).
   std::size_t max_sessions = 10000;
   std::size_t max_sessions_per_tenant = 1000;
+  // The checks of GET /readyz, called on each request from any thread; none: ready while it
+  // serves.
+  std::function<std::vector<ReadinessCheck>()> readiness;
 };
 
 // Checks `settings`: the address parses, the token file loads, and an address beyond
@@ -90,11 +101,14 @@ std::variant<HttpEndpoint, std::string> resolveHttpSettings(const HttpSettings& 
 // one JSON-RPC message, answered by Server::handle: as application/json, or as an SSE stream
 // once the request has something to send ahead of its answer (a waiting get_result).
 // Notifications and responses get 202; GET gets 405 (the server never speaks first); DELETE
-// ends a session. Every request is checked in this order: Host and Origin against the
-// allow-lists (DNS rebinding: 421, 403), the path (404), the bearer token when there are
-// tokens (401), then method, Accept, Content-Type, size, session and MCP-Protocol-Version.
-// Sessions are bound to the tenant that opened them. Request bodies are read or the
-// connection closed before an early answer, so a kept-alive connection stays in step.
+// ends a session. Beside it, GET /healthz (200 while the process serves) and GET /readyz (200
+// when every HttpEndpoint::readiness check passes, else 503), each with a short JSON body,
+// answer anyone: no token, and no Host or Origin check (a load balancer's probe names an
+// address), since they tell nothing but that the server is up and ready. Every request is checked
+// in this order: Host and Origin against the allow-lists (DNS rebinding: 421, 403), the path (404),
+// the bearer token when there are tokens (401), then method, Accept, Content-Type, size, session
+// and MCP-Protocol-Version. Sessions are bound to the tenant that opened them. Request bodies are
+// read or the connection closed before an early answer, so a kept-alive connection stays in step.
 class HttpTransport {
  public:
   HttpTransport(Server& server, HttpEndpoint endpoint);
