@@ -84,10 +84,10 @@ class HttpServer {
   }
 
   Answer send(const std::string& method, const std::string& body,
-              std::map<std::string, std::string> headers) {
+              std::map<std::string, std::string> headers, const std::string& path = "/mcp") {
     Poco::Net::HTTPClientSession session("127.0.0.1", port_);
     session.setTimeout(Poco::Timespan(90, 0));
-    Poco::Net::HTTPRequest request(method, "/mcp", Poco::Net::HTTPRequest::HTTP_1_1);
+    Poco::Net::HTTPRequest request(method, path, Poco::Net::HTTPRequest::HTTP_1_1);
     setMcpHeaders(request, headers);
     request.setContentLength(static_cast<std::streamsize>(body.size()));
     session.sendRequest(request) << body;
@@ -175,6 +175,31 @@ TEST(HttpE2eTest, ARunThroughHttpWithTheRightTokenAndNoneForAnyOtherCaller) {
   EXPECT_THAT(log, Not(HasSubstr(kBobToken)));
   server.process().signal(SIGTERM);
   EXPECT_EQ(server.process().waitExit(5s), 0);
+}
+
+// Issue 15: the server's own readiness checks, probed without a token.
+TEST(HttpE2eTest, ReadyOnceThePreparedSandboxIsAndHealthyWithoutAToken) {
+  const TokenFile tokens;
+  HttpServer server({"--token-file", tokens.path()});
+  ASSERT_TRUE(server.waitListening()) << server.process().stderrText();
+  const Answer health = server.send("GET", "", {}, "/healthz");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.body, R"({"status":"ok"})");
+  Answer ready;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while ((ready = server.send("GET", "", {}, "/readyz")).status != 200 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);  // the pool makes its sandbox after the server listens
+  }
+  EXPECT_EQ(ready.status, 200) << ready.body;
+  EXPECT_EQ(ready.body, R"({"status":"ready","checks":{"engine":"ok","prepared_sandbox":"ok"}})");
+  EXPECT_EQ(server.post(kInitialize).status, 401);  // the MCP endpoint still wants its token
+
+  HttpServer unprepared({"--prepared", "0"});
+  ASSERT_TRUE(unprepared.waitListening()) << unprepared.process().stderrText();
+  const Answer engine_only = unprepared.send("GET", "", {}, "/readyz");
+  EXPECT_EQ(engine_only.status, 200);
+  EXPECT_EQ(engine_only.body, R"({"status":"ready","checks":{"engine":"ok"}})");
 }
 
 TEST(HttpE2eTest, AnEvilOriginOrHostIsRefused) {
