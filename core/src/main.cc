@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -210,10 +212,28 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
   mcp::Server server(manager, *engine->limits, config.files, info);
   if (http) {
     // GET /readyz: the engine answers, and the pool has a sandbox when one is configured
-    // (which also shows that the image is there and a sandbox passes the posture check).
-    http->readiness = [&backend = *engine->backend, &manager, prepared = config.runs.prepared] {
+    // (which also shows that the image is there and a sandbox passes the posture check). The
+    // engine is asked at most once a second, however often strangers probe.
+    struct EngineProbe {
+      std::mutex mutex;
+      std::chrono::steady_clock::time_point asked{};
+      bool answered = false;
+    };
+    auto probe = std::make_shared<EngineProbe>();
+    http->readiness = [&backend = *engine->backend, &manager, prepared = config.runs.prepared,
+                       probe] {
+      bool engine_answers = false;
+      {
+        std::lock_guard lock(probe->mutex);
+        const auto now = std::chrono::steady_clock::now();
+        if (now - probe->asked >= std::chrono::seconds(1)) {
+          probe->answered = backend.capacity().status.ok();
+          probe->asked = now;
+        }
+        engine_answers = probe->answered;
+      }
       std::vector<mcp::ReadinessCheck> checks;
-      checks.push_back({"engine", backend.capacity().status.ok() ? "" : "unreachable"});
+      checks.push_back({"engine", engine_answers ? "" : "unreachable"});
       if (prepared > 0) {
         checks.push_back({"prepared_sandbox", manager.awaitPrepared(1, std::chrono::milliseconds(0))
                                                   ? ""
