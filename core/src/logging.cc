@@ -2,7 +2,6 @@
 
 #include <Poco/AutoPtr.h>
 #include <Poco/ConsoleChannel.h>
-#include <Poco/DateTimeFormatter.h>
 #include <Poco/FormattingChannel.h>
 #include <Poco/JSON/Object.h>
 #include <Poco/Message.h>
@@ -37,47 +36,33 @@ namespace {
 
 constexpr const char* kTimeFormat = "%Y-%m-%dT%H:%M:%S.%iZ";
 
-// Poco has no JSON formatter; this one writes the fields of the text format.
-class JsonFormatter : public Poco::Formatter {
+// Poco has no JSON formatter; this one writes the fields of the text format, with the
+// PatternFormatter it derives from rendering the time and the priority's name as that does.
+class JsonFormatter : public Poco::PatternFormatter {
  public:
+  JsonFormatter() : PatternFormatter(kTimeFormat) { setProperty(PROP_TIMES, "UTC"); }
+
   void format(const Poco::Message& message, std::string& text) override {
-    text = formatJson(message);
+    std::string time;
+    PatternFormatter::format(message, time);
+    Poco::JSON::Object line(Poco::JSON_PRESERVE_KEY_ORDER);
+    line.set("time", time);
+    line.set("level", getPriorityName(message.getPriority()));
+    line.set("source", runs::toValidUtf8(message.getSource()));
+    line.set("message", runs::toValidUtf8(message.getText()));
+    std::ostringstream out;
+    line.stringify(out);
+    text = out.str();
   }
 };
-
-const char* priorityName(Poco::Message::Priority priority) {
-  switch (priority) {
-    case Poco::Message::PRIO_FATAL:
-      return "Fatal";
-    case Poco::Message::PRIO_CRITICAL:
-      return "Critical";
-    case Poco::Message::PRIO_ERROR:
-      return "Error";
-    case Poco::Message::PRIO_WARNING:
-      return "Warning";
-    case Poco::Message::PRIO_NOTICE:
-      return "Notice";
-    case Poco::Message::PRIO_INFORMATION:
-      return "Information";
-    case Poco::Message::PRIO_DEBUG:
-      return "Debug";
-    case Poco::Message::PRIO_TRACE:
-      return "Trace";
-  }
-  return "Information";
-}
 
 }  // namespace
 
 std::string formatJson(const Poco::Message& message) {
-  Poco::JSON::Object line(Poco::JSON_PRESERVE_KEY_ORDER);
-  line.set("time", Poco::DateTimeFormatter::format(message.getTime(), kTimeFormat));
-  line.set("level", priorityName(message.getPriority()));
-  line.set("source", runs::toValidUtf8(message.getSource()));
-  line.set("message", runs::toValidUtf8(message.getText()));
-  std::ostringstream out;
-  line.stringify(out);
-  return out.str();
+  JsonFormatter formatter;
+  std::string text;
+  formatter.format(message, text);
+  return text;
 }
 
 void setUp(int level, Format format) {

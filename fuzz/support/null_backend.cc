@@ -9,6 +9,7 @@
 #include <sstream>
 #include <vector>
 
+#include "runs/side_channel.h"
 #include "support/checks.h"
 #include "support/ustar.h"
 
@@ -103,9 +104,8 @@ backend::Status NullBackend::start(const std::string& id, backend::OutputSink* s
   sink->write(backend::Stream::kStdout, code);
   sink->write(backend::Stream::kStderr, "null backend: done\n");
   if (!trailer.empty()) {
-    sink->write(backend::Stream::kStderr, std::string("\0SCS-END-", 9) + nonce + '\0');
-    sink->write(backend::Stream::kStdout, std::string("\n\0SCS-TRAILER-", 14) + nonce +
-                                              std::string(1, '\0') + trailer + "\n");
+    sink->write(backend::Stream::kStderr, runs::stderrEndMarker(nonce));
+    sink->write(backend::Stream::kStdout, runs::trailerMarker(nonce) + trailer + "\n");
   }
   std::lock_guard lock(mutex_);
   const auto found = sandboxes_.find(id);

@@ -151,15 +151,14 @@ std::size_t PreparedPool::wanted(SteadyTime now) {
   if (settings_.target == 0) {
     return 0;
   }
-  const std::size_t burst = demand_.largest(now);
-  const std::size_t wanted =
-      std::clamp(burst, settings_.target, std::max(settings_.ceiling, settings_.target));
+  const std::size_t most = demand_.largest(now);
+  const std::size_t ceiling = std::max(settings_.ceiling, settings_.target);
+  const std::size_t wanted = std::clamp(most, settings_.target, ceiling);
   if (wanted != wanted_) {
     logger().debug("prepared pool: " + std::to_string(wanted) + " wanted ready (at most " +
-                   std::to_string(burst) + " runs it serves in flight at once in the last " +
+                   std::to_string(most) + " runs it serves in flight at once in the last " +
                    std::to_string(Demand::kDemandMemory.count()) + " s; at least " +
-                   std::to_string(settings_.target) + ", at most " +
-                   std::to_string(std::max(settings_.ceiling, settings_.target)) + ")");
+                   std::to_string(settings_.target) + ", at most " + std::to_string(ceiling) + ")");
     wanted_ = wanted;
   }
   return wanted;
