@@ -43,7 +43,7 @@ is_installed() {
 }
 
 install_missing_packages() {
-  local wanted=(build-essential cmake pkg-config libpoco-dev libboost-dev
+  local wanted=(build-essential cmake pkg-config libpoco-dev libboost-dev prometheus-cpp-dev
                 libboost-filesystem-dev libgtest-dev libgmock-dev googletest)
   # clang with libFuzzer for ./scripts/fuzz, which ./scripts/test runs.
   [[ "${SCS_WITH_FUZZ:-1}" == 0 ]] || wanted+=(clang libclang-rt-14-dev)

@@ -451,6 +451,20 @@ const std::vector<Flag>& flags() {
          return c.http.allowed_hosts.empty() ? Problem("--allowed-hosts needs at least one host")
                                              : std::nullopt;
        }},
+      {"metrics", "ADDR:PORT",
+       "Serve Prometheus metrics at http://ADDR:PORT/metrics (ADDR as for --http; with "
+       "stdio or HTTP). This listener asks for no token, since the metrics count every "
+       "tenant's runs and no tenant token may read them: bind it where only the scraper "
+       "reaches it. Default: off. See docs/OPERATING.md for the metrics.",
+       nullptr,
+       [](Config& c, const std::string& v) -> Problem {
+         auto address = mcp::parseListenAddress(v, "--metrics");
+         if (auto* problem = std::get_if<std::string>(&address)) {
+           return *problem;
+         }
+         c.metrics_listen = v;
+         return std::nullopt;
+       }},
       {"max-http-body-bytes", "N", "HTTP only: largest request body accepted; larger gets 413.",
        [](const Config& c) { return std::to_string(c.http.max_body_bytes); },
        intSetter<std::size_t>("max-http-body-bytes", 1024, std::int64_t{1} << 30,

@@ -32,8 +32,9 @@ struct Config {
   std::size_t max_message_bytes = std::size_t{16} << 20;
   std::string log_level = "info";
   std::string log_format = "text";  // text or json
-  mcp::HttpSettings http;  // http.listen set: Streamable HTTP instead of stdio
-  bool self_test = false;  // run the audit once at startup; refuse to serve when it fails
+  mcp::HttpSettings http;           // http.listen set: Streamable HTTP instead of stdio
+  std::string metrics_listen;       // ADDR:PORT of GET /metrics; empty: no metrics listener
+  bool self_test = false;           // run the audit once at startup; refuse to serve when it fails
 };
 
 // The settings before any file or flag: the shipped defaults.

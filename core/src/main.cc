@@ -24,6 +24,9 @@
 #include "mcp/http_transport.h"
 #include "mcp/server.h"
 #include "mcp/stdio_transport.h"
+#include "metrics/counting_backend.h"
+#include "metrics/metrics.h"
+#include "metrics/metrics_endpoint.h"
 #include "plugin/loader.h"
 #include "policy/limits.h"
 #include "policy/status_map.h"
@@ -188,15 +191,32 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
   if (!engine) {
     return 1;
   }
+  metrics::Metrics metrics(SCS_VERSION, config.backend);
+  // Every backend call the server makes from here on is counted when it fails.
+  metrics::CountingBackend backend(*engine->backend, metrics);
   runs::SystemClock clock;
   // Before the run manager makes a sandbox: the uids of the leftovers that stay are taken.
-  const runs::SweepResult swept = runs::sweepLeftovers(*engine->backend, "", clock.wallNow());
+  const runs::SweepResult swept = runs::sweepLeftovers(backend, "", clock.wallNow());
   if (swept.removed > 0) {
     log.information("removed " + std::to_string(swept.removed) +
                     " sandboxes left by earlier instances");
   }
+  metrics.swept(swept.removed);
   config.runs.reserved_uids = swept.kept_uids;
-  runs::RunManager manager(*engine->backend, config.runs, config.sandbox, clock);
+  runs::RunManager manager(backend, config.runs, config.sandbox, clock, &metrics);
+  // Declared after the manager, so it stops before the manager goes.
+  std::optional<metrics::MetricsEndpoint> metrics_endpoint;
+  if (!config.metrics_listen.empty()) {
+    metrics_endpoint.emplace(std::get<Poco::Net::SocketAddress>(
+                                 mcp::parseListenAddress(config.metrics_listen, "--metrics")),
+                             [&metrics, &manager] { return metrics.render(manager.load()); });
+    if (auto problem = metrics_endpoint->start()) {
+      log.error("cannot start: " + *problem);
+      return 1;
+    }
+    log.information("serving metrics at http://" + metrics_endpoint->address().toString() +
+                    "/metrics");
+  }
   if (config.self_test) {
     log.information("self-test: auditing a sandbox with runtime " + config.sandbox.runtime);
     const audit::Report report = auditAsRunsGetIt(manager, *engine, config, log);
@@ -220,8 +240,7 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
       bool answered = false;
     };
     auto probe = std::make_shared<EngineProbe>();
-    http->readiness = [&backend = *engine->backend, &manager, prepared = config.runs.prepared,
-                       probe] {
+    http->readiness = [&backend, &manager, prepared = config.runs.prepared, probe] {
       bool engine_answers = false;
       {
         std::lock_guard lock(probe->mutex);

@@ -202,6 +202,55 @@ TEST(HttpE2eTest, ReadyOnceThePreparedSandboxIsAndHealthyWithoutAToken) {
   EXPECT_EQ(engine_only.body, R"({"status":"ready","checks":{"engine":"ok"}})");
 }
 
+// Issue 15: GET /metrics on its own address, without a token; the MCP port does not serve it.
+TEST(HttpE2eTest, MetricsCountEachTenantsRunsOnTheirOwnAddress) {
+  const TokenFile tokens;
+  HttpServer server({"--token-file", tokens.path(), "--metrics", "127.0.0.1:0"});
+  ASSERT_TRUE(server.waitListening()) << server.process().stderrText();
+  std::smatch match;
+  const std::string log = server.process().stderrText();
+  ASSERT_TRUE(std::regex_search(
+      log, match, std::regex(R"(serving metrics at http://127\.0\.0\.1:(\d+)/metrics)")))
+      << log;
+  const auto metricsPort = static_cast<std::uint16_t>(std::stoi(match[1]));
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (server.send("GET", "", {}, "/readyz").status != 200 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);  // so that the run takes the prepared sandbox
+  }
+
+  const auto alice = server.open(kAliceToken);
+  const Object::Ptr started = server.call(alice, "start_run", R"({"code":"#fake:exit=0"})");
+  const std::string run_id =
+      started->getObject("structuredContent")->getValue<std::string>("run_id");
+  const Object::Ptr result =
+      server.call(alice, "get_result", R"({"run_id":")" + run_id + R"(","wait_seconds":20})");
+  EXPECT_EQ(result->getObject("structuredContent")->getValue<std::string>("status"), "succeeded");
+  const auto bob = server.open(kBobToken);
+  EXPECT_TRUE(server.call(bob, "start_run", R"({"code":"x","limits":{"memory_gb":100000}})")
+                  ->getValue<bool>("isError"));
+
+  Poco::Net::HTTPClientSession session("127.0.0.1", metricsPort);
+  Poco::Net::HTTPRequest request("GET", "/metrics", Poco::Net::HTTPRequest::HTTP_1_1);
+  session.sendRequest(request);
+  Poco::Net::HTTPResponse response;
+  std::string text;
+  Poco::StreamCopier::copyToString(session.receiveResponse(response), text);
+  EXPECT_EQ(response.getStatus(), Poco::Net::HTTPResponse::HTTP_OK);
+  EXPECT_THAT(text, HasSubstr("scs_runs_started_total{tenant=\"alice\"} 1\n"));
+  EXPECT_THAT(text,
+              HasSubstr("scs_runs_finished_total{status=\"succeeded\",tenant=\"alice\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("scs_runs_refused_total{reason=\"limits\",tenant=\"bob\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("scs_prepared_pool_takes_total{result=\"hit\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("scs_run_latency_seconds_count 1\n"));
+  EXPECT_THAT(text, Not(HasSubstr(run_id)));
+  EXPECT_THAT(text, Not(HasSubstr(kAliceToken)));
+  // Tenants reach only the MCP port, and it has no /metrics, with or without a token.
+  EXPECT_EQ(server.send("GET", "", alice, "/metrics").status, 404);
+  server.process().signal(SIGTERM);
+  EXPECT_EQ(server.process().waitExit(5s), 0);
+}
+
 TEST(HttpE2eTest, AnEvilOriginOrHostIsRefused) {
   HttpServer server;
   ASSERT_TRUE(server.waitListening()) << server.process().stderrText();

@@ -17,9 +17,10 @@ inline constexpr policy::HostCapacity kTestHost{8, std::int64_t{64} << 30};
 // The core as the MCP and transport tests drive it: the fake backend in-process on real time,
 // the limit policy of an 8-core, 64 GiB host, and a run manager over them.
 struct CoreStack {
-  explicit CoreStack(const runs::RunSettings& settings = {}, policy::HostCapacity host = kTestHost)
+  explicit CoreStack(const runs::RunSettings& settings = {}, policy::HostCapacity host = kTestHost,
+                     runs::RunEvents* events = nullptr)
       : limits(policy::LimitSettings{}, host),
-        runs(backend, settings, policy::SandboxSettings{}, clock) {}
+        runs(backend, settings, policy::SandboxSettings{}, clock, events) {}
 
   // True once the core waits on a sandbox, that is once a run has started executing.
   bool awaitARunning(std::chrono::milliseconds patience = std::chrono::seconds(10)) {

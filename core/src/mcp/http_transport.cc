@@ -364,18 +364,19 @@ std::vector<std::string> splitList(const std::string& text) {
   return items;
 }
 
-std::variant<Poco::Net::SocketAddress, std::string> parseListenAddress(const std::string& text) {
+std::variant<Poco::Net::SocketAddress, std::string> parseListenAddress(const std::string& text,
+                                                                       const std::string& flag) {
   const std::string value = trim(text);
   std::string host;
   std::string port_text = value;
   if (value.find(':') != std::string::npos || (!value.empty() && value.front() == '[')) {
     if (!splitHostPort(value, &host, &port_text)) {
-      return "--http: '" + text + "' is not ADDR:PORT (write an IPv6 address as [ADDR]:PORT)";
+      return flag + ": '" + text + "' is not ADDR:PORT (write an IPv6 address as [ADDR]:PORT)";
     }
   }
   const std::optional<std::uint16_t> port = parsePort(port_text);
   if (!port) {
-    return "--http: '" + text + "' has no valid port (0 to 65535; 0 picks a free one)";
+    return flag + ": '" + text + "' has no valid port (0 to 65535; 0 picks a free one)";
   }
   if (host.size() >= 2 && host.front() == '[') {
     host = host.substr(1, host.size() - 2);
@@ -386,7 +387,7 @@ std::variant<Poco::Net::SocketAddress, std::string> parseListenAddress(const std
   try {
     return Poco::Net::SocketAddress(host, *port);
   } catch (const Poco::Exception& e) {
-    return "--http: cannot use the address '" + host + "': " + e.displayText();
+    return flag + ": cannot use the address '" + host + "': " + e.displayText();
   }
 }
 

@@ -27,10 +27,11 @@ struct HttpSettings {
   std::size_t max_sessions_per_tenant = 1000;
 };
 
-// Parses a --http value: "ADDR:PORT", "[IPV6]:PORT", ":PORT" or "PORT" (the address is then
-// 127.0.0.1). ADDR may be a name, resolved now. Port 0 asks for any free port. Returns the
-// address, or a sentence saying what is wrong.
-std::variant<Poco::Net::SocketAddress, std::string> parseListenAddress(const std::string& text);
+// Parses a --http (or --metrics) value: "ADDR:PORT", "[IPV6]:PORT", ":PORT" or "PORT" (the
+// address is then 127.0.0.1). ADDR may be a name, resolved now. Port 0 asks for any free port.
+// Returns the address, or a sentence saying what is wrong, starting with `flag`.
+std::variant<Poco::Net::SocketAddress, std::string> parseListenAddress(
+    const std::string& text, const std::string& flag = "--http");
 
 // The items of a comma-separated flag value, trimmed, empty ones dropped.
 std::vector<std::string> splitList(const std::string& text);

@@ -151,38 +151,43 @@ Poco::JSON::Object::Ptr Tools::call(const std::string& name,
 }
 
 Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallContext& context) const {
+  // Refusals before the run manager sees the run are counted here; its own, there.
+  const auto refuse = [&](const std::string& message,
+                          runs::RunEvents::Refusal why = runs::RunEvents::Refusal::kInvalid) {
+    runs_.events().refused(context.tenant, why);
+    return toolError(message);
+  };
   if (std::string message =
           checkArgumentNames(arguments, kStartRun, {"code", "files", "limits", "stdin"});
       !message.empty()) {
-    return toolError(message);
+    return refuse(message);
   }
   const Var code = argument(arguments, "code");
   if (code.isEmpty()) {
-    return toolError(
-        "Missing required argument \"code\": pass the Python source to run as main.py.");
+    return refuse("Missing required argument \"code\": pass the Python source to run as main.py.");
   }
   if (!code.isString()) {
-    return toolError("\"code\" must be a string holding the Python source to run as main.py.");
+    return refuse("\"code\" must be a string holding the Python source to run as main.py.");
   }
 
   auto limits = limits_.resolve(argument(arguments, "limits"));
   if (auto* rejection = std::get_if<policy::LimitRejection>(&limits)) {
-    return toolError(rejection->message);
+    return refuse(rejection->message, runs::RunEvents::Refusal::kLimits);
   }
   auto files = policy::resolveFiles(code.toString(), argument(arguments, "files"), files_);
   if (auto* rejection = std::get_if<policy::FilesRejection>(&files)) {
-    return toolError(rejection->message);
+    return refuse(rejection->message);
   }
   std::optional<std::string> stdin_data;
   if (const Var stdin_text = argument(arguments, "stdin"); !stdin_text.isEmpty()) {
     if (!stdin_text.isString()) {
-      return toolError("\"stdin\" must be a string: the text the program reads from stdin.");
+      return refuse("\"stdin\" must be a string: the text the program reads from stdin.");
     }
     stdin_data = stdin_text.toString();
     if (stdin_data->size() > files_.max_stdin_bytes) {
-      return toolError("\"stdin\" is too large: " + std::to_string(stdin_data->size()) +
-                       " bytes, max is " + std::to_string(files_.max_stdin_bytes) +
-                       " bytes. Send large input as a file in `files` instead.");
+      return refuse("\"stdin\" is too large: " + std::to_string(stdin_data->size()) +
+                    " bytes, max is " + std::to_string(files_.max_stdin_bytes) +
+                    " bytes. Send large input as a file in `files` instead.");
     }
   }
 

@@ -52,11 +52,13 @@ std::string randomHexId() {
 }
 
 RunManager::Impl::Impl(backend::RuntimeBackend& backend, const RunSettings& settings,
-                       const policy::SandboxSettings& sandbox, const Clock& clock)
+                       const policy::SandboxSettings& sandbox, const Clock& clock,
+                       RunEvents& events)
     : backend_(backend),
       settings_(settings),
       sandbox_(sandbox),
       clock_(clock),
+      events_(events),
       instance_id_(settings.instance_id.empty() ? randomHexId() : settings.instance_id),
       bring_up_(backend, sandbox_, instance_id_, settings.prepared_max_idle,
                 settings.prepared_warm_modules, clock),
@@ -96,16 +98,19 @@ std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest req
   reapThreads();
   std::lock_guard lock(mutex_);
   if (shutting_down_) {
-    return StartRefusal{"The server is shutting down."};
+    events_.refused(request.tenant, RunEvents::Refusal::kShuttingDown);
+    return StartRefusal{"The server is shutting down.", RunEvents::Refusal::kShuttingDown};
   }
   forgetExpiredLocked();
   const std::int64_t memory = memoryBytes(request.limits);
   if (settings_.host_memory_bytes > 0 && memory > settings_.host_memory_bytes) {
+    events_.refused(request.tenant, RunEvents::Refusal::kLimits);
     return StartRefusal{"This run asks for " + policy::formatNumber(request.limits.memory_gb) +
-                        " GB of memory, but sandboxes on this host can have at most " +
-                        policy::formatNumber(static_cast<double>(settings_.host_memory_bytes) /
-                                             static_cast<double>(policy::kBytesPerGb)) +
-                        " GB."};
+                            " GB of memory, but sandboxes on this host can have at most " +
+                            policy::formatNumber(static_cast<double>(settings_.host_memory_bytes) /
+                                                 static_cast<double>(policy::kBytesPerGb)) +
+                            " GB.",
+                        RunEvents::Refusal::kLimits};
   }
   const std::size_t waiting = queue_.queued(request.tenant);
   auto run = std::make_shared<Run>();
@@ -146,9 +151,11 @@ std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest req
         pool_.demandEnded();
       }
       runs_.erase(run->id);
-      return StartRefusal{*refusal};
+      events_.refused(run->tenant, RunEvents::Refusal::kQueueFull);
+      return StartRefusal{*refusal, RunEvents::Refusal::kQueueFull};
     }
   }
+  events_.accepted(run->tenant);
   RunSnapshot snapshot = snapshotLocked(*run);
   if (snapshot.queue_position) {
     logger().information("run " + run->id + " of tenant " + run->tenant + " queued at position " +
@@ -281,6 +288,11 @@ bool RunManager::Impl::awaitPrepared(std::size_t count, std::chrono::millisecond
   return clock_.waitFor(changed_, lock, timeout, [&] { return pool_.ready() >= count; });
 }
 
+RunLoad RunManager::Impl::load() {
+  std::lock_guard lock(mutex_);
+  return {queue_.queued(), queue_.executing(), pool_.ready()};
+}
+
 void RunManager::Impl::admitLocked() {
   while (!shutting_down_) {
     const std::optional<FairQueue::Entry> next = queue_.next();
@@ -304,6 +316,9 @@ void RunManager::Impl::admitLocked() {
       return;
     }
     queue_.pop();
+    if (run->pool_demand) {
+      events_.preparedTaken(prepared != nullptr);
+    }
     if (prepared != nullptr) {
       run->prepared = pool_.claim(prepared, clock_.now());
     }
@@ -358,6 +373,8 @@ void RunManager::Impl::finalizeLocked(Run& run, policy::Verdict verdict, RunResu
   }
   admitLocked();
   changed_.notify_all();
+  events_.finished(run.tenant, run.report.status, secondsBetween(run.enqueued_at, *run.finished),
+                   secondsBetween(run.enqueued_at, run.exec_start.value_or(*run.finished)));
   const double duration =
       run.exec_start ? secondsBetween(*run.exec_start, run.exec_end.value_or(*run.finished)) : 0;
   logger().information("run " + run.id +
@@ -414,8 +431,10 @@ void RunManager::Impl::reapThreads() {
 }
 
 RunManager::RunManager(backend::RuntimeBackend& backend, const RunSettings& settings,
-                       const policy::SandboxSettings& sandbox, const Clock& clock)
-    : impl_(std::make_unique<Impl>(backend, settings, sandbox, clock)) {}
+                       const policy::SandboxSettings& sandbox, const Clock& clock,
+                       RunEvents* events)
+    : impl_(std::make_unique<Impl>(backend, settings, sandbox, clock,
+                                   events ? *events : noRunEvents())) {}
 
 RunManager::~RunManager() { shutdown(); }
 
@@ -438,6 +457,10 @@ void RunManager::shutdown() { impl_->shutdown(); }
 bool RunManager::awaitPrepared(std::size_t count, std::chrono::milliseconds timeout) {
   return impl_->awaitPrepared(count, timeout);
 }
+
+RunLoad RunManager::load() const { return impl_->load(); }
+
+RunEvents& RunManager::events() const { return impl_->events_; }
 
 const std::string& RunManager::instanceId() const { return impl_->instance_id_; }
 

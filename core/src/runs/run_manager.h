@@ -16,6 +16,7 @@
 #include "policy/status_map.h"
 #include "runs/clock.h"
 #include "runs/labels.h"
+#include "runs/run_events.h"
 #include "runs/side_channel.h"
 
 namespace scs::runs {
@@ -106,6 +107,14 @@ std::string randomHexId();
 
 struct StartRefusal {
   std::string message;  // e.g. the queue is full
+  RunEvents::Refusal reason = RunEvents::Refusal::kQueueFull;
+};
+
+// How loaded the manager is at one moment (GET /metrics).
+struct RunLoad {
+  std::size_t queued = 0;
+  std::size_t executing = 0;       // runs holding a slot
+  std::size_t prepared_ready = 0;  // prepared sandboxes ready for a run
 };
 
 // Owns every run: the queue, the concurrency cap, deadlines, the registry of reports, and
@@ -117,8 +126,10 @@ struct StartRefusal {
 // that removal. Thread-safe.
 class RunManager {
  public:
+  // `events`, when given, must outlive the manager.
   RunManager(backend::RuntimeBackend& backend, const RunSettings& settings,
-             const policy::SandboxSettings& sandbox, const Clock& clock);
+             const policy::SandboxSettings& sandbox, const Clock& clock,
+             RunEvents* events = nullptr);
   ~RunManager();  // shutdown()
 
   RunManager(const RunManager&) = delete;
@@ -149,6 +160,12 @@ class RunManager {
   // Waits up to `timeout` until at least `count` prepared sandboxes are ready for runs; true
   // when they are.
   bool awaitPrepared(std::size_t count, std::chrono::milliseconds timeout);
+
+  RunLoad load() const;
+
+  // The observer given at construction (or one that counts nothing): the tools report through
+  // it the start_run calls they refuse before the manager sees them.
+  RunEvents& events() const;
 
   const std::string& instanceId() const;
 

@@ -120,7 +120,7 @@ class SandboxLease {
 
 struct RunManager::Impl {
   Impl(backend::RuntimeBackend& backend, const RunSettings& settings,
-       const policy::SandboxSettings& sandbox, const Clock& clock);
+       const policy::SandboxSettings& sandbox, const Clock& clock, RunEvents& events);
 
   // The public operations (run_manager.cc).
   std::variant<RunSnapshot, StartRefusal> start(StartRequest request);
@@ -129,6 +129,7 @@ struct RunManager::Impl {
   std::optional<RunSnapshot> stop(const std::string& tenant, const std::string& run_id);
   void shutdown();
   bool awaitPrepared(std::size_t count, std::chrono::milliseconds timeout);
+  RunLoad load();
 
   // The registry (run_manager.cc). *Locked: called with mutex_ held.
   std::shared_ptr<Run> findLocked(const std::string& tenant, const std::string& run_id);
@@ -178,6 +179,7 @@ struct RunManager::Impl {
   const RunSettings settings_;
   const policy::SandboxSettings sandbox_;
   const Clock& clock_;
+  RunEvents& events_;
   const std::string instance_id_;
   SandboxBringUp bring_up_;
   UidPool uids_;

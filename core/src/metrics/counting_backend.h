@@ -1,0 +1,42 @@
+#pragma once
+
+// A RuntimeBackend that forwards every call to another and counts the answers that are not ok
+// (Metrics::engineFailed), so engine errors are counted in one place whichever part of the core
+// made the call. It changes no argument and no answer.
+
+#include <scs/backend/backend.h>
+
+#include "metrics/metrics.h"
+
+namespace scs::metrics {
+
+class CountingBackend final : public backend::RuntimeBackend {
+ public:
+  // Both must outlive this object.
+  CountingBackend(backend::RuntimeBackend& inner, Metrics& metrics)
+      : inner_(inner), metrics_(metrics) {}
+
+  backend::CapacityReply capacity() override;
+  backend::CreateReply create(const backend::SandboxSpec& spec) override;
+  backend::InspectReply inspect(const std::string& id) override;
+  backend::Status deliver(const std::string& id, const std::string& archive) override;
+  backend::Status start(const std::string& id, backend::OutputSink* sink) override;
+  backend::WaitReply wait(const std::string& id, std::chrono::milliseconds timeout) override;
+  backend::ProgressReply progress(const std::string& id) override;
+  backend::Status kill(const std::string& id) override;
+  backend::Status remove(const std::string& id) override;
+  backend::ListReply list(const std::string& label_key) override;
+
+ private:
+  // Counts `status` under `call` unless it is ok.
+  void count(const char* call, const backend::Status& status) {
+    if (!status.ok()) {
+      metrics_.engineFailed(call, status.code);
+    }
+  }
+
+  backend::RuntimeBackend& inner_;
+  Metrics& metrics_;
+};
+
+}  // namespace scs::metrics

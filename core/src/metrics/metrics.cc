@@ -1,0 +1,142 @@
+#include "metrics/metrics.h"
+
+#include <prometheus/text_serializer.h>
+
+#include <sstream>
+
+namespace scs::metrics {
+
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+using prometheus::Histogram;
+
+// Seconds, from a prepared trivial run (about 20 ms) to the longest timeout.
+const Histogram::BucketBoundaries kLatencyBuckets = {0.025, 0.05, 0.1, 0.25, 0.5, 1,   2.5,
+                                                     5,     10,   30,  60,   120, 300, 600};
+const Histogram::BucketBoundaries kQueueWaitBuckets = {0.001, 0.01, 0.1, 0.5, 1,
+                                                       5,     10,   30,  60,  300};
+
+}  // namespace
+
+std::string_view codeName(backend::Code code) {
+  switch (code) {
+    case backend::Code::kOk:
+      return "ok";
+    case backend::Code::kNotFound:
+      return "not_found";
+    case backend::Code::kUnavailable:
+      return "unavailable";
+    case backend::Code::kTimeout:
+      return "timeout";
+    case backend::Code::kRejected:
+      return "rejected";
+    case backend::Code::kUnsupported:
+      return "unsupported";
+    case backend::Code::kInternal:
+      return "internal";
+  }
+  return "internal";
+}
+
+Metrics::Metrics(const std::string& version, const std::string& backend)
+    : registry_(std::make_shared<prometheus::Registry>()),
+      started_(BuildCounter()
+                   .Name("scs_runs_started_total")
+                   .Help("Runs accepted by start_run (queued or started at once), by tenant.")
+                   .Register(*registry_)),
+      refused_(BuildCounter()
+                   .Name("scs_runs_refused_total")
+                   .Help("start_run calls refused before a run existed, by tenant and reason: "
+                         "invalid, limits, queue_full, shutting_down.")
+                   .Register(*registry_)),
+      finished_(BuildCounter()
+                    .Name("scs_runs_finished_total")
+                    .Help("Runs reported final, by tenant and status.")
+                    .Register(*registry_)),
+      prepared_takes_(BuildCounter()
+                          .Name("scs_prepared_pool_takes_total")
+                          .Help("Admitted runs a prepared sandbox could serve, by result: hit "
+                                "(one was ready) or miss (the run made its own).")
+                          .Register(*registry_)),
+      engine_errors_(BuildCounter()
+                         .Name("scs_engine_errors_total")
+                         .Help("Backend calls that did not answer ok, by call and code.")
+                         .Register(*registry_)),
+      swept_(BuildCounter()
+                 .Name("scs_sweep_removed_total")
+                 .Help("Sandboxes of earlier server instances removed by the startup sweep.")
+                 .Register(*registry_)
+                 .Add({})),
+      queued_(BuildGauge()
+                  .Name("scs_runs_queued")
+                  .Help("Runs waiting for a slot.")
+                  .Register(*registry_)
+                  .Add({})),
+      executing_(BuildGauge()
+                     .Name("scs_runs_executing")
+                     .Help("Runs holding a slot: bringing their sandbox up, or executing.")
+                     .Register(*registry_)
+                     .Add({})),
+      prepared_ready_(BuildGauge()
+                          .Name("scs_prepared_sandboxes_ready")
+                          .Help("Prepared sandboxes ready to take a run.")
+                          .Register(*registry_)
+                          .Add({})),
+      latency_(BuildHistogram()
+                   .Name("scs_run_latency_seconds")
+                   .Help("From start_run accepting a run to its final report.")
+                   .Register(*registry_)
+                   .Add({}, kLatencyBuckets)),
+      queue_wait_(BuildHistogram()
+                      .Name("scs_run_queue_wait_seconds")
+                      .Help("Time a run waited in the queue for a slot.")
+                      .Register(*registry_)
+                      .Add({}, kQueueWaitBuckets)) {
+  BuildGauge()
+      .Name("scs_build_info")
+      .Help("Always 1; the labels say which server and backend answer.")
+      .Register(*registry_)
+      .Add({{"version", version}, {"backend", backend}})
+      .Set(1);
+}
+
+void Metrics::refused(const std::string& tenant, Refusal why) {
+  refused_.Add({{"tenant", tenant}, {"reason", std::string(runs::refusalName(why))}}).Increment();
+}
+
+void Metrics::accepted(const std::string& tenant) {
+  started_.Add({{"tenant", tenant}}).Increment();
+}
+
+void Metrics::finished(const std::string& tenant, policy::RunStatus status, double latency_seconds,
+                       double queued_seconds) {
+  finished_.Add({{"tenant", tenant}, {"status", std::string(policy::statusName(status))}})
+      .Increment();
+  latency_.Observe(latency_seconds);
+  queue_wait_.Observe(queued_seconds);
+}
+
+void Metrics::preparedTaken(bool hit) {
+  prepared_takes_.Add({{"result", hit ? "hit" : "miss"}}).Increment();
+}
+
+void Metrics::engineFailed(std::string_view call, backend::Code code) {
+  engine_errors_.Add({{"call", std::string(call)}, {"code", std::string(codeName(code))}})
+      .Increment();
+}
+
+void Metrics::swept(std::size_t count) { swept_.Increment(static_cast<double>(count)); }
+
+std::string Metrics::render(const runs::RunLoad& load) {
+  queued_.Set(static_cast<double>(load.queued));
+  executing_.Set(static_cast<double>(load.executing));
+  prepared_ready_.Set(static_cast<double>(load.prepared_ready));
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, registry_->Collect());
+  return out.str();
+}
+
+}  // namespace scs::metrics

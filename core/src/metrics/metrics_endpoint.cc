@@ -1,0 +1,106 @@
+#include "metrics/metrics_endpoint.h"
+
+#include <Poco/Net/HTTPRequestHandler.h>
+#include <Poco/Net/HTTPRequestHandlerFactory.h>
+#include <Poco/Net/HTTPServerParams.h>
+#include <Poco/Net/HTTPServerRequest.h>
+#include <Poco/Net/HTTPServerResponse.h>
+#include <Poco/Net/ServerSocket.h>
+#include <Poco/URI.h>
+
+#include <utility>
+
+namespace scs::metrics {
+
+namespace {
+
+using Poco::Net::HTTPResponse;
+using Poco::Net::HTTPServerRequest;
+using Poco::Net::HTTPServerResponse;
+
+constexpr int kThreads = 2;  // a scraper or two; more wait in the listen queue
+
+void answer(HTTPServerResponse& response, HTTPResponse::HTTPStatus status,
+            const std::string& content_type, const std::string& body) {
+  response.setStatus(status);
+  response.setContentType(content_type);
+  response.setContentLength(static_cast<std::streamsize>(body.size()));
+  response.send() << body;
+}
+
+class Handler final : public Poco::Net::HTTPRequestHandler {
+ public:
+  explicit Handler(const std::function<std::string()>& render) : render_(render) {}
+
+  void handleRequest(HTTPServerRequest& request, HTTPServerResponse& response) override {
+    // The request body, if any, is not read; the connection closes after the answer.
+    response.setKeepAlive(false);
+    std::string path;
+    try {
+      path = Poco::URI(request.getURI()).getPath();
+    } catch (const Poco::Exception&) {
+    }
+    if (path != "/metrics") {
+      answer(response, HTTPResponse::HTTP_NOT_FOUND, "text/plain", "the metrics are at /metrics\n");
+      return;
+    }
+    if (request.getMethod() != Poco::Net::HTTPRequest::HTTP_GET) {
+      response.set("Allow", "GET");
+      answer(response, HTTPResponse::HTTP_METHOD_NOT_ALLOWED, "text/plain",
+             "/metrics answers GET only\n");
+      return;
+    }
+    answer(response, HTTPResponse::HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", render_());
+  }
+
+ private:
+  const std::function<std::string()>& render_;
+};
+
+}  // namespace
+
+class MetricsEndpoint::Factory final : public Poco::Net::HTTPRequestHandlerFactory {
+ public:
+  explicit Factory(const std::function<std::string()>& render) : render_(render) {}
+  Poco::Net::HTTPRequestHandler* createRequestHandler(const HTTPServerRequest&) override {
+    return new Handler(render_);
+  }
+
+ private:
+  const std::function<std::string()>& render_;
+};
+
+MetricsEndpoint::MetricsEndpoint(Poco::Net::SocketAddress address,
+                                 std::function<std::string()> render)
+    : address_(std::move(address)), render_(std::move(render)), pool_(1, kThreads) {}
+
+MetricsEndpoint::~MetricsEndpoint() { stop(); }
+
+std::optional<std::string> MetricsEndpoint::start() {
+  Poco::Net::ServerSocket socket;
+  try {
+    socket.bind(address_, true);
+    socket.listen(16);
+  } catch (const Poco::Exception& e) {
+    return "cannot listen for /metrics on " + address_.toString() + ": " + e.displayText();
+  }
+  bound_ = socket.address();
+  Poco::AutoPtr<Poco::Net::HTTPServerParams> params(new Poco::Net::HTTPServerParams);
+  params->setMaxThreads(kThreads);
+  params->setMaxQueued(16);
+  params->setKeepAlive(false);
+  params->setTimeout(Poco::Timespan(10, 0));
+  http_ = std::make_unique<Poco::Net::HTTPServer>(new Factory(render_), pool_, socket, params);
+  http_->start();
+  return std::nullopt;
+}
+
+void MetricsEndpoint::stop() {
+  if (http_) {
+    http_->stopAll(true);
+    pool_.joinAll();
+    http_.reset();
+  }
+}
+
+}  // namespace scs::metrics

@@ -1,0 +1,36 @@
+#include "runs/run_events.h"
+
+namespace scs::runs {
+
+namespace {
+
+class NoRunEvents final : public RunEvents {
+ public:
+  void refused(const std::string&, Refusal) override {}
+  void accepted(const std::string&) override {}
+  void finished(const std::string&, policy::RunStatus, double, double) override {}
+  void preparedTaken(bool) override {}
+};
+
+}  // namespace
+
+RunEvents& noRunEvents() {
+  static NoRunEvents none;
+  return none;
+}
+
+std::string_view refusalName(RunEvents::Refusal why) {
+  switch (why) {
+    case RunEvents::Refusal::kInvalid:
+      return "invalid";
+    case RunEvents::Refusal::kLimits:
+      return "limits";
+    case RunEvents::Refusal::kQueueFull:
+      return "queue_full";
+    case RunEvents::Refusal::kShuttingDown:
+      return "shutting_down";
+  }
+  return "invalid";
+}
+
+}  // namespace scs::runs

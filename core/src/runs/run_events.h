@@ -1,0 +1,44 @@
+#pragma once
+
+// What the run manager, and the tools in front of it, tell an observer as runs come and go:
+// the counters behind GET /metrics (metrics/metrics.h). The run manager calls it with its lock
+// held, so an implementation only counts: it never blocks and never calls back.
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "policy/status_map.h"
+
+namespace scs::runs {
+
+class RunEvents {
+ public:
+  // Why a start_run was refused before it became a run.
+  enum class Refusal {
+    kInvalid,       // bad arguments: code, files or stdin
+    kLimits,        // the limits are refused (by the policy, or more memory than the host has)
+    kQueueFull,     // the tenant's queue, or the server's, is full
+    kShuttingDown,  // the server is stopping
+  };
+
+  virtual ~RunEvents() = default;
+
+  virtual void refused(const std::string& tenant, Refusal why) = 0;
+  // The run was accepted (queued, or started at once).
+  virtual void accepted(const std::string& tenant) = 0;
+  // The run was reported final: `latency_seconds` from acceptance to the report, of which
+  // `queued_seconds` waiting for a slot.
+  virtual void finished(const std::string& tenant, policy::RunStatus status, double latency_seconds,
+                        double queued_seconds) = 0;
+  // A run a prepared sandbox could serve was admitted: with one (`hit`) or without.
+  virtual void preparedTaken(bool hit) = 0;
+};
+
+// An observer that counts nothing, for a manager given none.
+RunEvents& noRunEvents();
+
+// "invalid", "limits", "queue_full", "shutting_down".
+std::string_view refusalName(RunEvents::Refusal why);
+
+}  // namespace scs::runs
