@@ -18,8 +18,11 @@
 #include <system_error>
 #include <variant>
 
-#if !defined(SCS_VERSION) || !defined(SCS_DEFAULT_SECCOMP_PROFILE)
-#error "the build defines SCS_VERSION and SCS_DEFAULT_SECCOMP_PROFILE (core/CMakeLists.txt)"
+#if !defined(SCS_VERSION) || !defined(SCS_DEFAULT_SECCOMP_PROFILE) ||   \
+    !defined(SCS_INSTALL_BINDIR) || !defined(SCS_INSTALL_PLUGIN_DIR) || \
+    !defined(SCS_INSTALL_SECCOMP_PROFILE)
+#error \
+    "the build defines SCS_VERSION, SCS_DEFAULT_SECCOMP_PROFILE and SCS_INSTALL_* (core/CMakeLists.txt)"
 #endif
 
 namespace scs::config {
@@ -141,7 +144,7 @@ const std::vector<Flag>& flags() {
                       [](Config& c, const std::string& v) { c.backend_path = v; })},
       {"plugin-dir", "DIR",
        "Directory holding the backend plugins; by default the plugins folder beside this "
-       "executable.",
+       "executable, or the package's plugin directory for the installed one.",
        [](const Config& c) { return c.plugin_dir.string(); },
        nonEmptySetter("plugin-dir",
                       [](Config& c, const std::string& v) { c.plugin_dir = v; })},
@@ -488,7 +491,7 @@ const std::vector<Flag>& flags() {
        nullptr,
        [](Config& c, const std::string& v) -> Problem {
          if (!v.empty() && v != "true" && v != "false") {
-           return "--self-test takes no value (in a config file: \"true\" or \"false\")";
+           return "--self-test takes no value (in a config file: true or false)";
          }
          c.self_test = v != "false";
          return std::nullopt;
@@ -588,7 +591,11 @@ Problem applyFile(Config& config, const std::string& path, std::set<std::string>
       problem = applyFileBackendOptions(config, value);
     } else {
       std::string value_text;
-      problem = scalarText(key, value, &value_text);
+      if (*flag->metavar == '\0' && value.type() == typeid(bool)) {
+        value_text = value.extract<bool>() ? "true" : "false";  // a switch: JSON true or false
+      } else {
+        problem = scalarText(key, value, &value_text);
+      }
       if (!problem) {
         problem = flag->apply(config, value_text);
       }
@@ -678,19 +685,38 @@ std::string wrap(const std::string& text, std::size_t indent, std::size_t width)
 
 }  // namespace
 
-fs::path defaultPluginDir() {
+namespace {
+
+// The running executable's directory, or empty when /proc cannot say.
+fs::path executableDir() {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) {
-    return fs::path("plugins");
+  return ec ? fs::path() : exe.parent_path();
+}
+
+// Whether this executable is the installed one (the package's), which finds its plugins and
+// seccomp profile where the package puts them; any other (a build tree) finds them beside
+// itself and in the checkout it was built from.
+bool installed() { return executableDir() == fs::path(SCS_INSTALL_BINDIR); }
+
+}  // namespace
+
+fs::path defaultPluginDir() {
+  if (installed()) {
+    return SCS_INSTALL_PLUGIN_DIR;
   }
-  return exe.parent_path() / "plugins";
+  const fs::path dir = executableDir();
+  return dir.empty() ? fs::path("plugins") : dir / "plugins";
+}
+
+std::string defaultSeccompProfile() {
+  return installed() ? SCS_INSTALL_SECCOMP_PROFILE : SCS_DEFAULT_SECCOMP_PROFILE;
 }
 
 Config defaults() {
   Config config;
   config.plugin_dir = defaultPluginDir();
-  config.seccomp_profile_path = SCS_DEFAULT_SECCOMP_PROFILE;
+  config.seccomp_profile_path = defaultSeccompProfile();
   config.runs.prepared = 1;
   config.runs.prepared_max = 4;
   config.runs.prepared_warm_modules = {"numpy", "pandas", "matplotlib.pyplot"};

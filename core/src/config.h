@@ -64,7 +64,11 @@ std::string helpText();
 // "safe-code-sandbox <version>".
 std::string versionText();
 
-// <directory of the running executable>/plugins, from /proc/self/exe.
+// <directory of the running executable>/plugins (from /proc/self/exe), or the package's plugin
+// directory when the executable is the installed one (in the install prefix's bin directory).
 std::filesystem::path defaultPluginDir();
+
+// The checkout's docker/seccomp.json, or the package's copy for the installed executable.
+std::string defaultSeccompProfile();
 
 }  // namespace scs::config

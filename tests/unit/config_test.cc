@@ -335,12 +335,25 @@ TEST(ConfigTest, RefusesABadConfigFile) {
       {R"({"runtime": "kata"})", "--runtime: 'kata'"},
       {R"({"backend-option": {"cores": {"n": 2}}})", "must be a string or a number"},
       {R"({"backend-option": ["cores"]})", "is not KEY=VALUE"},
+      {R"({"self-test": 1})", "--self-test takes no value (in a config file: true or false)"},
   };
   for (const Case& c : cases) {
     TempFile file(c.content);
     const std::string error = parseError({"--config", file.path()});
     EXPECT_THAT(error, HasSubstr(c.message)) << c.content;
     EXPECT_THAT(error, HasSubstr(file.path())) << c.content;
+  }
+}
+
+// A switch (a flag without a value) takes JSON true or false in a config file, as the strings
+// do; a flag with a value does not (the table above).
+TEST(ConfigTest, ASwitchInAConfigFileIsTrueOrFalse) {
+  for (const auto& [content, expected] :
+       std::vector<std::pair<std::string, bool>>{{R"({"self-test": true})", true},
+                                                 {R"({"self-test": false})", false},
+                                                 {R"({"self-test": "true"})", true}}) {
+    TempFile file(content);
+    EXPECT_EQ(parseOk({"--config", file.path()}).self_test, expected) << content;
   }
 }
 
