@@ -202,6 +202,8 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
                     " sandboxes left by earlier instances");
   }
   metrics.swept(swept.removed);
+  metrics.knowTenants(http && http->tokens ? http->tokens->tenants()
+                                           : std::vector<std::string>{runs::kLocalTenant});
   config.runs.reserved_uids = swept.kept_uids;
   runs::RunManager manager(backend, config.runs, config.sandbox, clock, &metrics);
   // Declared after the manager, so it stops before the manager goes.
@@ -231,9 +233,10 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
   info.run_retention = config.runs.retention;
   mcp::Server server(manager, *engine->limits, config.files, info);
   if (http) {
-    // GET /readyz: the engine answers, and the pool has a sandbox when one is configured
-    // (which also shows that the image is there and a sandbox passes the posture check). The
-    // engine is asked at most once a second, however often strangers probe.
+    // GET /readyz: the engine answers, and the pool works when one is configured: it has made
+    // a sandbox and its last attempt did not fail (which shows that the image is there and
+    // sandboxes pass the posture check). The engine is asked at most once a second, however
+    // often strangers probe.
     struct EngineProbe {
       std::mutex mutex;
       std::chrono::steady_clock::time_point asked{};
@@ -254,9 +257,8 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
       std::vector<mcp::ReadinessCheck> checks;
       checks.push_back({"engine", engine_answers ? "" : "unreachable"});
       if (prepared > 0) {
-        checks.push_back({"prepared_sandbox", manager.awaitPrepared(1, std::chrono::milliseconds(0))
-                                                  ? ""
-                                                  : "none ready"});
+        // Not "one is idle now": runs taking them must not make the host look unready.
+        checks.push_back({"prepared_sandbox", manager.preparedHealthy() ? "" : "not working"});
       }
       return checks;
     };

@@ -11,7 +11,8 @@
 #     curl, tools/list and a run through the official MCP SDK (tests/e2e/sdk/installed_check.mjs);
 #   - Docker backend, through the host engine's socket, with --self-test: the hardened unit
 #     audits a real sandbox before it serves, runs real code, and on stop leaves no sandbox;
-#   - dpkg --remove stops the service and keeps the config file.
+#   - dpkg --remove stops the service and keeps the config file; dpkg --purge removes it and
+#     the token file.
 # The root is cached as an image named by a hash of its package list.
 # Run it when no other server uses this Docker engine: the installed server's startup sweep does
 # not see the host's processes, so it would take another live server's sandboxes for leftovers.
@@ -39,8 +40,12 @@ cleanup() {
 }
 trap cleanup EXIT
 in_root() { docker exec "$container" sh -c "$1"; }
-# The service's journal, in $work/journal.log (grep -q on a pipe would end journalctl early).
-journal() { in_root 'journalctl -u safe-code-sandbox --no-pager' >"$work/journal.log"; }
+# The journal of the service's current (or last) invocation only, in $work/journal.log (grep -q
+# on a pipe would end journalctl early).
+invocation() { in_root 'systemctl show -p InvocationID --value safe-code-sandbox'; }
+journal() {
+  in_root "journalctl _SYSTEMD_INVOCATION_ID=$1 --no-pager -o cat" >"$work/journal.log"
+}
 
 # Retries `curl -sf URL` for up to 60 s; prints the body.
 fetch() {
@@ -77,9 +82,15 @@ fi
 # namespaces), no Docker seccomp or AppArmor profile in its way, and the cgroup tree to read.
 # The host engine's socket is there for the Docker backend; its group is the host's docker gid,
 # as a host with Docker installed has it.
+cgroups=(-v /sys/fs/cgroup:/sys/fs/cgroup:ro)
+if [[ "$(stat -f -c %T /sys/fs/cgroup)" == cgroup2fs ]]; then
+  # The usual recipe for systemd in a container on the unified hierarchy; this project's
+  # machines (cgroup v1) have not exercised it.
+  cgroups=(--cgroupns=host -v /sys/fs/cgroup:/sys/fs/cgroup:rw)
+fi
 docker run -d --name "$container" --cap-add SYS_ADMIN --security-opt seccomp=unconfined \
   --security-opt apparmor=unconfined --tmpfs /run --tmpfs /run/lock --tmpfs /tmp \
-  -v /sys/fs/cgroup:/sys/fs/cgroup:ro -v /var/run/docker.sock:/var/run/docker.sock \
+  "${cgroups[@]}" -v /var/run/docker.sock:/var/run/docker.sock \
   "$image" /lib/systemd/systemd >/dev/null
 address="$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$container")"
 for _ in $(seq 100); do
@@ -108,12 +119,12 @@ awk -v e="$exposure" -v m="$max_exposure" 'BEGIN { exit !(e <= m) }' ||
 log "unit verified; exposure level $exposure (at most $max_exposure)"
 
 # The shipped config with the flags a test host needs on top (flags override the file): the
-# address clients use, and /metrics where the host can scrape it.
+# container's address, where the host reaches it, for MCP and for /metrics.
 start_with() {
   in_root "mkdir -p /etc/systemd/system/safe-code-sandbox.service.d && cat >/etc/systemd/system/safe-code-sandbox.service.d/test.conf <<UNIT
 [Service]
 ExecStart=
-ExecStart=/usr/bin/safe-code-sandbox --config /etc/safe-code-sandbox/config.json --allowed-hosts $address:8080 --metrics 0.0.0.0:9464 $1
+ExecStart=/usr/bin/safe-code-sandbox --config /etc/safe-code-sandbox/config.json --http 0.0.0.0:8080 --allowed-hosts $address:8080 --metrics 0.0.0.0:9464 $1
 UNIT
 systemctl daemon-reload && systemctl $2 safe-code-sandbox"
 }
@@ -131,8 +142,9 @@ grep -q '^run: succeeded "hello"' "$work/sdk.log" || fail "the fake run did not 
 metrics="$(fetch "http://$address:9464/metrics")" || fail "/metrics did not answer"
 for series in 'scs_runs_started_total{tenant="alice"} 1' \
               'scs_runs_finished_total{status="succeeded",tenant="alice"} 1' \
-              'scs_build_info{backend="fake",'; do
-  grep -qF "$series" <<<"$metrics" || fail "/metrics lacks $series"
+              'scs_runs_refused_total{reason="queue_full",tenant="alice"} 0' \
+              'scs_build_info{backend="fake",version="'"$(dpkg-deb -f "$deb" Version)"'"} 1'; do
+  grep -qxF "$series" <<<"$metrics" || fail "/metrics lacks the line $series"
 done
 log "/metrics counts the run"
 
@@ -141,14 +153,15 @@ managed() { docker ps -aq --filter label=io.scs.managed | sort; }
 before="$(managed)"
 start_with "--self-test" restart
 ready="$(fetch "http://$address:8080/readyz")" || fail "/readyz never said ready with Docker"
-journal
+docker_run="$(invocation)"
+journal "$docker_run"
 grep -q 'self-test: .* 0 failed' "$work/journal.log" ||
   fail "the self-test audit did not pass under the unit"
 sdk 'print(6 * 7)' >"$work/sdk.log" 2>&1 || { cat "$work/sdk.log"; fail "the MCP SDK check"; }
 cat "$work/sdk.log"
 grep -q '^run: succeeded "42\\n"' "$work/sdk.log" || fail "the Docker run did not succeed"
 in_root 'systemctl stop safe-code-sandbox'
-journal
+journal "$docker_run"
 grep -q 'every run stopped; exiting' "$work/journal.log" ||
   fail "the service did not stop cleanly"
 [[ "$(managed)" == "$before" ]] || fail "sandboxes were left behind: $(managed)"
@@ -161,4 +174,6 @@ in_root 'systemctl start safe-code-sandbox && dpkg --remove safe-code-sandbox' >
   fail "the service still runs after dpkg --remove"
 in_root 'test -f /etc/safe-code-sandbox/config.json' || fail "dpkg --remove took the config file"
 [[ "$(managed)" == "$before" ]] || fail "sandboxes were left behind: $(managed)"
+in_root 'dpkg --purge safe-code-sandbox' >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; fail "dpkg --purge"; }
+in_root 'test ! -e /etc/safe-code-sandbox' || fail "dpkg --purge left /etc/safe-code-sandbox"
 log "PASSED"

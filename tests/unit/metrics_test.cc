@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -74,6 +75,17 @@ TEST(MetricsTest, EventsBecomeSeriesLabelledOnlyByTenantAndFixedNames) {
   EXPECT_THAT(text, HasSubstr("# TYPE scs_runs_finished_total counter"));
 }
 
+TEST(MetricsTest, KnownTenantsHaveTheirSeriesAtZeroBeforeTheirFirstRun) {
+  Metrics metrics("1", "fake");
+  metrics.knowTenants({"alice", "bob"});
+  const std::string text = metrics.render({});
+  EXPECT_EQ(sample(text, R"(scs_runs_started_total{tenant="bob"})"), 0);
+  EXPECT_EQ(sample(text, R"(scs_runs_finished_total{status="sandbox_error",tenant="alice"})"), 0);
+  EXPECT_EQ(sample(text, R"(scs_runs_refused_total{reason="queue_full",tenant="bob"})"), 0);
+  EXPECT_EQ(sample(text, R"(scs_runs_finished_total{status="running",tenant="alice"})"),
+            std::nullopt);
+}
+
 TEST(CountingBackendTest, CountsEveryAnswerThatIsNotOkAndChangesNone) {
   Metrics metrics("1", "mock");
   ::testing::StrictMock<mocks::MockRuntimeBackend> inner;
@@ -138,7 +150,11 @@ TEST_F(RunMetricsTest, RefusalsRunsAndTheQueueAreCounted) {
   EXPECT_EQ(result->getObject("structuredContent")->getValue<std::string>("status"), "failed");
 
   const std::string running = runIdOf(call("start_run", R"({"code":"#fake:hang"})"));
-  ASSERT_TRUE(core_.awaitARunning());
+  ASSERT_TRUE(core_.backend.awaitSandboxes([](const auto& views) {
+    return std::count_if(views.begin(), views.end(), [](const auto& view) {
+             return view.waits > 0;
+           }) == 2;  // the finished run's and this one's
+  }));
   const std::string queued = runIdOf(call("start_run", R"({"code":"#fake:hang"})"));
   EXPECT_TRUE(call("start_run", R"({"code":"#fake:hang"})")->getValue<bool>("isError"));
 
@@ -161,7 +177,9 @@ TEST_F(RunMetricsTest, RefusalsRunsAndTheQueueAreCounted) {
   EXPECT_EQ(sample(text, R"(scs_runs_finished_total{status="stopped",tenant="local"})"), 2);
   EXPECT_EQ(sample(text, "scs_runs_queued"), 0);
   EXPECT_EQ(sample(text, "scs_runs_executing"), 0);
-  EXPECT_EQ(sample(text, "scs_run_queue_wait_seconds_count"), 3);
+  // Two runs executed; the one stopped in the queue waited for nothing it got.
+  EXPECT_EQ(sample(text, "scs_run_queue_wait_seconds_count"), 2);
+  EXPECT_EQ(sample(text, "scs_run_latency_seconds_count"), 2);
 }
 
 // The endpoint answers GET /metrics with the exposition and nothing else.

@@ -991,6 +991,34 @@ class PreparedRunManagerTest : public RunManagerTest {
   }
 };
 
+// GET /readyz asks preparedHealthy(): a run holding the only prepared sandbox must not make the
+// server look unready (nor tell a stranger that a run started); a pool that cannot make one is.
+TEST_F(PreparedRunManagerTest, ThePoolStaysHealthyWhileARunHoldsItsOnlySandbox) {
+  waitPrepared();
+  EXPECT_TRUE(manager().preparedHealthy());
+  const std::string id = startOk().run_id;
+  ASSERT_TRUE(awaitSandbox("fake-1", [](const View& view) { return view.waits > 0; }));
+  EXPECT_FALSE(manager().awaitPrepared(1, 0ms));  // taken; the refill waits for the clock
+  EXPECT_TRUE(manager().preparedHealthy());
+  manager().stop(kLocalTenant, id);
+}
+
+TEST_F(PreparedRunManagerTest, APoolWhoseLastAttemptFailedIsNotHealthy) {
+  waitPrepared();
+  backend::CreateReply refused;
+  refused.status = {backend::Code::kRejected, "no such image"};
+  ON_CALL(backend_, create(_)).WillByDefault(::testing::Return(refused));
+  const std::string id = startOk().run_id;
+  ASSERT_TRUE(awaitSandbox("fake-1", [](const View& view) { return view.waits > 0; }));
+  EXPECT_TRUE(manager().preparedHealthy());
+  // The refill, once its delay has passed, fails.
+  ASSERT_TRUE(eventually([&] {
+    advance(1s);
+    return !manager().preparedHealthy();
+  }));
+  manager().stop(kLocalTenant, id);
+}
+
 TEST_F(PreparedRunManagerTest, APreparedSandboxIsCheckedAndStartedIdleBeforeAnyRun) {
   {
     InSequence in_order;

@@ -19,6 +19,9 @@ namespace {
 #include "audit/audit_program.inc"
 
 constexpr const char* kConfigFile = "audit.json";
+// The audit run's tenant: a name no token file can give (runs/run_manager.h), so that no
+// client's runs or counts mix with it.
+constexpr const char* kAuditTenant = "(audit)";
 // The engine's create, start and removal come on top of the run's own timeout.
 constexpr std::chrono::seconds kEngineSlack{60};
 constexpr std::size_t kColumnWidth = 44;
@@ -186,6 +189,7 @@ Report run(runs::RunManager& runs, const policy::Limits& limits,
   runs::StartRequest request;
   request.files = std::move(std::get<std::vector<policy::File>>(resolved));
   request.limits = limits;
+  request.tenant = kAuditTenant;
   auto started = runs.start(std::move(request));
   if (const auto* refusal = std::get_if<runs::StartRefusal>(&started)) {
     report.setup_error = "the audit run was refused: " + refusal->message;
@@ -198,7 +202,7 @@ Report run(runs::RunManager& runs, const policy::Limits& limits,
                         kEngineSlack;
   std::optional<runs::RunSnapshot> snapshot;
   while (true) {
-    snapshot = runs.get(runs::kLocalTenant, report.run_id, std::chrono::seconds(5));
+    snapshot = runs.get(kAuditTenant, report.run_id, std::chrono::seconds(5));
     if (!snapshot) {
       report.setup_error = "the audit run " + report.run_id + " was forgotten by the server";
       return report;
@@ -207,7 +211,7 @@ Report run(runs::RunManager& runs, const policy::Limits& limits,
       break;
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      runs.stop(runs::kLocalTenant, report.run_id);
+      runs.stop(kAuditTenant, report.run_id);
       report.setup_error = "the audit run did not end in time";
       return report;
     }

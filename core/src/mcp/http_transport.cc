@@ -25,6 +25,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <system_error>
 #include <utility>
@@ -453,7 +454,7 @@ std::variant<TokenTable, std::string> TokenTable::load(const std::string& path) 
     std::ostringstream mode;
     mode << std::oct << (info.st_mode & 07777);
     return "--token-file: " + path + " is open to other users (mode 0" + mode.str() +
-           "); make it private with: chmod 600 " + path;
+           "); make it private with chmod 600 " + path + " (or chmod 640 with the service's group)";
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -466,6 +467,14 @@ std::variant<TokenTable, std::string> TokenTable::load(const std::string& path) 
     return "--token-file " + path + ": " + *problem;
   }
   return parsed;
+}
+
+std::vector<std::string> TokenTable::tenants() const {
+  std::set<std::string> names;
+  for (const Entry& entry : entries_) {
+    names.insert(entry.tenant);
+  }
+  return {names.begin(), names.end()};
 }
 
 std::optional<std::string> TokenTable::tenantOf(std::string_view token) const {

@@ -59,6 +59,8 @@ class TokenTable {
   std::optional<std::string> tenantOf(std::string_view token) const;
 
   std::size_t size() const { return entries_.size(); }
+  // Every tenant the tokens stand for, each once, sorted.
+  std::vector<std::string> tenants() const;
 
  private:
   using Digest = std::array<unsigned char, 32>;

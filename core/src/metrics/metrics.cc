@@ -111,12 +111,33 @@ void Metrics::accepted(const std::string& tenant) {
   started_.Add({{"tenant", tenant}}).Increment();
 }
 
-void Metrics::finished(const std::string& tenant, policy::RunStatus status, double latency_seconds,
-                       double queued_seconds) {
+void Metrics::finished(const std::string& tenant, policy::RunStatus status,
+                       std::optional<double> latency_seconds,
+                       std::optional<double> queued_seconds) {
   finished_.Add({{"tenant", tenant}, {"status", std::string(policy::statusName(status))}})
       .Increment();
-  latency_.Observe(latency_seconds);
-  queue_wait_.Observe(queued_seconds);
+  if (latency_seconds) {
+    latency_.Observe(*latency_seconds);
+  }
+  if (queued_seconds) {
+    queue_wait_.Observe(*queued_seconds);
+  }
+}
+
+void Metrics::knowTenants(const std::vector<std::string>& tenants) {
+  using policy::RunStatus;
+  for (const std::string& tenant : tenants) {
+    started_.Add({{"tenant", tenant}});
+    for (const RunStatus status :
+         {RunStatus::kSucceeded, RunStatus::kFailed, RunStatus::kTimedOut, RunStatus::kOutOfMemory,
+          RunStatus::kStopped, RunStatus::kSandboxError}) {
+      finished_.Add({{"tenant", tenant}, {"status", std::string(policy::statusName(status))}});
+    }
+    for (const Refusal why :
+         {Refusal::kInvalid, Refusal::kLimits, Refusal::kQueueFull, Refusal::kShuttingDown}) {
+      refused_.Add({{"tenant", tenant}, {"reason", std::string(runs::refusalName(why))}});
+    }
+  }
 }
 
 void Metrics::preparedTaken(bool hit) {

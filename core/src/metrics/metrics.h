@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "runs/run_events.h"
 #include "runs/run_manager.h"
@@ -38,8 +39,13 @@ class Metrics final : public runs::RunEvents {
 
   void refused(const std::string& tenant, Refusal why) override;
   void accepted(const std::string& tenant) override;
-  void finished(const std::string& tenant, policy::RunStatus status, double latency_seconds,
-                double queued_seconds) override;
+  void finished(const std::string& tenant, policy::RunStatus status,
+                std::optional<double> latency_seconds,
+                std::optional<double> queued_seconds) override;
+
+  // Makes every tenant's series exist at 0 before its first event, so that rate() sees the
+  // first one: runs started, and finished and refused with each status and reason.
+  void knowTenants(const std::vector<std::string>& tenants);
   void preparedTaken(bool hit) override;
 
   // A backend call (its method name) answered `code`, other than kOk.

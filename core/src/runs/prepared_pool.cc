@@ -174,6 +174,8 @@ void PreparedPool::making() { ++making_; }
 
 void PreparedPool::made(PreparedPtr sandbox, SteadyTime now) {
   --making_;
+  made_any_ = true;
+  last_failed_ = false;
   backoff_ = kFirstBackoff;
   retry_at_ = SteadyTime{};
   sandbox->ready_at = now;
@@ -183,6 +185,7 @@ void PreparedPool::made(PreparedPtr sandbox, SteadyTime now) {
 
 void PreparedPool::failed(SteadyTime now) {
   --making_;
+  last_failed_ = true;
   retry_at_ = now + backoff_;
   backoff_ = std::min<std::chrono::seconds>(backoff_ * 2, kMaxBackoff);
 }

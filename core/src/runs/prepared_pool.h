@@ -128,6 +128,9 @@ class PreparedPool {
   void making();                                   // counts one being made
   void made(PreparedPtr sandbox, SteadyTime now);  // it is ready
   void failed(SteadyTime now);                     // making it failed
+  // One sandbox has been made since the start, and the last attempt did not fail: the image
+  // is there and sandboxes pass the posture check, whether or not one is idle now.
+  bool healthy() const { return made_any_ && !last_failed_; }
 
   // Retires the oldest idle sandbox when it has idled longer than max_idle, or when more are
   // ready than wanted(); true if it did.
@@ -153,6 +156,8 @@ class PreparedPool {
   SteadyTime last_claim_{};
   SteadyTime retry_at_{};  // the next attempt after a failure
   std::chrono::seconds backoff_{1};
+  bool made_any_ = false;
+  bool last_failed_ = false;
   std::vector<PreparedPtr> retired_;  // to be removed
 };
 

@@ -8,7 +8,8 @@ class NoRunEvents final : public RunEvents {
  public:
   void refused(const std::string&, Refusal) override {}
   void accepted(const std::string&) override {}
-  void finished(const std::string&, policy::RunStatus, double, double) override {}
+  void finished(const std::string&, policy::RunStatus, std::optional<double>,
+                std::optional<double>) override {}
   void preparedTaken(bool) override {}
 };
 

@@ -5,6 +5,7 @@
 // held, so an implementation only counts: it never blocks and never calls back.
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -27,10 +28,12 @@ class RunEvents {
   virtual void refused(const std::string& tenant, Refusal why) = 0;
   // The run was accepted (queued, or started at once).
   virtual void accepted(const std::string& tenant) = 0;
-  // The run was reported final: `latency_seconds` from acceptance to the report, of which
-  // `queued_seconds` waiting for a slot.
-  virtual void finished(const std::string& tenant, policy::RunStatus status, double latency_seconds,
-                        double queued_seconds) = 0;
+  // The run was reported final: for a run that began executing, `latency_seconds` from
+  // acceptance to the report, of which `queued_seconds` waiting for a slot (none for one that
+  // ended queued: stopped, pushed out of a full queue, or ended by shutdown).
+  virtual void finished(const std::string& tenant, policy::RunStatus status,
+                        std::optional<double> latency_seconds,
+                        std::optional<double> queued_seconds) = 0;
   // A run a prepared sandbox could serve was admitted: with one (`hit`) or without.
   virtual void preparedTaken(bool hit) = 0;
 };

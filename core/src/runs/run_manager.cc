@@ -99,18 +99,17 @@ std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest req
   std::lock_guard lock(mutex_);
   if (shutting_down_) {
     events_.refused(request.tenant, RunEvents::Refusal::kShuttingDown);
-    return StartRefusal{"The server is shutting down.", RunEvents::Refusal::kShuttingDown};
+    return StartRefusal{"The server is shutting down."};
   }
   forgetExpiredLocked();
   const std::int64_t memory = memoryBytes(request.limits);
   if (settings_.host_memory_bytes > 0 && memory > settings_.host_memory_bytes) {
     events_.refused(request.tenant, RunEvents::Refusal::kLimits);
     return StartRefusal{"This run asks for " + policy::formatNumber(request.limits.memory_gb) +
-                            " GB of memory, but sandboxes on this host can have at most " +
-                            policy::formatNumber(static_cast<double>(settings_.host_memory_bytes) /
-                                                 static_cast<double>(policy::kBytesPerGb)) +
-                            " GB.",
-                        RunEvents::Refusal::kLimits};
+                        " GB of memory, but sandboxes on this host can have at most " +
+                        policy::formatNumber(static_cast<double>(settings_.host_memory_bytes) /
+                                             static_cast<double>(policy::kBytesPerGb)) +
+                        " GB."};
   }
   const std::size_t waiting = queue_.queued(request.tenant);
   auto run = std::make_shared<Run>();
@@ -152,7 +151,7 @@ std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest req
       }
       runs_.erase(run->id);
       events_.refused(run->tenant, RunEvents::Refusal::kQueueFull);
-      return StartRefusal{*refusal, RunEvents::Refusal::kQueueFull};
+      return StartRefusal{*refusal};
     }
   }
   events_.accepted(run->tenant);
@@ -288,6 +287,11 @@ bool RunManager::Impl::awaitPrepared(std::size_t count, std::chrono::millisecond
   return clock_.waitFor(changed_, lock, timeout, [&] { return pool_.ready() >= count; });
 }
 
+bool RunManager::Impl::preparedHealthy() {
+  std::lock_guard lock(mutex_);
+  return pool_.healthy();
+}
+
 RunLoad RunManager::Impl::load() {
   std::lock_guard lock(mutex_);
   return {queue_.queued(), queue_.executing(), pool_.ready()};
@@ -373,8 +377,12 @@ void RunManager::Impl::finalizeLocked(Run& run, policy::Verdict verdict, RunResu
   }
   admitLocked();
   changed_.notify_all();
-  events_.finished(run.tenant, run.report.status, secondsBetween(run.enqueued_at, *run.finished),
-                   secondsBetween(run.enqueued_at, run.exec_start.value_or(*run.finished)));
+  events_.finished(
+      run.tenant, run.report.status,
+      run.exec_start ? std::optional<double>(secondsBetween(run.enqueued_at, *run.finished))
+                     : std::nullopt,
+      run.exec_start ? std::optional<double>(secondsBetween(run.enqueued_at, *run.exec_start))
+                     : std::nullopt);
   const double duration =
       run.exec_start ? secondsBetween(*run.exec_start, run.exec_end.value_or(*run.finished)) : 0;
   logger().information("run " + run.id +
@@ -459,6 +467,8 @@ bool RunManager::awaitPrepared(std::size_t count, std::chrono::milliseconds time
 }
 
 RunLoad RunManager::load() const { return impl_->load(); }
+
+bool RunManager::preparedHealthy() const { return impl_->preparedHealthy(); }
 
 RunEvents& RunManager::events() const { return impl_->events_; }
 

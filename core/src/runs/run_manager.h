@@ -107,7 +107,6 @@ std::string randomHexId();
 
 struct StartRefusal {
   std::string message;  // e.g. the queue is full
-  RunEvents::Refusal reason = RunEvents::Refusal::kQueueFull;
 };
 
 // How loaded the manager is at one moment (GET /metrics).
@@ -162,6 +161,10 @@ class RunManager {
   bool awaitPrepared(std::size_t count, std::chrono::milliseconds timeout);
 
   RunLoad load() const;
+
+  // Whether the prepared pool works: it has made a sandbox since the start and its last
+  // attempt did not fail (PreparedPool::healthy), whether or not one is idle now.
+  bool preparedHealthy() const;
 
   // The observer given at construction (or one that counts nothing): the tools report through
   // it the start_run calls they refuse before the manager sees them.

@@ -130,6 +130,7 @@ struct RunManager::Impl {
   void shutdown();
   bool awaitPrepared(std::size_t count, std::chrono::milliseconds timeout);
   RunLoad load();
+  bool preparedHealthy();
 
   // The registry (run_manager.cc). *Locked: called with mutex_ held.
   std::shared_ptr<Run> findLocked(const std::string& tenant, const std::string& run_id);
