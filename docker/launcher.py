@@ -31,6 +31,11 @@ regular files under /workspace/out, writes to stderr "\\0SCS-END-<nonce>\\0" (st
 there) and then to stdout "\\n\\0SCS-TRAILER-<nonce>\\0", one line of JSON and "\\n" (the
 server strips both from the output), and exits with the program's exit code, or
 128 + N when signal N killed it. The trailer's "exit" says which: {"code": N} or {"signal": N}.
+
+`--session` (a session's sandbox, see session_main()) keeps one interpreter for many runs: stdin
+then carries frames, "SCS-RUN <bytes>\n" and a bundle, or "SCS-INTERRUPT\n"; each run's code
+executes in the interpreter's one namespace, and each run ends with its own end marker and
+trailer, the trailer adding the repr of the value of the code's last expression as "result".
 """
 
 import base64
@@ -40,6 +45,7 @@ import json
 import os
 import re
 import signal
+import socket
 import stat
 import sys
 import tarfile
@@ -229,16 +235,24 @@ def make_dir(path):
             reject(f"{path!r} exists and is not a directory")
 
 
-def write_file(path, source):
+def write_file(path, source, replace=False):
+    if replace:
+        try:
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                os.unlink(path)
+        except FileNotFoundError:
+            pass
     fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     with os.fdopen(fd, "wb") as out:
         while chunk := source.read(CHUNK):
             out.write(chunk)
 
 
-def unpack(stream):
-    """Writes the bundle to /workspace; returns the .scs/ members, kept in memory."""
+def unpack(stream, replace=False):
+    """Writes the bundle to /workspace; returns the .scs/ members, kept in memory. With
+    `replace` (a session's later runs) a regular file already there is replaced."""
     seen_main = False
+    seen = set()
     control = {}
     with tarfile.open(fileobj=stream, mode="r|") as tar:
         for member in tar:
@@ -262,8 +276,11 @@ def unpack(stream):
             if member.isdir():
                 make_dir(path)
                 continue
+            if member.name in seen:
+                reject(f"duplicate member {member.name!r}")
+            seen.add(member.name)
             try:
-                write_file(path, tar.extractfile(member))
+                write_file(path, tar.extractfile(member), replace)
             except FileExistsError:
                 reject(f"duplicate member {member.name!r}")
             seen_main = seen_main or member.name == "main.py"
@@ -291,6 +308,8 @@ def read_control(raw):
         or not control["out_dir"].startswith(WORKSPACE + "/")
         or any(type(control.get(cap)) is not int or control[cap] < 0 for cap in caps)
         or (watchdog is not None and (type(watchdog) is not int or watchdog <= 0))
+        or ("result_cap" in control and (type(control["result_cap"]) is not int
+                                         or control["result_cap"] < 64))
     ):
         reject("bundle: control file is malformed")
     return control
@@ -456,8 +475,9 @@ def read_exception(chunks):
     return {k: clean(record[k])[:MAX_TEXT_BYTES] for k in keys}
 
 
-def collect(out_dir, control):
-    """The regular files under out_dir, never following a symlink: ([(path, bytes)], omitted)."""
+def collect(out_dir, control, since=None):
+    """The regular files under out_dir, never following a symlink: ([(path, bytes)], omitted).
+    With `since` (a session's run), only those modified at or after that time."""
     files = []
     omitted = 0
     total = 0
@@ -474,6 +494,8 @@ def collect(out_dir, control):
                 except OSError:
                     continue
                 if not stat.S_ISREG(info.st_mode):
+                    continue
+                if since is not None and info.st_mtime < since:
                     continue
                 size = info.st_size
                 if (
@@ -512,7 +534,7 @@ def write_all(data, fd=1):
         view = view[os.write(fd, view):]
 
 
-def write_trailer(nonce, exit, exception, files, omitted):
+def write_trailer(nonce, exit, exception, files, omitted, result=None):
     import fcntl
 
     # The program shares stdout's open file description and may have made it non-blocking.
@@ -536,6 +558,8 @@ def write_trailer(nonce, exit, exception, files, omitted):
             + b'"}'
         )
     tail = {"files_truncated": omitted > 0, "files_omitted": omitted}
+    if result is not None:
+        tail["result"] = result
     write_all(b"]," + json.dumps(tail)[1:].encode("ascii") + b"\n")
 
 
@@ -582,15 +606,323 @@ def start_child(warm):
     return pid, report_r, go_w, stdin_w
 
 
+# A session's interpreter: started once, it runs each run's /workspace/main.py in the one
+# namespace of __main__ when PID 1 says so over the socket whose number is its first argument:
+# a line of JSON ({"result_cap": N}) with, when the run has stdin, the read end of a pipe
+# holding it. The value of a last expression statement that is not None comes back as its repr
+# (cut to result_cap bytes, head and tail), as a notebook shows Out[n]. SIGINT raises
+# KeyboardInterrupt only while a run's code executes (PID 1 sends it to interrupt one); at any
+# other time it is ignored. After each run it flushes stdout and stderr and answers one line of
+# JSON: {"exit": {"code": N}, "exception": {...} or null, "result": text or null}. SystemExit
+# ends only the run (its code is the run's exit code). The socket is in the program's own
+# process, so the program can write such a line too: it can only misreport runs of its own
+# session.
+SESSION_BOOTSTRAP = r"""
+def _scs_session():
+    import ast
+    import json
+    import os
+    import signal
+    import socket
+    import sys
+    import traceback
+
+    channel = socket.socket(fileno=int(sys.argv[1]))
+    channel.set_inheritable(False)
+    namespace = sys.modules["__main__"].__dict__
+    del namespace["_scs_session"]
+    path = "/workspace/main.py"
+    sys.argv[:] = ["main.py"]
+    sys.stdout.reconfigure(line_buffering=True)
+    namespace["__file__"] = path
+    namespace["__cached__"] = None
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def clean(text):
+        return text.encode("utf-8", "replace").decode("utf-8")
+
+    def cut(text, cap):
+        data = text.encode("utf-8")
+        if len(data) <= cap:
+            return text
+        half = cap // 2
+        omitted = len(data) - 2 * half
+        return (data[:half].decode("utf-8", "ignore") + f"\n[... {omitted} bytes omitted ...]\n"
+                + data[-half:].decode("utf-8", "ignore"))
+
+    def record(error, tb):
+        kind = type(error)
+        name = kind.__qualname__
+        if kind.__module__ not in ("builtins", "__main__"):
+            name = kind.__module__ + "." + name
+        try:
+            message = str(error)
+        except BaseException:
+            message = "<unprintable " + name + " object>"
+        text = clean("".join(traceback.format_exception(kind, error, tb)))
+        data = text.encode("utf-8")
+        if len(data) > 8192:
+            text = "[...]\n" + data[-8186:].decode("utf-8", "ignore")
+        return {"type": clean(name), "message": clean(message[:8192]), "traceback": text}
+
+    def run(command):
+        outcome = {"exit": {"code": 0}, "exception": None, "result": None}
+        try:
+            with open(path, "rb") as source:
+                tree = ast.parse(source.read(), path)
+            last = None
+            if tree.body and isinstance(tree.body[-1], ast.Expr):
+                last = ast.Expression(tree.body.pop().value)
+            body = compile(tree, path, "exec", dont_inherit=True)
+            tail = compile(last, path, "eval", dont_inherit=True) if last else None
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            try:
+                exec(body, namespace)
+                value = eval(tail, namespace) if tail else None
+            finally:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+            if value is not None:
+                outcome["result"] = cut(clean(repr(value)), command["result_cap"])
+        except SystemExit as error:
+            code = error.code
+            if code is None or isinstance(code, int):
+                outcome["exit"] = {"code": (code or 0) & 0xFF}
+            else:
+                print(code, file=sys.stderr)
+                outcome["exit"] = {"code": 1}
+        except BaseException as error:
+            tb = error.__traceback__
+            while tb is not None and tb.tb_frame.f_code.co_filename != path:
+                tb = tb.tb_next
+            error.__traceback__ = tb
+            try:
+                sys.excepthook(type(error), error, tb)
+            except BaseException:
+                sys.__excepthook__(type(error), error, tb)
+            outcome["exit"] = {"code": 1}
+            outcome["exception"] = record(error, tb)
+        return outcome
+
+    while True:
+        message, fds, _, _ = socket.recv_fds(channel, 1 << 16, 1)
+        if not message:
+            os._exit(0)
+        null = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(fds[0] if fds else null, 0)
+        for fd in fds + [null]:
+            os.close(fd)
+        sys.stdin = open(0, "r", closefd=False)
+        outcome = run(json.loads(message))
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        channel.sendall(json.dumps(outcome).encode("ascii") + b"\n")
+
+
+_scs_session()
+"""
+
+
+def start_session_child():
+    """A session's interpreter (SESSION_BOOTSTRAP), confined as start_child()'s is, with one
+    end of a socket pair to PID 1."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            default_signals()
+            null = os.open("/dev/null", os.O_RDONLY)
+            os.dup2(null, 0)
+            os.close(null)
+            ours.close()
+            theirs.set_inheritable(True)
+            os.chdir(WORKSPACE)
+            raise_oom_score()
+            confine()
+            os.execv(PYTHON, [PYTHON, "-I", "-c", SESSION_BOOTSTRAP, str(theirs.fileno())])
+        except BaseException as error:  # nothing may return from here into PID 1's code
+            os.write(2, f"sandbox launcher: rejected setup: {error}\n".encode("utf-8", "replace"))
+        os._exit(125)
+    theirs.close()
+    return pid, ours
+
+
+def read_line(stream, limit=64):
+    """One "\\n"-terminated line from the raw stream, read a byte at a time (no read-ahead)."""
+    line = b""
+    while not line.endswith(b"\n"):
+        byte = stream.read(1)
+        if not byte:
+            return None
+        line += byte
+        if len(line) > limit:
+            reject("session: a frame header is too long")
+    return line[:-1]
+
+
+def read_exactly(stream, size):
+    data = bytearray()
+    while len(data) < size:
+        chunk = stream.read(min(CHUNK, size - len(data)))
+        if not chunk:
+            reject("session: stdin ended inside a frame")
+        data += chunk
+    return bytes(data)
+
+
+def session_main(seconds):
+    """A session: one interpreter for every run, until stdin ends, the interpreter dies or the
+    deadline passes. Each run frame is unpacked over /workspace (files of earlier runs stay; a
+    file sent again is replaced) and run by the interpreter; its trailer reports the files
+    under the out directory written since the run began. Processes the code starts live on
+    between runs. Stdin ending ends the session; the interpreter ending (os._exit, a signal,
+    the OOM killer) ends it too, with a last trailer for the run it was in."""
+    import io
+    import queue
+
+    deadline = Deadline(seconds)
+    del deadline  # its thread holds it
+    child, channel = start_session_child()
+    events = queue.Queue()
+    lock = threading.Lock()
+    running = [False]
+
+    def read_frames():
+        stream = sys.stdin.buffer.raw
+        while (header := read_line(stream)) is not None:
+            if header == b"SCS-INTERRUPT":
+                with lock:
+                    if running[0]:
+                        try:
+                            os.kill(child, signal.SIGINT)
+                        except ProcessLookupError:
+                            pass
+                continue
+            kind, _, size = header.partition(b" ")
+            if kind != b"SCS-RUN" or not size.isdigit() or int(size) > 1 << 31:
+                reject(f"session: unknown frame {header[:32]!r}")
+            events.put(("run", read_exactly(stream, int(size))))
+        events.put(("end", None))
+
+    def reap():
+        while True:
+            try:
+                pid, status = os.waitpid(-1, 0)
+            except ChildProcessError:
+                time.sleep(0.05)
+                continue
+            if pid == child:
+                events.put(("died", status))
+
+    def answers():
+        buffered = b""
+        while chunk := channel.recv(CHUNK):
+            buffered += chunk
+            while b"\n" in buffered:
+                line, buffered = buffered.split(b"\n", 1)
+                events.put(("answer", line))
+
+    for target in (read_frames, reap, answers):
+        threading.Thread(target=target, daemon=True).start()
+
+    def finish(status):
+        end_every_process()
+        exit_like(exit_record(status))
+
+    while True:
+        kind, value = events.get()
+        if kind == "died":
+            finish(value)
+        if kind == "end":
+            end_every_process()
+            os._exit(0)
+        if kind != "run":
+            continue  # an answer outside a run: the program's own line
+        members = unpack(io.BytesIO(value), replace=True)
+        control = read_control(members.get("control.json"))
+        if control is None:
+            reject("session: a run without its control file")
+        out_dir = control["out_dir"]
+        try:
+            os.mkdir(out_dir, 0o755)
+        except FileExistsError:
+            pass
+        began = time.time()
+        stdin_data = members.get("stdin")
+        fds = []
+        if stdin_data is not None:
+            stdin_r, stdin_w = os.pipe()
+            threading.Thread(target=feed, args=(stdin_w, stdin_data), daemon=True).start()
+            fds = [stdin_r]
+        command = json.dumps({"result_cap": control.get("result_cap", 1 << 16)}).encode("ascii")
+        with lock:
+            running[0] = True
+        socket.send_fds(channel, [command], fds)
+        for fd in fds:
+            os.close(fd)
+        while True:
+            kind, value = events.get()
+            if kind in ("answer", "died", "end"):
+                break
+        with lock:
+            running[0] = False
+        files, omitted = collect(out_dir, control, since=began)
+        if kind == "answer":
+            answer = read_answer(value)
+            exit, exception, result = answer["exit"], answer["exception"], answer["result"]
+        else:
+            exit = exit_record(value) if kind == "died" else {"signal": signal.SIGKILL}
+            exception, result = None, None
+        try:
+            write_trailer(control["nonce"], exit, exception, files, omitted, result)
+        except OSError:
+            pass
+        if kind == "died":
+            finish(value)
+        if kind == "end":
+            end_every_process()
+            os._exit(0)
+
+
+def read_answer(line):
+    """The interpreter's account of a run, checked: anything malformed is a failed run."""
+    try:
+        answer = json.loads(line)
+    except ValueError:
+        answer = None
+    failed = {"exit": {"code": 1}, "exception": None, "result": None}
+    if not isinstance(answer, dict):
+        return failed
+    exit = answer.get("exit")
+    if not (isinstance(exit, dict) and type(exit.get("code")) is int and 0 <= exit["code"] < 256):
+        return failed
+    exception = answer.get("exception")
+    keys = ("type", "message", "traceback")
+    if not (exception is None or (isinstance(exception, dict)
+                                  and all(isinstance(exception.get(k), str) for k in keys))):
+        exception = None
+    if exception is not None:
+        exception = {k: clean(exception[k])[:MAX_TEXT_BYTES] for k in keys}
+    result = answer.get("result")
+    return {"exit": {"code": exit["code"]}, "exception": exception,
+            "result": clean(result) if isinstance(result, str) else None}
+
+
 MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 def parse_arguments(argv):
     """`--deadline SECONDS`: the sandbox ends at most this long after it started. `--warm
     MODULE,...`: the modules the program's interpreter imports while it waits for the code.
-    Returns (deadline or None, [module, ...])."""
+    `--session` (last): a session's sandbox. Returns (deadline or None, [module, ...], session)."""
     deadline, warm = None, []
     rest = list(argv)
+    session = bool(rest) and rest[-1] == "--session"
+    if session:
+        rest.pop()
     while rest:
         if len(rest) < 2:
             reject(f"setup: arguments {argv!r}: {rest[0]!r} needs a value")
@@ -600,15 +932,19 @@ def parse_arguments(argv):
         elif flag == "--warm" and all(MODULE_NAME.fullmatch(m) for m in value.split(",")):
             warm = value.split(",")
         else:
-            reject(f"setup: arguments {argv!r}: want --deadline SECONDS [--warm MODULE,...]")
-    return deadline, warm
+            reject(f"setup: arguments {argv!r}: want --deadline SECONDS [--warm MODULE,...]"
+                   " [--session]")
+    return deadline, warm, session
 
 
 def main():
     make_undumpable()
     ignore_signals()
     os.umask(0o022)
-    seconds, warm = parse_arguments(sys.argv[1:])
+    seconds, warm, session = parse_arguments(sys.argv[1:])
+    if session:
+        os.chdir(WORKSPACE)
+        session_main(seconds)
     deadline = Deadline(seconds)
     child, report_r, go_w, stdin_w = start_child(warm)
     try:

@@ -321,6 +321,37 @@ const std::vector<Flag>& flags() {
                     ? Problem("--warm-modules needs module names, or \"none\"")
                     : std::nullopt;
        }},
+      {"start-wait-seconds", "S",
+       "How long start_run waits for its run to end when the call does not pass wait_seconds "
+       "(0 to 60): a run that ends within it is answered with its report in one call.",
+       [](const Config& c) { return std::to_string(c.start_wait.count()); },
+       intSetter<std::chrono::seconds>(
+           "start-wait-seconds", 0, 60,
+           [](Config& c) -> std::chrono::seconds& { return c.start_wait; })},
+      {"session-idle-seconds", "S",
+       "A session (open_session) without a run this long is closed and its sandbox removed.",
+       [](const Config& c) { return std::to_string(c.runs.sessions.idle.count()); },
+       intSetter<std::chrono::seconds>(
+           "session-idle-seconds", 1, 7 * 24 * 3600,
+           [](Config& c) -> std::chrono::seconds& { return c.runs.sessions.idle; })},
+      {"session-max-seconds", "S",
+       "A session is closed this long after it opened, even while it runs code; its sandbox's "
+       "in-sandbox deadline is this and a grace.",
+       [](const Config& c) { return std::to_string(c.runs.sessions.max_lifetime.count()); },
+       intSetter<std::chrono::seconds>(
+           "session-max-seconds", 1, 7 * 24 * 3600,
+           [](Config& c) -> std::chrono::seconds& { return c.runs.sessions.max_lifetime; })},
+      {"max-open-sessions", "N",
+       "Sessions open at once, all tenants together. Each holds its memory limit against the "
+       "host's for as long as it is open.",
+       [](const Config& c) { return std::to_string(c.runs.sessions.max_open); },
+       intSetter<std::size_t>("max-open-sessions", 0, 10'000,
+                              [](Config& c) -> std::size_t& { return c.runs.sessions.max_open; })},
+      {"max-open-sessions-per-tenant", "N", "Sessions one tenant may have open at once.",
+       [](const Config& c) { return std::to_string(c.runs.sessions.max_open_per_tenant); },
+       intSetter<std::size_t>(
+           "max-open-sessions-per-tenant", 0, 10'000,
+           [](Config& c) -> std::size_t& { return c.runs.sessions.max_open_per_tenant; })},
       {"retention-seconds", "S", "How long a finished run's report is kept before it is forgotten.",
        [](const Config& c) { return std::to_string(c.runs.retention.count()); },
        intSetter<std::chrono::seconds>(

@@ -31,10 +31,11 @@ struct Config {
   policy::FileSettings files;
   std::size_t max_message_bytes = std::size_t{16} << 20;
   std::string log_level = "info";
-  std::string log_format = "text";  // text or json
-  mcp::HttpSettings http;           // http.listen set: Streamable HTTP instead of stdio
-  std::string metrics_listen;       // ADDR:PORT of GET /metrics; empty: no metrics listener
-  bool self_test = false;           // run the audit once at startup; refuse to serve when it fails
+  std::string log_format = "text";     // text or json
+  mcp::HttpSettings http;              // http.listen set: Streamable HTTP instead of stdio
+  std::string metrics_listen;          // ADDR:PORT of GET /metrics; empty: no metrics listener
+  std::chrono::seconds start_wait{0};  // start_run\'s wait when the call gives none
+  bool self_test = false;  // run the audit once at startup; refuse to serve when it fails
 };
 
 // The settings before any file or flag: the shipped defaults.

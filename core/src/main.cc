@@ -231,6 +231,8 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
   mcp::ServerInfo info;
   info.version = SCS_VERSION;
   info.run_retention = config.runs.retention;
+  info.tools.start_wait = config.start_wait;
+  info.tools.sessions = config.runs.sessions;
   mcp::Server server(manager, *engine->limits, config.files, info);
   if (http) {
     // GET /readyz: the engine answers, and the pool works when one is configured: it has made

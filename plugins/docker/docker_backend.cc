@@ -21,7 +21,8 @@ using backend::Status;
 struct DockerBackend::Sandbox {
   std::string id;
   std::string archive;     // held from deliver() until the stdin writer takes it
-  bool delivered = false;  // deliver() succeeded; a second one is refused
+  bool delivered = false;  // deliver() succeeded; a second one is refused unless a session's
+  bool session = false;    // takes any number of deliveries; stdin stays open
   std::chrono::steady_clock::time_point delivered_at;
   bool started = false;
   bool output_ended = false;    // the attach stream ended: nothing reads stdin any more
@@ -290,6 +291,7 @@ backend::CreateReply DockerBackend::create(const backend::SandboxSpec& spec) {
     auto sandbox = std::make_shared<Sandbox>();
     sandbox->id = created.value;
     sandbox->memory_limit = spec.posture.memory_bytes;
+    sandbox->session = spec.session;
     {
       std::lock_guard<std::mutex> lock(mu_);
       sandboxes_[sandbox->id] = sandbox;
@@ -333,7 +335,7 @@ Status DockerBackend::deliver(const std::string& id, const std::string& archive)
         return {Code::kNotFound, "deliver: " + shortId(id) + " was not created by this server"};
       }
       Sandbox& sandbox = *found->second;
-      if (sandbox.delivered) {
+      if (sandbox.delivered && !sandbox.session) {
         return {Code::kRejected, "deliver: " + shortId(id) + " has already been given its code"};
       }
       if (sandbox.removing) {
@@ -343,9 +345,15 @@ Status DockerBackend::deliver(const std::string& id, const std::string& archive)
         return {Code::kUnavailable,
                 "deliver: " + shortId(id) + " has already ended and cannot take code"};
       }
-      sandbox.archive.swap(held);
-      sandbox.delivered = true;
-      sandbox.delivered_at = SteadyClock::now();
+      if (sandbox.archive.empty()) {
+        sandbox.archive.swap(held);
+      } else {
+        sandbox.archive += held;  // a session's bytes the writer has not taken yet, in order
+      }
+      if (!sandbox.delivered) {
+        sandbox.delivered = true;
+        sandbox.delivered_at = SteadyClock::now();
+      }
     }
     // Wakes the stdin writer of a started sandbox, and the cgroup sampler.
     cv_.notify_all();
@@ -420,21 +428,22 @@ void DockerBackend::runSandbox(std::shared_ptr<Sandbox> sandbox, backend::Output
   std::optional<SteadyClock::time_point> delivered_at;
   Steps steps;
   try {
-    // A sandbox started idle keeps its stdin open until deliver() hands over its code.
+    // A sandbox started idle keeps its stdin open until deliver() hands over its code; a
+    // session's, until it ends.
     StdinWriter writer(
         *attach,
         [&]() -> std::optional<StdinWriter::Delivery> {
           std::unique_lock<std::mutex> lock(mu_);
-          cv_.wait(lock, [&] {
-            return sandbox->delivered || sandbox->removing || stopping_ || sandbox->output_ended;
-          });
-          if (!sandbox->delivered) {
+          const auto over = [&] { return sandbox->removing || stopping_ || sandbox->output_ended; };
+          cv_.wait(lock, [&] { return !sandbox->archive.empty() || over(); });
+          if (sandbox->archive.empty()) {
             return std::nullopt;
           }
           StdinWriter::Delivery delivery;
           delivery.archive.swap(sandbox->archive);
           delivery.delivered_at = sandbox->delivered_at;
-          delivery.write = !(sandbox->removing || stopping_ || sandbox->output_ended);
+          delivery.write = !over();
+          delivery.last = !sandbox->session;
           return delivery;
         },
         [&] {

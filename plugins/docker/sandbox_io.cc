@@ -47,16 +47,17 @@ StdinWriter::StdinWriter(Connection& attach, std::function<std::optional<Deliver
     : attach_(attach), release_(std::move(release)) {
   // Set by the thread before it ends; read only after finish() has joined it.
   thread_ = std::thread([this, take = std::move(take)] {
-    std::optional<Delivery> delivery = take();
-    if (!delivery) {
-      return;
+    while (std::optional<Delivery> delivery = take()) {
+      delivered_at_ = delivered_at_.value_or(delivery->delivered_at);
+      if (!delivery->write) {
+        return;
+      }
+      written_ = attach_.write(delivery->archive) && (!delivery->last || attach_.shutdownWrite());
+      written_at_ = written_at_.value_or(std::chrono::steady_clock::now());
+      if (!written_ || delivery->last) {
+        return;
+      }
     }
-    delivered_at_ = delivery->delivered_at;
-    if (!delivery->write) {
-      return;
-    }
-    written_ = attach_.write(delivery->archive) && attach_.shutdownWrite();
-    written_at_ = std::chrono::steady_clock::now();
   });
 }
 

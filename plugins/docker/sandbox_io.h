@@ -25,17 +25,19 @@ struct PumpResult {
 // Demultiplexes the attach stream into `sink` until it ends.
 PumpResult pumpOutput(Connection& attach, backend::OutputSink& sink);
 
-// Writes the sandbox's archive to its attached stdin and half-closes it, on its own thread.
+// Writes what is delivered to the sandbox's attached stdin, on its own thread, and half-closes
+// it after the last delivery (the only one, unless the sandbox is a session's).
 class StdinWriter {
  public:
   struct Delivery {
     std::string archive;
     std::chrono::steady_clock::time_point delivered_at;
     bool write = true;  // false: it came, but the sandbox ended or is being removed meanwhile
+    bool last = true;   // stdin ends after it
   };
 
-  // `take` blocks until the code is delivered (and returns it) or will never be (nullopt:
-  // the sandbox ended or is being removed); `release` makes a blocked take() return.
+  // `take` blocks until bytes are delivered (and returns them) or never will be (nullopt: the
+  // sandbox ended or is being removed); `release` makes a blocked take() return.
   StdinWriter(Connection& attach, std::function<std::optional<Delivery>()> take,
               std::function<void()> release);
   ~StdinWriter();  // finish()

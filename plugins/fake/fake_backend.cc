@@ -115,7 +115,8 @@ std::string tracebackOf(const std::pair<std::string, std::string>& exception) {
 // What the launcher writes after the program ends, `program_exit` being how its process ended
 // ({"code":N} or {"signal":N}).
 std::string trailerOf(const std::string& nonce, const Script& script,
-                      const std::string& program_exit) {
+                      const std::string& program_exit,
+                      const std::optional<std::string>& result = std::nullopt) {
   std::string trailer("\n\0SCS-TRAILER-", 14);
   trailer += nonce;
   trailer.push_back('\0');
@@ -137,8 +138,11 @@ std::string trailerOf(const std::string& nonce, const Script& script,
     trailer += "{\"path\":" + jsonString(path) + ",\"size\":" + std::to_string(content.size()) +
                ",\"content_base64\":\"" + base64(content) + "\"}";
   }
-  trailer += "],\"files_truncated\":false,\"files_omitted\":0}\n";
-  return trailer;
+  trailer += "],\"files_truncated\":false,\"files_omitted\":0";
+  if (result) {
+    trailer += ",\"result\":" + jsonString(*result);
+  }
+  return trailer + "}\n";
 }
 
 void differ(std::int64_t* value) { *value = *value > 0 ? *value * 2 : 1; }
@@ -356,8 +360,35 @@ backend::InspectReply FakeBackend::inspect(const std::string& id) {
   });
 }
 
+Status FakeBackend::deliverToSession(Sandbox& sandbox, const std::string& bytes) {
+  if (sandbox.state == State::kExited || (sandbox.state != State::kCreated && sandbox.killed)) {
+    return Status{Code::kUnavailable, "fake: sandbox " + sandbox.id + " has already ended"};
+  }
+  if (bytes == "SCS-INTERRUPT\n") {
+    sandbox.interrupt = true;
+  } else {
+    const std::size_t newline = bytes.find('\n');
+    if (bytes.rfind("SCS-RUN ", 0) != 0 || newline == std::string::npos ||
+        std::to_string(bytes.size() - newline - 1) != bytes.substr(8, newline - 8)) {
+      return Status{Code::kRejected, "fake: a session delivery must be one whole frame"};
+    }
+    sandbox.archive = bytes.substr(newline + 1);
+    sandbox.runs.push_back(sandbox.archive);
+    sandbox.delivered = true;
+  }
+  cv_.notify_all();
+  return Status{};
+}
+
 Status FakeBackend::deliver(const std::string& id, const std::string& archive) {
   return guardStatus([&] {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto sandbox = find(id);
+      if (sandbox && !sandbox->removed && sandbox->spec.session) {
+        return deliverToSession(*sandbox, archive);
+      }
+    }
     std::string main_py;
     if (auto problem = extractFile(archive, "main.py", &main_py)) {
       return Status{Code::kRejected, "fake: " + *problem};
@@ -429,6 +460,25 @@ Status FakeBackend::start(const std::string& id, backend::OutputSink* sink) {
 void FakeBackend::play(const std::shared_ptr<Sandbox>& sandbox) {
   backend::Exit exit;
   exit.exited = true;
+  try {
+    if (sandbox->spec.session) {
+      playSession(sandbox, exit);
+      std::lock_guard<std::mutex> lock(mu_);
+      sandbox->exit = exit;
+      sandbox->state = State::kExited;
+    }
+  } catch (const std::exception& e) {
+    exit.exit_code.reset();
+    exit.engine_error = std::string("fake: ") + e.what();
+    std::lock_guard<std::mutex> lock(mu_);
+    sandbox->exit = exit;
+    sandbox->state = State::kExited;
+  }
+  if (sandbox->spec.session) {
+    cv_.notify_all();
+    sandbox->sink->ended();
+    return;
+  }
   try {
     const auto stopped = [&] { return sandbox->killed.load() || sandbox->finish_code >= 0; };
     {
@@ -519,6 +569,97 @@ void FakeBackend::play(const std::shared_ptr<Sandbox>& sandbox) {
   }
   cv_.notify_all();
   sandbox->sink->ended();
+}
+
+void FakeBackend::playSession(const std::shared_ptr<Sandbox>& sandbox, backend::Exit& exit) {
+  const auto killed = [&] { return sandbox->killed.load(); };
+  backend::OutputSink& sink = *sandbox->sink;
+  while (true) {
+    std::string archive;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return !sandbox->runs.empty() || killed(); });
+      if (killed()) {
+        break;
+      }
+      archive = std::move(sandbox->runs.front());
+      sandbox->runs.pop_front();
+      sandbox->interrupt = false;
+    }
+    Script script;
+    std::string main_py;
+    std::string control;
+    std::string stdin_data;
+    if (auto problem = extractFile(archive, "main.py", &main_py)) {
+      script.exception.emplace("ValueError", "fake: " + *problem);
+    } else if (auto bad = parseScript(main_py, &script)) {
+      script = Script{};
+      script.exception.emplace("ValueError", "fake: " + *bad);
+    }
+    extractFile(archive, ".scs/control.json", &control);
+    extractFile(archive, ".scs/stdin", &stdin_data);
+    const std::string nonce = nonceOf(control);
+    log(backend::LogLevel::kInfo, "fake: running a run in session " + sandbox->id);
+    sink.write(backend::Stream::kStdout, script.stdout_text);
+    if (script.echo_stdin) {
+      sink.write(backend::Stream::kStdout, stdin_data);
+    }
+    sink.write(backend::Stream::kStderr, script.stderr_text);
+    std::optional<std::string> result = script.result;
+    std::string program_exit = "{\"code\":" + std::to_string(script.exit_code) + "}";
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      for (const auto& [name, value] : script.sets) {
+        sandbox->names[name] = value;
+      }
+      if (script.get) {
+        const auto found = sandbox->names.find(*script.get);
+        if (found == sandbox->names.end()) {
+          script.exception.emplace("NameError", "name '" + *script.get + "' is not defined");
+        } else {
+          result = found->second;
+        }
+      }
+      if (script.ignore_interrupt) {
+        cv_.wait(lock, killed);
+      } else if (script.hang) {
+        cv_.wait(lock, [&] { return sandbox->interrupt || killed(); });
+      } else {
+        waitFor(lock, script.sleep, [&] { return sandbox->interrupt || killed(); });
+      }
+      if (killed()) {
+        break;
+      }
+      if (sandbox->interrupt) {
+        script.exception.emplace("KeyboardInterrupt", "");
+        result.reset();
+      }
+    }
+    const bool dies = script.die || script.oom;
+    if (dies) {
+      program_exit = R"({"signal":9})";
+      result.reset();
+    } else if (script.exception) {
+      program_exit = R"({"code":1})";
+      result.reset();
+      sink.write(backend::Stream::kStderr, tracebackOf(*script.exception));
+    }
+    if (!nonce.empty()) {
+      sink.write(backend::Stream::kStderr, std::string("\0SCS-END-", 9) + nonce + '\0');
+      sink.write(backend::Stream::kStdout, trailerOf(nonce, script, program_exit, result));
+    }
+    if (dies) {
+      exit.exit_code = kKilledExitCode;
+      exit.oom_killed = script.oom;
+      return;
+    }
+    if (script.child_oom) {
+      std::lock_guard<std::mutex> lock(mu_);
+      sandbox->exit.oom_killed = true;  // seen by progress(); the interpreter lives on
+    }
+  }
+  exit.exit_code = kKilledExitCode;
+  exit.killed_outside = sandbox->killed_outside;
 }
 
 backend::WaitReply FakeBackend::wait(const std::string& id, std::chrono::milliseconds timeout) {

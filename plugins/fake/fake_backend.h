@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -63,8 +64,11 @@ class Clock {
 // sandbox exits 137, as any killed run). `start_delay_ms` and `fail=start` apply only when the
 // script is known at start, that is when it was delivered before. deliver() succeeds once per
 // sandbox: another is kRejected, one to a sandbox that has ended is kUnavailable, and one to a
-// removed sandbox kNotFound. start() logs "fake: started <id>"; "fake: running <id>" (info)
-// follows once the sandbox has its code and begins to play it.
+// removed sandbox kNotFound. A session's sandbox (SandboxSpec::session) takes one frame per
+// deliver(), "SCS-RUN <bytes>\n<archive>" or "SCS-INTERRUPT\n", and plays its runs one after
+// another, each ending with its trailer (with `result`), until one ends its interpreter. start()
+// logs "fake: started <id>"; "fake: running <id>" (info) follows once the sandbox has its code and
+// begins to play it.
 //
 // Linked in-process (tests/unit), it is also the one backend double of the unit tests, as
 // leveldb's in-memory Env is: the members after the RuntimeBackend methods let a test look at
@@ -138,6 +142,11 @@ class FakeBackend : public backend::RuntimeBackend {
     bool killed_outside = false;      // by killFromOutside()
     bool kill_seen = false;
     std::atomic<int> finish_code{-1};  // finish() asked it to exit so; -1: not asked
+    // A session's sandbox: the runs delivered and not yet played, an interrupt asked for, and
+    // the namespace its runs share.
+    std::deque<std::string> runs;
+    bool interrupt = false;
+    std::map<std::string, std::string> names;
     bool removing = false;
     bool removed = false;
     std::uint64_t waits = 0;
@@ -148,6 +157,9 @@ class FakeBackend : public backend::RuntimeBackend {
 
   std::shared_ptr<Sandbox> find(const std::string& id);  // requires mu_
   void play(const std::shared_ptr<Sandbox>& sandbox);    // the sandbox's thread
+  // A session's sandbox's thread: plays each run delivered, until one ends its interpreter.
+  void playSession(const std::shared_ptr<Sandbox>& sandbox, backend::Exit& exit);
+  backend::Status deliverToSession(Sandbox& sandbox, const std::string& bytes);  // requires mu_
   void log(backend::LogLevel level, const std::string& message);
   // cv_.wait_for(lock, timeout, done) on the backend's clock.
   template <typename Done>

@@ -225,6 +225,27 @@ std::optional<std::string> applyDirective(std::string_view item, Script* script)
     auto& field = key == "engine_error" ? script->engine_error : script->trailer_json;
     return text(&field.emplace());
   }
+  if (key == "set") {
+    std::string assignment;
+    if (auto problem = text(&assignment)) {
+      return problem;
+    }
+    const auto equals = assignment.find('=');
+    if (equals == std::string::npos || equals == 0) {
+      return "directive 'set' needs NAME=VALUE";
+    }
+    script->sets.emplace_back(assignment.substr(0, equals), assignment.substr(equals + 1));
+    return std::nullopt;
+  }
+  if (key == "get" || key == "result") {
+    return text(&(key == "get" ? script->get : script->result).emplace());
+  }
+  if (key == "ignore_interrupt") {
+    return flag(&script->ignore_interrupt);
+  }
+  if (key == "die") {
+    return flag(&script->die);
+  }
   if (key == "ignore_kill") {
     return flag(&script->ignore_kill);
   }

@@ -39,6 +39,17 @@ struct Script {
   std::optional<std::pair<std::string, std::string>> exception;
   std::vector<std::pair<std::string, std::string>> out_files;
   bool echo_stdin = false;
+  // A session's run (SandboxSpec::session) keeps a namespace of NAME=VALUE between runs:
+  // `set=NAME=VALUE` assigns, `get=NAME` makes VALUE the run's result (a name never set fails
+  // the run with NameError), `result=TEXT` gives a result outright. `hang` runs until an
+  // interrupt (then KeyboardInterrupt), `ignore_interrupt` until the sandbox is killed, and
+  // `die` ends the interpreter (the launcher reports signal 9 and the sandbox exits 137); `oom`
+  // is `die` by the OOM killer.
+  std::vector<std::pair<std::string, std::string>> sets;
+  std::optional<std::string> get;
+  std::optional<std::string> result;
+  bool ignore_interrupt = false;
+  bool die = false;
 };
 
 // Parses every line of `main_py` that starts with "#fake:". Returns an error sentence for

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <initializer_list>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -218,11 +219,12 @@ TEST(ResultsE2eTest, ToolsListTeachesFilesExceptionsLiveOutputStdinAndImports) {
   const Array::Ptr tools = listed->getObject("result")->getArray("tools");
   std::string all;
   for (std::size_t i = 0; i < tools->size(); ++i) {
-    all += tools->getObject(i)->getValue<std::string>("description") + "\n";
+    std::ostringstream text;  // the descriptions of the tool, its parameters and its report
+    tools->getObject(i)->stringify(text);
+    all += text.str() + "\n";
   }
-  for (const char* needle :
-       {"/workspace/out", "exception", "stdout_offset", "stdin", "numpy", "matplotlib",
-        "sys.path.insert(0, \"/workspace\")", "peak_memory_bytes"}) {
+  for (const char* needle : {"/workspace/out", "exception", "stdout_offset", "stdin", "numpy",
+                             "matplotlib", "sys.path.insert(0, ", "peak_memory_bytes"}) {
     EXPECT_THAT(all, HasSubstr(needle));
   }
 }

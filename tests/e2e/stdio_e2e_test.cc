@@ -112,7 +112,7 @@ std::vector<std::string> drainStdout(McpProcess& process) {
   return process.stdoutLines();
 }
 
-TEST(StdioE2eTest, InitializesAndListsTheThreeTools) {
+TEST(StdioE2eTest, InitializesAndListsTheFiveTools) {
   McpProcess process(kBinary, fakeArgs());
   Object::Ptr init = process.initialize();
   EXPECT_EQ(init->getValue<std::string>("protocolVersion"), "2025-11-25");
@@ -130,7 +130,8 @@ TEST(StdioE2eTest, InitializesAndListsTheThreeTools) {
     EXPECT_EQ(tool->getObject("outputSchema")->getValue<std::string>("type"), "object");
     EXPECT_FALSE(tool->getValue<std::string>("description").empty());
   }
-  EXPECT_THAT(names, ::testing::UnorderedElementsAre("start_run", "get_result", "stop_run"));
+  EXPECT_THAT(names, ::testing::UnorderedElementsAre("start_run", "get_result", "stop_run",
+                                                     "open_session", "close_session"));
   EXPECT_EQ(process.request("ping", nullptr)->getObject("result")->size(), 0u);
 }
 

@@ -49,6 +49,8 @@ const std::map<std::uint32_t, std::string> kFingerprints = {
     {4, "cdbe4e9f86b860074372919cef6aa5f393ceee4ec9ffb197df8610b9f2793be3"},
     // 5: OutputSink::ended() and RuntimeBackend::progress(), for the early report.
     {5, "ac53a6a33e3cd0d757184691c00b2b06d5dcf13bd35e8bf7b16d89955f216d74"},
+    // 6: SandboxSpec::session, a sandbox that takes several deliveries with stdin kept open.
+    {6, "a66dfcc8a722f3765044a0a24a43495cd582223d455a868646303409d1d27ecf"},
 };
 
 TEST(AbiTest, TheHeaderMatchesTheFingerprintOfItsAbiVersion) {

@@ -260,19 +260,22 @@ TEST_F(ResultsToolsTest, BadOffsetsAreToolErrors) {
               HasSubstr("stderr_offset"));
 }
 
+// The top-level description says what the tool is for; the details are in the parameters' and
+// the report's descriptions, where forms and models both show them (issue 13): the whole
+// definition teaches them.
 TEST_F(ResultsToolsTest, ToolsListTeachesTheResultsFeatures) {
   const Object::Ptr start_tool = toolDefinition("start_run");
-  const std::string start_text = start_tool->getValue<std::string>("description");
+  const std::string start_text = compact(start_tool);
   for (const char* needle :
        {"/workspace/out", "image", "exception", "stdin", "numpy", "pandas", "scipy", "matplotlib",
-        "sympy", "default image includes", "import sys; sys.path.insert(0, \"/workspace\")"}) {
+        "sympy", "default image includes", "import sys; sys.path.insert(0, "}) {
     EXPECT_THAT(start_text, HasSubstr(needle));
   }
   const Object::Ptr start_input = start_tool->getObject("inputSchema")->getObject("properties");
   EXPECT_EQ(start_input->getObject("stdin")->getValue<std::string>("type"), "string");
 
   const Object::Ptr get_tool = toolDefinition("get_result");
-  const std::string get_text = get_tool->getValue<std::string>("description");
+  const std::string get_text = compact(get_tool);
   for (const char* needle : {"stdout_offset", "stderr_offset", "running", "peak_memory_bytes",
                              "cpu_seconds", "exception", "files", "/workspace/out"}) {
     EXPECT_THAT(get_text, HasSubstr(needle));
@@ -288,6 +291,71 @@ TEST_F(ResultsToolsTest, ToolsListTeachesTheResultsFeatures) {
   }
   EXPECT_THAT(compact(output->getObject("files")), HasSubstr("mime_type"));
   EXPECT_THAT(start_text, Not(HasSubstr("standard library only. There")));
+}
+
+}  // namespace
+}  // namespace scs::mcp
+
+namespace scs::mcp {
+namespace {
+
+// Issue 13 at the tools: a short run answered in one call, and sessions from open to close.
+class SessionToolsTest : public ResultsToolsTest {};
+
+TEST_F(SessionToolsTest, StartRunWithAWaitAnswersAShortRunWithItsReport) {
+  const Object::Ptr report = structured(
+      "start_run", call("start_run", R"({"code":"#fake:stdout=once","wait_seconds":20})"));
+  EXPECT_EQ(report->getValue<std::string>("status"), "succeeded");
+  EXPECT_EQ(report->getValue<std::string>("stdout"), "once");
+  const Object::Ptr pending =
+      structured("start_run", call("start_run", R"({"code":"#fake:hang","wait_seconds":0.05})"));
+  EXPECT_EQ(pending->getValue<std::string>("status"), "running");
+  call("stop_run", R"({"run_id":")" + pending->getValue<std::string>("run_id") + R"("})");
+  EXPECT_THAT(errorText(call("start_run", R"({"code":"x","wait_seconds":61})")),
+              HasSubstr("\"wait_seconds\" must be a number from 0 to 60"));
+}
+
+TEST_F(SessionToolsTest, ASessionFromOpenToClose) {
+  const Object::Ptr opened = structured(
+      "open_session",
+      call("open_session",
+           R"({"limits":{"memory_gb":2},"files":[{"path":"data.csv","content":"a,b\n"}]})"));
+  const std::string id = opened->getValue<std::string>("session_id");
+  EXPECT_EQ(opened->getValue<std::string>("status"), "open");
+  EXPECT_EQ(opened->getObject("limits")->getValue<double>("memory_gb"), 2);
+  EXPECT_FALSE(opened->getValue<std::string>("expires_at").empty());
+
+  const std::string in_session = R"(,"session_id":")" + id + R"(","wait_seconds":20})";
+  EXPECT_EQ(structured("start_run", call("start_run", R"({"code":"#fake:set=df=frame")" +
+                                                           in_session))
+                ->getValue<std::string>("status"),
+            "succeeded");
+  const Object::Ptr second = structured(
+      "start_run", call("start_run", R"({"code":"#fake:get=df","limits":{"timeout_seconds":5})" +
+                                         in_session));
+  EXPECT_EQ(second->getValue<std::string>("result"), "frame");
+  EXPECT_EQ(second->getValue<std::string>("session_id"), id);
+  EXPECT_TRUE(second->getValue<bool>("session_alive"));
+  EXPECT_EQ(second->getObject("limits")->getValue<double>("memory_gb"), 2);
+  EXPECT_EQ(second->getObject("limits")->getValue<double>("timeout_seconds"), 5);
+  // The session's files came with its first run.
+  EXPECT_EQ(lastMembers().count("main.py"), 1u);
+
+  EXPECT_THAT(errorText(call("start_run", R"({"code":"x","limits":{"memory_gb":4})" + in_session)),
+              HasSubstr("memory_gb and cpus belong to the session"));
+  EXPECT_THAT(errorText(call("open_session", R"({"limits":{"timeout_seconds":5}})")),
+              HasSubstr("pass timeout_seconds to each start_run"));
+
+  const Object::Ptr closed =
+      structured("close_session", call("close_session", R"({"session_id":")" + id + R"("})"));
+  EXPECT_EQ(closed->getValue<std::string>("status"), "ended");
+  EXPECT_EQ(closed->getValue<std::string>("reason"), "it was closed by close_session");
+  EXPECT_THAT(errorText(call("start_run", R"({"code":"x")" + in_session)),
+              HasSubstr("has ended"));
+  EXPECT_THAT(errorText(call("close_session", R"({"session_id":"nope"})")),
+              HasSubstr("Unknown session_id"));
+  EXPECT_THAT(errorText(call("start_run", R"({"code":"x","session_id":"nope"})")),
+              HasSubstr("Unknown session_id"));
 }
 
 }  // namespace

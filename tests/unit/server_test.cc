@@ -250,35 +250,63 @@ TEST_F(ServerTest, NotificationsAndResponsesGetNoAnswer) {
             std::nullopt);
 }
 
-TEST_F(ServerTest, ToolsListDescribesThreeToolsForAModel) {
+// Types as [X, "null"] do not port to every schema dialect a client uses (the Inspector warns);
+// anyOf does. None may remain anywhere in a definition.
+void expectNoTypeArrays(const Poco::Dynamic::Var& node, const std::string& where) {
+  if (node.type() == typeid(Object::Ptr)) {
+    for (const auto& [key, value] : *node.extract<Object::Ptr>()) {
+      EXPECT_FALSE(key == "type" && value.type() == typeid(Array::Ptr)) << where;
+      expectNoTypeArrays(value, where + "." + key);
+    }
+  } else if (node.type() == typeid(Array::Ptr)) {
+    for (const auto& value : *node.extract<Array::Ptr>()) {
+      expectNoTypeArrays(value, where + "[]");
+    }
+  }
+}
+
+TEST_F(ServerTest, ToolsListDescribesFiveToolsForAModel) {
   const Object::Ptr result = request("tools/list", "{}")->getObject("result");
   EXPECT_FALSE(result->has("nextCursor"));
   const Array::Ptr tools = result->getArray("tools");
-  ASSERT_EQ(tools->size(), 3u);
+  ASSERT_EQ(tools->size(), 5u);
   std::vector<std::string> names;
   for (std::size_t i = 0; i < tools->size(); ++i) {
     const Object::Ptr tool = tools->getObject(i);
     names.push_back(tool->getValue<std::string>("name"));
     SCOPED_TRACE(names.back());
     EXPECT_FALSE(tool->getValue<std::string>("title").empty());
-    EXPECT_GT(tool->getValue<std::string>("description").size(), 100u);
+    // What the tool is for and the workflow, in a few short lines: details are in the
+    // parameters, so that a form (the Inspector) stays in view.
+    const std::string description = tool->getValue<std::string>("description");
+    EXPECT_GT(description.size(), 100u);
+    EXPECT_LE(description.size(), 700u);
     const Object::Ptr input = tool->getObject("inputSchema");
     EXPECT_EQ(input->getValue<std::string>("type"), "object");
     EXPECT_FALSE(input->getValue<bool>("additionalProperties"));
     const Object::Ptr output = tool->getObject("outputSchema");
     EXPECT_EQ(output->getValue<std::string>("type"), "object");
+    expectNoTypeArrays(Poco::Dynamic::Var(tool), names.back());
+    EXPECT_FALSE(tool->getObject("annotations")->getValue<bool>("openWorldHint"));
+    if (i >= 3) {
+      EXPECT_THAT(stringsOf(output->get("required")), ::testing::Contains("session_id"));
+      continue;
+    }
     EXPECT_THAT(stringsOf(output->get("required")), ElementsAre("run_id", "status"));
     const Object::Ptr properties = output->getObject("properties");
-    EXPECT_THAT(stringsOf(properties->getObject("exit_code")->get("type")),
-                ElementsAre("integer", "null"));
-    EXPECT_THAT(stringsOf(properties->getObject("started_at")->get("type")),
-                ElementsAre("string", "null"));
+    const auto anyOf = [&](const char* key) {
+      std::ostringstream text;
+      properties->getObject(key)->getArray("anyOf")->stringify(text);
+      return text.str();
+    };
+    EXPECT_EQ(anyOf("exit_code"), R"([{"type":"integer"},{"type":"null"}])");
+    EXPECT_EQ(anyOf("started_at"), R"([{"type":"string"},{"type":"null"}])");
     EXPECT_THAT(stringsOf(properties->getObject("status")->get("enum")),
                 ElementsAre("queued", "running", "succeeded", "failed", "timed_out",
                             "out_of_memory", "stopped", "sandbox_error"));
-    EXPECT_FALSE(tool->getObject("annotations")->getValue<bool>("openWorldHint"));
   }
-  EXPECT_THAT(names, ElementsAre("start_run", "get_result", "stop_run"));
+  EXPECT_THAT(names,
+              ElementsAre("start_run", "get_result", "stop_run", "open_session", "close_session"));
 
   EXPECT_EQ(compact(tools->getObject(0)->getObject("annotations")),
             R"({"readOnlyHint":false,"destructiveHint":false,"idempotentHint":false,)"
@@ -304,16 +332,17 @@ TEST_F(ServerTest, ToolsListDescribesThreeToolsForAModel) {
       get_input->getObject("properties")->getObject("wait_seconds")->getValue<double>("maximum"),
       60);
 
-  const std::string start = tools->getObject(0)->getValue<std::string>("description");
+  // The facts a model needs, in the tool's description or its parameters' and report's.
+  const std::string start = compact(tools->getObject(0));
   for (const std::string fact :
-       {"no network", "pip", "standard library", "/workspace", "memory_gb default 5, max 16",
-        "timeout_seconds default 600, max 3600", "cpus default 2, max 4", "256", "get_result",
-        "stop_run"}) {
+       {"without network", "pip", "standard library", "/workspace", "(default 5, max 16)",
+        "(default 600, max 3600)", "(default 2, max 4)", "256", "get_result", "stop_run",
+        "wait_seconds"}) {
     EXPECT_THAT(start, HasSubstr(fact));
   }
-  const std::string get = tools->getObject(1)->getValue<std::string>("description");
+  const std::string get = compact(tools->getObject(1));
   for (const std::string fact : {"succeeded", "failed", "timed_out", "out_of_memory", "stopped",
-                                 "sandbox_error", "head and the tail", "1 hour"}) {
+                                 "sandbox_error", "head and tail", "1 hour"}) {
     EXPECT_THAT(get, HasSubstr(fact));
   }
 }
@@ -332,7 +361,13 @@ TEST_F(SmallHostServerTest, SchemasAndDescriptionsQuoteTheEffectiveMaxima) {
                 ->getObject("cpus")
                 ->getValue<double>("maximum"),
             2);
-  EXPECT_THAT(start->getValue<std::string>("description"), HasSubstr("cpus default 2, max 2"));
+  EXPECT_THAT(start->getObject("inputSchema")
+                  ->getObject("properties")
+                  ->getObject("limits")
+                  ->getObject("properties")
+                  ->getObject("cpus")
+                  ->getValue<std::string>("description"),
+              HasSubstr("(default 2, max 2)"));
 }
 
 TEST_F(ServerTest, StartPollAndStopARun) {

@@ -100,6 +100,10 @@ Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot, bool w
   Object::Ptr object = newObject();
   object->set("run_id", runs::toValidUtf8(snapshot.run_id));
   object->set("status", std::string(policy::statusName(snapshot.status)));
+  if (!snapshot.session_id.empty()) {
+    object->set("session_id", snapshot.session_id);
+    object->set("session_alive", snapshot.session_alive);
+  }
   if (!policy::isFinal(snapshot.status)) {
     if (snapshot.queue_position) {
       object->set("queue_position", static_cast<std::uint64_t>(*snapshot.queue_position));
@@ -128,6 +132,23 @@ Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot, bool w
     object->set("cpu_seconds", milliRound(*snapshot.cpu_seconds));
   }
   setResults(*object, snapshot.results);
+  if (snapshot.results.result) {
+    object->set("result", *snapshot.results.result);
+  }
+  return object;
+}
+
+Poco::JSON::Object::Ptr sessionToJson(const runs::SessionSnapshot& session) {
+  Object::Ptr object = newObject();
+  object->set("session_id", session.session_id);
+  object->set("status", session.open ? "open" : "ended");
+  if (!session.open) {
+    object->set("reason", runs::toValidUtf8(session.end_reason));
+  }
+  object->set("limits", limitsToJson(session.limits));
+  object->set("opened_at", formatTimestamp(session.opened_at));
+  object->set("idle_expires_at", formatTimestamp(session.idle_expires_at));
+  object->set("expires_at", formatTimestamp(session.expires_at));
   return object;
 }
 

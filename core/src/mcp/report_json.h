@@ -20,6 +20,10 @@ namespace scs::mcp {
 Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot,
                                        bool with_offsets = false);
 
+// {session_id, status (open or ended), reason once ended, limits, opened_at, idle_expires_at,
+// expires_at}.
+Poco::JSON::Object::Ptr sessionToJson(const runs::SessionSnapshot& session);
+
 // The effective limits: {memory_gb, timeout_seconds, cpus, processes}.
 Poco::JSON::Object::Ptr limitsToJson(const policy::Limits& limits);
 

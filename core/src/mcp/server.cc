@@ -231,7 +231,9 @@ class Dispatcher {
   Dispatcher(runs::RunManager& runs, const policy::LimitPolicy& limits,
              const policy::FileSettings& files, const ServerInfo& info,
              const RequestContext& context)
-      : tools_(runs, limits, files, info.run_retention), info_(info), context_(context) {}
+      : tools_(runs, limits, files, info.run_retention, info.tools),
+        info_(info),
+        context_(context) {}
 
   Object::Ptr dispatch(const std::string& method, const Object::Ptr& params) {
     if (method == "initialize") {

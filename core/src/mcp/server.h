@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "mcp/tools.h"
 #include "policy/files.h"
 #include "policy/limits.h"
 #include "runs/run_manager.h"
@@ -28,6 +29,7 @@ struct ServerInfo {
   std::chrono::seconds run_retention{3600};
   // How often a waiting request reports through RequestContext::on_progress.
   std::chrono::milliseconds progress_interval{5000};
+  ToolOptions tools{};  // start_run's default wait, the session settings
 };
 
 // What a transport knows about a message beyond its text.
@@ -67,7 +69,7 @@ class Message {
 };
 
 // The transport-independent MCP protocol: JSON-RPC 2.0 framing, the lifecycle, and the
-// three tools. Thread-safe: transports may call handle() concurrently.
+// five tools. Thread-safe: transports may call handle() concurrently.
 class Server {
  public:
   Server(runs::RunManager& runs, const policy::LimitPolicy& limits,

@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "runs/side_channel.h"
+
 namespace scs::mcp {
 namespace {
 
@@ -51,6 +53,14 @@ Settings settingsOf(const ToolSettings& tools) {
         formatBytes(tools.files.max_stdin_bytes)}},
       {"max_wait_seconds", number(tools.max_wait_seconds)},
       {"retention", {Var(formatDuration(tools.retention)), formatDuration(tools.retention)}},
+      {"default_start_wait_seconds", number(tools.default_start_wait_seconds)},
+      {"session_idle",
+       {Var(formatDuration(tools.session_idle)), formatDuration(tools.session_idle)}},
+      {"session_lifetime",
+       {Var(formatDuration(tools.session_lifetime)), formatDuration(tools.session_lifetime)}},
+      {"max_sessions_per_tenant", count(tools.max_sessions_per_tenant)},
+      {"max_result_bytes",
+       {static_cast<std::uint64_t>(runs::kMaxResultBytes), formatBytes(runs::kMaxResultBytes)}},
   };
 }
 

@@ -21,6 +21,10 @@ struct ToolSettings {
   policy::FileSettings files;
   std::chrono::seconds retention{3600};
   double max_wait_seconds = 60;
+  double default_start_wait_seconds = 0;
+  std::chrono::seconds session_idle{600};
+  std::chrono::seconds session_lifetime{3600};
+  std::size_t max_sessions_per_tenant = 4;
 };
 
 // The `tools` array of a tools/list result. A string "${name}" in tools.json becomes that

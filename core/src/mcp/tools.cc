@@ -121,19 +121,61 @@ std::string checkRunId(const Var& run_id) {
   return {};
 }
 
+// Reads `wait_seconds` (0 to kMaxWaitSeconds) into `*wait`, leaving it when absent; a message
+// when it is not such a number.
+std::string parseWait(const Object& arguments, const std::string& tool,
+                      std::chrono::milliseconds* wait) {
+  const Var wait_seconds = argument(arguments, "wait_seconds");
+  if (wait_seconds.isEmpty()) {
+    return {};
+  }
+  const double seconds = wait_seconds.isNumeric() && !wait_seconds.isBoolean()
+                             ? wait_seconds.convert<double>()
+                             : std::nan("");
+  if (!(seconds >= 0 && seconds <= kMaxWaitSeconds)) {
+    return "\"wait_seconds\" must be a number from 0 to " + policy::formatNumber(kMaxWaitSeconds) +
+           (tool == kGetResult ? ". Call get_result again if the run is still going."
+                               : ". Call get_result to wait longer.");
+  }
+  *wait = std::chrono::milliseconds(std::llround(seconds * 1000));
+  return {};
+}
+
+// Empty when `session_id` is usable; otherwise a message saying what is wrong with it.
+std::string checkSessionId(const Var& session_id) {
+  if (session_id.isEmpty()) {
+    return "Missing required argument \"session_id\": pass the session_id that open_session "
+           "returned.";
+  }
+  if (!session_id.isString() || session_id.toString().empty()) {
+    return "\"session_id\" must be the string open_session returned.";
+  }
+  return {};
+}
+
+std::string unknownSessionMessage(const std::string& session_id) {
+  return "Unknown session_id " + quoted(session_id) +
+         ": open a session with open_session first. Ended sessions are forgotten after a while.";
+}
+
 }  // namespace
 
 Tools::Tools(runs::RunManager& runs, const policy::LimitPolicy& limits,
-             const policy::FileSettings& files, std::chrono::seconds retention)
-    : runs_(runs), limits_(limits), files_(files), retention_(retention) {}
+             const policy::FileSettings& files, std::chrono::seconds retention, ToolOptions options)
+    : runs_(runs), limits_(limits), files_(files), retention_(retention), options_(options) {}
 
 Poco::JSON::Array::Ptr Tools::definitions() const {
-  return toolDefinitions(
-      {limits_.defaults(), limits_.maxima(), files_, retention_, kMaxWaitSeconds});
+  ToolSettings settings{limits_.defaults(), limits_.maxima(), files_, retention_, kMaxWaitSeconds};
+  settings.default_start_wait_seconds = static_cast<double>(options_.start_wait.count()) / 1000;
+  settings.session_idle = options_.sessions.idle;
+  settings.session_lifetime = options_.sessions.max_lifetime;
+  settings.max_sessions_per_tenant = options_.sessions.max_open_per_tenant;
+  return toolDefinitions(settings);
 }
 
 bool Tools::has(const std::string& name) const {
-  return name == kStartRun || name == kGetResult || name == kStopRun;
+  return name == kStartRun || name == kGetResult || name == kStopRun || name == kOpenSession ||
+         name == kCloseSession;
 }
 
 Poco::JSON::Object::Ptr Tools::call(const std::string& name,
@@ -147,6 +189,12 @@ Poco::JSON::Object::Ptr Tools::call(const std::string& name,
   if (name == kGetResult) {
     return getResult(args, context);
   }
+  if (name == kOpenSession) {
+    return openSession(args, context);
+  }
+  if (name == kCloseSession) {
+    return closeSession(args, context);
+  }
   return stopRun(args, context);
 }
 
@@ -157,8 +205,8 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallConte
     runs_.events().refused(context.tenant, why);
     return toolError(message);
   };
-  if (std::string message =
-          checkArgumentNames(arguments, kStartRun, {"code", "files", "limits", "stdin"});
+  if (std::string message = checkArgumentNames(
+          arguments, kStartRun, {"code", "files", "limits", "stdin", "session_id", "wait_seconds"});
       !message.empty()) {
     return refuse(message);
   }
@@ -170,6 +218,29 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallConte
     return refuse("\"code\" must be a string holding the Python source to run as main.py.");
   }
 
+  std::string session_id;
+  if (const Var session = argument(arguments, "session_id"); !session.isEmpty()) {
+    if (std::string message = checkSessionId(session); !message.empty()) {
+      return refuse(message);
+    }
+    session_id = session.toString();
+    const Var asked = argument(arguments, "limits");
+    if (asked.type() == typeid(Object::Ptr) && asked.extract<Object::Ptr>()) {
+      for (const auto& [key, value] : *asked.extract<Object::Ptr>()) {
+        if (key == "memory_gb" || key == "cpus") {
+          return refuse(
+              "In a session, memory_gb and cpus belong to the session (open_session "
+              "sets them for all its runs): a run may only set timeout_seconds. Open "
+              "another session to get other limits.",
+              runs::RunEvents::Refusal::kLimits);
+        }
+      }
+    }
+  }
+  std::chrono::milliseconds wait = options_.start_wait;
+  if (std::string message = parseWait(arguments, kStartRun, &wait); !message.empty()) {
+    return refuse(message);
+  }
   auto limits = limits_.resolve(argument(arguments, "limits"));
   if (auto* rejection = std::get_if<policy::LimitRejection>(&limits)) {
     return refuse(rejection->message, runs::RunEvents::Refusal::kLimits);
@@ -196,11 +267,39 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallConte
   request.limits = std::get<policy::Limits>(limits);
   request.tenant = context.tenant;
   request.stdin_data = std::move(stdin_data);
+  request.session_id = std::move(session_id);
   auto started = runs_.start(std::move(request));
   if (auto* refusal = std::get_if<runs::StartRefusal>(&started)) {
     return toolError(refusal->message);
   }
-  return toolSuccess(snapshotToJson(std::get<runs::RunSnapshot>(started)));
+  const runs::RunSnapshot& snapshot = std::get<runs::RunSnapshot>(started);
+  if (wait.count() == 0) {
+    return toolSuccess(snapshotToJson(snapshot));
+  }
+  return waitForReport(snapshot.run_id, wait, {}, false, context);
+}
+
+Poco::JSON::Object::Ptr Tools::waitForReport(const std::string& id, std::chrono::milliseconds wait,
+                                             const runs::OutputOffsets& from, bool with_offsets,
+                                             const CallContext& context) const {
+  // Without on_wait the whole wait is one slice.
+  const std::chrono::milliseconds slice =
+      context.on_wait ? std::max(context.progress_interval, std::chrono::milliseconds(1)) : wait;
+  std::chrono::milliseconds waited{0};
+  while (true) {
+    const std::chrono::milliseconds next = std::min(slice, wait - waited);
+    std::optional<runs::RunSnapshot> snapshot = runs_.get(context.tenant, id, next, from);
+    if (!snapshot) {
+      return toolError(unknownRunMessage(id));
+    }
+    waited += next;
+    if (policy::isFinal(snapshot->status) || waited >= wait) {
+      return toolSuccess(snapshotToJson(*snapshot, with_offsets), imageBlocks(*snapshot));
+    }
+    context.on_wait(
+        static_cast<double>(waited.count()) / 1000, static_cast<double>(wait.count()) / 1000,
+        "Run " + id + " is still " + std::string(policy::statusName(snapshot->status)) + ".");
+  }
 }
 
 Poco::JSON::Object::Ptr Tools::getResult(const Object& arguments,
@@ -216,17 +315,8 @@ Poco::JSON::Object::Ptr Tools::getResult(const Object& arguments,
   }
 
   std::chrono::milliseconds wait{0};
-  const Var wait_seconds = argument(arguments, "wait_seconds");
-  if (!wait_seconds.isEmpty()) {
-    const double seconds = wait_seconds.isNumeric() && !wait_seconds.isBoolean()
-                               ? wait_seconds.convert<double>()
-                               : std::nan("");
-    if (!(seconds >= 0 && seconds <= kMaxWaitSeconds)) {
-      return toolError("\"wait_seconds\" must be a number from 0 to " +
-                       policy::formatNumber(kMaxWaitSeconds) +
-                       ". Call get_result again if the run is still going.");
-    }
-    wait = std::chrono::milliseconds(std::llround(seconds * 1000));
+  if (std::string message = parseWait(arguments, kGetResult, &wait); !message.empty()) {
+    return toolError(message);
   }
 
   runs::OutputOffsets from;
@@ -249,25 +339,7 @@ Poco::JSON::Object::Ptr Tools::getResult(const Object& arguments,
     with_offsets = true;
   }
 
-  const std::string id = run_id.toString();
-  // Without on_wait the whole wait is one slice.
-  const std::chrono::milliseconds slice =
-      context.on_wait ? std::max(context.progress_interval, std::chrono::milliseconds(1)) : wait;
-  std::chrono::milliseconds waited{0};
-  while (true) {
-    const std::chrono::milliseconds next = std::min(slice, wait - waited);
-    std::optional<runs::RunSnapshot> snapshot = runs_.get(context.tenant, id, next, from);
-    if (!snapshot) {
-      return toolError(unknownRunMessage(id));
-    }
-    waited += next;
-    if (policy::isFinal(snapshot->status) || waited >= wait) {
-      return toolSuccess(snapshotToJson(*snapshot, with_offsets), imageBlocks(*snapshot));
-    }
-    context.on_wait(
-        static_cast<double>(waited.count()) / 1000, static_cast<double>(wait.count()) / 1000,
-        "Run " + id + " is still " + std::string(policy::statusName(snapshot->status)) + ".");
-  }
+  return waitForReport(run_id.toString(), wait, from, with_offsets, context);
 }
 
 Poco::JSON::Object::Ptr Tools::stopRun(const Object& arguments, const CallContext& context) const {
@@ -284,6 +356,61 @@ Poco::JSON::Object::Ptr Tools::stopRun(const Object& arguments, const CallContex
     return toolError(unknownRunMessage(id));
   }
   return toolSuccess(snapshotToJson(*snapshot), imageBlocks(*snapshot));
+}
+
+Poco::JSON::Object::Ptr Tools::openSession(const Object& arguments,
+                                           const CallContext& context) const {
+  if (std::string message = checkArgumentNames(arguments, kOpenSession, {"limits", "files"});
+      !message.empty()) {
+    return toolError(message);
+  }
+  const Var asked = argument(arguments, "limits");
+  if (asked.type() == typeid(Object::Ptr) && asked.extract<Object::Ptr>() &&
+      asked.extract<Object::Ptr>()->has("timeout_seconds")) {
+    return toolError(
+        "A session has no timeout of its own: pass timeout_seconds to each "
+        "start_run in it. open_session takes memory_gb and cpus.");
+  }
+  auto limits = limits_.resolve(asked);
+  if (auto* rejection = std::get_if<policy::LimitRejection>(&limits)) {
+    return toolError(rejection->message);
+  }
+  auto files = policy::resolveFiles("", argument(arguments, "files"), files_);
+  if (auto* rejection = std::get_if<policy::FilesRejection>(&files)) {
+    return toolError(rejection->message);
+  }
+  runs::OpenSessionRequest request;
+  request.tenant = context.tenant;
+  request.limits = std::get<policy::Limits>(limits);
+  // Without main.py: the session's files go with its first run, whose code is main.py.
+  for (policy::File& file : std::get<std::vector<policy::File>>(files)) {
+    if (file.path != "main.py") {
+      request.files.push_back(std::move(file));
+    }
+  }
+  auto opened = runs_.openSession(std::move(request));
+  if (auto* refusal = std::get_if<runs::StartRefusal>(&opened)) {
+    return toolError(refusal->message);
+  }
+  return toolSuccess(sessionToJson(std::get<runs::SessionSnapshot>(opened)));
+}
+
+Poco::JSON::Object::Ptr Tools::closeSession(const Object& arguments,
+                                            const CallContext& context) const {
+  if (std::string message = checkArgumentNames(arguments, kCloseSession, {"session_id"});
+      !message.empty()) {
+    return toolError(message);
+  }
+  const Var session_id = argument(arguments, "session_id");
+  if (std::string message = checkSessionId(session_id); !message.empty()) {
+    return toolError(message);
+  }
+  const std::string id = session_id.toString();
+  const std::optional<runs::SessionSnapshot> closed = runs_.closeSession(context.tenant, id);
+  if (!closed) {
+    return toolError(unknownSessionMessage(id));
+  }
+  return toolSuccess(sessionToJson(*closed));
 }
 
 }  // namespace scs::mcp

@@ -17,6 +17,8 @@ namespace scs::mcp {
 inline constexpr const char* kStartRun = "start_run";
 inline constexpr const char* kGetResult = "get_result";
 inline constexpr const char* kStopRun = "stop_run";
+inline constexpr const char* kOpenSession = "open_session";
+inline constexpr const char* kCloseSession = "close_session";
 
 inline constexpr double kMaxWaitSeconds = 60;
 
@@ -32,12 +34,20 @@ struct CallContext {
   std::chrono::milliseconds progress_interval{5000};
 };
 
-// The three tools: their definitions for tools/list and their execution for tools/call.
+// Operator settings the tools quote or apply beyond the limits and files.
+struct ToolOptions {
+  // How long start_run waits for the run to end when the call does not say (wait_seconds).
+  std::chrono::milliseconds start_wait{0};
+  runs::SessionSettings sessions;  // quoted in the session tools' descriptions
+};
+
+// The five tools: their definitions for tools/list and their execution for tools/call.
 // Holds references only; cheap to build per call. Thread-safe as far as RunManager is.
 class Tools {
  public:
   Tools(runs::RunManager& runs, const policy::LimitPolicy& limits,
-        const policy::FileSettings& files, std::chrono::seconds retention);
+        const policy::FileSettings& files, std::chrono::seconds retention,
+        ToolOptions options = {});
 
   // The `tools` array of a tools/list result: name, title, description, inputSchema,
   // outputSchema and annotations of each tool. The limits quoted are the effective ones.
@@ -59,11 +69,21 @@ class Tools {
                                     const CallContext& context) const;
   Poco::JSON::Object::Ptr stopRun(const Poco::JSON::Object& arguments,
                                   const CallContext& context) const;
+  Poco::JSON::Object::Ptr openSession(const Poco::JSON::Object& arguments,
+                                      const CallContext& context) const;
+  Poco::JSON::Object::Ptr closeSession(const Poco::JSON::Object& arguments,
+                                       const CallContext& context) const;
+  // Waits up to `wait` for run `id` to end, reporting progress through the context; the
+  // report then (or now, when it is still going). An error result for an unknown id.
+  Poco::JSON::Object::Ptr waitForReport(const std::string& id, std::chrono::milliseconds wait,
+                                        const runs::OutputOffsets& from, bool with_offsets,
+                                        const CallContext& context) const;
 
   runs::RunManager& runs_;
   const policy::LimitPolicy& limits_;
   const policy::FileSettings& files_;
   std::chrono::seconds retention_;
+  ToolOptions options_;
 };
 
 }  // namespace scs::mcp

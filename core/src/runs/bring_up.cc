@@ -41,6 +41,19 @@ long long SandboxBringUp::watchdogSeconds(const policy::Limits& limits) const {
   return ceilSeconds(limits.timeout_seconds) + sandbox_.deadline_grace_seconds;
 }
 
+backend::SandboxSpec SandboxBringUp::sessionSpec(const std::string& label_id,
+                                                 const policy::Limits& limits,
+                                                 const backend::Posture& required,
+                                                 std::chrono::seconds lifetime) const {
+  policy::Limits whole_life = limits;
+  whole_life.timeout_seconds = static_cast<double>(lifetime.count());
+  backend::SandboxSpec session = spec(label_id, whole_life, required, false);
+  session.command.push_back("--session");
+  session.posture.init_command = session.command;
+  session.session = true;
+  return session;
+}
+
 backend::SandboxSpec SandboxBringUp::spec(const std::string& label_run_id,
                                           const policy::Limits& limits,
                                           const backend::Posture& required, bool prepared) const {

@@ -35,6 +35,13 @@ class SandboxBringUp {
   backend::SandboxSpec spec(const std::string& label_run_id, const policy::Limits& limits,
                             const backend::Posture& required, bool prepared) const;
 
+  // The spec of a session's sandbox: as a run's for `limits`, but its launcher keeps one
+  // interpreter for every run (`--session`), its deadline is the session's `lifetime` and a
+  // grace, and it takes several deliveries (SandboxSpec::session).
+  backend::SandboxSpec sessionSpec(const std::string& label_id, const policy::Limits& limits,
+                                   const backend::Posture& required,
+                                   std::chrono::seconds lifetime) const;
+
   struct Steps {
     const std::string* archive = nullptr;  // the code, delivered before start; null: start idle
     backend::OutputSink* sink = nullptr;   // receives the sandbox's output from start on

@@ -28,6 +28,11 @@ void RunManager::Impl::maintenanceThread() {
       break;
     }
     const SteadyTime now = clock_.now();
+    expireSessionsLocked(now);
+    releaseSessionsLocked(lock);
+    if (shutting_down_) {
+      break;
+    }
     const std::optional<SteadyTime> retry_at = removals_.nextRetry();
     if (retry_at && now >= *retry_at) {
       lock.unlock();

@@ -91,7 +91,8 @@ std::int64_t RunManager::Impl::executingMemoryLocked() const {
 
 bool RunManager::Impl::memoryFitsLocked(std::int64_t more) const {
   return settings_.host_memory_bytes == 0 ||
-         executingMemoryLocked() + pool_.memory() + more <= settings_.host_memory_bytes;
+         executingMemoryLocked() + pool_.memory() + sessionMemoryLocked() + more <=
+             settings_.host_memory_bytes;
 }
 
 std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest request) {
@@ -102,7 +103,24 @@ std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest req
     return StartRefusal{"The server is shutting down."};
   }
   forgetExpiredLocked();
-  const std::int64_t memory = memoryBytes(request.limits);
+  std::shared_ptr<Session> session;
+  if (!request.session_id.empty()) {
+    session = findSessionLocked(request.tenant, request.session_id);
+    if (!session) {
+      events_.refused(request.tenant, RunEvents::Refusal::kInvalid);
+      return StartRefusal{"Unknown session_id \"" + request.session_id.substr(0, 64) +
+                          "\": open a session with open_session first (sessions of other "
+                          "clients are not visible, and ended ones are forgotten after a while)."};
+    }
+  }
+  if (session) {
+    // Its limits but the timeout are the session's.
+    const double timeout = request.limits.timeout_seconds;
+    request.limits = session->limits;
+    request.limits.timeout_seconds = timeout;
+  }
+  // A session's run holds no memory of its own: its session's is counted already.
+  const std::int64_t memory = session ? 0 : memoryBytes(request.limits);
   if (settings_.host_memory_bytes > 0 && memory > settings_.host_memory_bytes) {
     events_.refused(request.tenant, RunEvents::Refusal::kLimits);
     return StartRefusal{"This run asks for " + policy::formatNumber(request.limits.memory_gb) +
@@ -127,15 +145,29 @@ std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest req
   // Queued first and admitted by the one fair rule; only this run can start here, because
   // every slot that was free before is already taken or held back by memory.
   runs_.emplace(run->id, run);
-  queue_.push(run->tenant, run->id);
+  if (session) {
+    run->session = session;
+    run->report.session_id = session->id;
+    if (std::optional<std::string> refusal = enqueueInSessionLocked(*session, *run)) {
+      runs_.erase(run->id);
+      events_.refused(run->tenant, RunEvents::Refusal::kInvalid);
+      return StartRefusal{*refusal};
+    }
+    if (session->current != run->id) {
+      events_.accepted(run->tenant);
+      return snapshotLocked(*run);  // it waits in its session's queue
+    }
+  } else {
+    queue_.push(run->tenant, run->id);
+  }
   // Counted before admission, which may end the run at once (its thread failed to start).
-  if (pool_.serves(run->limits, sandbox_)) {
+  if (!session && pool_.serves(run->limits, sandbox_)) {
     run->pool_demand = true;
     pool_.demanded(run->enqueued_at);
     pool_changed_.notify_all();
   }
   admitLocked();
-  if (run->phase == Phase::kQueued) {
+  if (run->phase == Phase::kQueued && !session) {
     std::optional<std::string> refusal;
     if (waiting >= settings_.max_queue) {
       refusal = "The queue is full: " + countOf(waiting, "run is", "runs are") +
@@ -221,7 +253,7 @@ std::optional<RunSnapshot> RunManager::Impl::stop(const std::string& tenant,
     return std::nullopt;
   }
   if (run->phase == Phase::kQueued) {
-    queue_.remove(run->tenant, run->id);
+    queue_.remove(run->tenant, run->id);  // or it waits in its session's queue
     finalizeLocked(*run, stoppedVerdict("Stopped by stop_run before it started."), {}, {});
     run->phase = Phase::kSettled;
     return snapshotLocked(*run);
@@ -230,10 +262,11 @@ std::optional<RunSnapshot> RunManager::Impl::stop(const std::string& tenant,
   if (run->phase < Phase::kEnded && run->cause == Cause::kNone) {
     logger().information("run " + run->id + ": stop requested");
     run->cause = Cause::kStopRun;
-    if (run->phase == Phase::kExecuting) {
+    if (run->phase == Phase::kExecuting && !run->session) {
       run->kill_sent_at = clock_.now();
       kill_id = run->sandbox_id;
     }
+    changed_.notify_all();  // a session's run is interrupted by its own thread
   }
   if (!kill_id.empty()) {
     lock.unlock();
@@ -254,9 +287,18 @@ void RunManager::Impl::shutdown() {
       finalizeLocked(run, stoppedVerdict("Stopped by server shutdown before it started."), {}, {});
       run.phase = Phase::kSettled;
     }
+    for (auto& [id, session] : sessions_) {
+      // Its waiting runs are stopped; its run in progress is left to the loop below.
+      std::shared_ptr<Run> current =
+          session->current.empty() ? nullptr : runs_.at(session->current);
+      if (current && current->phase != Phase::kQueued && current->cause == Cause::kNone) {
+        current->cause = Cause::kShutdown;
+      }
+      endSessionLocked(*session, "the server shut down");
+    }
     for (auto& [id, run] : runs_) {
       if (run->phase < Phase::kStarting || run->phase >= Phase::kEnded ||
-          run->cause != Cause::kNone) {
+          (run->cause != Cause::kNone && !(run->session && run->cause == Cause::kShutdown))) {
         continue;
       }
       run->cause = Cause::kShutdown;
@@ -274,6 +316,7 @@ void RunManager::Impl::shutdown() {
   {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [&] { return live_threads_ == 0; });
+    releaseSessionsLocked(lock);
   }
   reapThreads();
   std::lock_guard join_lock(maintenance_join_mutex_);
@@ -349,6 +392,10 @@ void RunManager::Impl::launchLocked(const std::shared_ptr<Run>& run) {
 void RunManager::Impl::finalizeLocked(Run& run, policy::Verdict verdict, RunResults results,
                                       const backend::Exit& exit) {
   const bool held_slot = run.holdsSlot();
+  if (run.session) {
+    run.report.session_id = run.session->id;
+    sessionRunEndedLocked(run);
+  }
   if (run.pool_demand) {
     run.pool_demand = false;
     pool_.demandEnded();
@@ -405,6 +452,10 @@ RunSnapshot RunManager::Impl::snapshotLocked(const Run& run, const OutputOffsets
   }
   snapshot.status = run.status();
   snapshot.prepared_sandbox = run.ran_prepared;
+  if (run.session) {
+    snapshot.session_id = run.session->id;
+    snapshot.session_alive = run.session->open;
+  }
   snapshot.started_at = run.started_at;
   snapshot.finished_at = run.finished_at;
   const SteadyTime now = clock_.now();
@@ -412,7 +463,16 @@ RunSnapshot RunManager::Impl::snapshotLocked(const Run& run, const OutputOffsets
     const std::vector<FairQueue::Entry> order = queue_.order();
     const auto position = std::find_if(order.begin(), order.end(),
                                        [&](const FairQueue::Entry& e) { return e.id == run.id; });
-    snapshot.queue_position = static_cast<std::size_t>(position - order.begin()) + 1;
+    if (position != order.end()) {
+      snapshot.queue_position = static_cast<std::size_t>(position - order.begin()) + 1;
+    } else if (run.session) {
+      // Behind its session's run in progress and those before it in the session's queue.
+      const std::deque<std::string>& waiting = run.session->waiting;
+      snapshot.queue_position =
+          static_cast<std::size_t>(std::find(waiting.begin(), waiting.end(), run.id) -
+                                   waiting.begin()) +
+          2;
+    }
     snapshot.queued_seconds = secondsBetween(run.enqueued_at, now);
     return snapshot;
   }
@@ -467,6 +527,15 @@ bool RunManager::awaitPrepared(std::size_t count, std::chrono::milliseconds time
 }
 
 RunLoad RunManager::load() const { return impl_->load(); }
+
+std::variant<SessionSnapshot, StartRefusal> RunManager::openSession(OpenSessionRequest request) {
+  return impl_->openSession(std::move(request));
+}
+
+std::optional<SessionSnapshot> RunManager::closeSession(const std::string& tenant,
+                                                        const std::string& session_id) {
+  return impl_->closeSession(tenant, session_id);
+}
 
 bool RunManager::preparedHealthy() const { return impl_->preparedHealthy(); }
 

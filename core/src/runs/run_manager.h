@@ -24,6 +24,14 @@ namespace scs::runs {
 // The tenant of every run on stdio and on HTTP without tokens: one client, one owner.
 inline constexpr const char* kLocalTenant = "local";
 
+// Sessions (sessions.cc): a sandbox with one long-lived interpreter that a tenant's runs share.
+struct SessionSettings {
+  std::chrono::seconds idle{600};           // closed after this long without a run
+  std::chrono::seconds max_lifetime{3600};  // closed this long after it opened, busy or not
+  std::size_t max_open = 16;                // all tenants together
+  std::size_t max_open_per_tenant = 4;
+};
+
 struct RunSettings {
   int max_concurrent = 4;
   // Queued runs: per tenant, and of all tenants together (where the tenant with the most
@@ -57,6 +65,7 @@ struct RunSettings {
   // Modules a prepared sandbox's interpreter imports while it waits (those the image lacks
   // are skipped), so a run that imports them finds them loaded. Python dotted names.
   std::vector<std::string> prepared_warm_modules;
+  SessionSettings sessions;
 };
 
 struct CapturedOutput {
@@ -93,6 +102,26 @@ struct RunSnapshot {
   std::optional<double> cpu_seconds;
   RunResults results;             // from the launcher's trailer: exception, files out
   bool prepared_sandbox = false;  // ran in a sandbox prepared ahead of it (not shown to clients)
+  // A run in a session: its id, and whether the session is still open now.
+  std::string session_id;
+  bool session_alive = false;
+};
+
+// What open_session and close_session report about a session.
+struct SessionSnapshot {
+  std::string session_id;
+  policy::Limits limits;  // memory, cpus and processes; timeout_seconds: its runs' default
+  bool open = false;
+  std::string end_reason;  // why it ended, once it has
+  std::chrono::system_clock::time_point opened_at;
+  std::chrono::system_clock::time_point idle_expires_at;  // when it closes without a run
+  std::chrono::system_clock::time_point expires_at;       // when it closes at the latest
+};
+
+struct OpenSessionRequest {
+  std::string tenant = kLocalTenant;
+  policy::Limits limits;            // resolved by LimitPolicy
+  std::vector<policy::File> files;  // validated; written into /workspace before the first run
 };
 
 struct StartRequest {
@@ -100,6 +129,9 @@ struct StartRequest {
   policy::Limits limits;                  // resolved by LimitPolicy
   std::string tenant = kLocalTenant;      // owns the run: only this tenant can see or stop it
   std::optional<std::string> stdin_data;  // the program's stdin; none: /dev/null
+  // Run in this session of the tenant's (its limits but the timeout are the session's); empty:
+  // a fresh sandbox.
+  std::string session_id;
 };
 
 // 128 random bits as 32 lower-case hex digits, for identifiers that must be unguessable.
@@ -152,8 +184,21 @@ class RunManager {
   // expired id, and for a run of another tenant.
   std::optional<RunSnapshot> stop(const std::string& tenant, const std::string& run_id);
 
-  // Stops every run, removes every sandbox (prepared ones too), joins every thread.
-  // Idempotent.
+  // Opens a session: its sandbox is created, posture-checked and started before this returns.
+  // Refused at the caps of open sessions, when its memory does not fit beside the runs and
+  // sessions there are, or when its sandbox fails to come up (the message says why). A
+  // session's runs wait in its own queue, one at a time, and each takes a slot of the
+  // concurrency cap while it executes; its memory counts against the host's until it is closed.
+  std::variant<SessionSnapshot, StartRefusal> openSession(OpenSessionRequest request);
+
+  // Closes a session (idempotent): its queued runs are stopped, a run in progress is
+  // interrupted and stopped, and its sandbox is removed before this returns. nullopt for an
+  // unknown id or a session of another tenant.
+  std::optional<SessionSnapshot> closeSession(const std::string& tenant,
+                                              const std::string& session_id);
+
+  // Stops every run, removes every sandbox (prepared ones and sessions' too), joins every
+  // thread. Idempotent.
   void shutdown();
 
   // Waits up to `timeout` until at least `count` prepared sandboxes are ready for runs; true

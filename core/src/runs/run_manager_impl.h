@@ -7,6 +7,8 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -39,7 +41,51 @@ enum class Phase {
 };
 
 // Why the server itself ended a run, if it did; the first cause set wins.
-enum class Cause { kNone, kStopRun, kShutdown, kTimeout };
+enum class Cause { kNone, kStopRun, kShutdown, kTimeout, kSessionEnded };
+
+// The sink of a session's sandbox: what it writes goes to the capture of the run in progress,
+// and is dropped between runs (output of processes a run left behind).
+class SessionSink : public backend::OutputSink {
+ public:
+  void write(backend::Stream stream, std::string_view bytes) override;
+  void ended() override;                   // forwarded to the bound capture, and remembered
+  void bind(backend::OutputSink* target);  // null: between runs
+  bool hasEnded() const;
+  // Called, without this sink's lock, when the sandbox ends. Set before it is a sink.
+  void setListener(std::function<void()> listener) { listener_ = std::move(listener); }
+
+ private:
+  mutable std::mutex mutex_;
+  backend::OutputSink* target_ = nullptr;
+  bool ended_ = false;
+  std::function<void()> listener_;
+};
+
+struct Run;
+
+struct Session {
+  std::string id;
+  std::string tenant;
+  policy::Limits limits;
+  std::int64_t memory_bytes = 0;    // counted against the host's memory until it is removed
+  std::vector<policy::File> files;  // from open_session: go with its first run
+  std::string sandbox_id;           // once it is up
+  std::uint32_t uid = 0;
+  bool up = false;         // its sandbox started; runs may come
+  bool open = true;        // false once ended (closed, expired, its interpreter gone)
+  bool releasing = false;  // ended, and its sandbox is being removed
+  bool removed = false;    // ended, and its sandbox is gone (or never was)
+  std::string end_reason;
+  std::string current;              // the run in the fair queue or executing, if any
+  std::deque<std::string> waiting;  // its later runs, in order
+  SteadyTime opened;
+  SteadyTime last_active;  // opened, or its last run ended
+  std::chrono::system_clock::time_point opened_wall;
+  std::chrono::system_clock::time_point last_active_wall;
+  std::optional<SteadyTime> ended;
+  SessionSink sink;  // outlives the sandbox: the session record is dropped only after removal
+  bool busy() const { return !current.empty() || !waiting.empty(); }
+};
 
 struct Run {
   std::string id;
@@ -68,6 +114,7 @@ struct Run {
   bool ran_prepared = false;  // its code went to the prepared sandbox
   RunSnapshot report;         // the final fields, once final
   std::thread thread;
+  std::shared_ptr<Session> session;  // a run in a session
 
   bool holdsSlot() const { return phase >= Phase::kStarting && phase <= Phase::kEnded; }
   policy::RunStatus status() const {
@@ -86,6 +133,10 @@ struct Outcome {
   std::optional<RunResults> results;         // the launcher's trailer, once parsed
   bool trailer_considered = false;           // whether it could report the run early was decided
   std::optional<SteadyTime> reported_early;  // reported from the trailer, before the end
+  // A run in a session: its code came back from KeyboardInterrupt; why the session ends with
+  // this run (empty: it lives on).
+  bool interrupted = false;
+  std::string session_end;
 };
 
 // Removes its sandbox when released or destroyed, so that every path out of a run removes the
@@ -168,6 +219,30 @@ struct RunManager::Impl {
   bool causeSet(const Run& run);
   void killSandbox(const std::string& sandbox_id, const std::string& run_id);
 
+  // Sessions (sessions.cc).
+  std::variant<SessionSnapshot, StartRefusal> openSession(OpenSessionRequest request);
+  std::optional<SessionSnapshot> closeSession(const std::string& tenant,
+                                              const std::string& session_id);
+  SessionSnapshot sessionSnapshotLocked(const Session& session) const;
+  std::shared_ptr<Session> findSessionLocked(const std::string& tenant, const std::string& id);
+  // Where a new run of `session` goes: the fair queue when the session has nothing queued or
+  // in progress, else the session's own queue. A refusal when the session has ended.
+  std::optional<std::string> enqueueInSessionLocked(Session& session, Run& run);
+  // A run of a session became final: the session's next run goes to the fair queue.
+  void sessionRunEndedLocked(Run& run);
+  // Ends a session: its waiting runs are stopped, its run in progress is told to stop; the
+  // sandbox is removed once no run executes in it (releaseSessions). Idempotent.
+  void endSessionLocked(Session& session, const std::string& reason);
+  // Removes the sandboxes of ended sessions in which no run executes; releases `lock` while
+  // it calls the backend.
+  void releaseSessionsLocked(std::unique_lock<std::mutex>& lock);
+  // Ends the sessions past their idle timeout or lifetime, or whose sandbox ended between runs.
+  void expireSessionsLocked(SteadyTime now);
+  std::int64_t sessionMemoryLocked() const;
+  // A run's code in its session's sandbox: delivered as a frame, interrupted at its timeout or
+  // stop, and given up (the session ends) when the interpreter does not come back in time.
+  void runInSession(Run& run, std::vector<policy::File> files, Outcome& outcome);
+
   // The maintenance thread (maintenance.cc).
   void maintenanceThread();
   PreparedPtr prepareOne();
@@ -190,6 +265,7 @@ struct RunManager::Impl {
   std::condition_variable changed_;       // a run became final or settled; a sandbox is ready
   std::condition_variable pool_changed_;  // wakes the maintenance thread
   std::map<std::string, std::shared_ptr<Run>> runs_;
+  std::map<std::string, std::shared_ptr<Session>> sessions_;
   FairQueue queue_;
   ReportRetention retention_;
   PreparedPool pool_;

@@ -58,6 +58,29 @@ void keepOnlyTheLaunchersWord(RunResults& results, Outcome& outcome) {
   }
 }
 
+// A session run's verdict says what happened to its code and to its session: an interrupted
+// run's code was interrupted, not killed, and its session lives on.
+void sessionVerdict(const Run& run, const Outcome& outcome, policy::Verdict& verdict) {
+  if (outcome.interrupted) {
+    verdict.signal.reset();
+    if (verdict.status == policy::RunStatus::kTimedOut) {
+      verdict.reason = "Timed out: the " + policy::formatNumber(run.limits.timeout_seconds) +
+                       "-second limit was reached and the run's code was interrupted "
+                       "(KeyboardInterrupt).";
+    } else if (verdict.status == policy::RunStatus::kStopped) {
+      verdict.reason = "Stopped by stop_run; the run's code was interrupted (KeyboardInterrupt).";
+    }
+  }
+  if (run.cause == Cause::kSessionEnded) {
+    verdict.reason = "Stopped: its session ended.";
+  }
+  const std::string& ended =
+      outcome.session_end.empty() ? run.session->end_reason : outcome.session_end;
+  verdict.reason += outcome.session_end.empty() && run.session->open
+                        ? " The session is still open."
+                        : " The session has ended: " + ended + ".";
+}
+
 }  // namespace
 
 void RunManager::Impl::runThread(const std::shared_ptr<Run>& run) {
@@ -80,7 +103,10 @@ void RunManager::Impl::runThread(const std::shared_ptr<Run>& run) {
   // Reported first: the evidence is complete, and removal (5 to 60 ms) need not delay it.
   finish(*run, outcome);
   lease.reset();
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
+  if (run->session) {
+    releaseSessionsLocked(lock);  // a session this run ended goes with it
+  }
   // Its sink had to outlive the sandbox; its posture (seccomp text included) need not stay.
   run->prepared.reset();
   run->phase = Phase::kSettled;
@@ -137,6 +163,11 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome, std::optional<Sandbox
     files.push_back(std::move(control));
   }
   stdin_data.reset();
+
+  if (run.session) {
+    runInSession(run, std::move(files), outcome);
+    return;
+  }
 
   if (run.prepared) {
     if (runInPrepared(run, policy::buildArchive(files, kArchiveOwner, kArchiveOwner), outcome)) {
@@ -342,7 +373,8 @@ void RunManager::Impl::sealEvidenceLocked(Run& run, policy::Evidence& evidence) 
     return;
   }
   run.phase = Phase::kEnded;
-  evidence.stop_requested = run.cause == Cause::kStopRun || run.cause == Cause::kShutdown;
+  evidence.stop_requested = run.cause == Cause::kStopRun || run.cause == Cause::kShutdown ||
+                            run.cause == Cause::kSessionEnded;
   evidence.by_shutdown = run.cause == Cause::kShutdown;
   evidence.timer_fired = run.cause == Cause::kTimeout;
 }
@@ -384,6 +416,12 @@ void RunManager::Impl::decideLocked(Run& run, Outcome& outcome, RunResults resul
     logger().error("run " + run.id + ": deciding the status failed: " + e.what());
     verdict.status = policy::RunStatus::kSandboxError;
     verdict.reason = "The server could not decide how this run ended.";
+  }
+  if (run.session) {
+    sessionVerdict(run, outcome, verdict);
+    if (!outcome.session_end.empty()) {
+      endSessionLocked(*run.session, outcome.session_end);  // before the report says it lives
+    }
   }
   run.exec_end = outcome.ended;
   finalizeLocked(run, std::move(verdict), std::move(results), outcome.exit);

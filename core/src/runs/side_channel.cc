@@ -11,6 +11,8 @@
 #include <sstream>
 #include <utility>
 
+#include "runs/output.h"
+
 namespace scs::runs {
 namespace {
 
@@ -169,7 +171,14 @@ std::string stderrEndMarker(std::string_view nonce) {
 
 std::size_t trailerCapBytes(const OutFileCaps& caps) {
   const std::size_t encoded = (caps.max_total_bytes + 2) / 3 * 4;
-  return encoded + caps.max_files * kTrailerSlackPerFile + kTrailerSlack;
+  // A result's JSON string may take six bytes (\uXXXX) for each of its bytes.
+  return encoded + caps.max_files * kTrailerSlackPerFile + kTrailerSlack + 6 * kMaxResultBytes;
+}
+
+std::string sessionRunFrame(std::string_view archive) {
+  std::string frame = "SCS-RUN " + std::to_string(archive.size()) + "\n";
+  frame.append(archive);
+  return frame;
 }
 
 std::vector<policy::File> controlFiles(std::string_view nonce, const OutFileCaps& caps,
@@ -183,6 +192,7 @@ std::vector<policy::File> controlFiles(std::string_view nonce, const OutFileCaps
   control->set("max_total_bytes", static_cast<std::uint64_t>(caps.max_total_bytes));
   control->set("stdin", stdin_data.has_value());
   control->set("watchdog_seconds", watchdog_seconds);
+  control->set("result_cap", static_cast<std::uint64_t>(kMaxResultBytes));
   std::ostringstream json;
   control->stringify(json);
   std::vector<policy::File> files{{kControlPath, json.str()}};
@@ -227,6 +237,14 @@ std::variant<RunResults, std::string> parseTrailer(std::string_view trailer,
       return *problem;
     }
     results.exception = std::move(std::get<RunException>(exception));
+  }
+  if (root.has("result") && !root.get("result").isEmpty()) {
+    const Var result = root.get("result");
+    if (!result.isString()) {
+      return std::string("\"result\" is not a string");
+    }
+    // Valid UTF-8 and within the cap whatever the sandbox sent.
+    results.result = toValidUtf8(capHead(result.toString(), kMaxResultBytes + 64));
   }
   if (root.has("files_omitted")) {
     const Var omitted = root.get("files_omitted");

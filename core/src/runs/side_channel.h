@@ -59,7 +59,18 @@ struct RunResults {
   std::vector<OutFile> files;
   bool files_truncated = false;     // some file was left out by a cap
   std::uint64_t files_omitted = 0;  // how many
+  // A session's run: the repr of its last expression's value, when there is one and it is
+  // not None (at most kMaxResultBytes, head and tail kept by the launcher).
+  std::optional<std::string> result;
 };
+
+// The most of a session run's `result` the launcher sends (control.json's result_cap).
+inline constexpr std::size_t kMaxResultBytes = std::size_t{64} << 10;
+
+// A session's sandbox reads frames on its stdin (SandboxSpec::session): a run is
+// "SCS-RUN <bytes>\n" and its archive; an interrupt of the run in progress is this line.
+inline constexpr std::string_view kSessionInterrupt = "SCS-INTERRUPT\n";
+std::string sessionRunFrame(std::string_view archive);
 
 // "\n\0SCS-TRAILER-<nonce>\0": where the trailer starts in stdout.
 std::string trailerMarker(std::string_view nonce);

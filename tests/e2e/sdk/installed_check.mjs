@@ -15,7 +15,7 @@ try {
   await client.connect(transport);
   const { tools } = await client.listTools();
   const names = tools.map((tool) => tool.name).sort();
-  assert.deepEqual(names, ['get_result', 'start_run', 'stop_run']);
+  assert.deepEqual(names, ['close_session', 'get_result', 'open_session', 'start_run', 'stop_run']);
   console.log(`tools/list: ${names.join(', ')}`);
   if (code !== undefined) {
     const started = await client.callTool({ name: 'start_run', arguments: { code } });

@@ -54,9 +54,9 @@ describe('safe-code-sandbox through the official MCP SDK client', () => {
     assert.ok(client.getServerCapabilities().tools);
   });
 
-  test('lists the three tools with input and output schemas', async () => {
+  test('lists the five tools with input and output schemas', async () => {
     const { tools } = await client.listTools();
-    assert.deepEqual(tools.map((t) => t.name).sort(), ['get_result', 'start_run', 'stop_run']);
+    assert.deepEqual(tools.map((t) => t.name).sort(), ['close_session', 'get_result', 'open_session', 'start_run', 'stop_run']);
     for (const tool of tools) {
       assert.equal(tool.inputSchema.type, 'object', tool.name);
       assert.equal(tool.outputSchema.type, 'object', tool.name);
@@ -134,7 +134,7 @@ describe('a message over the size cap, through the official MCP SDK client', () 
       assert.ok(took < 5000, `the answer took ${took} ms`);
       // The connection goes on.
       const { tools } = await client.listTools();
-      assert.equal(tools.length, 3);
+      assert.equal(tools.length, 5);
     } finally {
       await client.close();
     }

@@ -87,7 +87,7 @@ describe('safe-code-sandbox over Streamable HTTP through the official MCP SDK cl
       assert.match(alice.transport.sessionId, /^[0-9a-f]{32}$/);
       await alice.client.ping();
       const { tools } = await alice.client.listTools();
-      assert.deepEqual(tools.map((t) => t.name).sort(), ['get_result', 'start_run', 'stop_run']);
+      assert.deepEqual(tools.map((t) => t.name).sort(), ['close_session', 'get_result', 'open_session', 'start_run', 'stop_run']);
 
       const started = await alice.client.callTool({
         name: 'start_run',

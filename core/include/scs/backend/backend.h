@@ -33,7 +33,7 @@
 namespace scs::backend {
 
 // Bumped on any change to a type or a signature in this folder.
-inline constexpr std::uint32_t kAbiVersion = 5;
+inline constexpr std::uint32_t kAbiVersion = 6;
 
 // Exported by every plugin under kAbiSymbol. The loader reads it before anything else.
 struct AbiStamp {
@@ -135,6 +135,10 @@ struct SandboxSpec {
   std::string working_dir;
   std::string hostname;
   Posture posture;
+  // A session's sandbox: it takes any number of deliveries (its runs, and word to interrupt
+  // one), written to the launcher's stdin in order, and its stdin stays open until it ends.
+  // Otherwise the one delivery is followed by the end of stdin.
+  bool session = false;
 };
 
 struct Capacity {
@@ -244,12 +248,13 @@ class RuntimeBackend {
   // Reads the effective posture of a created sandbox from the engine itself.
   virtual InspectReply inspect(const std::string& id) = 0;
 
-  // Hands the sandbox its code: `archive` is an uncompressed ustar built by the core (regular
-  // files and their directories; no links or devices). Before start() the backend may hold it
-  // until start(); after
-  // start() it reaches the running launcher's stdin without delay. At most once per
-  // sandbox (kRejected otherwise). It must never write the archive to the host's disk or
-  // mount a host path to deliver it.
+  // Hands the sandbox its code: `archive` is bytes for the launcher's stdin built by the core
+  // (an uncompressed ustar of regular files and their directories, no links or devices; for a
+  // session, framed runs and interrupts). Before start() the backend may hold it until start();
+  // after start() it reaches the running launcher's stdin without delay. At most once per
+  // sandbox (kRejected otherwise), unless its spec says `session`: then as often as the core
+  // calls, in order. It must never write the bytes to the host's disk or mount a host path to
+  // deliver them.
   virtual Status deliver(const std::string& id, const std::string& archive) = 0;
 
   // Starts the sandbox, with or without its code delivered. Output is written to `sink`

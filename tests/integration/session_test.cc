@@ -1,0 +1,204 @@
+// Sessions in real containers (issue 13), under the runtime of SCS_TEST_RUNTIME: state carries
+// between runs, a timeout interrupts the code and the session lives on, code that ignores
+// KeyboardInterrupt ends its session, an OOM of the interpreter ends it and one of a child does
+// not (under gVisor it does: the cap is the whole sandbox's), closing removes the container, and a
+// session outliving a SIGKILLed server ends at its deadline.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <string>
+
+#include "integration/harness.h"
+
+namespace scs::integration {
+namespace {
+
+using std::chrono::seconds;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+class SessionIntegrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_THAT(engineProblem(), IsEmpty()); }
+
+  static testing::McpProcess& server() {
+    static std::unique_ptr<testing::McpProcess> shared = launchServer({"--prepared", "0"});
+    return *shared;
+  }
+
+  // open_session; its session_id.
+  std::string open(double memory_gb = 1) {
+    Poco::JSON::Object::Ptr limits = new Poco::JSON::Object;
+    limits->set("memory_gb", memory_gb);
+    Poco::JSON::Object::Ptr arguments = new Poco::JSON::Object;
+    arguments->set("limits", limits);
+    return text(callToolOk(server(), "open_session", arguments), "session_id");
+  }
+
+  Poco::JSON::Object::Ptr close(const std::string& session_id) {
+    Poco::JSON::Object::Ptr arguments = new Poco::JSON::Object;
+    arguments->set("session_id", session_id);
+    return callToolOk(server(), "close_session", arguments);
+  }
+
+  // A run in the session, waited for.
+  Poco::JSON::Object::Ptr run(const std::string& session_id, const std::string& code,
+                              double timeout_seconds = 60) {
+    Poco::JSON::Object::Ptr arguments = startRunArguments({code, {}, nullptr});
+    Poco::JSON::Object::Ptr limits = new Poco::JSON::Object;
+    limits->set("timeout_seconds", timeout_seconds);
+    arguments->set("limits", limits);
+    arguments->set("session_id", session_id);
+    arguments->set("wait_seconds", 30);
+    Poco::JSON::Object::Ptr report = callToolOk(server(), "start_run", arguments);
+    return isFinalStatus(text(report, "status")) ? report
+                                                 : awaitFinal(server(), text(report, "run_id"));
+  }
+
+  static std::vector<std::string> sandboxOf(const std::string& session_id) {
+    return containersWithLabel("io.scs.run-id=session-" + session_id);
+  }
+};
+
+TEST_F(SessionIntegrationTest, StateCarriesBetweenRunsAndTheLastExpressionComesBack) {
+  const std::string session = open();
+  const auto first = run(session,
+                         "x = 41\n"
+                         "open('/workspace/notes.txt', 'w').write('kept')\n"
+                         "open('/workspace/out/first.txt', 'w').write('1')\n"
+                         "print('set')\n");
+  ASSERT_EQ(text(first, "status"), "succeeded") << describe(first);
+  EXPECT_EQ(text(first, "stdout"), "set\n");
+  EXPECT_TRUE(absentOrNull(first, "result"));
+  EXPECT_TRUE(flag(first, "session_alive"));
+
+  const auto second = run(session,
+                          "import sys\n"
+                          "print(open('/workspace/notes.txt').read())\n"
+                          "{'x': x + 1}\n");
+  ASSERT_EQ(text(second, "status"), "succeeded") << describe(second);
+  EXPECT_EQ(text(second, "result"), "{'x': 42}");
+  EXPECT_EQ(text(second, "stdout"), "kept\n");
+  // Only what a run wrote under /workspace/out comes back with it.
+  ASSERT_TRUE(first->getArray("files"));
+  EXPECT_EQ(first->getArray("files")->size(), 1u);
+  EXPECT_TRUE(!second->getArray("files") || second->getArray("files")->size() == 0u);
+  EXPECT_EQ(sandboxOf(session).size(), 1u);
+
+  const auto failed = run(session, "raise ValueError('no')\n");
+  EXPECT_EQ(text(failed, "status"), "failed");
+  EXPECT_EQ(failed->getObject("exception")->getValue<std::string>("type"), "ValueError");
+  EXPECT_TRUE(flag(failed, "session_alive"));
+  EXPECT_EQ(text(run(session, "x\n"), "result"), "41");
+  close(session);
+}
+
+TEST_F(SessionIntegrationTest, ATimeoutInterruptsTheCodeAndTheSessionLivesOn) {
+  const std::string session = open();
+  ASSERT_EQ(text(run(session, "x = 'still here'\n"), "status"), "succeeded");
+  const auto timed_out = run(session, "import time\nwhile True:\n    time.sleep(0.05)\n", 2);
+  EXPECT_EQ(text(timed_out, "status"), "timed_out") << describe(timed_out);
+  EXPECT_THAT(text(timed_out, "reason"), HasSubstr("interrupted (KeyboardInterrupt)"));
+  EXPECT_THAT(text(timed_out, "stderr"), HasSubstr("KeyboardInterrupt"));
+  EXPECT_TRUE(flag(timed_out, "session_alive"));
+  EXPECT_EQ(text(run(session, "x\n"), "result"), "'still here'");
+  close(session);
+}
+
+TEST_F(SessionIntegrationTest, CodeThatIgnoresKeyboardInterruptEndsItsSession) {
+  const std::string session = open();
+  const auto ended = run(session,
+                         "import time\n"
+                         "while True:\n"
+                         "    try:\n"
+                         "        time.sleep(0.05)\n"
+                         "    except KeyboardInterrupt:\n"
+                         "        pass\n",
+                         2);
+  EXPECT_EQ(text(ended, "status"), "timed_out") << describe(ended);
+  EXPECT_FALSE(flag(ended, "session_alive"));
+  EXPECT_THAT(text(ended, "reason"), HasSubstr("did not stop within 3 s of KeyboardInterrupt"));
+  EXPECT_TRUE(eventually([&] { return sandboxOf(session).empty(); }, seconds(30)));
+  Poco::JSON::Object::Ptr arguments = startRunArguments({"x = 1\n", {}, nullptr});
+  arguments->set("session_id", session);
+  const Poco::JSON::Object::Ptr refused = server().callTool("start_run", arguments);
+  EXPECT_TRUE(refused->getValue<bool>("isError"));
+  EXPECT_EQ(text(close(session), "status"), "ended");
+}
+
+TEST_F(SessionIntegrationTest, AnOomOfTheInterpreterEndsTheSessionOneOfAChildDoesNot) {
+  const std::string session = open(0.25);
+  const auto child = run(session,
+                         "import subprocess, sys\n"
+                         "done = subprocess.run([sys.executable, '-c', "
+                         "\"b = b'x' * (1 << 30)\"])\n"
+                         "done.returncode\n");
+  if (underGvisor()) {
+    // gVisor's memory cap is the whole sandbox's: the host ends the sandbox, not the child.
+    EXPECT_EQ(text(child, "status"), "out_of_memory") << describe(child);
+    EXPECT_FALSE(flag(child, "session_alive"));
+    EXPECT_TRUE(eventually([&] { return sandboxOf(session).empty(); }, seconds(30)));
+    return;
+  }
+  ASSERT_EQ(text(child, "status"), "succeeded") << describe(child);
+  EXPECT_EQ(text(child, "result"), "-9");
+  EXPECT_TRUE(flag(child, "session_alive"));
+
+  const auto killed = run(session, "b = b'x' * (1 << 30)\n");
+  EXPECT_EQ(text(killed, "status"), "out_of_memory") << describe(killed);
+  EXPECT_FALSE(flag(killed, "session_alive"));
+  EXPECT_TRUE(eventually([&] { return sandboxOf(session).empty(); }, seconds(30)));
+}
+
+TEST_F(SessionIntegrationTest, ClosingRemovesTheContainerBeforeItAnswers) {
+  const std::string session = open();
+  ASSERT_EQ(text(run(session, "1 + 1\n"), "result"), "2");
+  ASSERT_EQ(sandboxOf(session).size(), 1u);
+  const auto closed = close(session);
+  EXPECT_EQ(text(closed, "status"), "ended");
+  EXPECT_EQ(text(closed, "reason"), "it was closed by close_session");
+  EXPECT_THAT(sandboxOf(session), IsEmpty());
+  EXPECT_EQ(text(close(session), "status"), "ended");  // idempotent
+}
+
+// A server SIGKILLed cannot close its sessions, but its sandboxes do not outlive it: the engine
+// ends their stdin with the server's attach connection, and the launcher ends a session whose
+// stdin ended (the session's --deadline is the backstop for a server that hangs instead).
+TEST_F(SessionIntegrationTest, ASessionEndsWithItsSigkilledServer) {
+  auto doomed = launchServer({"--prepared", "0"});
+  Poco::JSON::Object::Ptr arguments = new Poco::JSON::Object;
+  const std::string session = text(callToolOk(*doomed, "open_session", arguments), "session_id");
+  const std::vector<std::string> ids = sandboxOf(session);
+  ASSERT_EQ(ids.size(), 1u);
+  doomed->signal(SIGKILL);
+  ASSERT_TRUE(doomed->waitExit(seconds(5)).has_value());
+  EXPECT_TRUE(eventually([&] { return containerState(ids[0]) == "exited 0"; }, seconds(10)))
+      << containerState(ids[0]);
+  runCommand("docker rm -f " + ids[0]);
+}
+
+// A session whose server hangs (SIGSTOP) ends at its deadline: --session-max-seconds and the
+// grace, kept by PID 1.
+TEST_F(SessionIntegrationTest, ASessionOfAHungServerEndsAtItsDeadline) {
+  constexpr int kLifetimeSeconds = 3;
+  constexpr int kGraceSeconds = 10;
+  auto hung =
+      launchServer({"--prepared", "0", "--session-max-seconds", std::to_string(kLifetimeSeconds)});
+  Poco::JSON::Object::Ptr arguments = new Poco::JSON::Object;
+  const std::string session = text(callToolOk(*hung, "open_session", arguments), "session_id");
+  const std::vector<std::string> ids = sandboxOf(session);
+  ASSERT_EQ(ids.size(), 1u);
+  const auto stopped_at = std::chrono::steady_clock::now();
+  hung->signal(SIGSTOP);
+  EXPECT_TRUE(eventually([&] { return containerState(ids[0]) == "exited 137"; },
+                         seconds(kLifetimeSeconds + kGraceSeconds + 15)))
+      << containerState(ids[0]);
+  EXPECT_GE(std::chrono::steady_clock::now() - stopped_at, seconds(kLifetimeSeconds));
+  hung->signal(SIGKILL);
+  runCommand("docker rm -f " + ids[0]);
+}
+
+}  // namespace
+}  // namespace scs::integration

@@ -1,0 +1,325 @@
+// Sessions in the run manager (runs/sessions.cc) over the in-process fake backend, on a clock
+// only the test moves: state carried between runs, the session's own queue, interrupts at a
+// timeout or a stop, the ends of a session (closed, idle, too old, its interpreter gone), the
+// caps, tenancy and memory admission.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "fake_backend.h"
+#include "runs/run_manager.h"
+#include "support/manual_clock.h"
+
+namespace scs::runs {
+namespace {
+
+using namespace std::chrono_literals;
+using fake::FakeBackend;
+using ::testing::HasSubstr;
+using View = FakeBackend::View;
+
+template <typename Condition>
+bool eventually(Condition condition) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return false;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+class SessionTest : public ::testing::Test {
+ protected:
+  SessionTest() {
+    settings_.instance_id = "test-instance";
+    settings_.sessions.idle = 60s;
+    settings_.sessions.max_lifetime = 600s;
+    settings_.sessions.max_open = 3;
+    settings_.sessions.max_open_per_tenant = 2;
+    options_.keep_removed = true;
+  }
+
+  FakeBackend& fake() {
+    if (!fake_) {
+      fake_.emplace(options_, nullptr, &clock_);
+    }
+    return *fake_;
+  }
+
+  RunManager& manager() {
+    fake();
+    if (!manager_) {
+      manager_ = std::make_unique<RunManager>(*fake_, settings_, sandbox_, clock_);
+    }
+    return *manager_;
+  }
+
+  std::variant<SessionSnapshot, StartRefusal> tryOpen(const std::string& tenant = kLocalTenant,
+                                                      double memory_gb = 1) {
+    OpenSessionRequest request;
+    request.tenant = tenant;
+    request.limits = {memory_gb, 30, 1, 256};
+    request.files = {{"data/input.txt", "42\n"}};
+    return manager().openSession(std::move(request));
+  }
+
+  std::string open(const std::string& tenant = kLocalTenant, double memory_gb = 1) {
+    auto opened = tryOpen(tenant, memory_gb);
+    EXPECT_TRUE(std::holds_alternative<SessionSnapshot>(opened))
+        << std::get<StartRefusal>(opened).message;
+    return std::holds_alternative<SessionSnapshot>(opened)
+               ? std::get<SessionSnapshot>(opened).session_id
+               : std::string();
+  }
+
+  std::variant<RunSnapshot, StartRefusal> tryRun(const std::string& session_id,
+                                                 const std::string& code,
+                                                 double timeout_seconds = 30,
+                                                 const std::string& tenant = kLocalTenant) {
+    StartRequest request;
+    request.files = {{"main.py", code}};
+    request.limits = {8, timeout_seconds, 4, 256};  // memory and cpus are the session's
+    request.tenant = tenant;
+    request.session_id = session_id;
+    return manager().start(std::move(request));
+  }
+
+  std::string run(const std::string& session_id, const std::string& code,
+                  double timeout_seconds = 30) {
+    auto started = tryRun(session_id, code, timeout_seconds);
+    EXPECT_TRUE(std::holds_alternative<RunSnapshot>(started))
+        << std::get<StartRefusal>(started).message;
+    return std::holds_alternative<RunSnapshot>(started) ? std::get<RunSnapshot>(started).run_id
+                                                        : std::string();
+  }
+
+  RunSnapshot finalOf(const std::string& run_id) {
+    std::optional<RunSnapshot> snapshot;
+    EXPECT_TRUE(eventually([&] {
+      snapshot = manager().get(kLocalTenant, run_id);
+      return snapshot && policy::isFinal(snapshot->status);
+    })) << "run "
+        << run_id << " never ended";
+    return snapshot.value_or(RunSnapshot{});
+  }
+
+  // The session's sandbox, the one created with spec.session.
+  std::optional<View> sessionSandbox(std::size_t index = 0) {
+    std::size_t seen = 0;
+    for (View& view : fake().sandboxes()) {
+      if (view.spec.session && seen++ == index) {
+        return std::move(view);
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Moves the clock once the maintenance thread and `others` waiting threads wait on it.
+  void advance(std::chrono::milliseconds by, std::size_t others = 0) {
+    ASSERT_TRUE(clock_.awaitWaiters(1 + others));
+    clock_.advance(by);
+  }
+
+  testing::ManualClock clock_;
+  fake::Options options_;
+  std::optional<FakeBackend> fake_;
+  RunSettings settings_;
+  policy::SandboxSettings sandbox_;
+  std::unique_ptr<RunManager> manager_;  // last: it stops before the backend goes away
+};
+
+TEST_F(SessionTest, StateCarriesBetweenRunsAndTheLastExpressionComesBack) {
+  const std::string session = open();
+  const std::optional<View> sandbox = sessionSandbox();
+  ASSERT_TRUE(sandbox);
+  EXPECT_EQ(sandbox->spec.command.back(), "--session");
+  EXPECT_EQ(sandbox->spec.posture.memory_bytes, std::int64_t{1} << 30);
+
+  const RunSnapshot first = finalOf(run(session, "#fake:set=x=42\n#fake:stdout=set\n"));
+  EXPECT_EQ(first.status, policy::RunStatus::kSucceeded) << first.reason;
+  EXPECT_EQ(first.stdout_output.text, "set");
+  EXPECT_EQ(first.session_id, session);
+  EXPECT_TRUE(first.session_alive);
+  EXPECT_THAT(first.reason, HasSubstr("The session is still open."));
+  EXPECT_FALSE(first.results.result);
+  // Its memory and cpus are the session's, whatever the run asked for.
+  EXPECT_EQ(first.limits.memory_gb, 1);
+  EXPECT_EQ(first.limits.cpus, 1);
+
+  const RunSnapshot second = finalOf(run(session, "#fake:get=x\n"));
+  EXPECT_EQ(second.status, policy::RunStatus::kSucceeded) << second.reason;
+  EXPECT_EQ(second.results.result, "42");
+  // One sandbox served both; the session's files came with its first run only.
+  EXPECT_EQ(fake().sandboxes().size(), 1u);
+  EXPECT_FALSE(sessionSandbox()->removed);
+
+  const RunSnapshot unknown = finalOf(run(session, "#fake:get=y\n"));
+  EXPECT_EQ(unknown.status, policy::RunStatus::kFailed);
+  ASSERT_TRUE(unknown.results.exception);
+  EXPECT_EQ(unknown.results.exception->type, "NameError");
+  EXPECT_TRUE(unknown.session_alive);
+}
+
+TEST_F(SessionTest, ItsRunsWaitInItsQueueInOrderAndAStopInterruptsOnlyTheCode) {
+  const std::string session = open();
+  const std::string first = run(session, "#fake:hang\n");
+  const std::string second = run(session, "#fake:result=two\n");
+  const std::string third = run(session, "#fake:result=three\n");
+  ASSERT_TRUE(
+      eventually([&] { return sessionSandbox()->archive.find("hang") != std::string::npos; }));
+  EXPECT_EQ(manager().get(kLocalTenant, second)->status, policy::RunStatus::kQueued);
+  EXPECT_EQ(manager().get(kLocalTenant, second)->queue_position, 2u);
+  EXPECT_EQ(manager().get(kLocalTenant, third)->queue_position, 3u);
+
+  const std::optional<RunSnapshot> stopped = manager().stop(kLocalTenant, first);
+  ASSERT_TRUE(stopped);
+  EXPECT_EQ(stopped->status, policy::RunStatus::kStopped);
+  EXPECT_THAT(stopped->reason, HasSubstr("interrupted (KeyboardInterrupt)"));
+  EXPECT_TRUE(stopped->session_alive);
+  EXPECT_EQ(finalOf(second).results.result, "two");
+  EXPECT_EQ(finalOf(third).results.result, "three");
+}
+
+TEST_F(SessionTest, ATimeoutInterruptsTheCodeAndTheSessionLivesOn) {
+  const std::string session = open();
+  const std::string id = run(session, "#fake:hang\n", 5);
+  ASSERT_TRUE(
+      eventually([&] { return sessionSandbox()->archive.find("hang") != std::string::npos; }));
+  advance(4999ms, 1);
+  EXPECT_EQ(manager().get(kLocalTenant, id)->status, policy::RunStatus::kRunning);
+  advance(1ms, 1);
+  const RunSnapshot timed_out = finalOf(id);
+  EXPECT_EQ(timed_out.status, policy::RunStatus::kTimedOut);
+  EXPECT_THAT(timed_out.reason, HasSubstr("5-second limit was reached and the run's code was "
+                                          "interrupted (KeyboardInterrupt)"));
+  EXPECT_TRUE(timed_out.session_alive);
+  ASSERT_TRUE(timed_out.results.exception);
+  EXPECT_EQ(timed_out.results.exception->type, "KeyboardInterrupt");
+  EXPECT_EQ(finalOf(run(session, "#fake:result=after\n")).results.result, "after");
+}
+
+TEST_F(SessionTest, CodeThatIgnoresTheInterruptEndsTheSession) {
+  const std::string session = open();
+  const std::string id = run(session, "#fake:ignore_interrupt\n", 5);
+  const std::string queued = run(session, "#fake:result=never\n");
+  ASSERT_TRUE(eventually(
+      [&] { return sessionSandbox()->archive.find("ignore_interrupt") != std::string::npos; }));
+  advance(5s, 1);  // the timeout: the code is interrupted
+  advance(2999ms, 1);
+  EXPECT_EQ(manager().get(kLocalTenant, id)->status, policy::RunStatus::kRunning);
+  advance(1ms, 1);  // the grace is over: the sandbox is killed and the session ends
+  const RunSnapshot ended = finalOf(id);
+  EXPECT_EQ(ended.status, policy::RunStatus::kTimedOut);
+  EXPECT_FALSE(ended.session_alive);
+  EXPECT_THAT(ended.reason, HasSubstr("did not stop within 3 s of KeyboardInterrupt"));
+  const RunSnapshot stopped = finalOf(queued);
+  EXPECT_EQ(stopped.status, policy::RunStatus::kStopped);
+  EXPECT_THAT(stopped.reason, HasSubstr("its session ended"));
+  EXPECT_TRUE(eventually([&] { return sessionSandbox()->removed; }));
+  auto refused = tryRun(session, "#fake:result=late\n");
+  ASSERT_TRUE(std::holds_alternative<StartRefusal>(refused));
+  EXPECT_THAT(std::get<StartRefusal>(refused).message, HasSubstr("has ended"));
+}
+
+TEST_F(SessionTest, AnOomThatKillsTheInterpreterEndsTheSessionOneThatKillsAChildDoesNot) {
+  const std::string session = open();
+  const RunSnapshot child = finalOf(run(session, "#fake:child_oom\n"));
+  EXPECT_EQ(child.status, policy::RunStatus::kSucceeded) << child.reason;
+  EXPECT_TRUE(child.session_alive);
+
+  const RunSnapshot killed = finalOf(run(session, "#fake:oom\n"));
+  EXPECT_EQ(killed.status, policy::RunStatus::kOutOfMemory) << killed.reason;
+  EXPECT_FALSE(killed.session_alive);
+  EXPECT_THAT(killed.reason, HasSubstr("killed by the OOM killer"));
+  EXPECT_TRUE(eventually([&] { return sessionSandbox()->removed; }));
+}
+
+TEST_F(SessionTest, AnIdleSessionExpiresAndOneAtItsLifetimeEndsWhileBusy) {
+  const std::string idle = open();
+  EXPECT_EQ(finalOf(run(idle, "#fake:result=1\n")).status, policy::RunStatus::kSucceeded);
+  advance(59s);
+  EXPECT_FALSE(sessionSandbox(0)->removed);
+  advance(1s);
+  EXPECT_TRUE(eventually([&] { return sessionSandbox(0)->removed; }));
+  const std::optional<SessionSnapshot> closed = manager().closeSession(kLocalTenant, idle);
+  ASSERT_TRUE(closed);
+  EXPECT_FALSE(closed->open);
+  EXPECT_EQ(closed->end_reason, "it was idle for 60 s");
+
+  const std::string busy = open();
+  const std::string id = run(busy, "#fake:ignore_interrupt\n", 1000);
+  ASSERT_TRUE(
+      eventually([&] { return sessionSandbox(1)->archive.find("ignore") != std::string::npos; }));
+  for (int i = 0; i < 6; ++i) {
+    advance(100s, 1);  // the run's thread waits too
+  }
+  const RunSnapshot ended = finalOf(id);
+  EXPECT_EQ(ended.status, policy::RunStatus::kStopped);
+  EXPECT_FALSE(ended.session_alive);
+  EXPECT_THAT(ended.reason, HasSubstr("it reached its maximum lifetime of 600 s"));
+  EXPECT_TRUE(eventually([&] { return sessionSandbox(1)->removed; }));
+}
+
+TEST_F(SessionTest, SessionsBelongToTheirTenantAndAreCapped) {
+  const std::string alice = open("alice");
+  open("alice");
+  auto third = tryOpen("alice");
+  ASSERT_TRUE(std::holds_alternative<StartRefusal>(third));
+  EXPECT_THAT(std::get<StartRefusal>(third).message, HasSubstr("2 sessions open"));
+  open("bob");
+  auto total = tryOpen("carol");
+  ASSERT_TRUE(std::holds_alternative<StartRefusal>(total));
+  EXPECT_THAT(std::get<StartRefusal>(total).message, HasSubstr("the most it allows"));
+
+  auto foreign = tryRun(alice, "#fake:result=x\n", 30, "bob");
+  ASSERT_TRUE(std::holds_alternative<StartRefusal>(foreign));
+  EXPECT_THAT(std::get<StartRefusal>(foreign).message, HasSubstr("Unknown session_id"));
+  EXPECT_FALSE(manager().closeSession("bob", alice));
+  ASSERT_TRUE(manager().closeSession("alice", alice));
+  open("carol");  // a closed one no longer counts
+}
+
+TEST_F(SessionTest, ASessionsMemoryCountsAgainstTheHostWhileItIsOpen) {
+  settings_.host_memory_bytes = std::int64_t{4} << 30;
+  const std::string session = open(kLocalTenant, 3);
+  auto big = tryOpen(kLocalTenant, 2);
+  ASSERT_TRUE(std::holds_alternative<StartRefusal>(big));
+  EXPECT_THAT(std::get<StartRefusal>(big).message, HasSubstr("Not enough of the host's memory"));
+  // A fresh run of 2 GB waits for memory while the session is open, and starts once it closes.
+  StartRequest request;
+  request.files = {{"main.py", "#fake:exit=0\n"}};
+  request.limits = {2, 30, 1, 256};
+  const std::string waiting = std::get<RunSnapshot>(manager().start(std::move(request))).run_id;
+  EXPECT_EQ(manager().get(kLocalTenant, waiting)->status, policy::RunStatus::kQueued);
+  ASSERT_TRUE(manager().closeSession(kLocalTenant, session));
+  EXPECT_EQ(finalOf(waiting).status, policy::RunStatus::kSucceeded);
+}
+
+TEST_F(SessionTest, ClosingStopsItsRunsAndRemovesItsSandboxAndShutdownRemovesTheRest) {
+  const std::string session = open();
+  const std::string running = run(session, "#fake:hang\n");
+  const std::string queued = run(session, "#fake:result=x\n");
+  ASSERT_TRUE(
+      eventually([&] { return sessionSandbox()->archive.find("hang") != std::string::npos; }));
+  const std::optional<SessionSnapshot> closed = manager().closeSession(kLocalTenant, session);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(closed->end_reason, "it was closed by close_session");
+  EXPECT_TRUE(sessionSandbox()->removed);  // before close_session answered
+  EXPECT_EQ(finalOf(running).status, policy::RunStatus::kStopped);
+  EXPECT_EQ(finalOf(queued).status, policy::RunStatus::kStopped);
+  EXPECT_TRUE(manager().closeSession(kLocalTenant, session));  // idempotent
+
+  open();
+  manager().shutdown();
+  EXPECT_TRUE(sessionSandbox(1)->removed);
+}
+
+}  // namespace
+}  // namespace scs::runs
