@@ -49,6 +49,28 @@ describe('safe-code-sandbox through the official MCP SDK client', () => {
     assert.fail(`run ${runId} did not finish`);
   }
 
+  test('a session keeps state between runs, returns the last expression, and closes', async () => {
+    const session = await call('open_session', { limits: { memory_gb: 1 } });
+    assert.equal(session.status, 'open');
+    assert.match(session.session_id, /^[0-9a-f]{32}$/);
+    const first = await call('start_run', {
+      code: '#fake:set=rows=3\n', session_id: session.session_id, wait_seconds: 20 });
+    assert.equal(first.status, 'succeeded');
+    assert.equal(first.session_alive, true);
+    assert.equal(first.result, undefined);
+    const second = await call('start_run', {
+      code: '#fake:get=rows\n', session_id: session.session_id, wait_seconds: 20 });
+    assert.equal(second.status, 'succeeded');
+    assert.equal(second.result, '3');
+    assert.equal(second.session_id, session.session_id);
+    const closed = await call('close_session', { session_id: session.session_id });
+    assert.equal(closed.status, 'ended');
+    const late = await client.callTool({ name: 'start_run', arguments: {
+      code: 'x', session_id: session.session_id } });
+    assert.equal(late.isError, true);
+    assert.match(late.content[0].text, /has ended: it was closed by close_session/);
+  });
+
   test('negotiates the protocol and names the server', () => {
     assert.equal(client.getServerVersion().name, 'safe-code-sandbox');
     assert.ok(client.getServerCapabilities().tools);

@@ -59,7 +59,8 @@ describe('safe-code-sandbox over Streamable HTTP through the official MCP SDK cl
     const tokens = join(dir, 'tokens');
     writeFileSync(tokens, `# two tenants\nalice:${ALICE}\nbob:${BOB}\n`);
     chmodSync(tokens, 0o600);
-    server = startServer(['--backend', 'fake', '--http', '127.0.0.1:0', '--token-file', tokens]);
+    server = startServer(['--backend', 'fake', '--http', '127.0.0.1:0', '--token-file', tokens,
+      '--session-idle-seconds', '2']);
     url = await server.url;
   });
 
@@ -72,6 +73,30 @@ describe('safe-code-sandbox over Streamable HTTP through the official MCP SDK cl
     if (dir) {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  test('a session belongs to its tenant and expires when idle', async () => {
+    const alice = await connect(url, ALICE);
+    const bob = await connect(url, BOB);
+    const opened = await alice.client.callTool({ name: 'open_session', arguments: {} });
+    assert.notEqual(opened.isError, true, JSON.stringify(opened.content));
+    const id = opened.structuredContent.session_id;
+    const ran = await alice.client.callTool({ name: 'start_run', arguments: {
+      code: '#fake:result=7\n', session_id: id, wait_seconds: 20 } });
+    assert.equal(ran.structuredContent.result, '7', JSON.stringify(ran));
+    for (const [name, args] of [['start_run', { code: 'x', session_id: id }],
+      ['close_session', { session_id: id }]]) {
+      const stranger = await bob.client.callTool({ name, arguments: args });
+      assert.equal(stranger.isError, true, name);
+      assert.match(stranger.content[0].text, /Unknown session_id/);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 3500));
+    const expired = await alice.client.callTool({ name: 'start_run', arguments: {
+      code: 'x', session_id: id } });
+    assert.equal(expired.isError, true);
+    assert.match(expired.content[0].text, /has ended: it was idle for 2 s/);
+    await alice.client.close();
+    await bob.client.close();
   });
 
   test('a client without a token, or with a wrong one, is refused with 401', async () => {
