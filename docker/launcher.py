@@ -60,6 +60,7 @@ CHUNK = 1 << 16
 MAX_CONTROL_BYTES = 1 << 16
 MAX_EXCEPTION_BYTES = 1 << 16
 MAX_TEXT_BYTES = 8 << 10
+MAX_ANSWER_BYTES = 1 << 20  # a session interpreter's answer line, result included
 PR_SET_DUMPABLE = 4
 KILL_PATIENCE_SECONDS = 5
 PYTHON = "/usr/bin/python3"
@@ -238,8 +239,8 @@ def make_dir(path):
 def write_file(path, source, replace=False):
     if replace:
         try:
-            if stat.S_ISREG(os.lstat(path).st_mode):
-                os.unlink(path)
+            if not stat.S_ISDIR(os.lstat(path).st_mode):
+                os.unlink(path)  # a file or symlink an earlier run left: replaced, never followed
         except FileNotFoundError:
             pass
     fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
@@ -475,9 +476,9 @@ def read_exception(chunks):
     return {k: clean(record[k])[:MAX_TEXT_BYTES] for k in keys}
 
 
-def collect(out_dir, control, since=None):
+def collect(out_dir, control, unchanged=None):
     """The regular files under out_dir, never following a symlink: ([(path, bytes)], omitted).
-    With `since` (a session's run), only those modified at or after that time."""
+    With `unchanged` (a session's run: out_files_state() before it), only those it wrote."""
     files = []
     omitted = 0
     total = 0
@@ -495,7 +496,9 @@ def collect(out_dir, control, since=None):
                     continue
                 if not stat.S_ISREG(info.st_mode):
                     continue
-                if since is not None and info.st_mtime < since:
+                key = os.path.normpath(os.path.join(top, name))
+                if unchanged is not None and unchanged.get(key) == (
+                        info.st_ino, info.st_mtime_ns, info.st_size):
                     continue
                 size = info.st_size
                 if (
@@ -534,7 +537,7 @@ def write_all(data, fd=1):
         view = view[os.write(fd, view):]
 
 
-def write_trailer(nonce, exit, exception, files, omitted, result=None):
+def write_trailer(nonce, exit, exception, files, omitted, result=None, session_over=False):
     import fcntl
 
     # The program shares stdout's open file description and may have made it non-blocking.
@@ -560,6 +563,8 @@ def write_trailer(nonce, exit, exception, files, omitted, result=None):
     tail = {"files_truncated": omitted > 0, "files_omitted": omitted}
     if result is not None:
         tail["result"] = result
+    if session_over:
+        tail["session_over"] = True  # the interpreter is gone: the session ends with this run
     write_all(b"]," + json.dumps(tail)[1:].encode("ascii") + b"\n")
 
 
@@ -610,11 +615,12 @@ def start_child(warm):
 # namespace of __main__ when PID 1 says so over the socket whose number is its first argument:
 # a line of JSON ({"result_cap": N}) with, when the run has stdin, the read end of a pipe
 # holding it. The value of a last expression statement that is not None comes back as its repr
-# (cut to result_cap bytes, head and tail), as a notebook shows Out[n]. SIGINT raises
-# KeyboardInterrupt only while a run's code executes (PID 1 sends it to interrupt one); at any
-# other time it is ignored. After each run it flushes stdout and stderr and answers one line of
-# JSON: {"exit": {"code": N}, "exception": {...} or null, "result": text or null}. SystemExit
-# ends only the run (its code is the run's exit code). The socket is in the program's own
+# (cut to result_cap bytes, head and tail), as a notebook shows Out[n]. SIGINT is blocked but
+# while a run executes: the interpreter says {"started": true} once it is unblocked, and PID 1
+# interrupts a run only after that; one pending from a run already over is dropped first. After
+# each run it flushes stdout and stderr and answers one line of JSON: {"exit": {"code": N},
+# "exception": {...} or null, "result": text or null}. SystemExit ends only the run (its code
+# is the run's exit code). The socket is in the program's own
 # process, so the program can write such a line too: it can only misreport runs of its own
 # session.
 SESSION_BOOTSTRAP = r"""
@@ -636,7 +642,8 @@ def _scs_session():
     sys.stdout.reconfigure(line_buffering=True)
     namespace["__file__"] = path
     namespace["__cached__"] = None
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    interrupt = {signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, interrupt)
 
     def clean(text):
         return text.encode("utf-8", "replace").decode("utf-8")
@@ -667,22 +674,26 @@ def _scs_session():
 
     def run(command):
         outcome = {"exit": {"code": 0}, "exception": None, "result": None}
+        while signal.sigtimedwait(interrupt, 0) is not None:
+            pass  # meant for a run that is over
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # the code may have changed it
+        channel.sendall(b'{"started": true}\n')
         try:
-            with open(path, "rb") as source:
-                tree = ast.parse(source.read(), path)
-            last = None
-            if tree.body and isinstance(tree.body[-1], ast.Expr):
-                last = ast.Expression(tree.body.pop().value)
-            body = compile(tree, path, "exec", dont_inherit=True)
-            tail = compile(last, path, "eval", dont_inherit=True) if last else None
-            signal.signal(signal.SIGINT, signal.default_int_handler)
             try:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, interrupt)
+                with open(path, "rb") as source:
+                    tree = ast.parse(source.read(), path)
+                last = None
+                if tree.body and isinstance(tree.body[-1], ast.Expr):
+                    last = ast.Expression(tree.body.pop().value)
+                body = compile(tree, path, "exec", dont_inherit=True)
+                tail = compile(last, path, "eval", dont_inherit=True) if last else None
                 exec(body, namespace)
                 value = eval(tail, namespace) if tail else None
+                if value is not None:
+                    outcome["result"] = cut(clean(repr(value)), command["result_cap"])
             finally:
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
-            if value is not None:
-                outcome["result"] = cut(clean(repr(value)), command["result_cap"])
+                signal.pthread_sigmask(signal.SIG_BLOCK, interrupt)
         except SystemExit as error:
             code = error.code
             if code is None or isinstance(code, int):
@@ -701,6 +712,7 @@ def _scs_session():
                 sys.__excepthook__(type(error), error, tb)
             outcome["exit"] = {"code": 1}
             outcome["exception"] = record(error, tb)
+        signal.pthread_sigmask(signal.SIG_BLOCK, interrupt)
         return outcome
 
     while True:
@@ -788,23 +800,33 @@ def session_main(seconds):
     child, channel = start_session_child()
     events = queue.Queue()
     lock = threading.Lock()
-    running = [False]
+    # A run's interpreter has said it started (SIGINT reaches its code now); an interrupt came
+    # for the run whose frame was read last before it did.
+    state = {"running": False, "pending": False}
+
+    def interrupt_now():
+        try:
+            os.kill(child, signal.SIGINT)
+        except ProcessLookupError:
+            pass
 
     def read_frames():
         stream = sys.stdin.buffer.raw
         while (header := read_line(stream)) is not None:
             if header == b"SCS-INTERRUPT":
                 with lock:
-                    if running[0]:
-                        try:
-                            os.kill(child, signal.SIGINT)
-                        except ProcessLookupError:
-                            pass
+                    if state["running"]:
+                        interrupt_now()
+                    else:
+                        state["pending"] = True
                 continue
             kind, _, size = header.partition(b" ")
             if kind != b"SCS-RUN" or not size.isdigit() or int(size) > 1 << 31:
                 reject(f"session: unknown frame {header[:32]!r}")
-            events.put(("run", read_exactly(stream, int(size))))
+            bundle = read_exactly(stream, int(size))
+            with lock:
+                state["pending"] = False  # an interrupt read before this frame was an older run's
+            events.put(("run", bundle))
         events.put(("end", None))
 
     def reap():
@@ -818,12 +840,23 @@ def session_main(seconds):
                 events.put(("died", status))
 
     def answers():
-        buffered = b""
+        buffered = bytearray()
         while chunk := channel.recv(CHUNK):
             buffered += chunk
-            while b"\n" in buffered:
-                line, buffered = buffered.split(b"\n", 1)
-                events.put(("answer", line))
+            while (end := buffered.find(b"\n")) >= 0:
+                line = bytes(buffered[:end])
+                del buffered[: end + 1]
+                if line == b'{"started": true}':
+                    with lock:
+                        state["running"] = True
+                        if state["pending"]:
+                            state["pending"] = False
+                            interrupt_now()
+                else:
+                    events.put(("answer", line))
+            if len(buffered) > MAX_ANSWER_BYTES:
+                buffered.clear()  # no line of the interpreter's is this long: the program's
+                events.put(("answer", b""))
 
     for target in (read_frames, reap, answers):
         threading.Thread(target=target, daemon=True).start()
@@ -850,17 +883,19 @@ def session_main(seconds):
             os.mkdir(out_dir, 0o755)
         except FileExistsError:
             pass
-        began = time.time()
+        before = out_files_state(out_dir)
         stdin_data = members.get("stdin")
         fds = []
         if stdin_data is not None:
             stdin_r, stdin_w = os.pipe()
             threading.Thread(target=feed, args=(stdin_w, stdin_data), daemon=True).start()
             fds = [stdin_r]
-        command = json.dumps({"result_cap": control.get("result_cap", 1 << 16)}).encode("ascii")
-        with lock:
-            running[0] = True
-        socket.send_fds(channel, [command], fds)
+        result_cap = control.get("result_cap", 1 << 16)
+        command = json.dumps({"result_cap": result_cap}).encode("ascii")
+        try:
+            socket.send_fds(channel, [command], fds)
+        except OSError:
+            pass  # the interpreter is gone: the reaper says so
         for fd in fds:
             os.close(fd)
         while True:
@@ -868,16 +903,17 @@ def session_main(seconds):
             if kind in ("answer", "died", "end"):
                 break
         with lock:
-            running[0] = False
-        files, omitted = collect(out_dir, control, since=began)
+            state["running"] = False
+        files, omitted = collect(out_dir, control, unchanged=before)
+        over = kind != "answer"
         if kind == "answer":
-            answer = read_answer(value)
+            answer = read_answer(value, result_cap)
             exit, exception, result = answer["exit"], answer["exception"], answer["result"]
         else:
             exit = exit_record(value) if kind == "died" else {"signal": signal.SIGKILL}
             exception, result = None, None
         try:
-            write_trailer(control["nonce"], exit, exception, files, omitted, result)
+            write_trailer(control["nonce"], exit, exception, files, omitted, result, over)
         except OSError:
             pass
         if kind == "died":
@@ -887,7 +923,7 @@ def session_main(seconds):
             os._exit(0)
 
 
-def read_answer(line):
+def read_answer(line, result_cap):
     """The interpreter's account of a run, checked: anything malformed is a failed run."""
     try:
         answer = json.loads(line)
@@ -907,8 +943,34 @@ def read_answer(line):
     if exception is not None:
         exception = {k: clean(exception[k])[:MAX_TEXT_BYTES] for k in keys}
     result = answer.get("result")
-    return {"exit": {"code": exit["code"]}, "exception": exception,
-            "result": clean(result) if isinstance(result, str) else None}
+    if isinstance(result, str):
+        result = clean(result).encode("utf-8")[:result_cap + 64].decode("utf-8", "ignore")
+    else:
+        result = None
+    return {"exit": {"code": exit["code"]}, "exception": exception, "result": result}
+
+
+def out_files_state(out_dir):
+    """What is under out_dir now, to tell later which files a run wrote or changed:
+    {path: (inode, mtime_ns, size)} of its regular files, never following a symlink."""
+    state = {}
+    try:
+        root = os.open(out_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return state
+    try:
+        for top, dirs, names, dir_fd in os.fwalk(".", dir_fd=root, follow_symlinks=False):
+            for name in names:
+                try:
+                    info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISREG(info.st_mode):
+                    state[os.path.normpath(os.path.join(top, name))] = (
+                        info.st_ino, info.st_mtime_ns, info.st_size)
+    finally:
+        os.close(root)
+    return state
 
 
 MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")

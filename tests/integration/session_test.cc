@@ -95,6 +95,15 @@ TEST_F(SessionIntegrationTest, StateCarriesBetweenRunsAndTheLastExpressionComesB
   close(session);
 }
 
+TEST_F(SessionIntegrationTest, AnInterpreterThatExitsEndsTheSessionWithThatRun) {
+  const std::string session = open();
+  const auto ended = run(session, "import os\nos._exit(3)\n");
+  EXPECT_EQ(text(ended, "status"), "failed") << describe(ended);
+  EXPECT_EQ(integer(ended, "exit_code"), 3);
+  EXPECT_FALSE(flag(ended, "session_alive"));
+  EXPECT_TRUE(eventually([&] { return sandboxOf(session).empty(); }, seconds(30)));
+}
+
 TEST_F(SessionIntegrationTest, ATimeoutInterruptsTheCodeAndTheSessionLivesOn) {
   const std::string session = open();
   ASSERT_EQ(text(run(session, "x = 'still here'\n"), "status"), "succeeded");
@@ -104,6 +113,23 @@ TEST_F(SessionIntegrationTest, ATimeoutInterruptsTheCodeAndTheSessionLivesOn) {
   EXPECT_THAT(text(timed_out, "stderr"), HasSubstr("KeyboardInterrupt"));
   EXPECT_TRUE(flag(timed_out, "session_alive"));
   EXPECT_EQ(text(run(session, "x\n"), "result"), "'still here'");
+  close(session);
+}
+
+// A stop that arrives while the run's bundle is still being unpacked waits for the code to
+// start, and then interrupts it: the session lives on.
+TEST_F(SessionIntegrationTest, AStopRightAfterTheStartInterruptsTheCodeAndTheSessionLivesOn) {
+  const std::string session = open();
+  Poco::JSON::Object::Ptr arguments =
+      startRunArguments({"import time\nwhile True:\n    time.sleep(0.05)\n", {}, nullptr});
+  arguments->set("session_id", session);
+  const std::string run_id = text(callToolOk(server(), "start_run", arguments), "run_id");
+  Poco::JSON::Object::Ptr stop = new Poco::JSON::Object;
+  stop->set("run_id", run_id);
+  const auto stopped = callToolOk(server(), "stop_run", stop);
+  EXPECT_EQ(text(stopped, "status"), "stopped") << describe(stopped);
+  EXPECT_TRUE(flag(stopped, "session_alive")) << describe(stopped);
+  EXPECT_EQ(text(run(session, "'alive'\n"), "result"), "'alive'");
   close(session);
 }
 

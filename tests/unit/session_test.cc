@@ -287,19 +287,44 @@ TEST_F(SessionTest, SessionsBelongToTheirTenantAndAreCapped) {
 }
 
 TEST_F(SessionTest, ASessionsMemoryCountsAgainstTheHostWhileItIsOpen) {
-  settings_.host_memory_bytes = std::int64_t{4} << 30;
-  const std::string session = open(kLocalTenant, 3);
-  auto big = tryOpen(kLocalTenant, 2);
-  ASSERT_TRUE(std::holds_alternative<StartRefusal>(big));
-  EXPECT_THAT(std::get<StartRefusal>(big).message, HasSubstr("Not enough of the host's memory"));
-  // A fresh run of 2 GB waits for memory while the session is open, and starts once it closes.
+  settings_.host_memory_bytes = std::int64_t{8} << 30;
+  open("alice", 3);
+  // One tenant's sessions hold at most half of the host's memory.
+  auto hoarding = tryOpen("alice", 2);
+  ASSERT_TRUE(std::holds_alternative<StartRefusal>(hoarding));
+  EXPECT_THAT(std::get<StartRefusal>(hoarding).message, HasSubstr("more than half"));
+  const std::string bobs = open("bob", 4);
+  auto full = tryOpen("carol", 2);
+  ASSERT_TRUE(std::holds_alternative<StartRefusal>(full));
+  EXPECT_THAT(std::get<StartRefusal>(full).message, HasSubstr("Not enough of the host's memory"));
+  // A fresh run of 2 GB waits for memory while the sessions are open, and starts once one closes.
   StartRequest request;
   request.files = {{"main.py", "#fake:exit=0\n"}};
   request.limits = {2, 30, 1, 256};
   const std::string waiting = std::get<RunSnapshot>(manager().start(std::move(request))).run_id;
   EXPECT_EQ(manager().get(kLocalTenant, waiting)->status, policy::RunStatus::kQueued);
-  ASSERT_TRUE(manager().closeSession(kLocalTenant, session));
+  ASSERT_TRUE(manager().closeSession("bob", bobs));
   EXPECT_EQ(finalOf(waiting).status, policy::RunStatus::kSucceeded);
+}
+
+// A session's runs take no prepared sandbox (they run in the session's), and its queue counts
+// against the tenant's like the fair queue does.
+TEST_F(SessionTest, ItsRunsTakeNoPreparedSandboxAndCountAgainstTheTenantsQueue) {
+  settings_.prepared = 1;
+  settings_.prepared_max = 1;
+  settings_.prepared_limits = {1, 30, 1, 256};
+  settings_.max_queue = 2;
+  RunManager& runs = manager();
+  ASSERT_TRUE(eventually([&] { return runs.awaitPrepared(1, 0ms); }));
+  const std::string session = open();
+  const std::string first = run(session, "#fake:hang\n");
+  run(session, "#fake:result=2\n");
+  run(session, "#fake:result=3\n");
+  auto refused = tryRun(session, "#fake:result=4\n");
+  ASSERT_TRUE(std::holds_alternative<StartRefusal>(refused));
+  EXPECT_THAT(std::get<StartRefusal>(refused).message, HasSubstr("The queue is full"));
+  EXPECT_TRUE(runs.awaitPrepared(1, 0ms));  // still there, unused
+  runs.stop(kLocalTenant, first);
 }
 
 TEST_F(SessionTest, ClosingStopsItsRunsAndRemovesItsSandboxAndShutdownRemovesTheRest) {

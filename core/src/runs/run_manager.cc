@@ -315,7 +315,7 @@ void RunManager::Impl::shutdown() {
   }
   {
     std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return live_threads_ == 0; });
+    changed_.wait(lock, [&] { return live_threads_ == 0 && opening_ == 0; });
     releaseSessionsLocked(lock);
   }
   reapThreads();
@@ -350,7 +350,7 @@ void RunManager::Impl::admitLocked() {
     const std::shared_ptr<Run> run = runs_.at(next->id);
     // A prepared sandbox the run can use already holds the run's memory.
     const PreparedSandbox* prepared =
-        pool_.ready() == 0 ? nullptr : pool_.find(run->limits, sandbox_);
+        pool_.ready() == 0 || run->session ? nullptr : pool_.find(run->limits, sandbox_);
     const std::int64_t needed = run->memory_bytes - (prepared ? prepared->memory_bytes : 0);
     if (!memoryFitsLocked(needed)) {
       // Idle prepared sandboxes give way to a run; otherwise the chosen run waits for memory

@@ -185,14 +185,15 @@ class RunManager {
   std::optional<RunSnapshot> stop(const std::string& tenant, const std::string& run_id);
 
   // Opens a session: its sandbox is created, posture-checked and started before this returns.
-  // Refused at the caps of open sessions, when its memory does not fit beside the runs and
-  // sessions there are, or when its sandbox fails to come up (the message says why). A
+  // Refused at the caps of open sessions, when the tenant's sessions would hold more than half
+  // of the host's memory, when its memory does not fit beside the runs and sessions there are,
+  // or when its sandbox fails to come up (the message says why). A
   // session's runs wait in its own queue, one at a time, and each takes a slot of the
   // concurrency cap while it executes; its memory counts against the host's until it is closed.
   std::variant<SessionSnapshot, StartRefusal> openSession(OpenSessionRequest request);
 
-  // Closes a session (idempotent): its queued runs are stopped, a run in progress is
-  // interrupted and stopped, and its sandbox is removed before this returns. nullopt for an
+  // Closes a session (idempotent): its queued runs are stopped, a run in progress is stopped
+  // (its sandbox killed), and its sandbox is removed before this returns. nullopt for an
   // unknown id or a session of another tenant.
   std::optional<SessionSnapshot> closeSession(const std::string& tenant,
                                               const std::string& session_id);

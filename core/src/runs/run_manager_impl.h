@@ -73,6 +73,7 @@ struct Session {
   std::uint32_t uid = 0;
   bool up = false;         // its sandbox started; runs may come
   bool open = true;        // false once ended (closed, expired, its interpreter gone)
+  bool opening = false;    // open_session is still bringing its sandbox up
   bool releasing = false;  // ended, and its sandbox is being removed
   bool removed = false;    // ended, and its sandbox is gone (or never was)
   std::string end_reason;
@@ -270,6 +271,7 @@ struct RunManager::Impl {
   ReportRetention retention_;
   PreparedPool pool_;
   std::size_t live_threads_ = 0;  // run threads not yet done with their sandbox
+  std::size_t opening_ = 0;       // open_session calls bringing a sandbox up
   std::vector<std::thread> done_threads_;
   bool shutting_down_ = false;
   std::thread maintenance_thread_;

@@ -144,6 +144,18 @@ std::variant<SessionSnapshot, StartRefusal> RunManager::Impl::openSession(
                           policy::formatNumber(request.limits.memory_gb) +
                           " GB of memory, more than sandboxes on this host can have."};
     }
+    // One tenant's sessions hold at most half of the host's memory for as long as they are
+    // open, so that they cannot starve everyone else's runs.
+    std::int64_t held = 0;
+    for (const auto& [id, other] : sessions_) {
+      held += other->tenant == request.tenant && !other->removed ? other->memory_bytes : 0;
+    }
+    if (settings_.host_memory_bytes > 0 && held + memory > settings_.host_memory_bytes / 2) {
+      return StartRefusal{
+          "Your open sessions would hold more than half of this host's memory "
+          "with this one. Close one with close_session, or ask for less "
+          "memory_gb."};
+    }
     if (!memoryFitsLocked(memory) && !pool_.evictFor(memory, nullptr, [this](std::int64_t more) {
           return memoryFitsLocked(more);
         })) {
@@ -175,6 +187,8 @@ std::variant<SessionSnapshot, StartRefusal> RunManager::Impl::openSession(
       changed_.notify_all();
       pool_changed_.notify_all();  // the maintenance thread ends a session whose sandbox ended
     });
+    session->opening = true;
+    ++opening_;
     sessions_.emplace(session->id, session);
   }
 
@@ -195,7 +209,10 @@ std::variant<SessionSnapshot, StartRefusal> RunManager::Impl::openSession(
   const SandboxBringUp::Outcome brought = bring_up_.bringUp(spec, required, steps);
 
   std::unique_lock lock(mutex_);
-  if (!brought.started()) {
+  session->opening = false;
+  --opening_;
+  changed_.notify_all();                       // shutdown waits for openings
+  if (!brought.started() || !session->open) {  // failed, or shutdown ended it meanwhile
     const std::string why =
         brought.failure.empty() ? std::string("the server is shutting down") : brought.failure;
     logger().error("session " + session->id + " of tenant " + session->tenant +
@@ -236,9 +253,15 @@ std::optional<std::string> RunManager::Impl::enqueueInSessionLocked(Session& ses
     return "Session " + session.id + " has ended: " + session.end_reason +
            ". Its variables and files are gone; open a new one with open_session.";
   }
-  if (session.waiting.size() >= settings_.max_queue) {
-    return "The session's queue is full: " + std::to_string(session.waiting.size()) +
-           " runs wait for it. Try again when one has finished.";
+  // The tenant's runs waiting in its sessions count against its queue like those in the fair
+  // queue.
+  std::size_t waiting = queue_.queued(run.tenant);
+  for (const auto& [id, other] : sessions_) {
+    waiting += other->tenant == run.tenant ? other->waiting.size() : 0;
+  }
+  if (waiting >= settings_.max_queue) {
+    return "The queue is full: " + std::to_string(waiting) +
+           " of your runs are waiting. Try again when one has finished.";
   }
   if (session.current.empty()) {
     session.current = run.id;
@@ -305,7 +328,9 @@ void RunManager::Impl::endSessionLocked(Session& session, const std::string& rea
 void RunManager::Impl::releaseSessionsLocked(std::unique_lock<std::mutex>& lock) {
   std::vector<std::shared_ptr<Session>> releasing;
   for (const auto& [id, session] : sessions_) {
-    if (!session->open && !session->removed && !session->releasing && session->current.empty()) {
+    // Not one still coming up: its opener removes what it made.
+    if (!session->open && !session->removed && !session->releasing && session->current.empty() &&
+        !session->opening) {
       releasing.push_back(session);
     }
   }
@@ -406,7 +431,7 @@ void RunManager::Impl::runInSession(Run& run, std::vector<policy::File> files, O
     if (!outcome.trailer_considered && run.capture->outputComplete()) {
       outcome.trailer_considered = true;
       RunResults& results = launcherResults(run, outcome);
-      if (results.exit && results.exit->code) {
+      if (results.exit && results.exit->code && !results.session_over) {
         // The interpreter is back and waits for the next run.
         outcome.evidence.exit_code = results.exit->code;
         outcome.interrupted = interrupted_at.has_value();
@@ -431,7 +456,9 @@ void RunManager::Impl::runInSession(Run& run, std::vector<policy::File> files, O
         outcome.evidence.oom_killed = reply.exit.oom_killed;
         outcome.evidence.engine_error = reply.exit.engine_error;
       }
-      if (outcome.session_end.empty() && run.cause != Cause::kSessionEnded) {
+      // A session the server ends (closed, expired, shut down) already has its reason.
+      if (outcome.session_end.empty() && run.cause != Cause::kSessionEnded &&
+          run.cause != Cause::kShutdown) {
         outcome.session_end = reply.exit.oom_killed ? "its interpreter was killed by the OOM killer"
                                                     : "its interpreter ended during a run";
       }
@@ -452,13 +479,11 @@ void RunManager::Impl::runInSession(Run& run, std::vector<policy::File> files, O
         lock.lock();
         if (!sent.ok()) {
           logger().warning("run " + run.id + ": could not interrupt it: " + sent.message);
+          outcome.session_end = "the server could not interrupt a run: " + sent.message;
           run.kill_sent_at = now;
         }
       }
       if (run.kill_sent_at) {
-        if (run.cause == Cause::kShutdown) {
-          outcome.session_end = "the server shut down";
-        }
         lock.unlock();
         killSandbox(sandbox_id, run.id);
         lock.lock();

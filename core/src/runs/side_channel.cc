@@ -246,6 +246,13 @@ std::variant<RunResults, std::string> parseTrailer(std::string_view trailer,
     // Valid UTF-8 and within the cap whatever the sandbox sent.
     results.result = toValidUtf8(capHead(result.toString(), kMaxResultBytes + 64));
   }
+  if (root.has("session_over")) {
+    const Var over = root.get("session_over");
+    if (!over.isBoolean()) {
+      return std::string("\"session_over\" is not a boolean");
+    }
+    results.session_over = over.convert<bool>();
+  }
   if (root.has("files_omitted")) {
     const Var omitted = root.get("files_omitted");
     // Poco counts a bool as an integer, and converting 2^63 or more to int64 throws.

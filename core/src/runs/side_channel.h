@@ -62,6 +62,8 @@ struct RunResults {
   // A session's run: the repr of its last expression's value, when there is one and it is
   // not None (at most kMaxResultBytes, head and tail kept by the launcher).
   std::optional<std::string> result;
+  // A session's run during which its interpreter ended: the session ends with it.
+  bool session_over = false;
 };
 
 // The most of a session run's `result` the launcher sends (control.json's result_cap).
