@@ -46,7 +46,8 @@ const cfg = {
   soak: envInt('BENCH_SOAK', quick ? 100 : 1000),
   floodMiB: envInt('BENCH_FLOOD_MB', 100),
   runsc: process.env.BENCH_RUNSC ?? 'auto',  // auto | 0 | 1
-  phases: (process.env.BENCH_PHASES ?? 'latency,analysis,burst,runsc,throughput,memory,soak')
+  phases: (process.env.BENCH_PHASES ??
+    'latency,analysis,burst,session,runsc,throughput,memory,soak')
     .split(','),
   analysisRuns: envInt('BENCH_ANALYSIS_RUNS', quick ? 5 : 20),
   burstRounds: envInt('BENCH_BURST_ROUNDS', quick ? 3 : 10),
@@ -942,6 +943,20 @@ function table() {
     lines.push('');
   }
 
+  if (results.phases.session) {
+    const se = results.phases.session;
+    lines.push('| one `start_run` with `wait_seconds`, ms | p50 | p95 | min | max |');
+    lines.push('|---|---:|---:|---:|---:|');
+    for (const [key, name] of [['trivial_session', 'trivial run in a session'],
+      ['trivial_fresh', 'trivial run, fresh (prepared) sandbox'],
+      ['analysis_session', 'analysis snippet in a session'],
+      ['analysis_fresh', 'analysis snippet, fresh (prepared, warm) sandbox']]) {
+      const s = se[key];
+      lines.push(`| ${name} | ${ms(s.p50)} | ${ms(s.p95)} | ${ms(s.min)} | ${ms(s.max)} |`);
+    }
+    lines.push('');
+  }
+
   if (results.phases.analysis) {
     const an = results.phases.analysis;
     lines.push('| analysis snippet (pandas, numpy, matplotlib to a PNG), ms | p50 | p95 | min | max |');
@@ -1131,6 +1146,55 @@ async function analysis() {
   };
 }
 
+// A session against fresh runs, round-robin on one server: the trivial run and the analysis
+// snippet, each in the session (its interpreter has everything imported after the first run)
+// and in a fresh prepared sandbox, every run answered in one start_run call (wait_seconds).
+async function session() {
+  progress('session: starting the server');
+  const server = await Server.start('runc');
+  const opened = await server.call('open_session', {});
+  const inSession = async (code) => server.final(await server.call('start_run',
+    { code, session_id: opened.session_id, wait_seconds: 30 }));
+  const fresh = async (code) => server.final(await server.call('start_run', { code, wait_seconds: 30 }));
+  const timed = (fn, code, check) => async () => {
+    const t = performance.now();
+    check(await fn(code));
+    return performance.now() - t;
+  };
+  const contenders = {
+    trivial_session: timed(inSession, TRIVIAL, expectTrivial),
+    trivial_fresh: timed(fresh, TRIVIAL, expectTrivial),
+    analysis_session: timed(inSession, ANALYSIS, expectAnalysis),
+    analysis_fresh: timed(fresh, ANALYSIS, expectAnalysis),
+  };
+  const names = Object.keys(contenders);
+  const samples = Object.fromEntries(names.map((name) => [name, []]));
+  const load = [os.loadavg()[0]];
+  const rounds = 2 + cfg.analysisRuns;
+  try {
+    for (let round = 0; round < rounds; ++round) {
+      for (let k = 0; k < names.length; ++k) {
+        await settle([server]);
+        const name = names[(round + k) % names.length];
+        const ms = await contenders[name]();
+        if (round >= 2) {
+          samples[name].push(ms);
+        }
+      }
+    }
+    await server.call('close_session', { session_id: opened.session_id });
+  } finally {
+    await server.close();
+  }
+  load.push(os.loadavg()[0]);
+  return {
+    ...Object.fromEntries(names.map((name) => [name, summary(samples[name])])),
+    samples,
+    load,
+    server_errors: [...server.errors],
+  };
+}
+
 // Bursts of trivial runs started at once (an agent fanning out), against as many `docker run
 // --rm` at once; every run's own time from its start to its final report. Bursts of 4 and 8
 // alternate, with a pause between bursts.
@@ -1213,6 +1277,9 @@ async function main() {
     }
     if (want('burst')) {
       results.phases.burst = await burst();
+    }
+    if (want('session')) {
+      results.phases.session = await session();
     }
     if (want('runsc')) {
       const registered = results.machine.runtimes.includes('runsc');

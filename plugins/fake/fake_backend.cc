@@ -463,100 +463,8 @@ void FakeBackend::play(const std::shared_ptr<Sandbox>& sandbox) {
   try {
     if (sandbox->spec.session) {
       playSession(sandbox, exit);
-      std::lock_guard<std::mutex> lock(mu_);
-      sandbox->exit = exit;
-      sandbox->state = State::kExited;
-    }
-  } catch (const std::exception& e) {
-    exit.exit_code.reset();
-    exit.engine_error = std::string("fake: ") + e.what();
-    std::lock_guard<std::mutex> lock(mu_);
-    sandbox->exit = exit;
-    sandbox->state = State::kExited;
-  }
-  if (sandbox->spec.session) {
-    cv_.notify_all();
-    sandbox->sink->ended();
-    return;
-  }
-  try {
-    const auto stopped = [&] { return sandbox->killed.load() || sandbox->finish_code >= 0; };
-    {
-      // Idle, like the launcher on its stdin, until the code arrives or the sandbox ends.
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return sandbox->delivered || stopped(); });
-      if (!stopped()) {
-        lock.unlock();
-        log(backend::LogLevel::kInfo, "fake: running " + sandbox->id);
-      }
-    }
-    // Final once delivered; a sandbox ended idle plays the empty default script.
-    const Script& script = sandbox->script;
-    if (!stopped() && !script.stdout_text.empty()) {
-      sandbox->sink->write(backend::Stream::kStdout, script.stdout_text);
-    }
-    if (!stopped() && script.echo_stdin && !sandbox->stdin_data.empty()) {
-      sandbox->sink->write(backend::Stream::kStdout, sandbox->stdin_data);
-    }
-    if (!stopped() && !script.stderr_text.empty()) {
-      sandbox->sink->write(backend::Stream::kStderr, script.stderr_text);
-    }
-    const std::string chunk(kFloodChunk, 'x');
-    for (std::uint64_t left = script.flood_bytes; left > 0 && !stopped();) {
-      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(left, kFloodChunk));
-      sandbox->sink->write(backend::Stream::kStdout, std::string_view(chunk).substr(0, n));
-      left -= n;
-    }
-    std::unique_lock<std::mutex> lock(mu_);
-    if (script.hang) {
-      cv_.wait(lock, stopped);
     } else {
-      waitFor(lock, script.sleep, stopped);
-    }
-    const int finish_code = sandbox->killed ? -1 : sandbox->finish_code.load();
-    lock.unlock();
-    // How the program's process ended (the launcher's record), and so the sandbox's exit.
-    std::string program_exit;
-    if (sandbox->killed) {
-      exit.exit_code = kKilledExitCode;
-      exit.killed_outside = sandbox->killed_outside;
-    } else if (finish_code >= 0) {
-      exit.exit_code = finish_code;
-    } else if (script.engine_error) {
-      exit.engine_error = *script.engine_error;
-    } else if (script.oom) {
-      exit.exit_code = kKilledExitCode;
-      exit.oom_killed = true;
-      program_exit = R"({"signal":9})";
-    } else if (script.child_oom) {
-      exit.exit_code = 0;
-      exit.oom_killed = true;
-    } else if (script.signal) {
-      exit.exit_code = 128 + *script.signal;
-      program_exit = "{\"signal\":" + std::to_string(*script.signal) + "}";
-    } else if (script.exception && !script.exit_given) {
-      exit.exit_code = 1;
-    } else {
-      exit.exit_code = script.exit_code;
-    }
-    if (program_exit.empty() && exit.exit_code) {
-      program_exit = "{\"code\":" + std::to_string(*exit.exit_code) + "}";
-    }
-    exit.peak_memory_bytes = script.peak_memory_bytes;
-    exit.cpu_seconds = script.cpu_seconds;
-    if (!sandbox->killed && finish_code < 0 && script.exception) {
-      sandbox->sink->write(backend::Stream::kStderr, tracebackOf(*script.exception));
-    }
-    if (!sandbox->killed && !sandbox->nonce.empty() && !script.engine_error) {
-      std::string end_of_stderr("\0SCS-END-", 9);
-      sandbox->sink->write(backend::Stream::kStderr, end_of_stderr + sandbox->nonce + '\0');
-      sandbox->sink->write(backend::Stream::kStdout,
-                           trailerOf(sandbox->nonce, script, program_exit));
-    }
-    if (script.linger && !sandbox->killed) {
-      std::unique_lock<std::mutex> linger(mu_);
-      cv_.wait(linger, [&] { return sandbox->killed.load(); });
-      exit.exit_code = kKilledExitCode;
+      playRun(sandbox, exit);
     }
   } catch (const std::exception& e) {
     exit.exit_code.reset();
@@ -569,6 +477,86 @@ void FakeBackend::play(const std::shared_ptr<Sandbox>& sandbox) {
   }
   cv_.notify_all();
   sandbox->sink->ended();
+}
+
+void FakeBackend::playRun(const std::shared_ptr<Sandbox>& sandbox, backend::Exit& exit) {
+  const auto stopped = [&] { return sandbox->killed.load() || sandbox->finish_code >= 0; };
+  {
+    // Idle, like the launcher on its stdin, until the code arrives or the sandbox ends.
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return sandbox->delivered || stopped(); });
+    if (!stopped()) {
+      lock.unlock();
+      log(backend::LogLevel::kInfo, "fake: running " + sandbox->id);
+    }
+  }
+  // Final once delivered; a sandbox ended idle plays the empty default script.
+  const Script& script = sandbox->script;
+  if (!stopped() && !script.stdout_text.empty()) {
+    sandbox->sink->write(backend::Stream::kStdout, script.stdout_text);
+  }
+  if (!stopped() && script.echo_stdin && !sandbox->stdin_data.empty()) {
+    sandbox->sink->write(backend::Stream::kStdout, sandbox->stdin_data);
+  }
+  if (!stopped() && !script.stderr_text.empty()) {
+    sandbox->sink->write(backend::Stream::kStderr, script.stderr_text);
+  }
+  const std::string chunk(kFloodChunk, 'x');
+  for (std::uint64_t left = script.flood_bytes; left > 0 && !stopped();) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(left, kFloodChunk));
+    sandbox->sink->write(backend::Stream::kStdout, std::string_view(chunk).substr(0, n));
+    left -= n;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (script.hang) {
+    cv_.wait(lock, stopped);
+  } else {
+    waitFor(lock, script.sleep, stopped);
+  }
+  const int finish_code = sandbox->killed ? -1 : sandbox->finish_code.load();
+  lock.unlock();
+  // How the program's process ended (the launcher's record), and so the sandbox's exit.
+  std::string program_exit;
+  if (sandbox->killed) {
+    exit.exit_code = kKilledExitCode;
+    exit.killed_outside = sandbox->killed_outside;
+  } else if (finish_code >= 0) {
+    exit.exit_code = finish_code;
+  } else if (script.engine_error) {
+    exit.engine_error = *script.engine_error;
+  } else if (script.oom) {
+    exit.exit_code = kKilledExitCode;
+    exit.oom_killed = true;
+    program_exit = R"({"signal":9})";
+  } else if (script.child_oom) {
+    exit.exit_code = 0;
+    exit.oom_killed = true;
+  } else if (script.signal) {
+    exit.exit_code = 128 + *script.signal;
+    program_exit = "{\"signal\":" + std::to_string(*script.signal) + "}";
+  } else if (script.exception && !script.exit_given) {
+    exit.exit_code = 1;
+  } else {
+    exit.exit_code = script.exit_code;
+  }
+  if (program_exit.empty() && exit.exit_code) {
+    program_exit = "{\"code\":" + std::to_string(*exit.exit_code) + "}";
+  }
+  exit.peak_memory_bytes = script.peak_memory_bytes;
+  exit.cpu_seconds = script.cpu_seconds;
+  if (!sandbox->killed && finish_code < 0 && script.exception) {
+    sandbox->sink->write(backend::Stream::kStderr, tracebackOf(*script.exception));
+  }
+  if (!sandbox->killed && !sandbox->nonce.empty() && !script.engine_error) {
+    std::string end_of_stderr("\0SCS-END-", 9);
+    sandbox->sink->write(backend::Stream::kStderr, end_of_stderr + sandbox->nonce + '\0');
+    sandbox->sink->write(backend::Stream::kStdout, trailerOf(sandbox->nonce, script, program_exit));
+  }
+  if (script.linger && !sandbox->killed) {
+    std::unique_lock<std::mutex> linger(mu_);
+    cv_.wait(linger, [&] { return sandbox->killed.load(); });
+    exit.exit_code = kKilledExitCode;
+  }
 }
 
 void FakeBackend::playSession(const std::shared_ptr<Sandbox>& sandbox, backend::Exit& exit) {

@@ -157,7 +157,9 @@ class FakeBackend : public backend::RuntimeBackend {
 
   std::shared_ptr<Sandbox> find(const std::string& id);  // requires mu_
   void play(const std::shared_ptr<Sandbox>& sandbox);    // the sandbox's thread
-  // A session's sandbox's thread: plays each run delivered, until one ends its interpreter.
+  // What the sandbox's thread plays: one run's script, or (a session's sandbox) each run
+  // delivered until one ends its interpreter. Both fill in how it exited.
+  void playRun(const std::shared_ptr<Sandbox>& sandbox, backend::Exit& exit);
   void playSession(const std::shared_ptr<Sandbox>& sandbox, backend::Exit& exit);
   backend::Status deliverToSession(Sandbox& sandbox, const std::string& bytes);  // requires mu_
   void log(backend::LogLevel level, const std::string& message);
