@@ -545,8 +545,11 @@ function demuxStdout(stream) {
 // clean-up or preparation. At most 10 s, and 5 s for the idling.
 async function settle(servers) {
   const filters = encodeURIComponent(JSON.stringify({ label: ['io.scs.managed'] }));
+  // A session's sandbox stays between runs by design: only the pool's are waited for.
+  const ours = (c, server) => c.Labels?.['io.scs.owner-pid'] === String(server.pid) &&
+    !c.Labels?.['io.scs.run-id']?.startsWith('session-');
   const settled = (listed, server) => {
-    const own = listed.filter((c) => c.Labels?.['io.scs.owner-pid'] === String(server.pid));
+    const own = listed.filter((c) => ours(c, server));
     // At least its --prepared: the pool may keep more after runs arrived together.
     return own.length >= server.prepared &&
       own.every((c) => c.Labels?.['io.scs.prepared'] === 'true' && c.State === 'running');
@@ -557,8 +560,8 @@ async function settle(servers) {
       // A sandbox the engine reports running may be a few ms from the server's pool, and its
       // interpreter may still be importing the warm modules: wait until it idles.
       await sleep(20);
-      await quiet(listed.filter((c) => servers.some(
-        (server) => c.Labels?.['io.scs.owner-pid'] === String(server.pid))).map((c) => c.Id));
+      await quiet(listed.filter((c) => servers.some((server) => ours(c, server)))
+        .map((c) => c.Id));
       return;
     }
     await sleep(5);
