@@ -78,7 +78,31 @@ CLONE_NEWUSER = 0x10000000
 # blocked, so a signal sent to the process reaches the program's own threads as it would in a
 # fresh interpreter (a thread that did not block SIGRTMIN would be killed by one the program
 # queues to itself with SIGRTMIN blocked, and the whole process with it).
-BOOTSTRAP = r"""
+# An uncaught exception as both interpreters report it: {type, message, traceback}, valid UTF-8,
+# the traceback's end when it is long. Each removes the name from __main__ before user code runs.
+EXCEPTION_RECORD = r"""
+def _scs_record(error, tb):
+    import traceback
+
+    def clean(text):
+        return text.encode("utf-8", "replace").decode("utf-8")
+
+    kind = type(error)
+    name = kind.__qualname__
+    if kind.__module__ not in ("builtins", "__main__"):
+        name = kind.__module__ + "." + name
+    try:
+        message = str(error)
+    except BaseException:
+        message = "<unprintable " + name + " object>"
+    text = clean("".join(traceback.format_exception(kind, error, tb)))
+    data = text.encode("utf-8")
+    if len(data) > 8192:
+        text = "[...]\n" + data[-8186:].decode("utf-8", "ignore")
+    return {"type": clean(name), "message": clean(message[:8192]), "traceback": text}
+"""
+
+BOOTSTRAP = EXCEPTION_RECORD + r"""
 def _scs_warm(names):
     import importlib
     import os
@@ -142,6 +166,7 @@ def _scs_run():
     sys.stdout.reconfigure(line_buffering=True)
     del namespace["_scs_run"]
     report = namespace.pop("_scs_report")
+    del namespace["_scs_record"]
     namespace["__file__"] = path
     namespace["__cached__"] = None
     namespace["__loader__"] = sys.modules["_frozen_importlib_external"].SourceFileLoader(
@@ -171,28 +196,11 @@ def _scs_run():
         raise SystemExit(1)
 
 
-def _scs_report(fd, error, tb):
+def _scs_report(fd, error, tb, record=_scs_record):
     import json
     import os
-    import traceback
 
-    def clean(text):
-        return text.encode("utf-8", "replace").decode("utf-8")
-
-    kind = type(error)
-    name = kind.__qualname__
-    if kind.__module__ not in ("builtins", "__main__"):
-        name = kind.__module__ + "." + name
-    try:
-        message = str(error)
-    except BaseException:
-        message = "<unprintable " + name + " object>"
-    text = clean("".join(traceback.format_exception(kind, error, tb)))
-    data = text.encode("utf-8")
-    if len(data) > 8192:
-        text = "[...]\n" + data[-8186:].decode("utf-8", "ignore")
-    record = {"type": clean(name), "message": clean(message[:8192]), "traceback": text}
-    view = memoryview(json.dumps(record).encode("ascii") + b"\n")
+    view = memoryview(json.dumps(record(error, tb)).encode("ascii") + b"\n")
     try:
         while view:
             view = view[os.write(fd, view):]
@@ -623,7 +631,7 @@ def start_child(warm):
 # is the run's exit code). The socket is in the program's own
 # process, so the program can write such a line too: it can only misreport runs of its own
 # session.
-SESSION_BOOTSTRAP = r"""
+SESSION_BOOTSTRAP = EXCEPTION_RECORD + r"""
 def _scs_session():
     import ast
     import json
@@ -631,12 +639,12 @@ def _scs_session():
     import signal
     import socket
     import sys
-    import traceback
 
     channel = socket.socket(fileno=int(sys.argv[1]))
     channel.set_inheritable(False)
     namespace = sys.modules["__main__"].__dict__
     del namespace["_scs_session"]
+    record = namespace.pop("_scs_record")
     path = "/workspace/main.py"
     sys.argv[:] = ["main.py"]
     sys.stdout.reconfigure(line_buffering=True)
@@ -657,20 +665,6 @@ def _scs_session():
         return (data[:half].decode("utf-8", "ignore") + f"\n[... {omitted} bytes omitted ...]\n"
                 + data[-half:].decode("utf-8", "ignore"))
 
-    def record(error, tb):
-        kind = type(error)
-        name = kind.__qualname__
-        if kind.__module__ not in ("builtins", "__main__"):
-            name = kind.__module__ + "." + name
-        try:
-            message = str(error)
-        except BaseException:
-            message = "<unprintable " + name + " object>"
-        text = clean("".join(traceback.format_exception(kind, error, tb)))
-        data = text.encode("utf-8")
-        if len(data) > 8192:
-            text = "[...]\n" + data[-8186:].decode("utf-8", "ignore")
-        return {"type": clean(name), "message": clean(message[:8192]), "traceback": text}
 
     def run(command):
         outcome = {"exit": {"code": 0}, "exception": None, "result": None}
