@@ -78,11 +78,23 @@ CLONE_NEWUSER = 0x10000000
 # blocked, so a signal sent to the process reaches the program's own threads as it would in a
 # fresh interpreter (a thread that did not block SIGRTMIN would be killed by one the program
 # queues to itself with SIGRTMIN blocked, and the whole process with it).
-# An uncaught exception as both interpreters report it: {type, message, traceback}, valid UTF-8,
-# the traceback's end when it is long. Each removes the name from __main__ before user code runs.
+# An uncaught exception of the code in `path`, as both interpreters handle it: its traceback
+# cut to the code's own frames and printed as Python prints it, and its record returned:
+# {type, message, traceback}, valid UTF-8, the traceback's end when it is long. Each interpreter
+# removes the name from __main__ before user code runs.
 EXCEPTION_RECORD = r"""
-def _scs_record(error, tb):
+def _scs_uncaught(error, path):
+    import sys
     import traceback
+
+    tb = error.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != path:
+        tb = tb.tb_next
+    error.__traceback__ = tb
+    try:
+        sys.excepthook(type(error), error, tb)
+    except BaseException:
+        sys.__excepthook__(type(error), error, tb)
 
     def clean(text):
         return text.encode("utf-8", "replace").decode("utf-8")
@@ -166,7 +178,7 @@ def _scs_run():
     sys.stdout.reconfigure(line_buffering=True)
     del namespace["_scs_run"]
     report = namespace.pop("_scs_report")
-    del namespace["_scs_record"]
+    uncaught = namespace.pop("_scs_uncaught")
     namespace["__file__"] = path
     namespace["__cached__"] = None
     namespace["__loader__"] = sys.modules["_frozen_importlib_external"].SourceFileLoader(
@@ -178,16 +190,9 @@ def _scs_run():
     except SystemExit:
         raise
     except BaseException as error:
-        tb = error.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename != path:
-            tb = tb.tb_next
-        error.__traceback__ = tb
-        try:
-            sys.excepthook(type(error), error, tb)
-        except BaseException:
-            sys.__excepthook__(type(error), error, tb)
+        record = uncaught(error, path)
         if os.getpid() == owner:
-            report(fd, error, tb)
+            report(fd, record)
         if isinstance(error, KeyboardInterrupt):
             import signal
             sys.stdout.flush()
@@ -196,11 +201,11 @@ def _scs_run():
         raise SystemExit(1)
 
 
-def _scs_report(fd, error, tb, record=_scs_record):
+def _scs_report(fd, record):
     import json
     import os
 
-    view = memoryview(json.dumps(record(error, tb)).encode("ascii") + b"\n")
+    view = memoryview(json.dumps(record).encode("ascii") + b"\n")
     try:
         while view:
             view = view[os.write(fd, view):]
@@ -644,7 +649,7 @@ def _scs_session():
     channel.set_inheritable(False)
     namespace = sys.modules["__main__"].__dict__
     del namespace["_scs_session"]
-    record = namespace.pop("_scs_record")
+    uncaught = namespace.pop("_scs_uncaught")
     path = "/workspace/main.py"
     sys.argv[:] = ["main.py"]
     sys.stdout.reconfigure(line_buffering=True)
@@ -696,16 +701,8 @@ def _scs_session():
                 print(code, file=sys.stderr)
                 outcome["exit"] = {"code": 1}
         except BaseException as error:
-            tb = error.__traceback__
-            while tb is not None and tb.tb_frame.f_code.co_filename != path:
-                tb = tb.tb_next
-            error.__traceback__ = tb
-            try:
-                sys.excepthook(type(error), error, tb)
-            except BaseException:
-                sys.__excepthook__(type(error), error, tb)
             outcome["exit"] = {"code": 1}
-            outcome["exception"] = record(error, tb)
+            outcome["exception"] = uncaught(error, path)
         signal.pthread_sigmask(signal.SIG_BLOCK, interrupt)
         return outcome
 

@@ -4,64 +4,40 @@ namespace scs::metrics {
 
 using namespace backend;
 
-CapacityReply CountingBackend::capacity() {
-  CapacityReply reply = inner_.capacity();
-  count("capacity", reply.status);
-  return reply;
-}
+CapacityReply CountingBackend::capacity() { return counted("capacity", inner_.capacity()); }
 
 CreateReply CountingBackend::create(const SandboxSpec& spec) {
-  CreateReply reply = inner_.create(spec);
-  count("create", reply.status);
-  return reply;
+  return counted("create", inner_.create(spec));
 }
 
 InspectReply CountingBackend::inspect(const std::string& id) {
-  InspectReply reply = inner_.inspect(id);
-  count("inspect", reply.status);
-  return reply;
+  return counted("inspect", inner_.inspect(id));
 }
 
 Status CountingBackend::deliver(const std::string& id, const std::string& archive) {
-  Status status = inner_.deliver(id, archive);
-  count("deliver", status);
-  return status;
+  return counted("deliver", inner_.deliver(id, archive));
 }
 
 Status CountingBackend::start(const std::string& id, OutputSink* sink) {
-  Status status = inner_.start(id, sink);
-  count("start", status);
-  return status;
+  return counted("start", inner_.start(id, sink));
 }
 
 WaitReply CountingBackend::wait(const std::string& id, std::chrono::milliseconds timeout) {
-  WaitReply reply = inner_.wait(id, timeout);
-  count("wait", reply.status);
-  return reply;
+  return counted("wait", inner_.wait(id, timeout));
 }
 
 ProgressReply CountingBackend::progress(const std::string& id) {
-  ProgressReply reply = inner_.progress(id);
-  count("progress", reply.status);
-  return reply;
+  return counted("progress", inner_.progress(id));
 }
 
-Status CountingBackend::kill(const std::string& id) {
-  Status status = inner_.kill(id);
-  count("kill", status);
-  return status;
-}
+Status CountingBackend::kill(const std::string& id) { return counted("kill", inner_.kill(id)); }
 
 Status CountingBackend::remove(const std::string& id) {
-  Status status = inner_.remove(id);
-  count("remove", status);
-  return status;
+  return counted("remove", inner_.remove(id));
 }
 
 ListReply CountingBackend::list(const std::string& label_key) {
-  ListReply reply = inner_.list(label_key);
-  count("list", reply.status);
-  return reply;
+  return counted("list", inner_.list(label_key));
 }
 
 }  // namespace scs::metrics

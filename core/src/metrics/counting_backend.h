@@ -28,11 +28,19 @@ class CountingBackend final : public backend::RuntimeBackend {
   backend::ListReply list(const std::string& label_key) override;
 
  private:
-  // Counts `status` under `call` unless it is ok.
-  void count(const char* call, const backend::Status& status) {
+  // Counts the answer's status under `call` unless it is ok; returns the answer unchanged.
+  template <typename Reply>
+  Reply counted(const char* call, Reply reply) {
+    const backend::Status& status = statusOf(reply);
     if (!status.ok()) {
       metrics_.engineFailed(call, status.code);
     }
+    return reply;
+  }
+  static const backend::Status& statusOf(const backend::Status& status) { return status; }
+  template <typename Reply>
+  static const backend::Status& statusOf(const Reply& reply) {
+    return reply.status;
   }
 
   backend::RuntimeBackend& inner_;

@@ -19,19 +19,8 @@ namespace {
 
 Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
 
-double secondsBetween(SteadyTime from, SteadyTime to) {
-  return std::chrono::duration<double>(to - from).count();
-}
-
 std::string countOf(std::size_t count, std::string_view one, std::string_view many) {
   return std::to_string(count) + " " + std::string(count == 1 ? one : many);
-}
-
-policy::Verdict stoppedVerdict(std::string reason) {
-  policy::Verdict verdict;
-  verdict.status = policy::RunStatus::kStopped;
-  verdict.reason = std::move(reason);
-  return verdict;
 }
 
 }  // namespace
@@ -315,7 +304,11 @@ void RunManager::Impl::shutdown() {
   }
   {
     std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return live_threads_ == 0 && opening_ == 0; });
+    changed_.wait(lock, [&] {
+      return live_threads_ == 0 &&
+             std::none_of(sessions_.begin(), sessions_.end(),
+                          [](const auto& entry) { return entry.second->opening; });
+    });
     releaseSessionsLocked(lock);
   }
   reapThreads();

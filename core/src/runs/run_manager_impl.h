@@ -30,6 +30,30 @@
 
 namespace scs::runs {
 
+// How often a run's thread looks at its sandbox while it waits, and how long a sandbox has to
+// end after the server's kill before it is given up.
+inline constexpr auto kWaitSlice = std::chrono::seconds(1);
+inline constexpr auto kKillGrace = std::chrono::seconds(10);
+// The owner the archive's headers name: nobody. The launcher never applies a header's owner or
+// mode (every file it writes belongs to the sandbox's uid), and a sandbox uid can be larger than
+// ustar's 7 octal digits hold.
+inline constexpr int kArchiveOwner = 65534;
+
+inline SteadyDuration toDuration(double seconds) {
+  return std::chrono::duration_cast<SteadyDuration>(std::chrono::duration<double>(seconds));
+}
+
+inline double secondsBetween(SteadyTime from, SteadyTime to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+inline policy::Verdict stoppedVerdict(std::string reason) {
+  policy::Verdict verdict;
+  verdict.status = policy::RunStatus::kStopped;
+  verdict.reason = std::move(reason);
+  return verdict;
+}
+
 // Where a run is in its life; it only moves forward.
 enum class Phase {
   kQueued,     // waiting for a slot (and for memory)
@@ -71,9 +95,10 @@ struct Session {
   std::vector<policy::File> files;  // from open_session: go with its first run
   std::string sandbox_id;           // once it is up
   std::uint32_t uid = 0;
-  bool up = false;         // its sandbox started; runs may come
-  bool open = true;        // false once ended (closed, expired, its interpreter gone)
-  bool opening = false;    // open_session is still bringing its sandbox up
+  bool open = true;  // false once ended (closed, expired, its interpreter gone)
+  // open_session is still bringing its sandbox up; once it is not, the sandbox runs (a session
+  // whose sandbox failed to come up is forgotten).
+  bool opening = false;
   bool releasing = false;  // ended, and its sandbox is being removed
   bool removed = false;    // ended, and its sandbox is gone (or never was)
   std::string end_reason;
@@ -118,6 +143,8 @@ struct Run {
   std::shared_ptr<Session> session;  // a run in a session
 
   bool holdsSlot() const { return phase >= Phase::kStarting && phase <= Phase::kEnded; }
+  // When the server's timer ends it: its timeout after it began executing.
+  SteadyTime timeoutAt() const { return *exec_start + toDuration(limits.timeout_seconds); }
   policy::RunStatus status() const {
     if (phase == Phase::kQueued) {
       return policy::RunStatus::kQueued;
@@ -271,7 +298,6 @@ struct RunManager::Impl {
   ReportRetention retention_;
   PreparedPool pool_;
   std::size_t live_threads_ = 0;  // run threads not yet done with their sandbox
-  std::size_t opening_ = 0;       // open_session calls bringing a sandbox up
   std::vector<std::thread> done_threads_;
   bool shutting_down_ = false;
   std::thread maintenance_thread_;

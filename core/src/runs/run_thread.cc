@@ -19,25 +19,11 @@
 namespace scs::runs {
 namespace {
 
-constexpr auto kWaitSlice = std::chrono::seconds(1);
-constexpr auto kKillGrace = std::chrono::seconds(10);
 // How long a sandbox reported early (from its launcher's record) may take to end by itself
 // before its removal ends it.
 constexpr auto kEndAfterReport = std::chrono::seconds(2);
-// The owner the archive's headers name: nobody. The launcher never applies a header's owner or
-// mode (every file it writes belongs to the sandbox's uid), and a sandbox uid can be larger than
-// ustar's 7 octal digits hold.
-constexpr int kArchiveOwner = 65534;
 
 Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
-
-SteadyDuration toDuration(double seconds) {
-  return std::chrono::duration_cast<SteadyDuration>(std::chrono::duration<double>(seconds));
-}
-
-double secondsBetween(SteadyTime from, SteadyTime to) {
-  return std::chrono::duration<double>(to - from).count();
-}
 
 // The trailer's exit record is evidence from inside the sandbox; its exception is the
 // program's own account, kept only for a run that failed as an uncaught exception fails
@@ -251,7 +237,7 @@ bool RunManager::Impl::runInPrepared(Run& run, const std::string& archive, Outco
 // could not; a sandbox that has not ended kKillGrace after its kill is given up, and one that
 // has not ended kEndAfterReport after an early report is left to its removal.
 void RunManager::Impl::waitForExit(Run& run, const std::string& sandbox_id, Outcome& outcome) {
-  const SteadyTime deadline = *run.exec_start + toDuration(run.limits.timeout_seconds);
+  const SteadyTime deadline = run.timeoutAt();
   std::unique_lock lock(mutex_);
   while (true) {
     // The backend calls ended() only once wait() has the exit: ended without one is a loss.
@@ -351,7 +337,7 @@ void RunManager::Impl::reportEarly(Run& run, const std::string& sandbox_id, Outc
     return;
   }
   // The server's timer wins: a program that ended after its deadline is timed out.
-  if (clock_.now() >= *run.exec_start + toDuration(run.limits.timeout_seconds)) {
+  if (clock_.now() >= run.timeoutAt()) {
     waitForTheEngine("its timeout has passed");
     return;
   }

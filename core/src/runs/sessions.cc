@@ -18,24 +18,10 @@ namespace {
 
 // How long an interrupted run's code has to come back from KeyboardInterrupt.
 constexpr auto kInterruptGrace = std::chrono::seconds(3);
-constexpr auto kKillGrace = std::chrono::seconds(10);
-constexpr auto kWaitSlice = std::chrono::seconds(1);
-constexpr int kArchiveOwner = 65534;  // as run_thread.cc's
 
 Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
 
 std::string seconds(std::chrono::seconds value) { return std::to_string(value.count()) + " s"; }
-
-policy::Verdict stopped(std::string reason) {
-  policy::Verdict verdict;
-  verdict.status = policy::RunStatus::kStopped;
-  verdict.reason = std::move(reason);
-  return verdict;
-}
-
-SteadyDuration toDuration(double value) {
-  return std::chrono::duration_cast<SteadyDuration>(std::chrono::duration<double>(value));
-}
 
 }  // namespace
 
@@ -188,7 +174,6 @@ std::variant<SessionSnapshot, StartRefusal> RunManager::Impl::openSession(
       pool_changed_.notify_all();  // the maintenance thread ends a session whose sandbox ended
     });
     session->opening = true;
-    ++opening_;
     sessions_.emplace(session->id, session);
   }
 
@@ -210,7 +195,6 @@ std::variant<SessionSnapshot, StartRefusal> RunManager::Impl::openSession(
 
   std::unique_lock lock(mutex_);
   session->opening = false;
-  --opening_;
   changed_.notify_all();                       // shutdown waits for openings
   if (!brought.started() || !session->open) {  // failed, or shutdown ended it meanwhile
     const std::string why =
@@ -223,7 +207,6 @@ std::variant<SessionSnapshot, StartRefusal> RunManager::Impl::openSession(
     return StartRefusal{"The session's sandbox could not be started: " + why +
                         ". This is not caused by your code; do not retry in a loop."};
   }
-  session->up = true;
   logger().information("session " + session->id + " of tenant " + session->tenant +
                        " opened in sandbox " + session->sandbox_id);
   return sessionSnapshotLocked(*session);
@@ -307,7 +290,7 @@ void RunManager::Impl::endSessionLocked(Session& session, const std::string& rea
   const std::string stop_reason = "Stopped before it started: its session ended (" + reason + ").";
   for (const std::string& id : std::deque<std::string>(session.waiting)) {
     Run& run = *runs_.at(id);
-    finalizeLocked(run, stopped(stop_reason), {}, {});
+    finalizeLocked(run, stoppedVerdict(stop_reason), {}, {});
     run.phase = Phase::kSettled;
   }
   session.waiting.clear();
@@ -315,7 +298,7 @@ void RunManager::Impl::endSessionLocked(Session& session, const std::string& rea
     Run& run = *runs_.at(session.current);
     if (run.phase == Phase::kQueued) {
       queue_.remove(run.tenant, run.id);
-      finalizeLocked(run, stopped(stop_reason), {}, {});
+      finalizeLocked(run, stoppedVerdict(stop_reason), {}, {});
       run.phase = Phase::kSettled;
     } else if (run.phase < Phase::kEnded && run.cause == Cause::kNone) {
       run.cause = Cause::kSessionEnded;  // its thread ends it and the sandbox at once
@@ -370,7 +353,7 @@ void RunManager::Impl::expireSessionsLocked(SteadyTime now) {
         it = sessions_.erase(it);
         continue;
       }
-    } else if (session.up) {
+    } else if (!session.opening) {
       const bool executing =
           !session.current.empty() && runs_.at(session.current)->phase != Phase::kQueued;
       if (now - session.opened >= caps.max_lifetime) {
@@ -423,7 +406,7 @@ void RunManager::Impl::runInSession(Run& run, std::vector<policy::File> files, O
     return;
   }
 
-  const SteadyTime deadline = *run.exec_start + toDuration(run.limits.timeout_seconds);
+  const SteadyTime deadline = run.timeoutAt();
   std::optional<SteadyTime> interrupted_at;
   std::unique_lock lock(mutex_);
   while (true) {
