@@ -19,6 +19,7 @@
 #include "mocks/recording_sink.h"
 #include "mocks/test_logs.h"
 #include "runs/prepared_pool.h"
+#include "support/eventually.h"
 #include "support/manual_clock.h"
 
 namespace scs::runs {
@@ -56,17 +57,7 @@ std::uint32_t uidOf(const backend::SandboxSpec& spec) {
   return static_cast<std::uint32_t>(std::stoul(spec.labels.at(kLabelUid)));
 }
 
-template <typename Condition>
-bool eventually(Condition condition) {
-  const auto deadline = std::chrono::steady_clock::now() + kPatience;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      return false;
-    }
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
+using scs::testing::eventually;
 
 // The run manager over the fake backend, in-process, on a clock only the test moves. The mock
 // in between passes every call to the fake unless a test expects otherwise.

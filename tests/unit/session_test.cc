@@ -13,6 +13,7 @@
 
 #include "fake_backend.h"
 #include "runs/run_manager.h"
+#include "support/eventually.h"
 #include "support/manual_clock.h"
 
 namespace scs::runs {
@@ -23,17 +24,7 @@ using fake::FakeBackend;
 using ::testing::HasSubstr;
 using View = FakeBackend::View;
 
-template <typename Condition>
-bool eventually(Condition condition) {
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      return false;
-    }
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
+using scs::testing::eventually;
 
 class SessionTest : public ::testing::Test {
  protected:
