@@ -50,7 +50,30 @@ struct Expected {
   std::vector<ExpectedFile> files;
   std::uint64_t omitted = 0;
   bool truncated = false;
+  std::optional<int> code;    // "exit": {"code": N}
+  std::optional<int> signal;  // "exit": {"signal": N}
+  bool has_result = false;    // a session run's "result"
+  bool session_over = false;
 };
+
+// A whole number in [min, max] that is not a boolean, as JSON numbers come from Poco.
+std::optional<int> smallInteger(const Var& value, int min, int max) {
+  const std::type_info& type = value.type();
+  std::int64_t number = 0;
+  if (type == typeid(Poco::Int64) || type == typeid(int)) {
+    number = value.convert<Poco::Int64>();
+  } else if (type == typeid(Poco::UInt64) || type == typeid(unsigned)) {
+    const Poco::UInt64 unsigned_number = value.convert<Poco::UInt64>();
+    if (unsigned_number > static_cast<Poco::UInt64>(max)) {
+      return std::nullopt;
+    }
+    number = static_cast<std::int64_t>(unsigned_number);
+  } else {
+    return std::nullopt;
+  }
+  return number >= min && number <= max ? std::optional<int>(static_cast<int>(number))
+                                        : std::nullopt;
+}
 
 bool isCount(const Var& value) {
   const std::type_info& type = value.type();
@@ -105,6 +128,33 @@ std::optional<Expected> expectedResults(std::string_view trailer, const runs::Ou
   }
   const Object& root = *parsed.extract<Object::Ptr>();
   Expected expected;
+  if (root.has("exit")) {
+    const Var value = root.get("exit");
+    if (value.type() != typeid(Object::Ptr) || value.extract<Object::Ptr>()->size() != 1) {
+      return std::nullopt;
+    }
+    const Object& exit = *value.extract<Object::Ptr>();
+    if (exit.has("code")) {
+      expected.code = smallInteger(exit.get("code"), 0, 255);
+    } else if (exit.has("signal")) {
+      expected.signal = smallInteger(exit.get("signal"), 1, 64);
+    }
+    if (!expected.code && !expected.signal) {
+      return std::nullopt;
+    }
+  }
+  if (root.has("result") && !root.get("result").isEmpty()) {
+    if (root.get("result").type() != typeid(std::string)) {
+      return std::nullopt;
+    }
+    expected.has_result = true;
+  }
+  if (root.has("session_over")) {
+    if (root.get("session_over").type() != typeid(bool)) {
+      return std::nullopt;
+    }
+    expected.session_over = root.get("session_over").extract<bool>();
+  }
   if (root.has("exception") && !root.get("exception").isEmpty()) {
     const Var value = root.get("exception");
     if (value.type() != typeid(Object::Ptr)) {
@@ -226,6 +276,16 @@ void check(std::string_view trailer, const runs::OutFileCaps& caps) {
     SCS_FUZZ_CHECK(cappedHead(exception.message, expected->message, kMessageCap), trailer);
     SCS_FUZZ_CHECK(cappedTail(exception.traceback, expected->traceback, kTracebackCap), trailer);
   }
+  SCS_FUZZ_CHECK(got.exit.has_value() == (expected->code || expected->signal), trailer);
+  if (got.exit) {
+    SCS_FUZZ_CHECK(got.exit->code == expected->code && got.exit->signal == expected->signal,
+                   trailer);
+  }
+  SCS_FUZZ_CHECK(got.result.has_value() == expected->has_result, trailer);
+  if (got.result) {
+    SCS_FUZZ_CHECK(isValidUtf8(*got.result), trailer);
+  }
+  SCS_FUZZ_CHECK(got.session_over == expected->session_over, trailer);
   SCS_FUZZ_CHECK(got.files_omitted == expected->omitted, trailer);
   SCS_FUZZ_CHECK(got.files_truncated == expected->truncated, trailer);
   SCS_FUZZ_CHECK(got.files.size() == expected->files.size(), trailer);
