@@ -9,6 +9,7 @@
 #include "docker_backend.h"
 #include "mocks/mock_http_transport.h"
 #include "mocks/test_logs.h"
+#include "policy/posture.h"
 
 namespace scs::docker::testing {
 
@@ -87,18 +88,7 @@ inline backend::SandboxSpec goodSpec() {
   p.open_files_limit = 1024;
   p.file_size_limit_bytes = 256ll << 20;
   p.core_dumps_disabled = true;
-  p.masked_paths = {"/proc/acpi",
-                    "/proc/asound",
-                    "/proc/interrupts",
-                    "/proc/kcore",
-                    "/proc/keys",
-                    "/proc/latency_stats",
-                    "/proc/sched_debug",
-                    "/proc/scsi",
-                    "/proc/timer_list",
-                    "/proc/timer_stats",
-                    "/sys/devices/virtual/powercap",
-                    "/sys/firmware"};
+  p.masked_paths = policy::requiredMaskedPaths();  // what the core asks of every sandbox
   p.readonly_paths = {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"};
   return spec;
 }

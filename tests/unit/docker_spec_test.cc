@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -263,202 +265,15 @@ TEST(PostureFromRecordTest, GoodRecordReadsBackAsTheSpecPosture) {
 }
 
 // What Docker 20.10.24 (API 1.41, cgroup v1) returned for GET /containers/{id}/json after
-// kExpectedBody was posted to it, trimmed to the parts the plugin reads.
-constexpr const char* kRecord2010 = R"json({
- "Id": "c0ffee",
- "Image": "sha256:b7f4ffe42448dcf81fd21c309be47e18c10a12bfdc1dc5f169bd625e604889d8",
- "Path": "/usr/bin/python3",
- "Args": [
-  "-I",
-  "/opt/scs/launcher.py",
-  "--deadline",
-  "615"
- ],
- "State": {
-  "Status": "created",
-  "Running": false,
-  "Paused": false,
-  "Restarting": false,
-  "OOMKilled": false,
-  "Dead": false,
-  "Pid": 0,
-  "ExitCode": 0,
-  "Error": "",
-  "StartedAt": "0001-01-01T00:00:00Z",
-  "FinishedAt": "0001-01-01T00:00:00Z"
- },
- "Mounts": [],
- "Config": {
-  "Hostname": "sandbox",
-  "Domainname": "",
-  "User": "10001:10001",
-  "AttachStdin": true,
-  "AttachStdout": true,
-  "AttachStderr": true,
-  "Tty": false,
-  "OpenStdin": true,
-  "StdinOnce": true,
-  "Env": [
-   "PATH=/usr/bin:/bin",
-   "HOME=/tmp",
-   "LANG=C.UTF-8",
-   "MPLBACKEND=Agg",
-   "MPLCONFIGDIR=/tmp/matplotlib"
-  ],
-  "Cmd": [
-   "/usr/bin/python3",
-   "-I",
-   "/opt/scs/launcher.py",
-   "--deadline",
-   "615"
-  ],
-  "Image": "safe-code-sandbox:latest",
-  "Volumes": null,
-  "WorkingDir": "/workspace",
-  "Entrypoint": [],
-  "NetworkDisabled": true,
-  "OnBuild": null,
-  "Labels": {
-   "io.scs.image-inputs": "5b0752e15a154b79bc097014864ec244",
-   "io.scs.instance": "inst-9",
-   "io.scs.managed": "true",
-   "io.scs.run-id": "run-1"
-  },
-  "StopSignal": "SIGKILL",
-  "StopTimeout": 1
- },
- "HostConfig": {
-  "Binds": [],
-  "ContainerIDFile": "",
-  "LogConfig": {
-   "Type": "none",
-   "Config": {}
-  },
-  "NetworkMode": "none",
-  "PortBindings": {},
-  "RestartPolicy": {
-   "Name": "no",
-   "MaximumRetryCount": 0
-  },
-  "AutoRemove": false,
-  "VolumeDriver": "",
-  "VolumesFrom": [],
-  "CapAdd": [],
-  "CapDrop": [
-   "ALL"
-  ],
-  "CgroupnsMode": "private",
-  "Dns": [],
-  "DnsOptions": [],
-  "DnsSearch": [],
-  "ExtraHosts": [],
-  "GroupAdd": [],
-  "IpcMode": "private",
-  "Cgroup": "",
-  "Links": null,
-  "OomScoreAdj": 500,
-  "PidMode": "",
-  "Privileged": false,
-  "PublishAllPorts": false,
-  "ReadonlyRootfs": true,
-  "SecurityOpt": [
-   "no-new-privileges:true"
-  ],
-  "Tmpfs": {
-   "/tmp": "rw,noexec,nosuid,nodev,size=67108864,nr_inodes=4096,mode=1777",
-   "/workspace": "rw,noexec,nosuid,nodev,size=268435456,nr_inodes=16384,mode=0700,uid=10001,gid=10001"
-  },
-  "UTSMode": "",
-  "UsernsMode": "",
-  "ShmSize": 67108864,
-  "Runtime": "runc",
-  "ConsoleSize": [
-   0,
-   0
-  ],
-  "Isolation": "",
-  "CpuShares": 0,
-  "Memory": 5368709120,
-  "NanoCpus": 2000000000,
-  "CgroupParent": "",
-  "BlkioWeight": 0,
-  "BlkioWeightDevice": null,
-  "BlkioDeviceReadBps": null,
-  "BlkioDeviceWriteBps": null,
-  "BlkioDeviceReadIOps": null,
-  "BlkioDeviceWriteIOps": null,
-  "CpuPeriod": 0,
-  "CpuQuota": 0,
-  "CpuRealtimePeriod": 0,
-  "CpuRealtimeRuntime": 0,
-  "CpusetCpus": "",
-  "CpusetMems": "",
-  "Devices": [],
-  "DeviceCgroupRules": [],
-  "DeviceRequests": [],
-  "KernelMemory": 0,
-  "KernelMemoryTCP": 0,
-  "MemoryReservation": 0,
-  "MemorySwap": 5368709120,
-  "MemorySwappiness": 0,
-  "OomKillDisable": false,
-  "PidsLimit": 256,
-  "Ulimits": [
-   {
-    "Name": "nofile",
-    "Hard": 1024,
-    "Soft": 1024
-   },
-   {
-    "Name": "nproc",
-    "Hard": 256,
-    "Soft": 256
-   },
-   {
-    "Name": "fsize",
-    "Hard": 268435456,
-    "Soft": 268435456
-   },
-   {
-    "Name": "core",
-    "Hard": 0,
-    "Soft": 0
-   }
-  ],
-  "CpuCount": 0,
-  "CpuPercent": 0,
-  "IOMaximumIOps": 0,
-  "IOMaximumBandwidth": 0,
-  "MaskedPaths": [
-   "/proc/acpi",
-   "/proc/asound",
-   "/proc/interrupts",
-   "/proc/kcore",
-   "/proc/keys",
-   "/proc/latency_stats",
-   "/proc/sched_debug",
-   "/proc/scsi",
-   "/proc/timer_list",
-   "/proc/timer_stats",
-   "/sys/devices/virtual/powercap",
-   "/sys/firmware"
-  ],
-  "ReadonlyPaths": [
-   "/proc/bus",
-   "/proc/fs",
-   "/proc/irq",
-   "/proc/sys",
-   "/proc/sysrq-trigger"
-  ],
-  "Init": false
- },
- "NetworkSettings": {
-  "Networks": {}
- }
-})json";
+// kExpectedBody was posted to it, trimmed to the parts the plugin reads: a recorded answer, kept
+// as the engine wrote it in tests/unit/data.
+std::string record2010() {
+  std::ifstream in(SCS_TEST_DATA_DIR "/docker-20.10-inspect.json", std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
 
 TEST(PostureFromRecordTest, TheRecordDocker2010ReturnedReadsBackAsTheSpecPosture) {
-  const json::ObjectPtr record = json::parseObject(kRecord2010);
+  const json::ObjectPtr record = json::parseObject(record2010());
   ASSERT_FALSE(record.isNull());
   EXPECT_EQ(postureFromRecord(record, EngineTraits{1, true}), goodSpec().posture);
   EXPECT_TRUE(constantDeviations(record, EngineTraits{1, true}).empty());
