@@ -208,6 +208,7 @@ std::optional<std::string> RunManager::Impl::makeRoomInQueueLocked(const std::st
 
 std::shared_ptr<Run> RunManager::Impl::findLocked(const std::string& tenant,
                                                   const std::string& run_id) {
+  forgetExpiredLocked();
   const auto it = runs_.find(run_id);
   if (it == runs_.end() || it->second->tenant != tenant) {
     return nullptr;
@@ -221,7 +222,6 @@ std::optional<RunSnapshot> RunManager::Impl::get(const std::string& tenant,
                                                  const OutputOffsets& from) {
   reapThreads();
   std::unique_lock lock(mutex_);
-  forgetExpiredLocked();
   const std::shared_ptr<Run> run = findLocked(tenant, run_id);
   if (!run) {
     return std::nullopt;
@@ -236,7 +236,6 @@ std::optional<RunSnapshot> RunManager::Impl::stop(const std::string& tenant,
                                                   const std::string& run_id) {
   reapThreads();
   std::unique_lock lock(mutex_);
-  forgetExpiredLocked();
   const std::shared_ptr<Run> run = findLocked(tenant, run_id);
   if (!run) {
     return std::nullopt;

@@ -212,6 +212,8 @@ struct RunManager::Impl {
   bool preparedHealthy();
 
   // The registry (run_manager.cc). *Locked: called with mutex_ held.
+  // The run `run_id` of `tenant`, once the reports past their retention are forgotten; null for
+  // none (or another tenant's).
   std::shared_ptr<Run> findLocked(const std::string& tenant, const std::string& run_id);
   // The queue holds more than max_queue_total with a new run of `tenant`: stops the newest
   // queued run of the tenant that gives way (tenant_share.h), or says why the new run is
