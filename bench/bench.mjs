@@ -1,7 +1,7 @@
 // The benchmark behind `bench/run` (see docs/BENCHMARKS.md). Progress goes to stderr; the
 // final table goes to stdout and to bench/results/<date>.md, every sample to <date>.json.
 //
-// Contenders for one trivial run (`print(1)`), measured round-robin in one process so that
+// Contenders for one trivial run (`print(1)`), measured interleaved in one process so that
 // load drifts hit all of them alike:
 //   mcp       the server over stdio with the official MCP SDK client: start_run, then
 //             get_result with wait_seconds until the report is final; the run takes the
@@ -121,6 +121,27 @@ function progress(message) {
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// The order the contenders run in, in round `round`: a shuffle seeded by the round, the same in
+// every run of the benchmark. A rotation would keep each contender's predecessor fixed, and so
+// whatever one contender leaves behind (a container being torn down, an interpreter starting)
+// would always fall on the same next one.
+function roundOrder(names, round) {
+  let state = (round + 1) * 0x9e3779b9 >>> 0;
+  const next = () => {  // mulberry32
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
+  };
+  const order = [...names];
+  for (let i = order.length - 1; i > 0; --i) {
+    const j = Math.floor(next() * (i + 1));
+    [order[i], order[j]] = [order[j], order[i]];
+  }
+  return order;
+}
 
 function percentile(samples, p) {
   if (samples.length === 0) {
@@ -623,7 +644,7 @@ function machineInfo() {
   };
 }
 
-// Round-robin over the contenders, rotating who goes first each round.
+// Every contender once a round, in an order shuffled each round (roundOrder).
 async function latency(runtime) {
   progress(`latency (${runtime}): starting the server`);
   const server = await Server.start(runtime);
@@ -648,7 +669,10 @@ async function latency(runtime) {
     prepared: async () => {
       const ms = await prepared.use();
       await prepared.remove();
-      prepared = await PreparedSandbox.make(runtime);  // ahead of the next round
+      // Ahead of the next round, and let idle: its interpreter's start-up would otherwise fall
+      // on whichever contender comes next.
+      prepared = await PreparedSandbox.make(runtime);
+      await quiet([prepared.id]);
       return ms;
     },
   };
@@ -658,8 +682,7 @@ async function latency(runtime) {
   const rounds = cfg.warmup + cfg.runs;
   try {
     for (let round = 0; round < rounds; ++round) {
-      for (let k = 0; k < names.length; ++k) {
-        const name = names[(round + k) % names.length];
+      for (const name of roundOrder(names, round)) {
         const ms = await contenders[name]();
         if (round >= cfg.warmup) {
           samples[name].push(ms);
@@ -909,7 +932,7 @@ function table() {
   lines.push(`Load average (1 min): ${results.load.map((v) => v.toFixed(2)).join(' -> ')} ` +
     `(start -> end of the run; ${m.nproc} cores); by phase: ${phaseLoad.join(', ')}.`);
   lines.push(`Runs per contender: ${cfg.runs} measured after ${cfg.warmup} warm-up rounds, ` +
-    'round-robin; percentiles are nearest-rank.');
+    'in an order shuffled each round; percentiles are nearest-rank.');
   if (cfg.label) {
     lines.push(`Label: ${cfg.label}`);
   }
@@ -1099,7 +1122,7 @@ async function preparedMemory(server) {
   return values;
 }
 
-// The analysis snippet, round-robin: the server with its warm interpreter, the same server with
+// The analysis snippet, interleaved: the server with its warm interpreter, the same server with
 // --warm-modules none, and docker run --rm. Each server's prepared sandbox is measured idle
 // before every round.
 async function analysis() {
@@ -1121,8 +1144,7 @@ async function analysis() {
       await settle([warm, cold]);
       idle.warm.push(...await preparedMemory(warm));
       idle.cold.push(...await preparedMemory(cold));
-      for (let k = 0; k < names.length; ++k) {
-        const name = names[(round + k) % names.length];
+      for (const name of roundOrder(names, round)) {
         const ms = await contenders[name]();
         if (round >= 2) {
           samples[name].push(ms);
@@ -1149,7 +1171,7 @@ async function analysis() {
   };
 }
 
-// A session against fresh runs, round-robin on one server: the trivial run and the analysis
+// A session against fresh runs, interleaved on one server: the trivial run and the analysis
 // snippet, each in the session (its interpreter has everything imported after the first run)
 // and in a fresh prepared sandbox, every run answered in one start_run call (wait_seconds).
 async function session() {
@@ -1176,9 +1198,8 @@ async function session() {
   const rounds = 2 + cfg.analysisRuns;
   try {
     for (let round = 0; round < rounds; ++round) {
-      for (let k = 0; k < names.length; ++k) {
+      for (const name of roundOrder(names, round)) {
         await settle([server]);
-        const name = names[(round + k) % names.length];
         const ms = await contenders[name]();
         if (round >= 2) {
           samples[name].push(ms);
