@@ -1,12 +1,14 @@
 // Feeds bytes to mcp::Server the way the stdio transport does (one message per line, a
-// trailing "\r" dropped, blank lines skipped), with a RunManager over a backend that never
-// runs anything. Every answer must be one line of strict JSON shaped as a JSON-RPC 2.0
-// response, never an internal error; exactly the messages Server::parse classifies as
-// requests or invalid are answered, and only notifications and responses go unanswered.
+// trailing "\r" dropped, blank lines skipped), with a RunManager over the fake plugin's
+// backend (plugins/fake), which never runs anything but plays the `#fake:` directives of the
+// code and the launcher's side of the side channel. Every answer must be one line of strict JSON
+// shaped as a JSON-RPC 2.0 response, never an internal error; exactly the messages Server::parse
+// classifies as requests or invalid are answered, and only notifications and responses go
+// unanswered.
 //
 // "RUN_ID" in a message stands for the last run started, so that get_result and stop_run
 // reach real runs although run ids are random; each run is let end before the next message,
-// so that no answer depends on timing, except a "#slow" one (NullBackend's script), which a
+// so that no answer depends on timing, except one whose script keeps it going (kLasting), which a
 // later get_result may wait for: then every progress notification is checked too.
 
 #include <Poco/Dynamic/Var.h>
@@ -24,8 +26,11 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "fake_backend.h"
 #include "mcp/server.h"
+#include "mocks/test_logs.h"
 #include "policy/files.h"
 #include "policy/limits.h"
 #include "policy/posture.h"
@@ -33,7 +38,6 @@
 #include "runs/clock.h"
 #include "runs/run_manager.h"
 #include "support/checks.h"
-#include "support/null_backend.h"
 
 namespace scs::fuzz {
 namespace {
@@ -48,11 +52,16 @@ constexpr std::size_t kMaxMessages = 16;
 
 constexpr std::string_view kRunIdPlaceholder = "RUN_ID";
 
+// Directives of the fake that keep a run going after start_run has answered.
+const std::vector<std::string_view> kLasting = {"sleep_ms", "start_delay_ms", "hang",
+                                                "linger",   "ignore_kill",    "ignore_interrupt"};
+
 const std::set<std::string> kMethods = {"initialize", "ping", "tools/list", "tools/call",
                                         "logging/setLevel"};
 
 struct Fixture {
-  NullBackend backend;
+  mocks::NullLog log;
+  fake::FakeBackend backend{fake::Options{}, &log};
   policy::LimitPolicy limits{policy::LimitSettings{},
                              policy::HostCapacity{8, std::int64_t{64} << 30}};
   policy::FileSettings files;
@@ -221,6 +230,15 @@ std::string startedRun(const Object::Ptr& response) {
   return structured->get("run_id").toString();
 }
 
+// Whether a run of `message`'s code may still run once it has been started: its script (or what
+// could be one) names a directive of kLasting.
+bool mayLast(std::string_view message) {
+  return message.find("#fake:") != std::string_view::npos &&
+         std::any_of(kLasting.begin(), kLasting.end(), [&](std::string_view directive) {
+           return message.find(directive) != std::string_view::npos;
+         });
+}
+
 std::string withRunId(std::string_view message, const std::string& run_id) {
   std::string out(message);
   if (run_id.empty()) {
@@ -256,6 +274,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   };
   std::string_view input(reinterpret_cast<const char*>(data), size);
+  if (input.find("flood=") != std::string_view::npos) {
+    return 0;  // the fake would print up to 4 GiB: far too slow for one input
+  }
   std::size_t messages = 0;
   std::string run_id;
   while (!input.empty() && messages < fuzz::kMaxMessages) {
@@ -281,7 +302,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     const std::string started = fuzz::startedRun(fuzz::checkAnswer(text, *answer));
     run_id = started.empty() ? run_id : started;
-    if (!started.empty() && text.find("#slow") == std::string::npos) {
+    if (!started.empty() && !fuzz::mayLast(text)) {
       const auto ended = runs.get(runs::kLocalTenant, run_id, std::chrono::seconds(20));
       SCS_FUZZ_CHECK(ended && policy::isFinal(ended->status), run_id);
     }
