@@ -8,7 +8,7 @@
 //
 // "RUN_ID" in a message stands for the last run started, so that get_result and stop_run
 // reach real runs although run ids are random; each run is let end before the next message,
-// so that no answer depends on timing, except one whose script keeps it going (kLasting), which a
+// so that no answer depends on timing, except one whose script keeps it going (lasts()), which a
 // later get_result may wait for: then every progress notification is checked too.
 
 #include <Poco/Dynamic/Var.h>
@@ -26,7 +26,6 @@
 #include <set>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "fake_backend.h"
 #include "mcp/server.h"
@@ -51,10 +50,6 @@ using Poco::JSON::Object;
 constexpr std::size_t kMaxMessages = 16;
 
 constexpr std::string_view kRunIdPlaceholder = "RUN_ID";
-
-// Directives of the fake that keep a run going after start_run has answered.
-const std::vector<std::string_view> kLasting = {"sleep_ms", "start_delay_ms", "hang",
-                                                "linger",   "ignore_kill",    "ignore_interrupt"};
 
 const std::set<std::string> kMethods = {"initialize", "ping", "tools/list", "tools/call",
                                         "logging/setLevel"};
@@ -230,13 +225,42 @@ std::string startedRun(const Object::Ptr& response) {
   return structured->get("run_id").toString();
 }
 
-// Whether a run of `message`'s code may still run once it has been started: its script (or what
-// could be one) names a directive of kLasting.
-bool mayLast(std::string_view message) {
-  return message.find("#fake:") != std::string_view::npos &&
-         std::any_of(kLasting.begin(), kLasting.end(), [&](std::string_view directive) {
-           return message.find(directive) != std::string_view::npos;
-         });
+// The fake's script for the code a start_run `message` passes, as the fake will read it: from the
+// decoded JSON string, not the raw line, which may spell a directive with escapes. None when the
+// message carries no code; an empty script for code the fake refuses (such a run fails at once).
+std::optional<fake::Script> scriptOf(std::string_view message) {
+  const std::optional<Var> parsed = parseLoosely(message);
+  if (!parsed || !isObject(*parsed)) {
+    return std::nullopt;
+  }
+  const Object::Ptr params = parsed->extract<Object::Ptr>()->getObject("params");
+  if (!params || !params->has("name") || !params->get("name").isString() ||
+      params->get("name").toString() != "start_run") {
+    return std::nullopt;
+  }
+  const Object::Ptr arguments = params->getObject("arguments");
+  if (!arguments || !arguments->has("code") || !arguments->get("code").isString()) {
+    return std::nullopt;
+  }
+  fake::Script script;
+  if (fake::parseScript(arguments->get("code").toString(), &script)) {
+    return fake::Script{};
+  }
+  return script;
+}
+
+// A script that would take more than a moment to play or to stop (a flood of output, a start
+// that blocks, kills or interrupts ignored, each costing the core's grace period): an input that
+// has one is not played further, or one input could outlast libFuzzer's timeout.
+bool tooSlow(const fake::Script& script) {
+  return script.flood_bytes > (std::uint64_t{1} << 20) ||
+         script.start_delay > std::chrono::seconds(1) || script.ignore_kill ||
+         script.ignore_interrupt;
+}
+
+// A script that keeps its run going after start_run has answered.
+bool lasts(const fake::Script& script) {
+  return script.sleep.count() > 0 || script.start_delay.count() > 0 || script.hang || script.linger;
 }
 
 std::string withRunId(std::string_view message, const std::string& run_id) {
@@ -274,9 +298,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   };
   std::string_view input(reinterpret_cast<const char*>(data), size);
-  if (input.find("flood=") != std::string_view::npos) {
-    return 0;  // the fake would print up to 4 GiB: far too slow for one input
-  }
   std::size_t messages = 0;
   std::string run_id;
   while (!input.empty() && messages < fuzz::kMaxMessages) {
@@ -291,6 +312,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     ++messages;
     const std::string text = fuzz::withRunId(line, run_id);
+    const std::optional<fake::Script> script = fuzz::scriptOf(text);
+    if (script && fuzz::tooSlow(*script)) {
+      break;
+    }
     const mcp::Message message = mcp::Server::parse(text);
     const std::optional<std::string> answer = server.handle(message, context);
     const bool answered = message.kind() == mcp::Message::Kind::kRequest ||
@@ -302,7 +327,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     const std::string started = fuzz::startedRun(fuzz::checkAnswer(text, *answer));
     run_id = started.empty() ? run_id : started;
-    if (!started.empty() && !fuzz::mayLast(text)) {
+    // Only a run this message started with its code is waited for: get_result also answers
+    // "running", for a run that may last.
+    if (!started.empty() && script && !fuzz::lasts(*script)) {
       const auto ended = runs.get(runs::kLocalTenant, run_id, std::chrono::seconds(20));
       SCS_FUZZ_CHECK(ended && policy::isFinal(ended->status), run_id);
     }
