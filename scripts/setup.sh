@@ -45,7 +45,10 @@ is_installed() {
 install_missing_packages() {
   local wanted=(build-essential cmake pkg-config libpoco-dev libboost-dev prometheus-cpp-dev
                 libboost-filesystem-dev libgtest-dev libgmock-dev googletest
-                help2man curl)
+                help2man curl
+                # the Kubernetes API's Pod schema, against which the unit tests check the Pods
+                # the kubernetes backend writes
+                python3-kubernetes)
   # clang with libFuzzer for ./scripts/fuzz, which ./scripts/test runs.
   [[ "${SCS_WITH_FUZZ:-1}" == 0 ]] || wanted+=(clang libclang-rt-14-dev)
   # Node may come from elsewhere (nodesource, nvm): Debian's nodejs only when there is no node.

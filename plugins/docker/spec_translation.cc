@@ -16,17 +16,9 @@ using backend::TmpfsMount;
 using json::ArrayPtr;
 using json::ObjectPtr;
 
-ObjectPtr newObject() { return new Poco::JSON::Object(Poco::JSON_PRESERVE_KEY_ORDER); }
-
-ArrayPtr arrayOf(const std::vector<std::string>& items) {
-  ArrayPtr result = new Poco::JSON::Array();
-  for (const auto& item : items) {
-    result->add(item);
-  }
-  return result;
-}
-
-ArrayPtr emptyArray() { return new Poco::JSON::Array(); }
+using json::arrayOf;
+using json::emptyArray;
+using json::newObject;
 
 bool isDigits(std::string_view text) {
   return !text.empty() &&

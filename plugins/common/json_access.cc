@@ -5,7 +5,7 @@
 
 #include <sstream>
 
-namespace scs::docker::json {
+namespace scs::json {
 namespace {
 
 Poco::Dynamic::Var parse(const std::string& text) {
@@ -109,4 +109,16 @@ std::string stringify(const ObjectPtr& value) {
   return out.str();
 }
 
-}  // namespace scs::docker::json
+ObjectPtr newObject() { return new Poco::JSON::Object(Poco::JSON_PRESERVE_KEY_ORDER); }
+
+ArrayPtr arrayOf(const std::vector<std::string>& items) {
+  ArrayPtr result = new Poco::JSON::Array();
+  for (const auto& item : items) {
+    result->add(item);
+  }
+  return result;
+}
+
+ArrayPtr emptyArray() { return new Poco::JSON::Array(); }
+
+}  // namespace scs::json

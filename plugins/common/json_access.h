@@ -8,9 +8,10 @@
 #include <string>
 #include <vector>
 
-// Typed, non-throwing reads of engine JSON: a missing key and a value of the wrong type both
-// read as absent, so a caller can never mistake a malformed record for a strong setting.
-namespace scs::docker::json {
+// Typed, non-throwing reads of engine JSON (shared by the backend plugins): a missing key and a
+// value of the wrong type both read as absent, so a caller can never mistake a malformed record for
+// a strong setting.
+namespace scs::json {
 
 using ObjectPtr = Poco::JSON::Object::Ptr;
 using ArrayPtr = Poco::JSON::Array::Ptr;
@@ -33,4 +34,10 @@ std::vector<std::pair<std::string, std::string>> stringMap(const ObjectPtr& pare
 
 std::string stringify(const ObjectPtr& value);
 
-}  // namespace scs::docker::json
+// Builders for a request body: an object that keeps its keys in the order they are set, and
+// arrays.
+ObjectPtr newObject();
+ArrayPtr arrayOf(const std::vector<std::string>& items);
+ArrayPtr emptyArray();
+
+}  // namespace scs::json

@@ -1,0 +1,77 @@
+#pragma once
+
+#include <scs/backend/backend.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "json_access.h"
+
+// The Kubernetes backend's translation (issue 16, first part): a SandboxSpec into the one Pod
+// that carries it, and a Pod, as the API server stored it after admission, back into the
+// Posture the core checks. Pure functions: no API calls, no clock. The plugin that sends the
+// Pod, attaches to it and watches it is yet to come; docs/SECURITY.md will say how the controls
+// a Pod cannot carry are met.
+namespace scs::kubernetes {
+
+// Operator settings (backend options) that shape every sandbox Pod.
+struct PodSettings {
+  std::string namespace_name = "scs-sandboxes";
+  // The one nameserver of a sandbox (dnsPolicy None): an address that answers nothing, so that
+  // no name resolves, the cluster's own service names least of all.
+  std::string nameserver = "127.0.0.1";
+  // A Localhost seccomp profile (a path under the kubelet's seccomp directory) and the text
+  // the operator installed there on every node. A Pod cannot carry profile text: a spec whose
+  // profile is this text runs under this path, one with another profile is refused, and one
+  // with none runs under RuntimeDefault. The plugin cannot read a node's file, so the read-back
+  // takes the operator's word for what the path holds (docs/SCALING.md will say so).
+  std::string seccomp_localhost;
+  std::string seccomp_localhost_text;
+};
+
+// The Pod's name for a run: "scs-" and the run id, which is lowercase hex with a prefix of
+// lowercase letters and dashes, so a valid DNS-1123 label.
+std::string podName(const std::string& run_id);
+
+struct PodManifest {
+  backend::Status status;  // kUnsupported when the spec cannot be carried exactly
+  json::ObjectPtr pod;     // the exact body of POST /api/v1/namespaces/{ns}/pods when ok
+};
+
+// Translates `spec` into its Pod, every control explicit. `active_deadline_seconds` is the
+// longest the Pod may run, counted by the kubelet from its start (the run's deadline, as the
+// core's own timer counts it, plus a margin). A spec that asks for what this translation does
+// not write (an added capability, host namespaces, mounts or devices, privileges), a user that
+// is not numeric or is root, or a label Kubernetes would refuse fails with kUnsupported.
+PodManifest podFor(const backend::SandboxSpec& spec, const PodSettings& settings,
+                   std::int64_t active_deadline_seconds);
+
+// The controls of `posture` that no field of a Pod carries, one sentence each: what the core
+// asks for and why Kubernetes cannot say it (a tmpfs's noexec, nosuid, nodev, inode cap, mode
+// and owner; the per-sandbox pids limit; the resource limits of the launcher's process; the
+// masked and read-only /proc paths). Empty when every control of `posture` has a field.
+std::vector<std::string> inexpressible(const backend::Posture& posture);
+
+// Reads the posture of a Pod from the object the API server returns (GET .../pods/{name}).
+// A pointer field that is absent reads as the weak value; a plain boolean the API server omits
+// when false (hostNetwork, hostPID, hostIPC) reads as false, as the API defines it. No Pod
+// field disables the network: `network_isolated` is the plugin's own finding that a deny-all
+// NetworkPolicy of its namespace selects this Pod, and only then does the Pod read as
+// network_disabled (with no host network). What no field carries reads as the weak value.
+backend::Posture postureFromPod(const json::ObjectPtr& pod, const PodSettings& settings,
+                                bool network_isolated);
+
+// The controls the Posture does not hold that the stored Pod must still show, one sentence
+// each; empty when all hold: restartPolicy Never, no service-account token, no service links,
+// dnsPolicy None with only the settings' nameserver, an active deadline, one container and no
+// init or ephemeral ones, limits equal to requests, the container's stdin, one namespace.
+std::vector<std::string> podDeviations(const json::ObjectPtr& pod, const PodSettings& settings);
+
+// A resource quantity as the API server writes it ("2", "500m", "5Gi", "1e3", "1.5"), scaled
+// by `unit` (1000 reads cpu in millicores, 1 reads bytes), rounded up; nullopt when malformed.
+std::optional<std::int64_t> parseQuantity(std::string_view text, std::int64_t unit);
+
+}  // namespace scs::kubernetes
