@@ -109,6 +109,16 @@ std::string stringify(const ObjectPtr& value) {
   return out.str();
 }
 
+std::vector<ObjectPtr> objects(const ArrayPtr& items) {
+  std::vector<ObjectPtr> result;
+  for (std::size_t i = 0; items && i < items->size(); ++i) {
+    if (ObjectPtr item = items->getObject(static_cast<unsigned>(i))) {
+      result.push_back(item);
+    }
+  }
+  return result;
+}
+
 ObjectPtr newObject() { return new Poco::JSON::Object(Poco::JSON_PRESERVE_KEY_ORDER); }
 
 ArrayPtr arrayOf(const std::vector<std::string>& items) {

@@ -26,6 +26,9 @@ std::optional<std::string> string(const ObjectPtr& parent, const std::string& ke
 std::optional<bool> boolean(const ObjectPtr& parent, const std::string& key);
 std::optional<std::int64_t> integer(const ObjectPtr& parent, const std::string& key);
 
+// The object elements of `items` (others skipped); empty for a null array.
+std::vector<ObjectPtr> objects(const ArrayPtr& items);
+
 // The string elements of `items` (others skipped); empty for a null array.
 std::vector<std::string> strings(const ArrayPtr& items);
 

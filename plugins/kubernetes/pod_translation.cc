@@ -15,6 +15,7 @@ using backend::Posture;
 using backend::TmpfsMount;
 using json::ArrayPtr;
 using json::ObjectPtr;
+using json::objects;
 
 constexpr const char* kContainer = "sandbox";
 constexpr const char* kShmPath = "/dev/shm";
@@ -183,20 +184,6 @@ ObjectPtr effectiveObject(const ObjectPtr& container_context, const ObjectPtr& p
     return value;
   }
   return json::object(pod_context, key);
-}
-
-// The containers of `list` (a Pod spec's containers, initContainers or ephemeralContainers).
-std::vector<ObjectPtr> objects(const ArrayPtr& list) {
-  std::vector<ObjectPtr> result;
-  if (!list) {
-    return result;
-  }
-  for (std::size_t i = 0; i < list->size(); ++i) {
-    if (ObjectPtr item = list->getObject(static_cast<unsigned>(i))) {
-      result.push_back(item);
-    }
-  }
-  return result;
 }
 
 // The sandbox container of a stored Pod: the one named kContainer.

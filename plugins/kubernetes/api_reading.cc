@@ -1,0 +1,211 @@
+#include "api_reading.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <set>
+
+#include "pod_translation.h"
+
+namespace scs::kubernetes {
+namespace {
+
+using json::ArrayPtr;
+using json::ObjectPtr;
+
+using json::objects;
+
+std::string nameOf(const ObjectPtr& object) {
+  return json::string(json::object(object, "metadata"), "name").value_or("(unnamed)");
+}
+
+// Whether one matchExpressions requirement holds for `labels`; a malformed one never holds.
+bool holds(const ObjectPtr& requirement, const Labels& labels) {
+  const std::optional<std::string> key = json::string(requirement, "key");
+  const std::optional<std::string> op = json::string(requirement, "operator");
+  if (!key || !op) {
+    return false;
+  }
+  const std::vector<std::string> values = json::strings(json::array(requirement, "values"));
+  const auto found = labels.find(*key);
+  const bool in_values = found != labels.end() &&
+                         std::find(values.begin(), values.end(), found->second) != values.end();
+  if (*op == "In") {
+    return !values.empty() && in_values;
+  }
+  if (*op == "NotIn") {
+    return !values.empty() && !in_values;
+  }
+  if (*op == "Exists") {
+    return values.empty() && found != labels.end();
+  }
+  if (*op == "DoesNotExist") {
+    return values.empty() && found == labels.end();
+  }
+  return false;
+}
+
+// The smallest of the quantities named `keys` in `amounts`, scaled by `unit`; nullopt when none.
+std::optional<std::int64_t> least(const ObjectPtr& amounts, const std::vector<std::string>& keys,
+                                  std::int64_t unit) {
+  std::optional<std::int64_t> result;
+  for (const std::string& key : keys) {
+    const std::optional<std::string> text = json::string(amounts, key);
+    const std::optional<std::int64_t> value = text ? parseQuantity(*text, unit) : std::nullopt;
+    if (value && (!result || *value < *result)) {
+      result = value;
+    }
+  }
+  return result;
+}
+
+bool ready(const ObjectPtr& node) {
+  if (json::boolean(json::object(node, "spec"), "unschedulable") == true) {
+    return false;
+  }
+  for (const ObjectPtr& condition :
+       objects(json::array(json::object(node, "status"), "conditions"))) {
+    if (json::string(condition, "type") == std::string("Ready")) {
+      return json::string(condition, "status") == std::string("True");
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool selects(const json::ObjectPtr& selector, const Labels& labels) {
+  if (!selector) {
+    return false;
+  }
+  for (const auto& [key, value] : json::stringMap(json::object(selector, "matchLabels"))) {
+    const auto found = labels.find(key);
+    if (found == labels.end() || found->second != value) {
+      return false;
+    }
+  }
+  const ArrayPtr expressions = json::array(selector, "matchExpressions");
+  const std::vector<ObjectPtr> requirements = objects(expressions);
+  if (expressions && requirements.size() != expressions->size()) {
+    return false;
+  }
+  return std::all_of(requirements.begin(), requirements.end(),
+                     [&](const ObjectPtr& requirement) { return holds(requirement, labels); });
+}
+
+std::vector<std::string> isolationProblems(const json::ObjectPtr& policy_list,
+                                           const Labels& labels) {
+  std::vector<std::string> problems;
+  bool ingress_isolated = false;
+  bool egress_isolated = false;
+  for (const ObjectPtr& policy : objects(json::array(policy_list, "items"))) {
+    const ObjectPtr spec = json::object(policy, "spec");
+    if (!selects(json::object(spec, "podSelector"), labels)) {
+      continue;
+    }
+    const std::vector<std::string> types = json::strings(json::array(spec, "policyTypes"));
+    const auto names = [&](const char* type) {
+      return std::find(types.begin(), types.end(), type) != types.end();
+    };
+    ingress_isolated = ingress_isolated || names("Ingress");
+    egress_isolated = egress_isolated || names("Egress");
+    for (const char* direction : {"ingress", "egress"}) {
+      const ArrayPtr rules = json::array(spec, direction);
+      if (rules && rules->size() > 0) {
+        problems.push_back("the NetworkPolicy " + nameOf(policy) + " allows " + direction +
+                           " traffic to or from sandbox Pods");
+      }
+    }
+  }
+  if (!ingress_isolated) {
+    problems.push_back("no NetworkPolicy of the namespace isolates sandbox Pods for Ingress");
+  }
+  if (!egress_isolated) {
+    problems.push_back("no NetworkPolicy of the namespace isolates sandbox Pods for Egress");
+  }
+  return problems;
+}
+
+backend::Exit exitOf(const json::ObjectPtr& pod, const std::string& container) {
+  static const std::set<std::string> kStuck = {"ErrImagePull",         "ImagePullBackOff",
+                                               "InvalidImageName",     "CreateContainerConfigError",
+                                               "CreateContainerError", "RunContainerError"};
+  backend::Exit exit;
+  const ObjectPtr status = json::object(pod, "status");
+  for (const ObjectPtr& record : objects(json::array(status, "containerStatuses"))) {
+    if (json::string(record, "name") != container) {
+      continue;
+    }
+    const ObjectPtr state = json::object(record, "state");
+    if (const ObjectPtr terminated = json::object(state, "terminated")) {
+      exit.exited = true;
+      if (const auto code = json::integer(terminated, "exitCode")) {
+        exit.exit_code = static_cast<int>(*code);
+      }
+      exit.oom_killed = json::string(terminated, "reason") == std::string("OOMKilled");
+      return exit;
+    }
+    if (const ObjectPtr waiting = json::object(state, "waiting")) {
+      const std::string reason = json::string(waiting, "reason").value_or("");
+      if (kStuck.count(reason) != 0) {
+        exit.exited = true;
+        exit.engine_error = "kubernetes: the sandbox container cannot start: " + reason + ": " +
+                            json::string(waiting, "message").value_or("");
+        return exit;
+      }
+    }
+  }
+  if (json::string(status, "phase") == std::string("Failed")) {
+    exit.exited = true;
+    exit.killed_outside = true;
+    exit.engine_error = "kubernetes: the Pod failed (" +
+                        json::string(status, "reason").value_or("no reason given") +
+                        "): " + json::string(status, "message").value_or("");
+  }
+  return exit;
+}
+
+backend::Capacity capacityOf(const json::ObjectPtr& node_list, const json::ObjectPtr& quota_list) {
+  std::int64_t millicores = 0;
+  std::int64_t memory = 0;
+  for (const ObjectPtr& node : objects(json::array(node_list, "items"))) {
+    if (!ready(node)) {
+      continue;
+    }
+    const ObjectPtr allocatable = json::object(json::object(node, "status"), "allocatable");
+    millicores += least(allocatable, {"cpu"}, 1000).value_or(0);
+    memory += least(allocatable, {"memory"}, 1).value_or(0);
+  }
+  for (const ObjectPtr& quota : objects(json::array(quota_list, "items"))) {
+    const ObjectPtr hard = json::object(json::object(quota, "spec"), "hard");
+    if (const auto cpu = least(hard, {"limits.cpu", "requests.cpu", "cpu"}, 1000)) {
+      millicores = std::min(millicores, *cpu);
+    }
+    if (const auto bytes = least(hard, {"limits.memory", "requests.memory", "memory"}, 1)) {
+      memory = std::min(memory, *bytes);
+    }
+  }
+  const std::int64_t cores = millicores / 1000;
+  return {static_cast<int>(std::min<std::int64_t>(cores, std::numeric_limits<int>::max())), memory};
+}
+
+std::vector<backend::SandboxInfo> sandboxesOf(const json::ObjectPtr& pod_list) {
+  std::vector<backend::SandboxInfo> sandboxes;
+  for (const ObjectPtr& pod : objects(json::array(pod_list, "items"))) {
+    const ObjectPtr metadata = json::object(pod, "metadata");
+    const std::optional<std::string> name = json::string(metadata, "name");
+    if (!name) {
+      continue;
+    }
+    backend::SandboxInfo info;
+    info.id = *name;
+    for (const auto& [key, value] : json::stringMap(json::object(metadata, "labels"))) {
+      info.labels[key] = value;
+    }
+    sandboxes.push_back(std::move(info));
+  }
+  return sandboxes;
+}
+
+}  // namespace scs::kubernetes

@@ -1,0 +1,51 @@
+#pragma once
+
+#include <scs/backend/backend.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "json_access.h"
+
+// Readings of the API server's answers that the Kubernetes backend acts on (issue 16): whether
+// the namespace's NetworkPolicies cut sandbox Pods off the network, how a Pod's sandbox container
+// ended, what the cluster can hold, which sandboxes a list holds. Pure functions over the JSON
+// the API returns; anything missing or malformed reads as the weaker, or the emptier, answer.
+namespace scs::kubernetes {
+
+using Labels = std::map<std::string, std::string>;
+
+// Whether a LabelSelector ({matchLabels, matchExpressions}) selects a Pod with `labels`. An
+// empty selector selects every Pod; a malformed one selects none (it would not isolate any).
+bool selects(const json::ObjectPtr& selector, const Labels& labels);
+
+// Whether the NetworkPolicies of a namespace (a NetworkPolicyList) cut a Pod with `labels` off
+// the network in both directions. NetworkPolicies add up: a Pod is isolated in a direction once
+// any policy that selects it names that direction in policyTypes, and then every rule of every
+// policy that selects it is allowed. So at least one selecting policy must isolate each of
+// Ingress and Egress, and no selecting policy may carry an ingress or egress rule at all. One
+// sentence per problem; empty when the Pod is isolated. (That the network plugin enforces
+// NetworkPolicy at all is the cluster's to say: docs/SCALING.md will list it.)
+std::vector<std::string> isolationProblems(const json::ObjectPtr& policy_list,
+                                           const Labels& labels);
+
+// How the container named `container` of `pod` ended, from the Pod's status:
+// - terminated: exited, with its exitCode, and oom_killed when the reason is OOMKilled;
+// - the Pod failed as a whole (its active deadline passed, it was evicted, or it failed
+//   without the container's record): exited, killed_outside, with the reason as the message;
+// - waiting for a reason that does not pass by itself (an image that cannot be pulled, a
+//   container that cannot be created): exited, with engine_error;
+// - otherwise (pending, running): not exited.
+backend::Exit exitOf(const json::ObjectPtr& pod, const std::string& container);
+
+// What the cluster can hold for sandboxes: the allocatable cpu and memory of its nodes (a
+// NodeList) that are Ready and schedulable, lowered to the hard limits of the namespace's
+// ResourceQuotas (a ResourceQuotaList: limits.*, requests.* or the bare names), whichever is
+// least. Cores are whole cores, rounded down.
+backend::Capacity capacityOf(const json::ObjectPtr& node_list, const json::ObjectPtr& quota_list);
+
+// The Pods of a PodList as sandboxes: each Pod's name as its id, with its labels.
+std::vector<backend::SandboxInfo> sandboxesOf(const json::ObjectPtr& pod_list);
+
+}  // namespace scs::kubernetes

@@ -1,0 +1,202 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "api_reading.h"
+
+namespace scs::kubernetes {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+const Labels kSandbox = {{"io.scs.managed", "true"}, {"io.scs.instance", "inst-9"}};
+
+json::ObjectPtr parsed(const std::string& text) {
+  json::ObjectPtr object = json::parseObject(text);
+  EXPECT_FALSE(object.isNull()) << text;
+  return object;
+}
+
+TEST(SelectorTest, MatchLabelsAndEveryOperator) {
+  const std::vector<std::pair<std::string, bool>> cases = {
+      {R"({})", true},  // the empty selector selects every Pod
+      {R"({"matchLabels":{"io.scs.managed":"true"}})", true},
+      {R"({"matchLabels":{"io.scs.managed":"false"}})", false},
+      {R"({"matchLabels":{"app":"web"}})", false},
+      {R"({"matchExpressions":[{"key":"io.scs.managed","operator":"In","values":["true"]}]})",
+       true},
+      {R"({"matchExpressions":[{"key":"io.scs.managed","operator":"NotIn","values":["true"]}]})",
+       false},
+      {R"({"matchExpressions":[{"key":"app","operator":"NotIn","values":["web"]}]})", true},
+      {R"({"matchExpressions":[{"key":"io.scs.instance","operator":"Exists"}]})", true},
+      {R"({"matchExpressions":[{"key":"io.scs.instance","operator":"DoesNotExist"}]})", false},
+      {R"({"matchExpressions":[{"key":"io.scs.managed","operator":"Exists","values":["x"]}]})",
+       false},  // malformed: selects nothing
+      {R"({"matchExpressions":[{"key":"io.scs.managed","operator":"Like"}]})", false},
+      {R"({"matchExpressions":[7]})", false},
+  };
+  for (const auto& [selector, expected] : cases) {
+    EXPECT_EQ(selects(parsed(selector), kSandbox), expected) << selector;
+  }
+  EXPECT_FALSE(selects(nullptr, kSandbox));
+}
+
+std::string policyList(const std::vector<std::string>& specs) {
+  std::string items;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    items += (i ? "," : "") + std::string(R"({"metadata":{"name":"p)") + std::to_string(i) +
+             R"("},"spec":)" + specs[i] + "}";
+  }
+  return R"({"kind":"NetworkPolicyList","items":[)" + items + "]}";
+}
+
+constexpr const char* kDenyAll =
+    R"({"podSelector":{"matchLabels":{"io.scs.managed":"true"}},"policyTypes":["Ingress","Egress"]})";
+
+TEST(IsolationTest, ADenyAllPolicyIsolatesSandboxPods) {
+  EXPECT_THAT(isolationProblems(parsed(policyList({kDenyAll})), kSandbox), IsEmpty());
+  // One policy per direction does as well; the empty selector selects the sandbox Pods too.
+  EXPECT_THAT(
+      isolationProblems(parsed(policyList({R"({"podSelector":{},"policyTypes":["Ingress"]})",
+                                           R"({"podSelector":{},"policyTypes":["Egress"]})"})),
+                        kSandbox),
+      IsEmpty());
+}
+
+TEST(IsolationTest, NoPolicyOrOneThatSelectsOtherPodsLeavesThemOpen) {
+  EXPECT_THAT(isolationProblems(parsed(policyList({})), kSandbox),
+              ElementsAre(HasSubstr("Ingress"), HasSubstr("Egress")));
+  EXPECT_THAT(
+      isolationProblems(
+          parsed(policyList(
+              {R"({"podSelector":{"matchLabels":{"app":"web"}},"policyTypes":["Ingress","Egress"]})"})),
+          kSandbox),
+      ElementsAre(HasSubstr("Ingress"), HasSubstr("Egress")));
+  EXPECT_THAT(
+      isolationProblems(parsed(policyList({R"({"podSelector":{},"policyTypes":["Ingress"]})"})),
+                        kSandbox),
+      ElementsAre(HasSubstr("Egress")));
+}
+
+// NetworkPolicies add up: an allow rule in any policy that selects the Pods opens what the
+// deny-all closed, so the deny-all alone proves nothing.
+TEST(IsolationTest, AnAllowRuleBesideTheDenyAllOpensThePods) {
+  const std::string allow_dns =
+      R"({"podSelector":{},"policyTypes":["Egress"],"egress":[{"ports":[{"port":53,"protocol":"UDP"}]}]})";
+  EXPECT_THAT(isolationProblems(parsed(policyList({kDenyAll, allow_dns})), kSandbox),
+              ElementsAre(HasSubstr("p1 allows egress")));
+  const std::string allow_in =
+      R"({"podSelector":{"matchLabels":{"io.scs.managed":"true"}},"policyTypes":["Ingress"],"ingress":[{}]})";
+  EXPECT_THAT(isolationProblems(parsed(policyList({kDenyAll, allow_in})), kSandbox),
+              ElementsAre(HasSubstr("p1 allows ingress")));
+  // An allow rule for other Pods is theirs.
+  const std::string other =
+      R"({"podSelector":{"matchLabels":{"app":"web"}},"policyTypes":["Egress"],"egress":[{}]})";
+  EXPECT_THAT(isolationProblems(parsed(policyList({kDenyAll, other})), kSandbox), IsEmpty());
+  // An explicitly empty rule list allows nothing.
+  const std::string empty_rules =
+      R"({"podSelector":{},"policyTypes":["Ingress","Egress"],"ingress":[],"egress":[]})";
+  EXPECT_THAT(isolationProblems(parsed(policyList({empty_rules})), kSandbox), IsEmpty());
+}
+
+std::string podWithStatus(const std::string& status) {
+  return R"({"metadata":{"name":"scs-1"},"status":)" + status + "}";
+}
+
+TEST(ExitTest, FromTheContainerRecordAndThePodsPhase) {
+  const backend::Exit succeeded = exitOf(
+      parsed(podWithStatus(
+          R"({"phase":"Succeeded","containerStatuses":[{"name":"sandbox","state":{"terminated":{"exitCode":0,"reason":"Completed"}}}]})")),
+      "sandbox");
+  EXPECT_TRUE(succeeded.exited);
+  EXPECT_EQ(succeeded.exit_code, 0);
+  EXPECT_FALSE(succeeded.oom_killed);
+  EXPECT_FALSE(succeeded.killed_outside);
+
+  const backend::Exit oom = exitOf(
+      parsed(podWithStatus(
+          R"({"phase":"Failed","containerStatuses":[{"name":"sandbox","state":{"terminated":{"exitCode":137,"reason":"OOMKilled"}}}]})")),
+      "sandbox");
+  EXPECT_TRUE(oom.exited);
+  EXPECT_EQ(oom.exit_code, 137);
+  EXPECT_TRUE(oom.oom_killed);
+
+  const backend::Exit running = exitOf(
+      parsed(podWithStatus(
+          R"({"phase":"Running","containerStatuses":[{"name":"sandbox","state":{"running":{"startedAt":"2026-12-01T00:00:00Z"}}}]})")),
+      "sandbox");
+  EXPECT_FALSE(running.exited);
+
+  const backend::Exit deadline = exitOf(
+      parsed(podWithStatus(
+          R"({"phase":"Failed","reason":"DeadlineExceeded","message":"Pod was active on the node longer than the specified deadline"})")),
+      "sandbox");
+  EXPECT_TRUE(deadline.exited);
+  EXPECT_TRUE(deadline.killed_outside);
+  EXPECT_THAT(deadline.engine_error, HasSubstr("DeadlineExceeded"));
+
+  const backend::Exit pull = exitOf(
+      parsed(podWithStatus(
+          R"({"phase":"Pending","containerStatuses":[{"name":"sandbox","state":{"waiting":{"reason":"ImagePullBackOff","message":"Back-off pulling image"}}}]})")),
+      "sandbox");
+  EXPECT_TRUE(pull.exited);
+  EXPECT_THAT(pull.engine_error, HasSubstr("ImagePullBackOff"));
+
+  const backend::Exit creating = exitOf(
+      parsed(podWithStatus(
+          R"({"phase":"Pending","containerStatuses":[{"name":"sandbox","state":{"waiting":{"reason":"ContainerCreating"}}}]})")),
+      "sandbox");
+  EXPECT_FALSE(creating.exited);
+
+  // Another container's record is not the sandbox's.
+  const backend::Exit other = exitOf(
+      parsed(podWithStatus(
+          R"({"phase":"Running","containerStatuses":[{"name":"proxy","state":{"terminated":{"exitCode":0}}}]})")),
+      "sandbox");
+  EXPECT_FALSE(other.exited);
+}
+
+TEST(CapacityTest, ReadyNodesAllocatableLoweredByTheQuota) {
+  const std::string nodes = R"({"items":[
+    {"metadata":{"name":"a"},"status":{"allocatable":{"cpu":"3900m","memory":"15Gi"},
+     "conditions":[{"type":"Ready","status":"True"}]}},
+    {"metadata":{"name":"b"},"status":{"allocatable":{"cpu":"4","memory":"16Gi"},
+     "conditions":[{"type":"Ready","status":"True"}]}},
+    {"metadata":{"name":"not-ready"},"status":{"allocatable":{"cpu":"64","memory":"256Gi"},
+     "conditions":[{"type":"Ready","status":"False"}]}},
+    {"metadata":{"name":"cordoned"},"spec":{"unschedulable":true},"status":{"allocatable":
+     {"cpu":"64","memory":"256Gi"},"conditions":[{"type":"Ready","status":"True"}]}}]})";
+  const backend::Capacity nodes_only = capacityOf(parsed(nodes), parsed(R"({"items":[]})"));
+  EXPECT_EQ(nodes_only.cores, 7);  // 7.9, rounded down
+  EXPECT_EQ(nodes_only.memory_bytes, std::int64_t{31} << 30);
+
+  const backend::Capacity quota = capacityOf(
+      parsed(nodes),
+      parsed(
+          R"({"items":[{"spec":{"hard":{"limits.cpu":"4","limits.memory":"8Gi","pods":"20"}}}]})"));
+  EXPECT_EQ(quota.cores, 4);
+  EXPECT_EQ(quota.memory_bytes, std::int64_t{8} << 30);
+
+  const backend::Capacity none = capacityOf(parsed(R"({"items":[]})"), nullptr);
+  EXPECT_EQ(none.cores, 0);
+  EXPECT_EQ(none.memory_bytes, 0);
+}
+
+TEST(SandboxesTest, EachPodByNameWithItsLabels) {
+  const auto sandboxes = sandboxesOf(parsed(R"({"items":[
+    {"metadata":{"name":"scs-a","labels":{"io.scs.managed":"true","io.scs.run-id":"a"}}},
+    {"metadata":{"labels":{"io.scs.managed":"true"}}},
+    {"metadata":{"name":"scs-b"}}]})"));
+  ASSERT_EQ(sandboxes.size(), 2u);
+  EXPECT_EQ(sandboxes[0].id, "scs-a");
+  EXPECT_EQ(sandboxes[0].labels.at("io.scs.run-id"), "a");
+  EXPECT_EQ(sandboxes[1].id, "scs-b");
+  EXPECT_TRUE(sandboxes[1].labels.empty());
+}
+
+}  // namespace
+}  // namespace scs::kubernetes
