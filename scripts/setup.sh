@@ -48,7 +48,9 @@ install_missing_packages() {
                 help2man curl
                 # the Kubernetes API's Pod schema, against which the unit tests check the Pods
                 # the kubernetes backend writes
-                python3-kubernetes)
+                python3-kubernetes
+                # kubeconfig files, for the kubernetes backend
+                libyaml-cpp-dev)
   # clang with libFuzzer for ./scripts/fuzz, which ./scripts/test runs.
   [[ "${SCS_WITH_FUZZ:-1}" == 0 ]] || wanted+=(clang libclang-rt-14-dev)
   # Node may come from elsewhere (nodesource, nvm): Debian's nodejs only when there is no node.

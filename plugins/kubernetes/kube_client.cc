@@ -1,0 +1,148 @@
+#include "kube_client.h"
+
+#include <Poco/Crypto/EVPPKey.h>
+#include <Poco/Crypto/X509Certificate.h>
+#include <Poco/Exception.h>
+#include <Poco/Net/HTTPRequest.h>
+#include <Poco/Net/HTTPResponse.h>
+#include <Poco/Net/HTTPSClientSession.h>
+#include <Poco/Net/NetException.h>
+#include <Poco/Net/SSLManager.h>
+#include <Poco/URI.h>
+
+#include <iterator>
+#include <mutex>
+#include <sstream>
+#include <vector>
+
+namespace scs::kubernetes {
+namespace {
+
+using backend::Code;
+
+void initializeOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] { Poco::Net::initializeSSL(); });
+}
+
+// The certificates of a PEM bundle, one X509Certificate each.
+std::vector<Poco::Crypto::X509Certificate> certificates(const std::string& pem) {
+  static constexpr std::string_view kEnd = "-----END CERTIFICATE-----";
+  std::vector<Poco::Crypto::X509Certificate> result;
+  for (std::size_t at = pem.find("-----BEGIN CERTIFICATE-----"); at != std::string::npos;
+       at = pem.find("-----BEGIN CERTIFICATE-----", at)) {
+    const std::size_t end = pem.find(kEnd, at);
+    if (end == std::string::npos) {
+      break;
+    }
+    std::istringstream block(pem.substr(at, end + kEnd.size() - at) + "\n");
+    result.emplace_back(block);
+    at = end + kEnd.size();
+  }
+  return result;
+}
+
+std::string statusMessage(const json::ObjectPtr& body, const std::string& fallback) {
+  return json::string(body, "message").value_or(fallback);
+}
+
+}  // namespace
+
+backend::Code codeOfHttpStatus(int http_status) {
+  if (http_status >= 200 && http_status < 300) {
+    return Code::kOk;
+  }
+  if (http_status == 404) {
+    return Code::kNotFound;
+  }
+  if (http_status == 429 || http_status >= 500) {
+    return Code::kUnavailable;
+  }
+  return Code::kRejected;
+}
+
+KubeClient::KubeClient(ClusterAccess access, std::chrono::milliseconds timeout)
+    : access_(std::move(access)), timeout_(timeout) {
+  initializeOnce();
+  try {
+    const Poco::URI uri(access_.server);
+    if (uri.getScheme() != "https" || uri.getHost().empty()) {
+      error_ = "the API server " + access_.server + " is not an https URL";
+      return;
+    }
+    host_ = uri.getHost();
+    port_ = uri.getPort();
+    // No default CAs: only the cluster's CA may vouch for its API server.
+    context_ = new Poco::Net::Context(Poco::Net::Context::TLS_CLIENT_USE, "", "", "",
+                                      Poco::Net::Context::VERIFY_STRICT, 9, false);
+    const std::vector<Poco::Crypto::X509Certificate> cas = certificates(access_.ca_pem);
+    if (cas.empty()) {
+      error_ = "the cluster's CA bundle holds no certificate";
+      return;
+    }
+    for (const auto& ca : cas) {
+      context_->addCertificateAuthority(ca);
+    }
+    if (!access_.client_cert_pem.empty()) {
+      const std::vector<Poco::Crypto::X509Certificate> mine = certificates(access_.client_cert_pem);
+      if (mine.empty()) {
+        error_ = "the client certificate cannot be read";
+        return;
+      }
+      context_->useCertificate(mine.front());
+      for (std::size_t i = 1; i < mine.size(); ++i) {
+        context_->addChainCertificate(mine[i]);
+      }
+      std::istringstream key(access_.client_key_pem);
+      context_->usePrivateKey(Poco::Crypto::EVPPKey(nullptr, &key));
+    }
+  } catch (const Poco::Exception& error) {
+    error_ = "the TLS settings for " + access_.server + " cannot be used: " + error.displayText();
+    context_ = nullptr;
+  }
+}
+
+ApiReply KubeClient::call(const std::string& method, const std::string& path_and_query,
+                          const json::ObjectPtr& body) const {
+  ApiReply reply;
+  if (!error_.empty()) {
+    reply.status = {Code::kInternal, "kubernetes: " + error_};
+    return reply;
+  }
+  try {
+    Poco::Net::HTTPSClientSession session(host_, port_, context_);
+    session.setTimeout(
+        Poco::Timespan(std::chrono::duration_cast<std::chrono::microseconds>(timeout_).count()));
+    Poco::Net::HTTPRequest request(method, path_and_query, Poco::Net::HTTPMessage::HTTP_1_1);
+    request.set("Accept", "application/json");
+    if (!access_.token.empty()) {
+      request.set("Authorization", "Bearer " + access_.token);
+    }
+    const std::string payload = body ? json::stringify(body) : std::string();
+    if (body) {
+      request.setContentType("application/json");
+      request.setContentLength(static_cast<std::streamsize>(payload.size()));
+    }
+    session.sendRequest(request) << payload;
+    Poco::Net::HTTPResponse response;
+    std::istream& in = session.receiveResponse(response);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    reply.http_status = static_cast<int>(response.getStatus());
+    reply.body = json::parseObject(text);
+    const Code code = codeOfHttpStatus(reply.http_status);
+    if (code != Code::kOk) {
+      reply.status = {code, "kubernetes: " + method + " " + Poco::URI(path_and_query).getPath() +
+                                ": " + std::to_string(reply.http_status) + " " +
+                                statusMessage(reply.body, response.getReason())};
+    }
+  } catch (const Poco::TimeoutException&) {
+    reply.status = {Code::kTimeout,
+                    "kubernetes: the API server did not answer " + method + " in time"};
+  } catch (const Poco::Exception& error) {
+    reply.status = {Code::kUnavailable,
+                    "kubernetes: the API server cannot be reached: " + error.displayText()};
+  }
+  return reply;
+}
+
+}  // namespace scs::kubernetes

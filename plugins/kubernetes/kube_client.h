@@ -1,0 +1,53 @@
+#pragma once
+
+#include <Poco/Net/Context.h>
+#include <scs/backend/backend.h>
+
+#include <chrono>
+#include <string>
+
+#include "cluster_access.h"
+#include "json_access.h"
+
+// Requests to the Kubernetes API server over HTTPS (issue 16), with Poco's NetSSL: the server's
+// certificate must chain to the access's CA and name its host; the credential is a bearer token
+// or a client certificate. One connection per request; thread-safe (nothing is shared but the
+// TLS context, which OpenSSL guards).
+namespace scs::kubernetes {
+
+struct ApiReply {
+  backend::Status status;  // kOk for 2xx; otherwise the code below, and the API's message
+  int http_status = 0;     // 0 when no answer came
+  json::ObjectPtr body;    // the answer's JSON object; null when it was not one
+};
+
+class KubeClient {
+ public:
+  // Builds the TLS context from `access`; `error` is set (and every call fails) when the CA, the
+  // client certificate or its key cannot be read, or the server is not an https URL.
+  KubeClient(ClusterAccess access, std::chrono::milliseconds timeout);
+
+  const std::string& error() const { return error_; }
+  const ClusterAccess& access() const { return access_; }
+
+  // `method` on `path_and_query` ("/api/v1/namespaces/x/pods?labelSelector=..."), with `body`
+  // as JSON when given. The status: kOk for 2xx; kNotFound for 404; kRejected for 409 (a
+  // conflict) and other 4xx; kUnavailable for 429, 5xx and a connection or TLS failure;
+  // kTimeout when no answer came within the timeout. Its message is the API's Status message
+  // when it sent one.
+  ApiReply call(const std::string& method, const std::string& path_and_query,
+                const json::ObjectPtr& body = nullptr) const;
+
+ private:
+  ClusterAccess access_;
+  std::chrono::milliseconds timeout_;
+  std::string host_;
+  unsigned short port_ = 0;
+  Poco::Net::Context::Ptr context_;
+  std::string error_;
+};
+
+// Maps an HTTP status to the plugin contract's code (as call() does).
+backend::Code codeOfHttpStatus(int http_status);
+
+}  // namespace scs::kubernetes

@@ -1,0 +1,409 @@
+#include <Poco/Base64Encoder.h>
+#include <Poco/Net/HTTPRequestHandler.h>
+#include <Poco/Net/HTTPRequestHandlerFactory.h>
+#include <Poco/Net/HTTPServer.h>
+#include <Poco/Net/HTTPServerRequest.h>
+#include <Poco/Net/HTTPServerRequestImpl.h>
+#include <Poco/Net/HTTPServerResponse.h>
+#include <Poco/Net/SSLManager.h>
+#include <Poco/Net/SecureServerSocket.h>
+#include <Poco/Net/SecureStreamSocket.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "cluster_access.h"
+#include "kube_client.h"
+
+namespace scs::kubernetes {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void spit(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
+
+std::string base64(const std::string& bytes) {
+  std::ostringstream out;
+  Poco::Base64Encoder encoder(out);
+  encoder.rdbuf()->setLineLength(0);
+  encoder << bytes;
+  encoder.close();
+  return out.str();
+}
+
+// A CA, a server certificate for "localhost" and a client certificate ("CN=scs") it signed, and
+// a second CA that signed nothing, made with openssl once for the suite (EC keys: fast).
+class Certificates {
+ public:
+  Certificates()
+      : dir_(fs::temp_directory_path() / ("scs-k8s-certs-" + std::to_string(::getpid()))) {
+    fs::create_directories(dir_);
+    const std::string d = dir_.string();
+    const std::string key = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    spit(dir_ / "server.ext", "subjectAltName=DNS:localhost\n");
+    const std::string script =
+        "(cd " + d + " && openssl req -x509" + key +
+        " -keyout ca.key -out ca.crt -days 1 -subj /CN=test-ca" + " && openssl req -x509" + key +
+        " -keyout other.key -out other.crt -days 1 -subj /CN=other-ca" + " && openssl req" + key +
+        " -keyout server.key -out server.csr -subj /CN=localhost" +
+        " && openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out "
+        "server.crt -days 1 -extfile server.ext" +
+        " && openssl req" + key + " -keyout client.key -out client.csr -subj /CN=scs" +
+        " && openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out "
+        "client.crt -days 1" +
+        ") >/dev/null 2>&1";
+    ok_ = std::system(script.c_str()) == 0;
+  }
+  ~Certificates() { fs::remove_all(dir_); }
+
+  bool ok() const { return ok_; }
+  fs::path path(const std::string& name) const { return dir_ / name; }
+  std::string pem(const std::string& name) const { return slurp(dir_ / name); }
+
+ private:
+  fs::path dir_;
+  bool ok_ = false;
+};
+
+const Certificates& certificates() {
+  static const Certificates* made = new Certificates;
+  return *made;
+}
+
+// What the test API server saw of the last request.
+struct Seen {
+  std::mutex mutex;
+  std::string authorization;
+  std::string client_subject;  // the client certificate's subject; empty when none
+  std::string method;
+  std::string body;
+};
+
+class Handler : public Poco::Net::HTTPRequestHandler {
+ public:
+  explicit Handler(Seen& seen) : seen_(seen) {}
+
+  void handleRequest(Poco::Net::HTTPServerRequest& request,
+                     Poco::Net::HTTPServerResponse& response) override {
+    const std::string body((std::istreambuf_iterator<char>(request.stream())),
+                           std::istreambuf_iterator<char>());
+    {
+      std::lock_guard lock(seen_.mutex);
+      seen_.authorization = request.get("Authorization", "");
+      seen_.method = request.getMethod();
+      seen_.body = body;
+      Poco::Net::SecureStreamSocket socket(
+          static_cast<Poco::Net::HTTPServerRequestImpl&>(request).socket());
+      seen_.client_subject =
+          socket.havePeerCertificate() ? socket.peerCertificate().subjectName() : "";
+    }
+    const std::string path = request.getURI();
+    const auto status = [&](int code, const std::string& message) {
+      response.setStatusAndReason(static_cast<Poco::Net::HTTPResponse::HTTPStatus>(code));
+      response.setContentType("application/json");
+      response.send() << R"({"kind":"Status","apiVersion":"v1","status":"Failure","message":")"
+                      << message << R"(","code":)" << code << "}";
+    };
+    if (path == "/missing") {
+      status(404, "pods \\\"scs-x\\\" not found");
+    } else if (path == "/conflict") {
+      status(409, "pods \\\"scs-x\\\" already exists");
+    } else if (path == "/busy") {
+      status(429, "too many requests");
+    } else if (path == "/broken") {
+      status(500, "etcdserver: request timed out");
+    } else if (path == "/slow") {
+      std::this_thread::sleep_for(std::chrono::milliseconds(600));
+      status(200, "late");
+    } else {
+      response.setContentType("application/json");
+      response.send() << R"({"kind":"Pod","metadata":{"name":"scs-x"},"echo":)"
+                      << (body.empty() ? "null" : body) << "}";
+    }
+  }
+
+ private:
+  Seen& seen_;
+};
+
+class Factory : public Poco::Net::HTTPRequestHandlerFactory {
+ public:
+  explicit Factory(Seen& seen) : seen_(seen) {}
+  Poco::Net::HTTPRequestHandler* createRequestHandler(
+      const Poco::Net::HTTPServerRequest&) override {
+    return new Handler(seen_);
+  }
+
+ private:
+  Seen& seen_;
+};
+
+// An HTTPS server on localhost with the suite's server certificate; it asks for a client
+// certificate but does not require one.
+class ApiServer {
+ public:
+  ApiServer() {
+    Poco::Net::initializeSSL();
+    const Certificates& c = certificates();
+    Poco::Net::Context::Ptr context =
+        new Poco::Net::Context(Poco::Net::Context::TLS_SERVER_USE, c.path("server.key").string(),
+                               c.path("server.crt").string(), c.path("ca.crt").string(),
+                               Poco::Net::Context::VERIFY_RELAXED, 9, false);
+    Poco::Net::SecureServerSocket socket(Poco::Net::SocketAddress("127.0.0.1", 0), 64, context);
+    port_ = socket.address().port();
+    server_ = std::make_unique<Poco::Net::HTTPServer>(new Factory(seen_), socket,
+                                                      new Poco::Net::HTTPServerParams);
+    server_->start();
+  }
+  ~ApiServer() { server_->stopAll(true); }
+
+  std::string url(const std::string& host = "localhost") const {
+    return "https://" + host + ":" + std::to_string(port_);
+  }
+  Seen& seen() { return seen_; }
+
+ private:
+  Seen seen_;
+  unsigned short port_ = 0;
+  std::unique_ptr<Poco::Net::HTTPServer> server_;
+};
+
+class KubeClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(certificates().ok()) << "openssl could not make the certificates";
+  }
+
+  ClusterAccess tokenAccess() const {
+    ClusterAccess access;
+    access.server = server_.url();
+    access.ca_pem = certificates().pem("ca.crt");
+    access.token = "t0ken";
+    return access;
+  }
+
+  ApiServer server_;
+  std::chrono::milliseconds timeout_{3000};
+};
+
+TEST_F(KubeClientTest, ABearerTokenOverAVerifiedConnection) {
+  const KubeClient client(tokenAccess(), timeout_);
+  ASSERT_EQ(client.error(), "");
+  const ApiReply reply = client.call("GET", "/api/v1/namespaces/scs/pods/scs-x");
+  ASSERT_TRUE(reply.status.ok()) << reply.status.message;
+  EXPECT_EQ(reply.http_status, 200);
+  EXPECT_EQ(json::string(json::object(reply.body, "metadata"), "name"), "scs-x");
+  std::lock_guard lock(server_.seen().mutex);
+  EXPECT_EQ(server_.seen().authorization, "Bearer t0ken");
+  EXPECT_EQ(server_.seen().client_subject, "");
+}
+
+TEST_F(KubeClientTest, AClientCertificateInsteadOfAToken) {
+  ClusterAccess access = tokenAccess();
+  access.token.clear();
+  access.client_cert_pem = certificates().pem("client.crt");
+  access.client_key_pem = certificates().pem("client.key");
+  const KubeClient client(access, timeout_);
+  ASSERT_EQ(client.error(), "");
+  const ApiReply reply = client.call("GET", "/api/v1/nodes");
+  ASSERT_TRUE(reply.status.ok()) << reply.status.message;
+  std::lock_guard lock(server_.seen().mutex);
+  EXPECT_EQ(server_.seen().authorization, "");
+  EXPECT_THAT(server_.seen().client_subject, HasSubstr("CN=scs"));
+}
+
+TEST_F(KubeClientTest, AJsonBodyIsSent) {
+  const KubeClient client(tokenAccess(), timeout_);
+  json::ObjectPtr pod = json::newObject();
+  pod->set("kind", "Pod");
+  const ApiReply reply = client.call("POST", "/api/v1/namespaces/scs/pods", pod);
+  ASSERT_TRUE(reply.status.ok()) << reply.status.message;
+  EXPECT_EQ(json::string(json::object(reply.body, "echo"), "kind"), "Pod");
+  std::lock_guard lock(server_.seen().mutex);
+  EXPECT_EQ(server_.seen().method, "POST");
+}
+
+TEST_F(KubeClientTest, AServerTheClustersCaDidNotSignIsRefused) {
+  ClusterAccess access = tokenAccess();
+  access.ca_pem = certificates().pem("other.crt");
+  const ApiReply reply = KubeClient(access, timeout_).call("GET", "/api/v1/nodes");
+  EXPECT_EQ(reply.status.code, backend::Code::kUnavailable);
+  EXPECT_EQ(reply.http_status, 0);
+  std::lock_guard lock(server_.seen().mutex);
+  EXPECT_EQ(server_.seen().authorization, "") << "the token went to an unverified server";
+}
+
+TEST_F(KubeClientTest, AServerWhoseCertificateNamesAnotherHostIsRefused) {
+  ClusterAccess access = tokenAccess();
+  access.server = server_.url("127.0.0.1");  // the certificate names only localhost
+  const ApiReply reply = KubeClient(access, timeout_).call("GET", "/api/v1/nodes");
+  EXPECT_EQ(reply.status.code, backend::Code::kUnavailable) << reply.status.message;
+  std::lock_guard lock(server_.seen().mutex);
+  EXPECT_EQ(server_.seen().authorization, "") << "the token went to a server of another name";
+}
+
+TEST_F(KubeClientTest, EachHttpStatusBecomesTheContractsCodeWithTheApisMessage) {
+  const KubeClient client(tokenAccess(), timeout_);
+  const std::vector<std::tuple<std::string, backend::Code, std::string>> cases = {
+      {"/missing", backend::Code::kNotFound, "not found"},
+      {"/conflict", backend::Code::kRejected, "already exists"},
+      {"/busy", backend::Code::kUnavailable, "too many requests"},
+      {"/broken", backend::Code::kUnavailable, "etcdserver"},
+  };
+  for (const auto& [path, code, message] : cases) {
+    const ApiReply reply = client.call("GET", path);
+    EXPECT_EQ(reply.status.code, code) << path;
+    EXPECT_THAT(reply.status.message, HasSubstr(message)) << path;
+  }
+}
+
+TEST_F(KubeClientTest, NoAnswerWithinTheTimeoutIsATimeout) {
+  const ApiReply reply =
+      KubeClient(tokenAccess(), std::chrono::milliseconds(150)).call("GET", "/slow");
+  EXPECT_EQ(reply.status.code, backend::Code::kTimeout) << reply.status.message;
+}
+
+TEST_F(KubeClientTest, UnusableSettingsFailEveryCall) {
+  ClusterAccess plain = tokenAccess();
+  plain.server = "http://localhost:8080";
+  EXPECT_THAT(KubeClient(plain, timeout_).error(), HasSubstr("https"));
+  ClusterAccess no_ca = tokenAccess();
+  no_ca.ca_pem = "not a certificate";
+  const KubeClient client(no_ca, timeout_);
+  EXPECT_THAT(client.error(), HasSubstr("CA"));
+  EXPECT_EQ(client.call("GET", "/api/v1/nodes").status.code, backend::Code::kInternal);
+}
+
+class KubeconfigTest : public ::testing::Test {
+ protected:
+  KubeconfigTest()
+      : dir_(fs::temp_directory_path() / ("scs-kubeconfig-" + std::to_string(::getpid()))) {
+    fs::create_directories(dir_);
+  }
+  ~KubeconfigTest() override { fs::remove_all(dir_); }
+
+  AccessReply load(const std::string& yaml, const std::string& context = "") {
+    spit(dir_ / "config", yaml);
+    return kubeconfigAccess((dir_ / "config").string(), context);
+  }
+
+  static std::string config(const std::string& cluster, const std::string& user,
+                            const std::string& extra_context = "") {
+    return "apiVersion: v1\nkind: Config\ncurrent-context: main\n"
+           "clusters:\n- name: c\n  cluster:\n" +
+           cluster + "users:\n- name: u\n  user:\n" + user +
+           "contexts:\n- name: main\n  context:\n    cluster: c\n    user: u\n"
+           "    namespace: scs-sandboxes\n" +
+           extra_context;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(KubeconfigTest, InlineDataAndAToken) {
+  const AccessReply reply =
+      load(config("    server: https://k8s.example:6443\n"
+                  "    certificate-authority-data: " +
+                      base64("CA PEM") + "\n",
+                  "    token: abc.def\n"));
+  ASSERT_EQ(reply.error, "");
+  EXPECT_EQ(reply.access.server, "https://k8s.example:6443");
+  EXPECT_EQ(reply.access.ca_pem, "CA PEM");
+  EXPECT_EQ(reply.access.token, "abc.def");
+  EXPECT_EQ(reply.access.namespace_name, "scs-sandboxes");
+}
+
+TEST_F(KubeconfigTest, FilesRelativeToTheKubeconfigAndAClientCertificate) {
+  spit(dir_ / "ca.crt", "CA FILE");
+  spit(dir_ / "me.crt", "CERT FILE");
+  spit(dir_ / "me.key", "KEY FILE");
+  const AccessReply reply =
+      load(config("    server: https://k8s.example:6443\n"
+                  "    certificate-authority: ca.crt\n",
+                  "    client-certificate: me.crt\n"
+                  "    client-key: " +
+                      (dir_ / "me.key").string() + "\n"));
+  ASSERT_EQ(reply.error, "");
+  EXPECT_EQ(reply.access.ca_pem, "CA FILE");
+  EXPECT_EQ(reply.access.client_cert_pem, "CERT FILE");
+  EXPECT_EQ(reply.access.client_key_pem, "KEY FILE");
+  EXPECT_EQ(reply.access.token, "");
+}
+
+TEST_F(KubeconfigTest, ATokenFileAndANamedContext) {
+  spit(dir_ / "token", "from-file\n");
+  const std::string other =
+      "- name: other\n  context:\n    cluster: c\n    user: u\n    namespace: elsewhere\n";
+  const AccessReply reply = load(config("    server: https://k8s.example:6443\n"
+                                        "    certificate-authority-data: " +
+                                            base64("CA") + "\n",
+                                        "    tokenFile: token\n", other),
+                                 "other");
+  ASSERT_EQ(reply.error, "");
+  EXPECT_EQ(reply.access.token, "from-file");
+  EXPECT_EQ(reply.access.namespace_name, "elsewhere");
+}
+
+TEST_F(KubeconfigTest, WhatWouldWeakenOrEscapeTheConnectionIsRefused) {
+  const std::string ca = "    certificate-authority-data: " + base64("CA") + "\n";
+  const std::string https = "    server: https://k8s.example:6443\n";
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {https + ca, "    exec:\n      command: aws\n", "credential plugin"},
+      {https + ca, "    auth-provider:\n      name: gcp\n", "credential plugin"},
+      {https + "    insecure-skip-tls-verify: true\n", "    token: t\n", "skips TLS"},
+      {"    server: http://k8s.example:8080\n" + ca, "    token: t\n", "https"},
+      {https, "    token: t\n", "certificate authority"},
+      {https + ca, "    username: admin\n", "neither a token nor a client certificate"},
+      {https + "    certificate-authority: missing.crt\n", "    token: t\n", "cannot be read"},
+  };
+  for (const auto& [cluster, user, why] : cases) {
+    EXPECT_THAT(load(config(cluster, user)).error, HasSubstr(why)) << cluster << user;
+  }
+  EXPECT_THAT(load(config(https + ca, "    token: t\n"), "nowhere").error,
+              HasSubstr("no context nowhere"));
+  EXPECT_THAT(load("{not: [valid").error, HasSubstr("cannot be read"));
+}
+
+TEST(InClusterTest, TheServiceAccountsFilesAndTheServiceAddress) {
+  const fs::path dir = fs::temp_directory_path() / ("scs-sa-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  spit(dir / "token", "sa-token\n");
+  spit(dir / "ca.crt", "CLUSTER CA");
+  spit(dir / "namespace", "scs-sandboxes");
+  const AccessReply reply = inClusterAccess(
+      dir.string(), {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"KUBERNETES_SERVICE_PORT", "443"}});
+  ASSERT_EQ(reply.error, "");
+  EXPECT_EQ(reply.access.server, "https://10.96.0.1:443");
+  EXPECT_EQ(reply.access.token, "sa-token");
+  EXPECT_EQ(reply.access.ca_pem, "CLUSTER CA");
+  EXPECT_EQ(reply.access.namespace_name, "scs-sandboxes");
+  EXPECT_EQ(inClusterAccess(dir.string(), {{"KUBERNETES_SERVICE_HOST", "fd00::1"},
+                                           {"KUBERNETES_SERVICE_PORT", "443"}})
+                .access.server,
+            "https://[fd00::1]:443");
+  EXPECT_THAT(inClusterAccess(dir.string(), {}).error, HasSubstr("not in a cluster"));
+  fs::remove(dir / "token");
+  EXPECT_THAT(inClusterAccess(dir.string(), {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"},
+                                             {"KUBERNETES_SERVICE_PORT", "443"}})
+                  .error,
+              HasSubstr("cannot be read"));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace scs::kubernetes
