@@ -3,9 +3,7 @@
 #include <Poco/Crypto/EVPPKey.h>
 #include <Poco/Crypto/X509Certificate.h>
 #include <Poco/Exception.h>
-#include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
-#include <Poco/Net/HTTPSClientSession.h>
 #include <Poco/Net/NetException.h>
 #include <Poco/Net/SSLManager.h>
 #include <Poco/URI.h>
@@ -102,6 +100,22 @@ KubeClient::KubeClient(ClusterAccess access, std::chrono::milliseconds timeout)
   }
 }
 
+std::unique_ptr<Poco::Net::HTTPSClientSession> KubeClient::session() const {
+  if (!error_.empty()) {
+    return nullptr;
+  }
+  auto session = std::make_unique<Poco::Net::HTTPSClientSession>(host_, port_, context_);
+  session->setTimeout(
+      Poco::Timespan(std::chrono::duration_cast<std::chrono::microseconds>(timeout_).count()));
+  return session;
+}
+
+void KubeClient::authorize(Poco::Net::HTTPRequest& request) const {
+  if (!access_.token.empty()) {
+    request.set("Authorization", "Bearer " + access_.token);
+  }
+}
+
 ApiReply KubeClient::call(const std::string& method, const std::string& path_and_query,
                           const json::ObjectPtr& body) const {
   ApiReply reply;
@@ -110,14 +124,11 @@ ApiReply KubeClient::call(const std::string& method, const std::string& path_and
     return reply;
   }
   try {
-    Poco::Net::HTTPSClientSession session(host_, port_, context_);
-    session.setTimeout(
-        Poco::Timespan(std::chrono::duration_cast<std::chrono::microseconds>(timeout_).count()));
+    const std::unique_ptr<Poco::Net::HTTPSClientSession> connection = session();
+    Poco::Net::HTTPSClientSession& session = *connection;
     Poco::Net::HTTPRequest request(method, path_and_query, Poco::Net::HTTPMessage::HTTP_1_1);
     request.set("Accept", "application/json");
-    if (!access_.token.empty()) {
-      request.set("Authorization", "Bearer " + access_.token);
-    }
+    authorize(request);
     const std::string payload = body ? json::stringify(body) : std::string();
     if (body) {
       request.setContentType("application/json");

@@ -1,9 +1,12 @@
 #pragma once
 
 #include <Poco/Net/Context.h>
+#include <Poco/Net/HTTPRequest.h>
+#include <Poco/Net/HTTPSClientSession.h>
 #include <scs/backend/backend.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
 
 #include "cluster_access.h"
@@ -37,6 +40,12 @@ class KubeClient {
   // when it sent one.
   ApiReply call(const std::string& method, const std::string& path_and_query,
                 const json::ObjectPtr& body = nullptr) const;
+
+  // For a request the caller makes itself (the upgrade to attach's WebSocket): a new session to
+  // the API server with the client's TLS context and timeout (null when error() is set), and
+  // the credential on `request`.
+  std::unique_ptr<Poco::Net::HTTPSClientSession> session() const;
+  void authorize(Poco::Net::HTTPRequest& request) const;
 
  private:
   ClusterAccess access_;

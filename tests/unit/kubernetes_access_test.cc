@@ -1,18 +1,14 @@
 #include <Poco/Base64Encoder.h>
 #include <Poco/Net/HTTPRequestHandler.h>
 #include <Poco/Net/HTTPRequestHandlerFactory.h>
-#include <Poco/Net/HTTPServer.h>
 #include <Poco/Net/HTTPServerRequest.h>
 #include <Poco/Net/HTTPServerRequestImpl.h>
 #include <Poco/Net/HTTPServerResponse.h>
-#include <Poco/Net/SSLManager.h>
-#include <Poco/Net/SecureServerSocket.h>
 #include <Poco/Net/SecureStreamSocket.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -23,17 +19,13 @@
 
 #include "cluster_access.h"
 #include "kube_client.h"
+#include "support/tls_server.h"
 
 namespace scs::kubernetes {
 namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 void spit(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
 
@@ -46,44 +38,7 @@ std::string base64(const std::string& bytes) {
   return out.str();
 }
 
-// A CA, a server certificate for "localhost" and a client certificate ("CN=scs") it signed, and
-// a second CA that signed nothing, made with openssl once for the suite (EC keys: fast).
-class Certificates {
- public:
-  Certificates()
-      : dir_(fs::temp_directory_path() / ("scs-k8s-certs-" + std::to_string(::getpid()))) {
-    fs::create_directories(dir_);
-    const std::string d = dir_.string();
-    const std::string key = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-    spit(dir_ / "server.ext", "subjectAltName=DNS:localhost\n");
-    const std::string script =
-        "(cd " + d + " && openssl req -x509" + key +
-        " -keyout ca.key -out ca.crt -days 1 -subj /CN=test-ca" + " && openssl req -x509" + key +
-        " -keyout other.key -out other.crt -days 1 -subj /CN=other-ca" + " && openssl req" + key +
-        " -keyout server.key -out server.csr -subj /CN=localhost" +
-        " && openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out "
-        "server.crt -days 1 -extfile server.ext" +
-        " && openssl req" + key + " -keyout client.key -out client.csr -subj /CN=scs" +
-        " && openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out "
-        "client.crt -days 1" +
-        ") >/dev/null 2>&1";
-    ok_ = std::system(script.c_str()) == 0;
-  }
-  ~Certificates() { fs::remove_all(dir_); }
-
-  bool ok() const { return ok_; }
-  fs::path path(const std::string& name) const { return dir_ / name; }
-  std::string pem(const std::string& name) const { return slurp(dir_ / name); }
-
- private:
-  fs::path dir_;
-  bool ok_ = false;
-};
-
-const Certificates& certificates() {
-  static const Certificates* made = new Certificates;
-  return *made;
-}
+using scs::testing::Certificates;
 
 // What the test API server saw of the last request.
 struct Seen {
@@ -153,46 +108,28 @@ class Factory : public Poco::Net::HTTPRequestHandlerFactory {
   Seen& seen_;
 };
 
-// An HTTPS server on localhost with the suite's server certificate; it asks for a client
-// certificate but does not require one.
+// The test API server: a TLS server whose handlers record what they saw.
 class ApiServer {
  public:
-  ApiServer() {
-    Poco::Net::initializeSSL();
-    const Certificates& c = certificates();
-    Poco::Net::Context::Ptr context =
-        new Poco::Net::Context(Poco::Net::Context::TLS_SERVER_USE, c.path("server.key").string(),
-                               c.path("server.crt").string(), c.path("ca.crt").string(),
-                               Poco::Net::Context::VERIFY_RELAXED, 9, false);
-    Poco::Net::SecureServerSocket socket(Poco::Net::SocketAddress("127.0.0.1", 0), 64, context);
-    port_ = socket.address().port();
-    server_ = std::make_unique<Poco::Net::HTTPServer>(new Factory(seen_), socket,
-                                                      new Poco::Net::HTTPServerParams);
-    server_->start();
-  }
-  ~ApiServer() { server_->stopAll(true); }
-
-  std::string url(const std::string& host = "localhost") const {
-    return "https://" + host + ":" + std::to_string(port_);
-  }
+  ApiServer() : server_(new Factory(seen_)) {}
+  std::string url(const std::string& host = "localhost") const { return server_.url(host); }
   Seen& seen() { return seen_; }
 
  private:
   Seen seen_;
-  unsigned short port_ = 0;
-  std::unique_ptr<Poco::Net::HTTPServer> server_;
+  scs::testing::TlsServer server_;
 };
 
 class KubeClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(certificates().ok()) << "openssl could not make the certificates";
+    ASSERT_TRUE(Certificates::get().ok()) << "openssl could not make the certificates";
   }
 
   ClusterAccess tokenAccess() const {
     ClusterAccess access;
     access.server = server_.url();
-    access.ca_pem = certificates().pem("ca.crt");
+    access.ca_pem = Certificates::get().pem("ca.crt");
     access.token = "t0ken";
     return access;
   }
@@ -216,8 +153,8 @@ TEST_F(KubeClientTest, ABearerTokenOverAVerifiedConnection) {
 TEST_F(KubeClientTest, AClientCertificateInsteadOfAToken) {
   ClusterAccess access = tokenAccess();
   access.token.clear();
-  access.client_cert_pem = certificates().pem("client.crt");
-  access.client_key_pem = certificates().pem("client.key");
+  access.client_cert_pem = Certificates::get().pem("client.crt");
+  access.client_key_pem = Certificates::get().pem("client.key");
   const KubeClient client(access, timeout_);
   ASSERT_EQ(client.error(), "");
   const ApiReply reply = client.call("GET", "/api/v1/nodes");
@@ -240,7 +177,7 @@ TEST_F(KubeClientTest, AJsonBodyIsSent) {
 
 TEST_F(KubeClientTest, AServerTheClustersCaDidNotSignIsRefused) {
   ClusterAccess access = tokenAccess();
-  access.ca_pem = certificates().pem("other.crt");
+  access.ca_pem = Certificates::get().pem("other.crt");
   const ApiReply reply = KubeClient(access, timeout_).call("GET", "/api/v1/nodes");
   EXPECT_EQ(reply.status.code, backend::Code::kUnavailable);
   EXPECT_EQ(reply.http_status, 0);

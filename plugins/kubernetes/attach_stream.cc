@@ -1,0 +1,167 @@
+#include "attach_stream.h"
+
+#include <Poco/Buffer.h>
+#include <Poco/Exception.h>
+#include <Poco/Net/HTTPResponse.h>
+#include <Poco/Net/NetException.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace scs::kubernetes {
+namespace {
+
+constexpr std::size_t kMaxStdinMessage = 64u << 10;
+constexpr std::size_t kMaxStatus = 4096;
+constexpr int kMaxMessage = 1 << 20;  // the API server sends at most 32 KiB of output at once
+constexpr auto kPollInterval = std::chrono::milliseconds(20);
+
+}  // namespace
+
+std::string channelMessage(Channel channel, std::string_view payload) {
+  std::string message(1, static_cast<char>(channel));
+  message.append(payload);
+  return message;
+}
+
+AttachStream::AttachStream(std::unique_ptr<Poco::Net::HTTPSClientSession> session,
+                           std::unique_ptr<Poco::Net::WebSocket> socket)
+    : session_(std::move(session)), socket_(std::move(socket)) {
+  socket_->setMaxPayloadSize(kMaxMessage);
+}
+
+std::unique_ptr<AttachStream> AttachStream::open(const KubeClient& client, const std::string& path,
+                                                 std::string* error) {
+  std::unique_ptr<Poco::Net::HTTPSClientSession> session = client.session();
+  if (!session) {
+    *error = "kubernetes: " + client.error();
+    return nullptr;
+  }
+  Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_GET, path,
+                                 Poco::Net::HTTPMessage::HTTP_1_1);
+  request.set("Sec-WebSocket-Protocol", kChannelProtocol);
+  client.authorize(request);
+  Poco::Net::HTTPResponse response;
+  try {
+    auto socket = std::make_unique<Poco::Net::WebSocket>(*session, request, response);
+    const std::string chosen = response.get("Sec-WebSocket-Protocol", "");
+    if (chosen != kChannelProtocol) {
+      *error = "kubernetes: the API server attached with protocol '" + chosen + "', not " +
+               kChannelProtocol + " (Kubernetes 1.30 or later), which alone can end stdin";
+      socket->shutdown();
+      return nullptr;
+    }
+    return std::unique_ptr<AttachStream>(new AttachStream(std::move(session), std::move(socket)));
+  } catch (const Poco::Net::WebSocketException& failure) {
+    *error = "kubernetes: the API server refused to attach (" +
+             std::to_string(static_cast<int>(response.getStatus())) + " " + response.getReason() +
+             "): " + failure.displayText();
+  } catch (const Poco::Exception& failure) {
+    *error = "kubernetes: attaching failed: " + failure.displayText();
+  }
+  return nullptr;
+}
+
+bool AttachStream::send(const std::string& message) {
+  if (aborted_) {
+    return false;
+  }
+  std::lock_guard lock(io_);
+  try {
+    const int flags = Poco::Net::WebSocket::FRAME_BINARY;
+    return socket_->sendFrame(message.data(), static_cast<int>(message.size()), flags) ==
+           static_cast<int>(message.size());
+  } catch (const Poco::Exception&) {
+    return false;
+  }
+}
+
+bool AttachStream::write(std::string_view bytes) {
+  for (std::size_t at = 0; at < bytes.size(); at += kMaxStdinMessage) {
+    if (!send(channelMessage(Channel::kStdin, bytes.substr(at, kMaxStdinMessage)))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool AttachStream::closeStdin() {
+  return send(channelMessage(Channel::kClose, std::string(1, static_cast<char>(Channel::kStdin))));
+}
+
+AttachEnd AttachStream::pump(backend::OutputSink& sink) {
+  using Poco::Net::WebSocket;
+  AttachEnd end;
+  Poco::Buffer<char> buffer(0);
+  const Poco::Timespan poll_interval(
+      std::chrono::duration_cast<std::chrono::microseconds>(kPollInterval).count());
+  while (!aborted_) {
+    int got = 0;
+    int flags = 0;
+    try {
+      // Wait outside the lock, so a writer is never kept out while no data comes; data that
+      // TLS has already decrypted shows in available(), not in poll().
+      bool ready = false;
+      {
+        std::lock_guard lock(io_);
+        ready = socket_->available() > 0;
+      }
+      if (!ready && !socket_->poll(poll_interval, Poco::Net::Socket::SELECT_READ |
+                                                      Poco::Net::Socket::SELECT_ERROR)) {
+        continue;
+      }
+      std::lock_guard lock(io_);
+      buffer.resize(0);
+      got = socket_->receiveFrame(buffer, flags);
+      const int opcode = flags & WebSocket::FRAME_OP_BITMASK;
+      if (opcode == WebSocket::FRAME_OP_PING) {
+        socket_->sendFrame(buffer.begin(), got,
+                           static_cast<int>(WebSocket::FRAME_FLAG_FIN) |
+                               static_cast<int>(WebSocket::FRAME_OP_PONG));
+        continue;
+      }
+      if (opcode == WebSocket::FRAME_OP_CLOSE) {
+        return end;
+      }
+    } catch (const Poco::TimeoutException&) {
+      continue;
+    } catch (const Poco::Exception&) {
+      end.broke = true;
+      return end;
+    }
+    if (got == 0 && flags == 0) {
+      end.broke = true;  // the connection ended without a close
+      return end;
+    }
+    if (got == 0) {
+      end.malformed = true;
+      continue;
+    }
+    const auto channel = static_cast<Channel>(static_cast<std::uint8_t>(buffer[0]));
+    const std::string_view payload(buffer.begin() + 1, static_cast<std::size_t>(got) - 1);
+    switch (channel) {
+      case Channel::kStdout:
+        sink.write(backend::Stream::kStdout, payload);
+        break;
+      case Channel::kStderr:
+        sink.write(backend::Stream::kStderr, payload);
+        break;
+      case Channel::kError:
+        end.status.append(payload.substr(0, kMaxStatus - std::min(kMaxStatus, end.status.size())));
+        break;
+      default:
+        end.malformed = true;
+        break;
+    }
+  }
+  end.broke = true;
+  return end;
+}
+
+void AttachStream::abort() {
+  // Only the flag: pump() sees it within one poll interval, and shutting the socket down from
+  // here could meet a TLS call of another thread.
+  aborted_ = true;
+}
+
+}  // namespace scs::kubernetes

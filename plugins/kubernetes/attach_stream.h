@@ -1,0 +1,76 @@
+#pragma once
+
+#include <Poco/Net/HTTPSClientSession.h>
+#include <Poco/Net/WebSocket.h>
+#include <scs/backend/backend.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "kube_client.h"
+
+// A Pod's stdin, stdout and stderr over the API server's attach (issue 16), on the
+// v5.channel.k8s.io WebSocket protocol: every binary message starts with its channel's byte
+// (0 stdin, 1 stdout, 2 stderr, 3 the server's closing Status, 4 resize), and v5 adds 255, the
+// word to close one channel, which lets the client end stdin and still read the output. An
+// older protocol cannot end stdin without ending the connection, so only v5 is accepted.
+namespace scs::kubernetes {
+
+inline constexpr const char* kChannelProtocol = "v5.channel.k8s.io";
+
+enum class Channel : std::uint8_t {
+  kStdin = 0,
+  kStdout = 1,
+  kStderr = 2,
+  kError = 3,
+  kResize = 4,
+  kClose = 255,
+};
+
+// One message of the protocol: the channel's byte, then the payload.
+std::string channelMessage(Channel channel, std::string_view payload);
+
+struct AttachEnd {
+  bool broke = false;      // the connection failed, or was aborted, before the server closed it
+  std::string status;      // what the server wrote on the error channel (a Status, as JSON)
+  bool malformed = false;  // a message without a channel byte, or on a channel never sent
+};
+
+class AttachStream {
+ public:
+  // Opens the WebSocket to `path` (".../pods/{name}/attach?..."); null with `*error` set when
+  // the server refuses the upgrade or does not choose v5.channel.k8s.io.
+  static std::unique_ptr<AttachStream> open(const KubeClient& client, const std::string& path,
+                                            std::string* error);
+
+  // Writes `bytes` to the container's stdin in messages of at most 64 KiB; false once the
+  // connection has failed.
+  bool write(std::string_view bytes);
+  // Ends the container's stdin (the v5 close of channel 0); the output goes on.
+  bool closeStdin();
+
+  // Reads until the server closes the connection (or abort()), each stdout and stderr payload
+  // to `sink`. Another thread may write() meanwhile: OpenSSL allows one connection's reads and
+  // writes only one at a time, so both take one lock, and the reader holds it only once data is
+  // waiting.
+  AttachEnd pump(backend::OutputSink& sink);
+
+  // From any thread: pump() returns (broke) within its poll interval, and write() fails.
+  void abort();
+
+ private:
+  AttachStream(std::unique_ptr<Poco::Net::HTTPSClientSession> session,
+               std::unique_ptr<Poco::Net::WebSocket> socket);
+  bool send(const std::string& message);
+
+  std::unique_ptr<Poco::Net::HTTPSClientSession> session_;
+  std::unique_ptr<Poco::Net::WebSocket> socket_;
+  std::mutex io_;
+  std::atomic<bool> aborted_{false};
+};
+
+}  // namespace scs::kubernetes
