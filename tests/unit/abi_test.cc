@@ -51,6 +51,8 @@ const std::map<std::uint32_t, std::string> kFingerprints = {
     {5, "ac53a6a33e3cd0d757184691c00b2b06d5dcf13bd35e8bf7b16d89955f216d74"},
     // 6: SandboxSpec::session, a sandbox that takes several deliveries with stdin kept open.
     {6, "a66dfcc8a722f3765044a0a24a43495cd582223d455a868646303409d1d27ecf"},
+    // 7: kDeadlineLabel, for a backend whose engine can end a sandbox at a deadline.
+    {7, "dc9d749044da2ed296d5c1cc3c8bd1fbfb1c89edb7ab3fc3e1fd1cd9eb9fbdb1"},
 };
 
 TEST(AbiTest, TheHeaderMatchesTheFingerprintOfItsAbiVersion) {

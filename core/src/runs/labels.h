@@ -11,7 +11,7 @@ inline constexpr const char* kLabelManaged = backend::kManagedLabel;  // "true"
 inline constexpr const char* kLabelInstance = "io.scs.instance";
 inline constexpr const char* kLabelRunId = "io.scs.run-id";
 inline constexpr const char* kLabelOwnerPid = "io.scs.owner-pid";
-inline constexpr const char* kLabelDeadline = "io.scs.deadline";  // unix seconds
+inline constexpr const char* kLabelDeadline = backend::kDeadlineLabel;  // unix seconds
 inline constexpr const char* kLabelPrepared = "io.scs.prepared";  // "true": started ahead of need
 inline constexpr const char* kLabelUid = "io.scs.uid";            // the host uid it runs as
 

@@ -33,7 +33,7 @@
 namespace scs::backend {
 
 // Bumped on any change to a type or a signature in this folder.
-inline constexpr std::uint32_t kAbiVersion = 6;
+inline constexpr std::uint32_t kAbiVersion = 7;
 
 // Exported by every plugin under kAbiSymbol. The loader reads it before anything else.
 struct AbiStamp {
@@ -55,6 +55,11 @@ inline constexpr const char* kFactorySymbol = "scs_create_backend";
 // is asked for: a backend may use it to find its sandboxes, for example to filter the
 // engine's events.
 inline constexpr const char* kManagedLabel = "io.scs.managed";
+
+// The label that says until when a sandbox may live (unix seconds, every sandbox carries it):
+// a backend whose engine can end a sandbox itself at a deadline (a Pod's activeDeadlineSeconds)
+// sets that backstop from it. The core's own timer ends runs first.
+inline constexpr const char* kDeadlineLabel = "io.scs.deadline";
 
 // What went wrong. The core never retries a run's call: any code but kOk from capacity()
 // stops the server from starting; from create, inspect, deliver, start or wait it ends the run
