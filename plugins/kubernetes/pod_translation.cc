@@ -17,7 +17,7 @@ using json::ArrayPtr;
 using json::ObjectPtr;
 using json::objects;
 
-constexpr const char* kContainer = "sandbox";
+constexpr const char* kContainer = kSandboxContainer;
 constexpr const char* kShmPath = "/dev/shm";
 
 struct Owner {

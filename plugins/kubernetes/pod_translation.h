@@ -32,6 +32,9 @@ struct PodSettings {
   std::string seccomp_localhost_text;
 };
 
+// The name of the one container of a sandbox Pod.
+inline constexpr const char* kSandboxContainer = "sandbox";
+
 // The Pod's name for a run: "scs-" and the run id, which is lowercase hex with a prefix of
 // lowercase letters and dashes, so a valid DNS-1123 label.
 std::string podName(const std::string& run_id);

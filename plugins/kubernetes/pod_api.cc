@@ -1,0 +1,143 @@
+#include "pod_api.h"
+
+#include <Poco/URI.h>
+
+#include <algorithm>
+#include <charconv>
+
+#include "api_reading.h"
+
+namespace scs::kubernetes {
+namespace {
+
+using backend::Code;
+
+std::string joined(const std::vector<std::string>& sentences) {
+  std::string out;
+  for (const std::string& sentence : sentences) {
+    out += (out.empty() ? "" : "; ") + sentence;
+  }
+  return out;
+}
+
+Labels labelsOf(const json::ObjectPtr& pod) {
+  Labels labels;
+  for (const auto& [key, value] :
+       json::stringMap(json::object(json::object(pod, "metadata"), "labels"))) {
+    labels[key] = value;
+  }
+  return labels;
+}
+
+}  // namespace
+
+PodApi::PodApi(const KubeClient& client, PodSettings settings)
+    : client_(client), settings_(std::move(settings)) {}
+
+std::string PodApi::podPath(const std::string& id) const {
+  std::string name;
+  Poco::URI::encode(id, "/?#", name);
+  return "/api/v1/namespaces/" + settings_.namespace_name + "/pods/" + name;
+}
+
+ApiReply PodApi::policies() const {
+  return client_.call("GET", "/apis/networking.k8s.io/v1/namespaces/" + settings_.namespace_name +
+                                 "/networkpolicies");
+}
+
+std::vector<std::string> PodApi::clusterProblems() const {
+  const ApiReply reply = policies();
+  if (!reply.status.ok()) {
+    return {"the namespace's NetworkPolicies cannot be read: " + reply.status.message};
+  }
+  return isolationProblems(reply.body, {{backend::kManagedLabel, "true"}});
+}
+
+backend::CapacityReply PodApi::capacity() const {
+  backend::CapacityReply result;
+  const ApiReply nodes = client_.call("GET", "/api/v1/nodes");
+  const ApiReply quotas =
+      client_.call("GET", "/api/v1/namespaces/" + settings_.namespace_name + "/resourcequotas");
+  if (!nodes.status.ok() || !quotas.status.ok()) {
+    result.status = nodes.status.ok() ? quotas.status : nodes.status;
+    return result;
+  }
+  result.capacity = capacityOf(nodes.body, quotas.body);
+  return result;
+}
+
+backend::CreateReply PodApi::create(const backend::SandboxSpec& spec, std::int64_t now_unix) const {
+  const auto label = spec.labels.find(backend::kDeadlineLabel);
+  std::int64_t deadline = 0;
+  if (label == spec.labels.end() ||
+      std::from_chars(label->second.data(), label->second.data() + label->second.size(), deadline)
+              .ec != std::errc()) {
+    return {{Code::kUnsupported, "kubernetes: the spec carries no deadline label"}, {}};
+  }
+  const PodManifest manifest = podFor(
+      spec, settings_, std::max<std::int64_t>(1, deadline - now_unix) + kDeadlineGraceSeconds);
+  if (!manifest.status.ok()) {
+    return {manifest.status, {}};
+  }
+  const ApiReply reply = client_.call(
+      "POST", "/api/v1/namespaces/" + settings_.namespace_name + "/pods", manifest.pod);
+  if (!reply.status.ok()) {
+    return {reply.status, {}};
+  }
+  return {{}, podName(spec.run_id)};
+}
+
+backend::InspectReply PodApi::inspect(const std::string& id) const {
+  backend::InspectReply result;
+  const ApiReply pod = client_.call("GET", podPath(id));
+  if (!pod.status.ok()) {
+    result.status = pod.status;
+    return result;
+  }
+  const ApiReply listed = policies();
+  if (!listed.status.ok()) {
+    result.status = listed.status;
+    return result;
+  }
+  std::vector<std::string> problems = isolationProblems(listed.body, labelsOf(pod.body));
+  const bool isolated = problems.empty();
+  result.posture = postureFromPod(pod.body, settings_, isolated);
+  const std::vector<std::string> deviations = podDeviations(pod.body, settings_);
+  problems.insert(problems.end(), deviations.begin(), deviations.end());
+  if (!problems.empty()) {
+    result.status = {Code::kRejected, "kubernetes: the Pod " + id +
+                                          " as stored may not run code: " + joined(problems)};
+  }
+  return result;
+}
+
+backend::WaitReply PodApi::exitNow(const std::string& id) const {
+  backend::WaitReply result;
+  const ApiReply pod = client_.call("GET", podPath(id));
+  if (!pod.status.ok()) {
+    result.status = pod.status;
+    return result;
+  }
+  result.exit = exitOf(pod.body, kSandboxContainer);
+  return result;
+}
+
+backend::Status PodApi::remove(const std::string& id) const {
+  return client_.call("DELETE", podPath(id) + "?gracePeriodSeconds=0").status;
+}
+
+backend::ListReply PodApi::list(const std::string& label_key) const {
+  backend::ListReply result;
+  std::string selector;
+  Poco::URI::encode(label_key, "=&,!/+ ", selector);
+  const ApiReply reply = client_.call(
+      "GET", "/api/v1/namespaces/" + settings_.namespace_name + "/pods?labelSelector=" + selector);
+  if (!reply.status.ok()) {
+    result.status = reply.status;
+    return result;
+  }
+  result.sandboxes = sandboxesOf(reply.body);
+  return result;
+}
+
+}  // namespace scs::kubernetes

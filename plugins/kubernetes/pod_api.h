@@ -1,0 +1,62 @@
+#pragma once
+
+#include <scs/backend/backend.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kube_client.h"
+#include "pod_translation.h"
+
+// The sandbox Pods of one namespace through the API server (issue 16): the calls of the
+// RuntimeBackend contract that are plain REST, each one request or two, in the contract's terms.
+// The kubernetes backend will add attach (attach_stream.h) and the wait on a Pod's end to these.
+namespace scs::kubernetes {
+
+// Added to a sandbox's deadline label for the Pod's activeDeadlineSeconds: the kubelet's end of
+// a Pod is the backstop, the core's own timer ends the run first.
+inline constexpr std::int64_t kDeadlineGraceSeconds = 30;
+
+class PodApi {
+ public:
+  PodApi(const KubeClient& client, PodSettings settings);
+
+  // Why the namespace cannot hold sandboxes, one sentence each; empty when it can: its
+  // NetworkPolicies must cut a Pod with the managed label off the network both ways.
+  std::vector<std::string> clusterProblems() const;
+
+  // The Ready nodes' allocatable cpu and memory, lowered by the namespace's ResourceQuotas.
+  backend::CapacityReply capacity() const;
+
+  // POSTs the Pod for `spec`; its name is the sandbox id. Its activeDeadlineSeconds runs from
+  // `now_unix` to the spec's deadline label and kDeadlineGraceSeconds more; a spec without that
+  // label, or one podFor() refuses, is kUnsupported; a name taken is kRejected.
+  backend::CreateReply create(const backend::SandboxSpec& spec, std::int64_t now_unix) const;
+
+  // Reads the Pod back as the API server stored it: its posture, with network_disabled only
+  // when the namespace's policies isolate it. kRejected, with every reason, when the stored Pod
+  // deviates from what podFor() wrote in a control the posture does not hold, or the policies
+  // do not isolate it.
+  backend::InspectReply inspect(const std::string& id) const;
+
+  // How the Pod's sandbox container ended so far (exitOf), from one GET.
+  backend::WaitReply exitNow(const std::string& id) const;
+
+  // DELETE with gracePeriodSeconds=0: the kubelet kills the container at once. kNotFound when
+  // there is no such Pod.
+  backend::Status remove(const std::string& id) const;
+
+  // The Pods that carry `label_key`, whatever its value.
+  backend::ListReply list(const std::string& label_key) const;
+
+ private:
+  std::string podPath(const std::string& id) const;
+  // GET of the namespace's NetworkPolicyList.
+  ApiReply policies() const;
+
+  const KubeClient& client_;
+  PodSettings settings_;
+};
+
+}  // namespace scs::kubernetes

@@ -1,0 +1,205 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "mocks/mock_backend.h"
+#include "pod_api.h"
+#include "policy/posture.h"
+#include "runs/bring_up.h"
+#include "support/kube_api_double.h"
+#include "support/manual_clock.h"
+
+namespace scs::kubernetes {
+namespace {
+
+using scs::testing::Certificates;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+
+constexpr const char* kDenyAll =
+    R"({"podSelector":{"matchLabels":{"io.scs.managed":"true"}},"policyTypes":["Ingress","Egress"]})";
+constexpr std::int64_t kNow = 1'796'000'000;
+
+PodSettings inNamespace(const std::string& name) {
+  PodSettings settings;
+  settings.namespace_name = name;
+  return settings;
+}
+
+// The backend's REST calls against the API server double: what a cluster does with the Pods
+// the core's specs become.
+class PodApiTest : public ::testing::Test {
+ protected:
+  PodApiTest() {
+    api_.addNode("node-1", "4", "16Gi");
+    api_.addNode("node-2", "3900m", "15Gi");
+    api_.addNetworkPolicy("scs-sandboxes", kDenyAll);
+  }
+
+  void SetUp() override { ASSERT_TRUE(Certificates::get().ok()); }
+
+  static ClusterAccess access(const scs::testing::KubeApiDouble& api) {
+    ClusterAccess a;
+    a.server = api.url();
+    a.ca_pem = Certificates::get().pem("ca.crt");
+    a.token = api.token();
+    return a;
+  }
+
+  // The spec the core makes for a run, with its deadline label 600 s from kNow.
+  backend::SandboxSpec spec(const std::string& run_id = "0123abcd") const {
+    backend::SandboxSpec s = bring_up_.spec(run_id, limits_, required_, false);
+    s.labels[backend::kDeadlineLabel] = std::to_string(kNow + 600);
+    return s;
+  }
+
+  std::string created(const backend::SandboxSpec& s) {
+    const backend::CreateReply reply = pods_.create(s, kNow);
+    EXPECT_TRUE(reply.status.ok()) << reply.status.message;
+    return reply.id;
+  }
+
+  scs::testing::KubeApiDouble api_;
+  KubeClient client_{access(api_), std::chrono::milliseconds(3000)};
+  PodApi pods_{client_, PodSettings{}};
+
+  scs::testing::ManualClock clock_;
+  ::testing::NiceMock<mocks::MockRuntimeBackend> backend_;
+  policy::SandboxSettings sandbox_;
+  policy::Limits limits_{1, 30, 1, 256};
+  backend::Posture required_ = policy::requiredPosture(limits_, sandbox_, sandbox_.uids.first);
+  runs::SandboxBringUp bring_up_{backend_, sandbox_, "inst-9", std::chrono::seconds(300),
+                                 {},       clock_};
+};
+
+TEST_F(PodApiTest, ANamespaceWithTheDenyAllPolicyHoldsSandboxes) {
+  EXPECT_THAT(pods_.clusterProblems(), IsEmpty());
+}
+
+TEST_F(PodApiTest, ANamespaceWithoutItIsRefusedWithTheReason) {
+  const PodApi elsewhere(client_, inNamespace("open-namespace"));
+  EXPECT_THAT(elsewhere.clusterProblems(),
+              ::testing::ElementsAre(HasSubstr("Ingress"), HasSubstr("Egress")));
+  api_.addNetworkPolicy(
+      "scs-sandboxes",
+      R"({"podSelector":{},"policyTypes":["Egress"],"egress":[{"ports":[{"port":53}]}]})");
+  EXPECT_THAT(pods_.clusterProblems(), ::testing::ElementsAre(HasSubstr("allows egress")));
+}
+
+TEST_F(PodApiTest, CapacityIsTheReadyNodesLoweredByTheQuota) {
+  backend::CapacityReply reply = pods_.capacity();
+  ASSERT_TRUE(reply.status.ok()) << reply.status.message;
+  EXPECT_EQ(reply.capacity.cores, 7);
+  EXPECT_EQ(reply.capacity.memory_bytes, std::int64_t{31} << 30);
+  api_.addResourceQuota("scs-sandboxes", R"({"limits.cpu":"4","limits.memory":"8Gi"})");
+  reply = pods_.capacity();
+  EXPECT_EQ(reply.capacity.cores, 4);
+  EXPECT_EQ(reply.capacity.memory_bytes, std::int64_t{8} << 30);
+}
+
+TEST_F(PodApiTest, ACreatedPodReadsBackAndTheCoreRefusesItOnlyForWhatNoFieldCarries) {
+  const std::string id = created(spec());
+  EXPECT_EQ(id, "scs-0123abcd");
+  const auto stored = api_.pod("scs-sandboxes", id);
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(json::integer(json::object(stored, "spec"), "activeDeadlineSeconds"),
+            600 + kDeadlineGraceSeconds);
+  const backend::InspectReply inspected = pods_.inspect(id);
+  ASSERT_TRUE(inspected.status.ok()) << inspected.status.message;
+  EXPECT_TRUE(inspected.posture.network_disabled);
+  EXPECT_EQ(inspected.posture.memory_bytes, required_.memory_bytes);
+  // What the core's check says of the stored Pod: only the controls inexpressible() names.
+  std::string violations;
+  for (const std::string& violation : policy::assertPosture(inspected.posture, required_)) {
+    violations += violation + "\n";
+  }
+  EXPECT_THAT(violations, HasSubstr("noexec"));
+  EXPECT_THAT(violations, Not(HasSubstr("network")));
+  EXPECT_THAT(violations, Not(HasSubstr("privileged")));
+  EXPECT_THAT(violations, Not(HasSubstr("memory")));
+}
+
+// A mutating webhook that weakens the Pod after the backend sent it: the read-back shows it,
+// and the run fails before any code runs.
+TEST_F(PodApiTest, APodAMutatingWebhookWeakenedIsSeen) {
+  api_.setAdmission([](Poco::JSON::Object::Ptr& pod) {
+    pod->getObject("spec")
+        ->getArray("containers")
+        ->getObject(0)
+        ->getObject("securityContext")
+        ->set("privileged", true);
+  });
+  const backend::InspectReply privileged = pods_.inspect(created(spec("aaaa")));
+  EXPECT_TRUE(privileged.posture.privileged);
+  EXPECT_FALSE(policy::assertPosture(privileged.posture, required_).empty());
+
+  api_.setAdmission([](Poco::JSON::Object::Ptr& pod) {
+    Poco::JSON::Object::Ptr proxy = new Poco::JSON::Object;
+    proxy->set("name", "istio-proxy");
+    proxy->set("image", "proxy:1");
+    pod->getObject("spec")->getArray("containers")->add(proxy);
+  });
+  const backend::InspectReply sidecar = pods_.inspect(created(spec("bbbb")));
+  EXPECT_EQ(sidecar.status.code, backend::Code::kRejected);
+  EXPECT_THAT(sidecar.status.message, HasSubstr("other containers"));
+
+  api_.setAdmission([](Poco::JSON::Object::Ptr& pod) {
+    pod->getObject("spec")->set("automountServiceAccountToken", true);
+  });
+  const backend::InspectReply token = pods_.inspect(created(spec("cccc")));
+  EXPECT_EQ(token.status.code, backend::Code::kRejected);
+  EXPECT_THAT(token.status.message, HasSubstr("service-account token"));
+}
+
+TEST_F(PodApiTest, APodTheNamespaceDoesNotIsolateMayNotRunCode) {
+  const PodApi open(client_, inNamespace("open-namespace"));
+  const backend::CreateReply reply = open.create(spec(), kNow);
+  ASSERT_TRUE(reply.status.ok()) << reply.status.message;
+  const backend::InspectReply inspected = open.inspect(reply.id);
+  EXPECT_EQ(inspected.status.code, backend::Code::kRejected);
+  EXPECT_THAT(inspected.status.message, HasSubstr("NetworkPolicy"));
+  EXPECT_FALSE(inspected.posture.network_disabled);
+}
+
+TEST_F(PodApiTest, TheApisErrorsInTheContractsCodes) {
+  created(spec());
+  EXPECT_EQ(pods_.create(spec(), kNow).status.code, backend::Code::kRejected);  // 409
+  api_.failNext(1, 429);
+  EXPECT_EQ(pods_.create(spec("dddd"), kNow).status.code, backend::Code::kUnavailable);
+  api_.failNext(1, 500);
+  EXPECT_EQ(pods_.inspect("scs-0123abcd").status.code, backend::Code::kUnavailable);
+  EXPECT_EQ(pods_.inspect("scs-none").status.code, backend::Code::kNotFound);
+  backend::SandboxSpec undated = spec("eeee");
+  undated.labels.erase(backend::kDeadlineLabel);
+  EXPECT_EQ(pods_.create(undated, kNow).status.code, backend::Code::kUnsupported);
+}
+
+TEST_F(PodApiTest, RemoveDeletesAtOnceAndListFindsByLabel) {
+  const std::string first = created(spec("1111"));
+  const std::string second = created(spec("2222"));
+  const backend::ListReply listed = pods_.list(backend::kManagedLabel);
+  ASSERT_TRUE(listed.status.ok()) << listed.status.message;
+  ASSERT_EQ(listed.sandboxes.size(), 2u);
+  EXPECT_EQ(listed.sandboxes[0].labels.at(backend::kManagedLabel), "true");
+  EXPECT_TRUE(pods_.list("io.scs.no-such-label").sandboxes.empty());
+
+  EXPECT_TRUE(pods_.remove(first).ok());
+  EXPECT_EQ(pods_.remove(first).code, backend::Code::kNotFound);
+  EXPECT_EQ(api_.podCount(), 1u);
+  EXPECT_THAT(api_.requests(),
+              ::testing::Contains("DELETE /api/v1/namespaces/scs-sandboxes/pods/scs-1111?"
+                                  "gracePeriodSeconds=0"));
+  EXPECT_FALSE(pods_.exitNow(second).exit.exited);  // running
+}
+
+TEST_F(PodApiTest, AWrongTokenIsRefused) {
+  ClusterAccess wrong = access(api_);
+  wrong.token = "stolen";
+  const KubeClient client(wrong, std::chrono::milliseconds(3000));
+  EXPECT_EQ(PodApi(client, PodSettings{}).capacity().status.code, backend::Code::kRejected);
+}
+
+}  // namespace
+}  // namespace scs::kubernetes
