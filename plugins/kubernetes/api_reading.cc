@@ -133,6 +133,17 @@ backend::Exit exitOf(const json::ObjectPtr& pod, const std::string& container) {
                                                "CreateContainerError", "RunContainerError"};
   backend::Exit exit;
   const ObjectPtr status = json::object(pod, "status");
+  // Ended from outside, whatever the container's own record says (a kill leaves exit 137):
+  // the Pod failed as a whole (its deadline, an eviction), is being deleted, or was disrupted.
+  bool disrupted = false;
+  for (const ObjectPtr& condition : objects(json::array(status, "conditions"))) {
+    disrupted = disrupted || (json::string(condition, "type") == std::string("DisruptionTarget") &&
+                              json::string(condition, "status") == std::string("True"));
+  }
+  const ObjectPtr metadata = json::object(pod, "metadata");
+  const bool outside =
+      disrupted || (metadata && metadata->has("deletionTimestamp")) ||
+      (json::string(status, "phase") == std::string("Failed") && json::string(status, "reason"));
   for (const ObjectPtr& record : objects(json::array(status, "containerStatuses"))) {
     if (json::string(record, "name") != container) {
       continue;
@@ -144,6 +155,7 @@ backend::Exit exitOf(const json::ObjectPtr& pod, const std::string& container) {
         exit.exit_code = static_cast<int>(*code);
       }
       exit.oom_killed = json::string(terminated, "reason") == std::string("OOMKilled");
+      exit.killed_outside = outside;
       return exit;
     }
     if (const ObjectPtr waiting = json::object(state, "waiting")) {

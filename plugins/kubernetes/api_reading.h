@@ -32,6 +32,9 @@ std::vector<std::string> isolationProblems(const json::ObjectPtr& policy_list,
 
 // How the container named `container` of `pod` ended, from the Pod's status:
 // - terminated: exited, with its exitCode, and oom_killed when the reason is OOMKilled;
+//   killed_outside too when the Pod failed as a whole with a reason (its deadline, an eviction),
+//   has a deletionTimestamp, or a DisruptionTarget condition (the backend clears it when the
+//   deletion was its own);
 // - the Pod failed as a whole (its active deadline passed, it was evicted, or it failed
 //   without the container's record): exited, killed_outside, with the reason as the message;
 // - waiting for a reason that does not pass by itself (an image that cannot be pulled, a

@@ -63,17 +63,20 @@ std::unique_ptr<AttachStream> AttachStream::open(const KubeClient& client, const
 }
 
 bool AttachStream::send(const std::string& message) {
-  if (aborted_) {
+  if (aborted_ || broken_) {
     return false;
   }
   std::lock_guard lock(io_);
   try {
     const int flags = Poco::Net::WebSocket::FRAME_BINARY;
-    return socket_->sendFrame(message.data(), static_cast<int>(message.size()), flags) ==
-           static_cast<int>(message.size());
+    if (socket_->sendFrame(message.data(), static_cast<int>(message.size()), flags) ==
+        static_cast<int>(message.size())) {
+      return true;
+    }
   } catch (const Poco::Exception&) {
-    return false;
   }
+  broken_ = true;  // a message may be half sent: nothing after it could be read right
+  return false;
 }
 
 bool AttachStream::write(std::string_view bytes) {
@@ -95,7 +98,7 @@ AttachEnd AttachStream::pump(backend::OutputSink& sink) {
   Poco::Buffer<char> buffer(0);
   const Poco::Timespan poll_interval(
       std::chrono::duration_cast<std::chrono::microseconds>(kPollInterval).count());
-  while (!aborted_) {
+  while (!aborted_ && !broken_) {
     int got = 0;
     int flags = 0;
     try {
@@ -123,9 +126,15 @@ AttachEnd AttachStream::pump(backend::OutputSink& sink) {
       if (opcode == WebSocket::FRAME_OP_CLOSE) {
         return end;
       }
-    } catch (const Poco::TimeoutException&) {
-      continue;
+      if (opcode != WebSocket::FRAME_OP_BINARY || (flags & WebSocket::FRAME_FLAG_FIN) == 0) {
+        // The API server sends whole binary messages; a text or fragmented one is not its.
+        end.malformed = true;
+        end.broke = true;
+        return end;
+      }
     } catch (const Poco::Exception&) {
+      // A timeout too: a frame may have been read in part, and the rest would be taken for
+      // frame headers that the program's own output could forge.
       end.broke = true;
       return end;
     }

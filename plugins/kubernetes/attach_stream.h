@@ -48,7 +48,10 @@ class AttachStream {
                                             std::string* error);
 
   // Writes `bytes` to the container's stdin in messages of at most 64 KiB; false once the
-  // connection has failed.
+  // connection has failed. A send blocks while the peer reads no stdin (up to the client's
+  // timeout), and holds the lock meanwhile, so the output waits too: a session's program that
+  // stops reading stdin while it floods stdout stalls both until then, and the stream is then
+  // broken. One I/O thread for both directions would remove that (to do with the backend).
   bool write(std::string_view bytes);
   // Ends the container's stdin (the v5 close of channel 0); the output goes on.
   bool closeStdin();
@@ -71,6 +74,7 @@ class AttachStream {
   std::unique_ptr<Poco::Net::WebSocket> socket_;
   std::mutex io_;
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> broken_{false};  // a send failed: the stream may be out of step
 };
 
 }  // namespace scs::kubernetes

@@ -1,6 +1,7 @@
 #include "cluster_access.h"
 
 #include <Poco/Base64Decoder.h>
+#include <Poco/Exception.h>
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
@@ -168,6 +169,8 @@ AccessReply kubeconfigAccess(const std::string& path, const std::string& context
     }
   } catch (const YAML::Exception& error) {
     reply.error = "the kubeconfig " + path + " is malformed: " + error.what();
+  } catch (const Poco::Exception& error) {  // base64 that does not decode
+    reply.error = "the kubeconfig " + path + " is malformed: " + error.displayText();
   }
   return reply;
 }

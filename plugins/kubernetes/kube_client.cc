@@ -18,6 +18,9 @@ namespace {
 
 using backend::Code;
 
+// More than any list of one namespace's sandbox Pods, nodes or policies the backend reads.
+constexpr std::size_t kMaxAnswerBytes = 32u << 20;
+
 void initializeOnce() {
   static std::once_flag once;
   std::call_once(once, [] { Poco::Net::initializeSSL(); });
@@ -137,7 +140,17 @@ ApiReply KubeClient::call(const std::string& method, const std::string& path_and
     session.sendRequest(request) << payload;
     Poco::Net::HTTPResponse response;
     std::istream& in = session.receiveResponse(response);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string text;
+    char chunk[16 << 10];
+    while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+      text.append(chunk, static_cast<std::size_t>(in.gcount()));
+      if (text.size() > kMaxAnswerBytes) {
+        reply.status = {Code::kInternal, "kubernetes: the API server's answer to " + method +
+                                             " is over " + std::to_string(kMaxAnswerBytes >> 20) +
+                                             " MiB"};
+        return reply;
+      }
+    }
     reply.http_status = static_cast<int>(response.getStatus());
     reply.body = json::parseObject(text);
     const Code code = codeOfHttpStatus(reply.http_status);

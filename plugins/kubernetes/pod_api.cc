@@ -84,11 +84,24 @@ backend::CreateReply PodApi::create(const backend::SandboxSpec& spec, std::int64
   if (!reply.status.ok()) {
     return {reply.status, {}};
   }
-  return {{}, podName(spec.run_id)};
+  const std::string id = podName(spec.run_id);
+  std::lock_guard lock(mutex_);
+  sent_[id] = spec;
+  return {{}, id};
 }
 
 backend::InspectReply PodApi::inspect(const std::string& id) const {
   backend::InspectReply result;
+  backend::SandboxSpec sent;
+  {
+    std::lock_guard lock(mutex_);
+    const auto it = sent_.find(id);
+    if (it == sent_.end()) {
+      result.status = {Code::kNotFound, "kubernetes: the Pod " + id + " was not created here"};
+      return result;
+    }
+    sent = it->second;
+  }
   const ApiReply pod = client_.call("GET", podPath(id));
   if (!pod.status.ok()) {
     result.status = pod.status;
@@ -102,7 +115,7 @@ backend::InspectReply PodApi::inspect(const std::string& id) const {
   std::vector<std::string> problems = isolationProblems(listed.body, labelsOf(pod.body));
   const bool isolated = problems.empty();
   result.posture = postureFromPod(pod.body, settings_, isolated);
-  const std::vector<std::string> deviations = podDeviations(pod.body, settings_);
+  const std::vector<std::string> deviations = podDeviations(pod.body, settings_, sent);
   problems.insert(problems.end(), deviations.begin(), deviations.end());
   if (!problems.empty()) {
     result.status = {Code::kRejected, "kubernetes: the Pod " + id +
@@ -123,7 +136,14 @@ backend::WaitReply PodApi::exitNow(const std::string& id) const {
 }
 
 backend::Status PodApi::remove(const std::string& id) const {
-  return client_.call("DELETE", podPath(id) + "?gracePeriodSeconds=0").status;
+  const backend::Status status =
+      client_.call("DELETE", podPath(id) + "?gracePeriodSeconds=1").status;
+  if (!status.ok() && status.code != Code::kNotFound) {
+    return status;
+  }
+  std::lock_guard lock(mutex_);
+  sent_.erase(id);
+  return {};
 }
 
 backend::ListReply PodApi::list(const std::string& label_key) const {

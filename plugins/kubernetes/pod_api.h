@@ -3,6 +3,8 @@
 #include <scs/backend/backend.h>
 
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -36,15 +38,17 @@ class PodApi {
 
   // Reads the Pod back as the API server stored it: its posture, with network_disabled only
   // when the namespace's policies isolate it. kRejected, with every reason, when the stored Pod
-  // deviates from what podFor() wrote in a control the posture does not hold, or the policies
-  // do not isolate it.
+  // deviates from what podFor() wrote for the spec create() was given in a control the posture
+  // does not hold (podDeviations), or the policies do not isolate it; kNotFound for a Pod this
+  // PodApi did not create.
   backend::InspectReply inspect(const std::string& id) const;
 
   // How the Pod's sandbox container ended so far (exitOf), from one GET.
   backend::WaitReply exitNow(const std::string& id) const;
 
-  // DELETE with gracePeriodSeconds=0: the kubelet kills the container at once. kNotFound when
-  // there is no such Pod.
+  // DELETE with gracePeriodSeconds=1: the kubelet kills the container within a second, and the
+  // Pod stays listed until it has (a grace of 0 would drop it from the API at once, while its
+  // container may run on). Gone already is kOk.
   backend::Status remove(const std::string& id) const;
 
   // The Pods that carry `label_key`, whatever its value.
@@ -57,6 +61,8 @@ class PodApi {
 
   const KubeClient& client_;
   PodSettings settings_;
+  mutable std::mutex mutex_;
+  mutable std::map<std::string, backend::SandboxSpec> sent_;  // by Pod name, until removed
 };
 
 }  // namespace scs::kubernetes

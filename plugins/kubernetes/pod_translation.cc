@@ -285,7 +285,9 @@ PodManifest podFor(const backend::SandboxSpec& spec, const PodSettings& settings
   ObjectPtr pod_spec = json::newObject();
   pod_spec->set("restartPolicy", "Never");
   pod_spec->set("activeDeadlineSeconds", static_cast<Poco::Int64>(active_deadline_seconds));
-  pod_spec->set("terminationGracePeriodSeconds", 0);
+  // Not 0: a Pod deleted with no grace leaves the API at once, while its container may run on
+  // until the kubelet notices, out of reach of the startup sweep.
+  pod_spec->set("terminationGracePeriodSeconds", 1);
   pod_spec->set("automountServiceAccountToken", false);
   pod_spec->set("enableServiceLinks", false);
   pod_spec->set("hostNetwork", false);
@@ -336,6 +338,9 @@ std::vector<std::string> inexpressible(const backend::Posture& posture) {
         "rlimits: a Pod has no resource limits of its process (RLIMIT_NPROC, NOFILE, FSIZE, "
         "CORE)");
   }
+  missing.push_back(
+      "termination log: the kubelet mounts a writable file of the node's disk at "
+      "/dev/termination-log in every container, and no field turns it off");
   if (!posture.masked_paths.empty() || !posture.readonly_paths.empty()) {
     missing.push_back(
         "/proc: a Pod asks only for the runtime's default masking (procMount Default), and "
@@ -447,17 +452,30 @@ backend::Posture postureFromPod(const json::ObjectPtr& pod, const PodSettings& s
   return p;
 }
 
-std::vector<std::string> podDeviations(const json::ObjectPtr& pod, const PodSettings& settings) {
+std::vector<std::string> podDeviations(const json::ObjectPtr& pod, const PodSettings& settings,
+                                       const backend::SandboxSpec& sent) {
   std::vector<std::string> deviations;
   const auto expect = [&](bool holds, const std::string& sentence) {
     if (!holds) {
       deviations.push_back(sentence);
     }
   };
+  // Present at all is a deviation: podFor() writes none of these.
+  const auto absent = [&](const ObjectPtr& object, const char* key, const std::string& where) {
+    expect(!object || !object->has(key), where + " has " + key + ", which the backend never sets");
+  };
   const ObjectPtr metadata = json::object(pod, "metadata");
   const ObjectPtr spec = json::object(pod, "spec");
   expect(json::string(metadata, "namespace") == settings.namespace_name,
          "the Pod is not in the namespace " + settings.namespace_name);
+  for (const auto& [key, value] : json::stringMap(json::object(metadata, "annotations"))) {
+    // Runtimes act on these: gVisor's flags and mounts, CRI-O's devices, AppArmor, seccomp.
+    for (const char* prefix :
+         {"dev.gvisor.", "io.kubernetes.cri-o.", "io.containerd.", "io.katacontainers.",
+          "container.apparmor.security.", "seccomp.security."}) {
+      expect(key.rfind(prefix, 0) != 0, "the Pod carries the runtime annotation " + key);
+    }
+  }
   expect(json::string(spec, "restartPolicy") == std::string("Never"), "restartPolicy is not Never");
   expect(json::boolean(spec, "automountServiceAccountToken") == false,
          "a service-account token may be mounted (automountServiceAccountToken is not false)");
@@ -470,6 +488,12 @@ std::vector<std::string> podDeviations(const json::ObjectPtr& pod, const PodSett
          "the Pod resolves names (dnsPolicy is not None with only " + settings.nameserver + ")");
   expect(json::integer(spec, "activeDeadlineSeconds").value_or(0) > 0,
          "the Pod has no active deadline");
+  const ObjectPtr pod_context = json::object(spec, "securityContext");
+  for (const char* key :
+       {"supplementalGroups", "fsGroup", "sysctls", "seLinuxOptions", "appArmorProfile"}) {
+    absent(pod_context, key, "the Pod's securityContext");
+  }
+  absent(spec, "resourceClaims", "the Pod");
   const std::vector<ObjectPtr> containers = objects(json::array(spec, "containers"));
   expect(containers.size() == 1 && sandboxContainer(spec),
          "the Pod has other containers than the sandbox (" + std::to_string(containers.size()) +
@@ -477,20 +501,47 @@ std::vector<std::string> podDeviations(const json::ObjectPtr& pod, const PodSett
   expect(objects(json::array(spec, "initContainers")).empty() &&
              objects(json::array(spec, "ephemeralContainers")).empty(),
          "the Pod has init or ephemeral containers");
+
   const ObjectPtr container = sandboxContainer(spec);
+  // PID 1 is exactly the launcher as the core wrote it: an appended flag would be the last word
+  // to its argument parser, and a command moved to args would start the image's entrypoint.
+  expect(json::strings(json::array(container, "command")) == sent.command &&
+             !json::array(container, "args"),
+         "the sandbox container's command is not the one sent");
+  std::vector<std::string> env;
+  bool env_by_value = true;
+  for (const ObjectPtr& variable : objects(json::array(container, "env"))) {
+    env_by_value = env_by_value && !variable->has("valueFrom");
+    env.push_back(json::string(variable, "name").value_or("") + "=" +
+                  json::string(variable, "value").value_or(""));
+  }
+  expect(env_by_value && env == sent.env && !container->has("envFrom"),
+         "the sandbox container's environment is not the one sent (a webhook's secret would be "
+         "the program's to print)");
+  for (const char* key : {"lifecycle", "livenessProbe", "readinessProbe", "startupProbe"}) {
+    absent(container, key, "the sandbox container");  // the kubelet would run them in it
+  }
+  for (const ObjectPtr& port : objects(json::array(container, "ports"))) {
+    expect(!port->has("hostPort"), "the sandbox container binds a host port");
+  }
+  const ObjectPtr context = json::object(container, "securityContext");
+  for (const char* key : {"seLinuxOptions", "appArmorProfile", "windowsOptions"}) {
+    absent(context, key, "the sandbox container's securityContext");
+  }
+  expect(json::string(context, "procMount").value_or("Default") == "Default",
+         "the sandbox container's /proc is not masked (procMount is not Default)");
   const ObjectPtr resources = json::object(container, "resources");
+  absent(resources, "claims", "the sandbox container's resources");
+  // cpu and memory only: a LimitRange may add others (ephemeral-storage) to both.
   const auto amounts = [&](const char* key) {
-    std::vector<std::pair<std::string, std::string>> map =
-        json::stringMap(json::object(resources, key));
-    std::map<std::string, std::optional<std::int64_t>> parsed;
-    for (const auto& [name, text] : map) {
-      parsed[name] = parseQuantity(text, 1000);
-    }
-    return parsed;
+    const ObjectPtr map = json::object(resources, key);
+    return std::pair{quantity(map, "cpu", 1000), quantity(map, "memory", 1)};
   };
   expect(amounts("limits") == amounts("requests"), "the limits differ from the requests");
-  expect(json::boolean(container, "stdin") == true && json::boolean(container, "tty") != true,
-         "the sandbox container has no stdin, or has a terminal");
+  expect(json::boolean(container, "stdin") == true &&
+             json::boolean(container, "stdinOnce") == true &&
+             json::boolean(container, "tty") != true,
+         "the sandbox container's stdin is not one stream that ends, or it has a terminal");
   return deviations;
 }
 

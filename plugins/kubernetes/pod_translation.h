@@ -55,7 +55,8 @@ PodManifest podFor(const backend::SandboxSpec& spec, const PodSettings& settings
 // The controls of `posture` that no field of a Pod carries, one sentence each: what the core
 // asks for and why Kubernetes cannot say it (a tmpfs's noexec, nosuid, nodev, inode cap, mode
 // and owner; the per-sandbox pids limit; the resource limits of the launcher's process; the
-// masked and read-only /proc paths). Empty when every control of `posture` has a field.
+// masked and read-only /proc paths), and what every Pod has that no sandbox should (the
+// kubelet's writable termination log). Never empty.
 std::vector<std::string> inexpressible(const backend::Posture& posture);
 
 // Reads the posture of a Pod from the object the API server returns (GET .../pods/{name}).
@@ -70,8 +71,14 @@ backend::Posture postureFromPod(const json::ObjectPtr& pod, const PodSettings& s
 // The controls the Posture does not hold that the stored Pod must still show, one sentence
 // each; empty when all hold: restartPolicy Never, no service-account token, no service links,
 // dnsPolicy None with only the settings' nameserver, an active deadline, one container and no
-// init or ephemeral ones, limits equal to requests, the container's stdin, one namespace.
-std::vector<std::string> podDeviations(const json::ObjectPtr& pod, const PodSettings& settings);
+// init or ephemeral ones, cpu and memory limits equal to requests, one stdin that ends, no
+// terminal; exactly the command and environment `sent` asked for (no args, no value from a
+// secret); and none of what podFor() never writes and a webhook could add: runtime annotations
+// (gVisor's, CRI-O's, AppArmor's), AppArmor, SELinux, supplemental groups, fsGroup, sysctls,
+// lifecycle hooks and probes (the kubelet would run them in the sandbox), host ports, resource
+// claims, a /proc that is not masked.
+std::vector<std::string> podDeviations(const json::ObjectPtr& pod, const PodSettings& settings,
+                                       const backend::SandboxSpec& sent);
 
 // A resource quantity as the API server writes it ("2", "500m", "5Gi", "1e3", "1.5"), scaled
 // by `unit` (1000 reads cpu in millicores, 1 reads bytes), rounded up; nullopt when malformed.

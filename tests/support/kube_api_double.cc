@@ -68,17 +68,20 @@ bool allDigits(const std::string& s) {
          std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
 }
 
-// The API server's canonical form of a quantity, for the two forms the backend sends: bytes as
-// a whole number ("1073741824" -> "1Gi"), cpu in millicores ("2000m" -> "2").
+// The API server's canonical form of a quantity, for the two forms the backend sends: bytes as a
+// whole number keep their decimal format, with the largest SI suffix that is exact ("1073741824"
+// stays, "2000000000" -> "2G"); cpu in millicores becomes whole cores when it can ("2000m" ->
+// "2").
 std::string canonical(const std::string& quantity) {
   if (allDigits(quantity)) {
-    const std::uint64_t n = std::stoull(quantity);
-    for (const auto& [shift, suffix] : {std::pair{40, "Ti"}, {30, "Gi"}, {20, "Mi"}, {10, "Ki"}}) {
-      if (n != 0 && n % (std::uint64_t{1} << shift) == 0) {
-        return std::to_string(n >> shift) + suffix;
-      }
+    std::uint64_t n = std::stoull(quantity);
+    const char* suffixes[] = {"", "k", "M", "G", "T", "P", "E"};
+    int power = 0;
+    while (n != 0 && n % 1000 == 0 && power < 6) {
+      n /= 1000;
+      ++power;
     }
-    return quantity;
+    return std::to_string(n) + suffixes[power];
   }
   if (quantity.size() > 1 && quantity.back() == 'm' &&
       allDigits(quantity.substr(0, quantity.size() - 1))) {

@@ -314,6 +314,8 @@ TEST_F(KubeconfigTest, WhatWouldWeakenOrEscapeTheConnectionIsRefused) {
   EXPECT_THAT(load(config(https + ca, "    token: t\n"), "nowhere").error,
               HasSubstr("no context nowhere"));
   EXPECT_THAT(load("{not: [valid").error, HasSubstr("cannot be read"));
+  EXPECT_THAT(load(config(https + "    certificate-authority-data: not*base64!\n", "    token: t\n")).error,
+              HasSubstr("malformed"));
 }
 
 TEST(InClusterTest, TheServiceAccountsFilesAndTheServiceAddress) {

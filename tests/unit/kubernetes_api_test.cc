@@ -152,6 +152,29 @@ TEST(ExitTest, FromTheContainerRecordAndThePodsPhase) {
       "sandbox");
   EXPECT_FALSE(creating.exited);
 
+  // A container killed at the Pod's deadline, by an eviction or a delete left 137 of its own:
+  // the Pod's reason, deletion or disruption says it came from outside.
+  for (
+      const std::string& status :
+      {std::string(
+           R"({"phase":"Failed","reason":"DeadlineExceeded","containerStatuses":[{"name":"sandbox","state":{"terminated":{"exitCode":137,"reason":"Error"}}}]})"),
+       std::string(
+           R"({"phase":"Failed","reason":"Evicted","containerStatuses":[{"name":"sandbox","state":{"terminated":{"exitCode":137}}}]})"),
+       std::string(
+           R"({"phase":"Running","conditions":[{"type":"DisruptionTarget","status":"True"}],"containerStatuses":[{"name":"sandbox","state":{"terminated":{"exitCode":137}}}]})")}) {
+    const backend::Exit killed = exitOf(parsed(podWithStatus(status)), "sandbox");
+    EXPECT_TRUE(killed.exited) << status;
+    EXPECT_EQ(killed.exit_code, 137) << status;
+    EXPECT_TRUE(killed.killed_outside) << status;
+  }
+  const backend::Exit deleted = exitOf(
+      parsed(
+          R"({"metadata":{"name":"scs-1","deletionTimestamp":"2026-12-01T00:00:00Z"},)"
+          R"("status":{"containerStatuses":[{"name":"sandbox","state":{"terminated":{"exitCode":137}}}]}})"),
+      "sandbox");
+  EXPECT_TRUE(deleted.killed_outside);
+  EXPECT_FALSE(succeeded.killed_outside);
+
   // Another container's record is not the sandbox's.
   const backend::Exit other = exitOf(
       parsed(podWithStatus(

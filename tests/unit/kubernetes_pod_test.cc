@@ -58,8 +58,7 @@ ObjectPtr stored(const ObjectPtr& sent) {
   ObjectPtr resources = container->getObject("resources");
   for (const char* kind : {"limits", "requests"}) {
     ObjectPtr amounts = resources->getObject(kind);
-    amounts->set("cpu", "1");       // 1000m, canonical
-    amounts->set("memory", "1Gi");  // 1073741824, canonical
+    amounts->set("cpu", "1");  // 1000m, canonical; the bytes stay as they were sent
   }
   Poco::JSON::Array::Ptr volumes = spec->getArray("volumes");
   for (std::size_t i = 0; i < volumes->size(); ++i) {
@@ -110,7 +109,7 @@ TEST_F(PodTest, TheSpecBecomesOnePodWithEveryControlExplicit) {
       {"metadata.namespace", "scs-sandboxes"},
       {"spec.restartPolicy", "Never"},
       {"spec.activeDeadlineSeconds", "700"},
-      {"spec.terminationGracePeriodSeconds", "0"},
+      {"spec.terminationGracePeriodSeconds", "1"},
       {"spec.automountServiceAccountToken", "false"},
       {"spec.enableServiceLinks", "false"},
       {"spec.hostNetwork", "false"},
@@ -213,7 +212,7 @@ TEST_F(PodTest, TheStoredPodReadsBackAsWhatWasSentWhereAFieldCarriesIt) {
   EXPECT_TRUE(got.host_namespaces.empty());
   EXPECT_TRUE(got.host_mounts.empty());
   EXPECT_TRUE(got.devices.empty());
-  EXPECT_EQ(got.memory_bytes, std::int64_t{1} << 30);  // "1Gi"
+  EXPECT_EQ(got.memory_bytes, required_.memory_bytes);
   EXPECT_EQ(got.memory_swap_bytes, got.memory_bytes);  // Guaranteed: no swap
   EXPECT_EQ(got.nano_cpus, 1'000'000'000);             // "1"
   EXPECT_EQ(got.shm_bytes, required_.shm_bytes);
@@ -222,7 +221,7 @@ TEST_F(PodTest, TheStoredPodReadsBackAsWhatWasSentWhereAFieldCarriesIt) {
     EXPECT_EQ(got.tmpfs[i].path, required_.tmpfs[i].path);
     EXPECT_EQ(got.tmpfs[i].size_bytes, required_.tmpfs[i].size_bytes);
   }
-  EXPECT_THAT(podDeviations(p, settings_), ::testing::IsEmpty());
+  EXPECT_THAT(podDeviations(p, settings_, spec()), ::testing::IsEmpty());
 }
 
 TEST_F(PodTest, WithoutTheDenyAllPolicyThePodHasANetwork) {
@@ -255,7 +254,7 @@ TEST_F(PodTest, TheCoreRefusesThePodForTheControlsNoFieldCarries) {
   carried.core_dumps_disabled = false;
   carried.masked_paths.clear();
   carried.readonly_paths.clear();
-  EXPECT_THAT(inexpressible(carried), ::testing::IsEmpty());
+  EXPECT_THAT(inexpressible(carried), ::testing::ElementsAre(HasSubstr("termination log")));
 }
 
 // A mutating webhook (or anyone) that weakens a field of the stored Pod: each change shows in
@@ -346,12 +345,51 @@ TEST_F(PodTest, EveryWeakenedFieldOfTheStoredPodIsSeen) {
          container(p)->getObject("resources")->getObject("requests")->set("cpu", "100m");
        }},
       {"namespace", [&](const ObjectPtr& p) { p->getObject("metadata")->set("namespace", "x"); }},
+      {"args appended",
+       [&](const ObjectPtr& p) {
+         container(p)->set("args", json::arrayOf({"--deadline", "99999"}));
+       }},
+      {"command changed",
+       [&](const ObjectPtr& p) { container(p)->set("command", json::arrayOf({"/bin/sh"})); }},
+      {"env added",
+       [&](const ObjectPtr& p) {
+         ObjectPtr secret = json::newObject();
+         secret->set("name", "API_KEY");
+         secret->set("value", "s3cret");
+         container(p)->getArray("env")->add(secret);
+       }},
+      {"env from a secret",
+       [&](const ObjectPtr& p) {
+         Poco::JSON::Array::Ptr from = json::emptyArray();
+         from->add(json::newObject());
+         container(p)->set("envFrom", from);
+       }},
+      {"runtime annotation",
+       [&](const ObjectPtr& p) {
+         ObjectPtr annotations = json::newObject();
+         annotations->set("dev.gvisor.flag.network", "host");
+         p->getObject("metadata")->set("annotations", annotations);
+       }},
+      {"unmasked proc", [&](const ObjectPtr& p) { context(p)->set("procMount", "Unmasked"); }},
+      {"selinux",
+       [&](const ObjectPtr& p) { context(p)->set("seLinuxOptions", json::newObject()); }},
+      {"supplemental groups",
+       [&](const ObjectPtr& p) {
+         Poco::JSON::Array::Ptr groups = json::emptyArray();
+         groups->add(0);
+         p->getObject("spec")->getObject("securityContext")->set("supplementalGroups", groups);
+       }},
+      {"lifecycle hook",
+       [&](const ObjectPtr& p) { container(p)->set("lifecycle", json::newObject()); }},
+      {"exec probe",
+       [&](const ObjectPtr& p) { container(p)->set("livenessProbe", json::newObject()); }},
+      {"stdin kept open", [&](const ObjectPtr& p) { container(p)->set("stdinOnce", false); }},
   };
   for (const auto& [name, mutate] : mutations) {
     const ObjectPtr mutated = copyOf(base);
     mutate(mutated);
     const bool seen = postureFromPod(mutated, settings_, true) != good ||
-                      !podDeviations(mutated, settings_).empty();
+                      !podDeviations(mutated, settings_, spec()).empty();
     EXPECT_TRUE(seen) << name;
   }
 }
