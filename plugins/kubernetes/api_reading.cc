@@ -6,7 +6,7 @@
 #include <optional>
 #include <set>
 
-#include "pod_translation.h"
+#include "pod_readback.h"
 
 namespace scs::kubernetes {
 namespace {

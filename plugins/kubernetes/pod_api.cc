@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "api_reading.h"
+#include "pod_readback.h"
 
 namespace scs::kubernetes {
 namespace {

@@ -10,11 +10,9 @@
 
 #include "json_access.h"
 
-// The Kubernetes backend's translation (issue 16, first part): a SandboxSpec into the one Pod
-// that carries it, and a Pod, as the API server stored it after admission, back into the
-// Posture the core checks. Pure functions: no API calls, no clock. The plugin that sends the
-// Pod, attaches to it and watches it is yet to come; docs/SECURITY.md will say how the controls
-// a Pod cannot carry are met.
+// The Kubernetes backend's translation (issue 16): a SandboxSpec into the one Pod that carries
+// it, and what no Pod can carry. Pure functions: no API calls, no clock. Reading a stored Pod
+// back is pod_readback.h.
 namespace scs::kubernetes {
 
 // Operator settings (backend options) that shape every sandbox Pod.
@@ -32,8 +30,9 @@ struct PodSettings {
   std::string seccomp_localhost_text;
 };
 
-// The name of the one container of a sandbox Pod.
+// The name of the one container of a sandbox Pod, and where its /dev/shm volume is mounted.
 inline constexpr const char* kSandboxContainer = "sandbox";
+inline constexpr const char* kShmPath = "/dev/shm";
 
 // The Pod's name for a run: "scs-" and the run id, which is lowercase hex with a prefix of
 // lowercase letters and dashes, so a valid DNS-1123 label.
@@ -58,30 +57,5 @@ PodManifest podFor(const backend::SandboxSpec& spec, const PodSettings& settings
 // masked and read-only /proc paths), and what every Pod has that no sandbox should (the
 // kubelet's writable termination log). Never empty.
 std::vector<std::string> inexpressible(const backend::Posture& posture);
-
-// Reads the posture of a Pod from the object the API server returns (GET .../pods/{name}).
-// A pointer field that is absent reads as the weak value; a plain boolean the API server omits
-// when false (hostNetwork, hostPID, hostIPC) reads as false, as the API defines it. No Pod
-// field disables the network: `network_isolated` is the plugin's own finding that a deny-all
-// NetworkPolicy of its namespace selects this Pod, and only then does the Pod read as
-// network_disabled (with no host network). What no field carries reads as the weak value.
-backend::Posture postureFromPod(const json::ObjectPtr& pod, const PodSettings& settings,
-                                bool network_isolated);
-
-// The controls the Posture does not hold that the stored Pod must still show, one sentence
-// each; empty when all hold: restartPolicy Never, no service-account token, no service links,
-// dnsPolicy None with only the settings' nameserver, an active deadline, one container and no
-// init or ephemeral ones, cpu and memory limits equal to requests, one stdin that ends, no
-// terminal; exactly the command and environment `sent` asked for (no args, no value from a
-// secret); and none of what podFor() never writes and a webhook could add: runtime annotations
-// (gVisor's, CRI-O's, AppArmor's), AppArmor, SELinux, supplemental groups, fsGroup, sysctls,
-// lifecycle hooks and probes (the kubelet would run them in the sandbox), host ports, resource
-// claims, a /proc that is not masked.
-std::vector<std::string> podDeviations(const json::ObjectPtr& pod, const PodSettings& settings,
-                                       const backend::SandboxSpec& sent);
-
-// A resource quantity as the API server writes it ("2", "500m", "5Gi", "1e3", "1.5"), scaled
-// by `unit` (1000 reads cpu in millicores, 1 reads bytes), rounded up; nullopt when malformed.
-std::optional<std::int64_t> parseQuantity(std::string_view text, std::int64_t unit);
 
 }  // namespace scs::kubernetes

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "mocks/mock_backend.h"
-#include "pod_translation.h"
+#include "pod_readback.h"
 #include "policy/posture.h"
 #include "runs/bring_up.h"
 #include "support/manual_clock.h"
