@@ -16,6 +16,7 @@
 #include <string>
 
 #include "integration/harness.h"
+#include "support/base64.h"
 
 namespace scs::integration {
 namespace {
@@ -275,7 +276,7 @@ TEST_F(FilesTest, TextAndBase64FilesArriveWithExactBytes) {
   files->add(text_file);
   Poco::JSON::Object::Ptr binary_file = new Poco::JSON::Object;
   binary_file->set("path", "bin/blob.bin");
-  binary_file->set("content", base64Of(binary));
+  binary_file->set("content", scs::testing::base64Encode(binary));
   binary_file->set("encoding", "base64");
   files->add(binary_file);
 

@@ -1,6 +1,5 @@
 #include "integration/harness.h"
 
-#include <Poco/Base64Encoder.h>
 #include <Poco/JSON/Parser.h>
 #include <sys/wait.h>
 
@@ -421,15 +420,6 @@ std::string hexOf(const std::string& bytes) {
     hex.push_back(kDigits[b & 0x0F]);
   }
   return hex;
-}
-
-std::string base64Of(const std::string& bytes) {
-  std::ostringstream out;
-  Poco::Base64Encoder encoder(out);
-  encoder.rdbuf()->setLineLength(0);
-  encoder << bytes;
-  encoder.close();
-  return out.str();
 }
 
 std::string tail(const std::string& text, std::size_t bytes) {

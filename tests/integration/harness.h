@@ -142,7 +142,6 @@ std::string describe(const Poco::JSON::Object::Ptr& report);
 bool isValidUtf8(const std::string& bytes);
 
 std::string hexOf(const std::string& bytes);
-std::string base64Of(const std::string& bytes);
 
 // The last `bytes` of the text, for failure messages.
 std::string tail(const std::string& text, std::size_t bytes = 4000);

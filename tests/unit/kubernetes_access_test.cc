@@ -1,4 +1,3 @@
-#include <Poco/Base64Encoder.h>
 #include <Poco/Net/HTTPRequestHandler.h>
 #include <Poco/Net/HTTPRequestHandlerFactory.h>
 #include <Poco/Net/HTTPServerRequest.h>
@@ -19,6 +18,7 @@
 
 #include "cluster_access.h"
 #include "kube_client.h"
+#include "support/base64.h"
 #include "support/tls_server.h"
 
 namespace scs::kubernetes {
@@ -28,15 +28,6 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 void spit(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
-
-std::string base64(const std::string& bytes) {
-  std::ostringstream out;
-  Poco::Base64Encoder encoder(out);
-  encoder.rdbuf()->setLineLength(0);
-  encoder << bytes;
-  encoder.close();
-  return out.str();
-}
 
 using scs::testing::Certificates;
 
@@ -256,7 +247,7 @@ TEST_F(KubeconfigTest, InlineDataAndAToken) {
   const AccessReply reply =
       load(config("    server: https://k8s.example:6443\n"
                   "    certificate-authority-data: " +
-                      base64("CA PEM") + "\n",
+                      scs::testing::base64Encode("CA PEM") + "\n",
                   "    token: abc.def\n"));
   ASSERT_EQ(reply.error, "");
   EXPECT_EQ(reply.access.server, "https://k8s.example:6443");
@@ -288,7 +279,7 @@ TEST_F(KubeconfigTest, ATokenFileAndANamedContext) {
       "- name: other\n  context:\n    cluster: c\n    user: u\n    namespace: elsewhere\n";
   const AccessReply reply = load(config("    server: https://k8s.example:6443\n"
                                         "    certificate-authority-data: " +
-                                            base64("CA") + "\n",
+                                            scs::testing::base64Encode("CA") + "\n",
                                         "    tokenFile: token\n", other),
                                  "other");
   ASSERT_EQ(reply.error, "");
@@ -297,7 +288,8 @@ TEST_F(KubeconfigTest, ATokenFileAndANamedContext) {
 }
 
 TEST_F(KubeconfigTest, WhatWouldWeakenOrEscapeTheConnectionIsRefused) {
-  const std::string ca = "    certificate-authority-data: " + base64("CA") + "\n";
+  const std::string ca =
+      "    certificate-authority-data: " + scs::testing::base64Encode("CA") + "\n";
   const std::string https = "    server: https://k8s.example:6443\n";
   const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
       {https + ca, "    exec:\n      command: aws\n", "credential plugin"},
@@ -314,8 +306,9 @@ TEST_F(KubeconfigTest, WhatWouldWeakenOrEscapeTheConnectionIsRefused) {
   EXPECT_THAT(load(config(https + ca, "    token: t\n"), "nowhere").error,
               HasSubstr("no context nowhere"));
   EXPECT_THAT(load("{not: [valid").error, HasSubstr("cannot be read"));
-  EXPECT_THAT(load(config(https + "    certificate-authority-data: not*base64!\n", "    token: t\n")).error,
-              HasSubstr("malformed"));
+  EXPECT_THAT(
+      load(config(https + "    certificate-authority-data: not*base64!\n", "    token: t\n")).error,
+      HasSubstr("malformed"));
 }
 
 TEST(InClusterTest, TheServiceAccountsFilesAndTheServiceAddress) {
