@@ -196,6 +196,20 @@ std::vector<std::string> podDeviations(const json::ObjectPtr& pod, const PodSett
     absent(pod_context, key, "the Pod's securityContext");
   }
   absent(spec, "resourceClaims", "the Pod");
+  // Where it runs: a webhook could steer the Pod to a node where the policies or the runtime
+  // are not enforced (a virtual kubelet, a control-plane node). Only the scheduler's own
+  // choice, and the tolerations the DefaultTolerationSeconds admission adds, are accepted.
+  absent(spec, "nodeSelector", "the Pod");
+  absent(spec, "affinity", "the Pod");
+  absent(spec, "topologySpreadConstraints", "the Pod");
+  expect(json::string(spec, "schedulerName").value_or("default-scheduler") == "default-scheduler",
+         "the Pod is scheduled by another scheduler");
+  for (const ObjectPtr& toleration : objects(json::array(spec, "tolerations"))) {
+    const std::string key = json::string(toleration, "key").value_or("");
+    expect((key == "node.kubernetes.io/not-ready" || key == "node.kubernetes.io/unreachable") &&
+               json::string(toleration, "effect") == std::string("NoExecute"),
+           "the Pod tolerates the taint '" + key + "'");
+  }
   const std::vector<ObjectPtr> containers = objects(json::array(spec, "containers"));
   expect(containers.size() == 1 && sandboxContainer(spec),
          "the Pod has other containers than the sandbox (" + std::to_string(containers.size()) +

@@ -32,7 +32,8 @@ backend::Posture postureFromPod(const json::ObjectPtr& pod, const PodSettings& s
 // secret); and none of what podFor() never writes and a webhook could add: runtime annotations
 // (gVisor's, CRI-O's, AppArmor's), AppArmor, SELinux, supplemental groups, fsGroup, sysctls,
 // lifecycle hooks and probes (the kubelet would run them in the sandbox), host ports, resource
-// claims, a /proc that is not masked.
+// claims, a /proc that is not masked; and nothing that steers where it runs but the default
+// scheduler and the tolerations of not-ready and unreachable nodes that admission adds.
 std::vector<std::string> podDeviations(const json::ObjectPtr& pod, const PodSettings& settings,
                                        const backend::SandboxSpec& sent);
 

@@ -50,6 +50,16 @@ ObjectPtr stored(const ObjectPtr& sent) {
     spec->remove(key);
   }
   spec->set("schedulerName", "default-scheduler");
+  Poco::JSON::Array::Ptr tolerations = json::emptyArray();
+  for (const char* taint : {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}) {
+    ObjectPtr toleration = json::newObject();  // what DefaultTolerationSeconds adds
+    toleration->set("key", taint);
+    toleration->set("operator", "Exists");
+    toleration->set("effect", "NoExecute");
+    toleration->set("tolerationSeconds", 300);
+    tolerations->add(toleration);
+  }
+  spec->set("tolerations", tolerations);
   spec->set("nodeName", "node-1");
   spec->set("serviceAccountName", "default");
   ObjectPtr container = spec->getArray("containers")->getObject(0);
@@ -384,6 +394,25 @@ TEST_F(PodTest, EveryWeakenedFieldOfTheStoredPodIsSeen) {
       {"exec probe",
        [&](const ObjectPtr& p) { container(p)->set("livenessProbe", json::newObject()); }},
       {"stdin kept open", [&](const ObjectPtr& p) { container(p)->set("stdinOnce", false); }},
+      {"node selector",
+       [&](const ObjectPtr& p) {
+         ObjectPtr selector = json::newObject();
+         selector->set("type", "virtual-kubelet");
+         p->getObject("spec")->set("nodeSelector", selector);
+       }},
+      {"affinity",
+       [&](const ObjectPtr& p) { p->getObject("spec")->set("affinity", json::newObject()); }},
+      {"scheduler",
+       [&](const ObjectPtr& p) { p->getObject("spec")->set("schedulerName", "mine"); }},
+      {"toleration",
+       [&](const ObjectPtr& p) {
+         ObjectPtr toleration = json::newObject();
+         toleration->set("key", "node-role.kubernetes.io/control-plane");
+         toleration->set("effect", "NoSchedule");
+         Poco::JSON::Array::Ptr tolerations = json::emptyArray();
+         tolerations->add(toleration);
+         p->getObject("spec")->set("tolerations", tolerations);
+       }},
   };
   for (const auto& [name, mutate] : mutations) {
     const ObjectPtr mutated = copyOf(base);
