@@ -116,6 +116,10 @@ AttachEnd AttachStream::pump(backend::OutputSink& sink) {
       std::lock_guard lock(io_);
       buffer.resize(0);
       got = socket_->receiveFrame(buffer, flags);
+      if (got == 0 && flags == 0) {
+        end.broke = true;  // the connection ended without a close
+        return end;
+      }
       const int opcode = flags & WebSocket::FRAME_OP_BITMASK;
       if (opcode == WebSocket::FRAME_OP_PING) {
         socket_->sendFrame(buffer.begin(), got,
@@ -136,10 +140,6 @@ AttachEnd AttachStream::pump(backend::OutputSink& sink) {
       // A timeout too: a frame may have been read in part, and the rest would be taken for
       // frame headers that the program's own output could forge.
       end.broke = true;
-      return end;
-    }
-    if (got == 0 && flags == 0) {
-      end.broke = true;  // the connection ended without a close
       return end;
     }
     if (got == 0) {

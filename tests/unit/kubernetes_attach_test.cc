@@ -180,6 +180,7 @@ TEST_F(AttachTest, AConnectionDroppedWithoutACloseIsBroken) {
   ASSERT_TRUE(stream);
   const AttachEnd end = stream->pump(sink_);
   EXPECT_TRUE(end.broke);
+  EXPECT_FALSE(end.malformed) << "a connection that ends is not a malformed message";
   EXPECT_EQ(sink_.out(), "partial");
 }
 
