@@ -491,8 +491,17 @@ TEST_F(LifecycleTest, ContainerLeftBySigkilledServerIsRemovedByTheNextStartupSwe
   auto first = launchServer();
   const std::string run_id = startRun(*first, {"import time\ntime.sleep(60)\n", {}, nullptr});
   const std::string container = awaitRunningContainer(*first, run_id);
-  // The run's sandbox and an idle prepared one (the pool refills a second into a long run).
-  ASSERT_TRUE(eventually([&] { return containersOfServer(*first).size() == 2; }, seconds(30)))
+  // The run's sandbox and an idle prepared one (the pool refills a second into a long run),
+  // both started: a prepared sandbox the server was still bringing up when it was killed would
+  // stay created, never started, and have no stdin to lose.
+  ASSERT_TRUE(eventually(
+      [&] {
+        const std::vector<std::string> ids = containersOfServer(*first);
+        return ids.size() == 2 && std::all_of(ids.begin(), ids.end(), [](const std::string& id) {
+                 return containerState(id).rfind("running", 0) == 0;
+               });
+      },
+      seconds(30)))
       << tail(first->stderrText());
   first->signal(SIGKILL);
   ASSERT_TRUE(first->waitExit(seconds(5)).has_value());
