@@ -1,8 +1,11 @@
 #include "json_access.h"
 
+#include <Poco/Base64Decoder.h>
+#include <Poco/Base64Encoder.h>
 #include <Poco/Exception.h>
 #include <Poco/JSON/Parser.h>
 
+#include <iterator>
 #include <sstream>
 
 namespace scs::json {
@@ -117,6 +120,21 @@ std::vector<ObjectPtr> objects(const ArrayPtr& items) {
     }
   }
   return result;
+}
+
+std::string encodeBase64(std::string_view bytes) {
+  std::ostringstream out;
+  Poco::Base64Encoder encoder(out);
+  encoder.rdbuf()->setLineLength(0);
+  encoder.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  encoder.close();
+  return out.str();
+}
+
+std::string decodeBase64(const std::string& text) {
+  std::istringstream in(text);
+  Poco::Base64Decoder decoder(in);
+  return std::string(std::istreambuf_iterator<char>(decoder), std::istreambuf_iterator<char>());
 }
 
 ObjectPtr newObject() { return new Poco::JSON::Object(Poco::JSON_PRESERVE_KEY_ORDER); }

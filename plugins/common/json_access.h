@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 // Typed, non-throwing reads of engine JSON (shared by the backend plugins): a missing key and a
@@ -36,6 +37,11 @@ std::vector<std::string> strings(const ArrayPtr& items);
 std::vector<std::pair<std::string, std::string>> stringMap(const ObjectPtr& parent);
 
 std::string stringify(const ObjectPtr& value);
+
+// Standard base64 on one line, as engines' JSON and kubeconfig files carry it. decodeBase64
+// throws Poco::DataFormatException on a character outside the alphabet.
+std::string encodeBase64(std::string_view bytes);
+std::string decodeBase64(const std::string& text);
 
 // Builders for a request body: an object that keeps its keys in the order they are set, and
 // arrays.

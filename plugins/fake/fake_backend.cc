@@ -1,7 +1,5 @@
 #include "fake_backend.h"
 
-#include <Poco/Base64Encoder.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +12,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "json_access.h"
 
 namespace scs::fake {
 namespace {
@@ -84,15 +84,6 @@ std::string jsonString(std::string_view text) {
   return out + "\"";
 }
 
-std::string base64(std::string_view bytes) {
-  std::ostringstream out;
-  Poco::Base64Encoder encoder(out);
-  encoder.rdbuf()->setLineLength(0);
-  encoder.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  encoder.close();
-  return out.str();
-}
-
 // The value of "nonce" in the control file, which the core writes as compact JSON.
 std::string nonceOf(std::string_view control) {
   constexpr std::string_view kKey = "\"nonce\":\"";
@@ -136,7 +127,7 @@ std::string trailerOf(const std::string& nonce, const Script& script,
     const auto& [path, content] = script.out_files[i];
     trailer += (i == 0 ? "" : ",");
     trailer += "{\"path\":" + jsonString(path) + ",\"size\":" + std::to_string(content.size()) +
-               ",\"content_base64\":\"" + base64(content) + "\"}";
+               ",\"content_base64\":\"" + json::encodeBase64(content) + "\"}";
   }
   trailer += "],\"files_truncated\":false,\"files_omitted\":0";
   if (result) {

@@ -1,6 +1,5 @@
 #include "cluster_access.h"
 
-#include <Poco/Base64Decoder.h>
 #include <Poco/Exception.h>
 #include <yaml-cpp/yaml.h>
 
@@ -9,6 +8,8 @@
 #include <iterator>
 #include <optional>
 #include <sstream>
+
+#include "json_access.h"
 
 namespace scs::kubernetes {
 namespace {
@@ -28,12 +29,6 @@ std::string trimmed(std::string text) {
     text.pop_back();
   }
   return text;
-}
-
-std::string decodeBase64(const std::string& text) {
-  std::istringstream in(text);
-  Poco::Base64Decoder decoder(in);
-  return std::string(std::istreambuf_iterator<char>(decoder), std::istreambuf_iterator<char>());
 }
 
 // The entry of a kubeconfig list ("clusters", "users", "contexts") named `name`: its inner
@@ -58,7 +53,7 @@ std::string text(const YAML::Node& map, const char* key) {
 std::string inlineOrFile(const YAML::Node& map, const char* data_key, const char* file_key,
                          const fs::path& base, std::string* error) {
   if (const std::string data = text(map, data_key); !data.empty()) {
-    return decodeBase64(data);
+    return json::decodeBase64(data);
   }
   const std::string file = text(map, file_key);
   if (file.empty()) {

@@ -1,7 +1,6 @@
 #include "support/kube_api_double.h"
 
 #include <Poco/JSON/Array.h>
-#include <Poco/JSON/Parser.h>
 #include <Poco/Net/HTTPRequestHandler.h>
 #include <Poco/Net/HTTPRequestHandlerFactory.h>
 #include <Poco/Net/HTTPServerRequest.h>
@@ -13,26 +12,17 @@
 #include <iterator>
 #include <sstream>
 
+#include "json_access.h"
+
 namespace scs::testing {
 namespace {
 
 using Poco::JSON::Array;
 using Poco::JSON::Object;
 
-Object::Ptr parse(const std::string& text) {
-  try {
-    Poco::JSON::Parser parser;
-    return parser.parse(text).extract<Object::Ptr>();
-  } catch (const Poco::Exception&) {
-    return nullptr;
-  }
-}
+Object::Ptr parse(const std::string& text) { return json::parseObject(text); }
 
-std::string text(const Object::Ptr& object) {
-  std::ostringstream out;
-  object->stringify(out);
-  return out.str();
-}
+std::string text(const Object::Ptr& object) { return json::stringify(object); }
 
 Object::Ptr copy(const Object::Ptr& object) { return parse(text(object)); }
 
