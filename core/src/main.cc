@@ -29,6 +29,7 @@
 #include "metrics/metrics_endpoint.h"
 #include "plugin/loader.h"
 #include "policy/limits.h"
+#include "policy/posture.h"
 #include "policy/status_map.h"
 #include "runs/clock.h"
 #include "runs/leftover_sweep.h"
@@ -112,6 +113,14 @@ std::unique_ptr<Engine> loadEngine(config::Config& config, Poco::Logger& log) {
   }
   config.runs.host_memory_bytes = capacity.capacity.memory_bytes;
   config.runs.prepared_limits = engine->limits->defaults();
+
+  const backend::Status supported = engine->backend->supports(policy::requiredPosture(
+      engine->limits->defaults(), config.sandbox, config.sandbox.uids.first));
+  if (!supported.ok()) {
+    log.error("cannot start: the backend cannot give sandboxes every control they need: " +
+              supported.message);
+    return nullptr;
+  }
   return engine;
 }
 

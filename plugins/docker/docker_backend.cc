@@ -242,6 +242,8 @@ void DockerBackend::log(LogLevel level, const std::string& message) const {
   }
 }
 
+backend::Status DockerBackend::supports(const backend::Posture&) { return {}; }
+
 backend::CapacityReply DockerBackend::capacity() {
   return guarded<backend::CapacityReply>("capacity", [&] {
     backend::CapacityReply reply;

@@ -59,6 +59,8 @@ class DockerBackend : public backend::RuntimeBackend {
   DockerBackend& operator=(const DockerBackend&) = delete;
 
   backend::CapacityReply capacity() override;
+  // The Engine API carries every control of a posture.
+  backend::Status supports(const backend::Posture& posture) override;
   backend::CreateReply create(const backend::SandboxSpec& spec) override;
   backend::InspectReply inspect(const std::string& id) override;
   backend::Status deliver(const std::string& id, const std::string& archive) override;

@@ -222,9 +222,10 @@ std::optional<std::string> parseOptions(const std::map<std::string, std::string>
       while (true) {
         const auto comma = rest.find(',');
         const std::string call(rest.substr(0, comma));
-        if (call != "create" && call != "inspect" && call != "list" && call != "capacity") {
+        if (call != "create" && call != "inspect" && call != "list" && call != "capacity" &&
+            call != "supports") {
           return "fake backend option fail=" + value +
-                 " names an unknown call; use create, inspect, list or capacity";
+                 " names an unknown call; use create, inspect, list, capacity or supports";
         }
         options->fail.insert(call);
         if (comma == std::string_view::npos) {
@@ -303,6 +304,13 @@ bool FakeBackend::waitFor(std::unique_lock<std::mutex>& lock, std::chrono::milli
 std::shared_ptr<FakeBackend::Sandbox> FakeBackend::find(const std::string& id) {
   auto it = sandboxes_.find(id);
   return it == sandboxes_.end() ? nullptr : it->second;
+}
+
+backend::Status FakeBackend::supports(const backend::Posture&) {
+  if (options_.fail.count("supports") != 0) {
+    return {Code::kUnsupported, "fake: every control of the posture, as scripted"};
+  }
+  return {};
 }
 
 backend::CapacityReply FakeBackend::capacity() {

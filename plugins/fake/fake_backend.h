@@ -25,7 +25,7 @@ namespace scs::fake {
 struct Options {
   int cores = 8;
   double memory_gb = 64;
-  std::set<std::string> fail;  // "create", "inspect", "list", "capacity"
+  std::set<std::string> fail;  // "create", "inspect", "list", "capacity", "supports"
   std::string posture_field;   // inspect reads back a posture that differs in this field
   bool keep_removed = false;   // sandboxes() still shows removed sandboxes (in-process tests)
 };
@@ -80,6 +80,7 @@ class FakeBackend : public backend::RuntimeBackend {
   ~FakeBackend() override;
 
   backend::CapacityReply capacity() override;
+  backend::Status supports(const backend::Posture& posture) override;
   backend::CreateReply create(const backend::SandboxSpec& spec) override;
   backend::InspectReply inspect(const std::string& id) override;
   backend::Status deliver(const std::string& id, const std::string& archive) override;

@@ -178,6 +178,16 @@ backend::Exit exitOf(const json::ObjectPtr& pod, const std::string& container) {
   return exit;
 }
 
+bool containerRunning(const json::ObjectPtr& pod, const std::string& container) {
+  for (const ObjectPtr& record :
+       objects(json::array(json::object(pod, "status"), "containerStatuses"))) {
+    if (json::string(record, "name") == container) {
+      return json::object(json::object(record, "state"), "running") != nullptr;
+    }
+  }
+  return false;
+}
+
 backend::Capacity capacityOf(const json::ObjectPtr& node_list, const json::ObjectPtr& quota_list) {
   std::int64_t millicores = 0;
   std::int64_t memory = 0;

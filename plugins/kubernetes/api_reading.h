@@ -42,6 +42,9 @@ std::vector<std::string> isolationProblems(const json::ObjectPtr& policy_list,
 // - otherwise (pending, running): not exited.
 backend::Exit exitOf(const json::ObjectPtr& pod, const std::string& container);
 
+// Whether the container named `container` of `pod` runs now (its state is running).
+bool containerRunning(const json::ObjectPtr& pod, const std::string& container);
+
 // What the cluster can hold for sandboxes: the allocatable cpu and memory of its nodes (a
 // NodeList) that are Ready and schedulable, lowered to the hard limits of the namespace's
 // ResourceQuotas (a ResourceQuotaList: limits.*, requests.* or the bare names), whichever is

@@ -125,21 +125,32 @@ backend::InspectReply PodApi::inspect(const std::string& id) const {
   return result;
 }
 
-backend::WaitReply PodApi::exitNow(const std::string& id) const {
-  backend::WaitReply result;
+PodApi::State PodApi::stateNow(const std::string& id) const {
+  State result;
   const ApiReply pod = client_.call("GET", podPath(id));
   if (!pod.status.ok()) {
     result.status = pod.status;
     return result;
   }
   result.exit = exitOf(pod.body, kSandboxContainer);
+  result.running = !result.exit.exited && containerRunning(pod.body, kSandboxContainer);
   return result;
 }
 
+std::string PodApi::attachPath(const std::string& id) const {
+  return podPath(id) + "/attach?container=" + kSandboxContainer +
+         "&stdin=true&stdout=true&stderr=true";
+}
+
+backend::Status PodApi::deletePod(const std::string& id) const {
+  return client_.call("DELETE", podPath(id) + "?gracePeriodSeconds=1").status;
+}
+
+backend::Status PodApi::kill(const std::string& id) const { return deletePod(id); }
+
 backend::Status PodApi::remove(const std::string& id) const {
-  const backend::Status status =
-      client_.call("DELETE", podPath(id) + "?gracePeriodSeconds=1").status;
-  if (!status.ok() && status.code != Code::kNotFound) {
+  if (const backend::Status status = deletePod(id);
+      !status.ok() && status.code != Code::kNotFound) {
     return status;
   }
   std::lock_guard lock(mutex_);

@@ -13,7 +13,7 @@
 
 // The sandbox Pods of one namespace through the API server (issue 16): the calls of the
 // RuntimeBackend contract that are plain REST, each one request or two, in the contract's terms.
-// The kubernetes backend will add attach (attach_stream.h) and the wait on a Pod's end to these.
+// The kubernetes backend (kubernetes_backend.h) adds attach and the wait on a Pod's end.
 namespace scs::kubernetes {
 
 // Added to a sandbox's deadline label for the Pod's activeDeadlineSeconds: the kubelet's end of
@@ -43,8 +43,21 @@ class PodApi {
   // PodApi did not create.
   backend::InspectReply inspect(const std::string& id) const;
 
-  // How the Pod's sandbox container ended so far (exitOf), from one GET.
-  backend::WaitReply exitNow(const std::string& id) const;
+  // Where the Pod's sandbox container is now, from one GET: how it ended so far (exitOf), or
+  // whether it runs.
+  struct State {
+    backend::Status status;
+    backend::Exit exit;
+    bool running = false;
+  };
+  State stateNow(const std::string& id) const;
+
+  // The path of the sandbox container's attach, with stdin, stdout and stderr.
+  std::string attachPath(const std::string& id) const;
+
+  // DELETE as remove() does, but the Pod stays this PodApi's until remove(); kNotFound when it
+  // is gone.
+  backend::Status kill(const std::string& id) const;
 
   // DELETE with gracePeriodSeconds=1: the kubelet kills the container within a second, and the
   // Pod stays listed until it has (a grace of 0 would drop it from the API at once, while its
@@ -56,6 +69,7 @@ class PodApi {
 
  private:
   std::string podPath(const std::string& id) const;
+  backend::Status deletePod(const std::string& id) const;
   // GET of the namespace's NetworkPolicyList.
   ApiReply policies() const;
 

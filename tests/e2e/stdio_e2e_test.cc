@@ -529,6 +529,14 @@ TEST(StartupE2eTest, StopsWhenTheBackendCannotReportCapacity) {
   EXPECT_THAT(process.stderrText(), HasSubstr("capacity"));
 }
 
+TEST(StartupE2eTest, StopsWhenTheBackendCannotCarryEveryControl) {
+  McpProcess process(kBinary, fakeArgs({"--backend-option", "fail=supports"}));
+  EXPECT_EQ(process.waitExit(10s), 1);
+  EXPECT_THAT(process.stderrText(),
+              HasSubstr("cannot start: the backend cannot give sandboxes every control they "
+                        "need: fake: every control of the posture, as scripted"));
+}
+
 TEST(StartupE2eTest, StopsWhenTheBackendRefusesItsOptions) {
   McpProcess process(kBinary, fakeArgs({"--backend-option", "colour=blue"}));
   EXPECT_EQ(process.waitExit(10s), 1);

@@ -11,6 +11,7 @@ namespace scs::mocks {
 class MockRuntimeBackend : public backend::RuntimeBackend {
  public:
   MOCK_METHOD(backend::CapacityReply, capacity, (), (override));
+  MOCK_METHOD(backend::Status, supports, (const backend::Posture& posture), (override));
   MOCK_METHOD(backend::CreateReply, create, (const backend::SandboxSpec& spec), (override));
   MOCK_METHOD(backend::InspectReply, inspect, (const std::string& id), (override));
   MOCK_METHOD(backend::Status, deliver, (const std::string& id, const std::string& archive),

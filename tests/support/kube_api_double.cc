@@ -1,17 +1,23 @@
 #include "support/kube_api_double.h"
 
+#include <Poco/Buffer.h>
 #include <Poco/JSON/Array.h>
 #include <Poco/Net/HTTPRequestHandler.h>
 #include <Poco/Net/HTTPRequestHandlerFactory.h>
 #include <Poco/Net/HTTPServerRequest.h>
 #include <Poco/Net/HTTPServerResponse.h>
+#include <Poco/Net/NetException.h>
+#include <Poco/Net/WebSocket.h>
 #include <Poco/URI.h>
 
 #include <algorithm>
 #include <cctype>
+#include <condition_variable>
+#include <deque>
 #include <iterator>
 #include <sstream>
 
+#include "fake_backend.h"
 #include "json_access.h"
 
 namespace scs::testing {
@@ -143,6 +149,64 @@ bool matches(const std::string& selector, const std::map<std::string, std::strin
   return true;
 }
 
+constexpr std::size_t kQueueCap = 4u << 20;  // output waiting for attach, before the program waits
+
+// What the container writes, as the kubelet holds it for attach: queued until an attach reads
+// it; the program waits while the queue is full (as on a pipe), and nothing is kept once the
+// attach is gone.
+class ContainerOutput : public backend::OutputSink {
+ public:
+  void write(backend::Stream stream, std::string_view bytes) override {
+    std::unique_lock lock(mutex_);
+    room_.wait(lock, [&] { return closed_ || queued_ < kQueueCap; });
+    if (!closed_ && !bytes.empty()) {
+      queue_.emplace_back(stream == backend::Stream::kStdout ? 1 : 2, std::string(bytes));
+      queued_ += bytes.size();
+    }
+  }
+  void ended() override {
+    std::lock_guard lock(mutex_);
+    ended_ = true;
+  }
+  // Takes what is queued; `*ended` once the program has ended and nothing more will come.
+  std::deque<std::pair<int, std::string>> take(bool* ended) {
+    std::lock_guard lock(mutex_);
+    std::deque<std::pair<int, std::string>> taken;
+    taken.swap(queue_);
+    queued_ = 0;
+    *ended = ended_;
+    room_.notify_all();
+    return taken;
+  }
+  bool isEnded() const {
+    std::lock_guard lock(mutex_);
+    return ended_;
+  }
+  void close() {
+    std::lock_guard lock(mutex_);
+    closed_ = true;
+    queue_.clear();
+    room_.notify_all();
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable room_;
+  std::deque<std::pair<int, std::string>> queue_;
+  std::size_t queued_ = 0;
+  bool ended_ = false;
+  bool closed_ = false;
+};
+
+// The container of one Pod: a sandbox of the fake engine (plugins/fake), which plays the
+// `#fake:` script of the code it is given as the sandbox's launcher would.
+struct Container {
+  std::string id;  // in the fake engine
+  bool session = false;
+  ContainerOutput output;
+  std::atomic<bool> attached{false};
+};
+
 }  // namespace
 
 struct KubeApiDouble::State {
@@ -154,6 +218,10 @@ struct KubeApiDouble::State {
   std::map<std::string, std::vector<Object::Ptr>> quotas;
   std::map<std::pair<std::string, std::string>, Object::Ptr> pods;  // (namespace, name)
   std::function<void(Object::Ptr&)> admission;
+  // Declared before the engine, which ends its sandboxes (and their writes) first.
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<Container>> containers;
+  fake::FakeBackend engine{fake::Options{}, nullptr};
+  std::string attach_fault;
   int failures = 0;
   int failure_status = 500;
   std::vector<std::string> requests;
@@ -165,6 +233,10 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
 
   void handleRequest(Poco::Net::HTTPServerRequest& request,
                      Poco::Net::HTTPServerResponse& response) override {
+    if (Poco::icompare(request.get("Upgrade", ""), "websocket") == 0) {
+      attach(request, response);
+      return;
+    }
     const std::string body((std::istreambuf_iterator<char>(request.stream())),
                            std::istreambuf_iterator<char>());
     const Poco::URI uri(request.getURI());
@@ -218,6 +290,7 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
         std::vector<Object::Ptr> items;
         for (const auto& [where, pod] : state_.pods) {
           if (where.first == ns && matches(selector, labelsOf(pod))) {
+            refresh(where);
             items.push_back(pod);
           }
         }
@@ -231,11 +304,19 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
         }
         const Object::Ptr pod = it->second;
         if (method == "GET") {
+          refresh(it->first);
           return pod;
         }
         if (method == "DELETE") {
+          const auto key = it->first;
           state_.pods.erase(it);
           ++state_.version;
+          if (const auto container = state_.containers.find(key);
+              container != state_.containers.end()) {
+            container->second->output.close();
+            state_.engine.remove(container->second->id);
+            state_.containers.erase(container);
+          }
           return pod;
         }
       }
@@ -284,14 +365,10 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
         canonicalizeAmounts(resources->getObject("requests"));
       }
       container->set("terminationMessagePath", "/dev/termination-log");
-      Object::Ptr running = new Object;
-      running->set("startedAt", "2026-12-01T00:00:00Z");
-      Object::Ptr state = new Object;
-      state->set("running", running);
       Object::Ptr record = new Object;
       record->set("name", container->get("name"));
-      record->set("state", state);
-      record->set("ready", true);
+      record->set("state", containerState("waiting", "ContainerCreating"));
+      record->set("ready", false);
       statuses->add(record);
     }
     pod->getObject("metadata")->set("namespace", ns);
@@ -303,17 +380,207 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
                   ? "node-1"
                   : state_.nodes.front()->getObject("metadata")->get("name").toString());
     Object::Ptr pod_status = new Object;
-    pod_status->set("phase", "Running");
+    pod_status->set("phase", "Pending");
     pod_status->set("containerStatuses", statuses);
     pod->set("status", pod_status);
     state_.pods[{ns, name}] = pod;
+    startContainer({ns, name}, stored_containers->getObject(0));
     *code = 201;
     return copy(pod);
   }
 
+  static Object::Ptr containerState(const std::string& state, const std::string& reason,
+                                    std::optional<int> exit_code = std::nullopt) {
+    Object::Ptr detail = new Object;
+    if (!reason.empty()) {
+      detail->set("reason", reason);
+    }
+    if (exit_code) {
+      detail->set("exitCode", *exit_code);
+    }
+    if (state != "waiting") {
+      detail->set("startedAt", "2026-12-01T00:00:00Z");
+    }
+    Object::Ptr wrapper = new Object;
+    wrapper->set(state, detail);
+    return wrapper;
+  }
+
+  // The Pod's first container runs in the fake engine, started at once: its launcher idles on
+  // stdin until an attach brings the code.
+  void startContainer(const std::pair<std::string, std::string>& key,
+                      const Object::Ptr& container) {
+    auto live = std::make_shared<Container>();
+    backend::SandboxSpec spec;
+    spec.run_id = key.second;
+    for (const std::string& word : json::strings(json::array(container, "command"))) {
+      spec.session = spec.session || word == "--session";
+    }
+    live->session = spec.session;
+    const backend::CreateReply created = state_.engine.create(spec);
+    live->id = created.id;
+    state_.engine.start(live->id, &live->output);
+    state_.containers[key] = live;
+  }
+
+  // The kubelet's view, as a GET sees it: a Pod runs once it has been read as Pending, and its
+  // container's end (the fake's exit) is recorded as terminated, with the phase that follows.
+  void refresh(const std::pair<std::string, std::string>& key) {
+    Object::Ptr pod = state_.pods.at(key);
+    Object::Ptr status = pod->getObject("status");
+    const auto live = state_.containers.find(key);
+    if (live == state_.containers.end() || !status) {
+      return;
+    }
+    const Array::Ptr records = status->getArray("containerStatuses");
+    Object::Ptr record = records && records->size() > 0 ? records->getObject(0) : nullptr;
+    const std::string phase = status->getValue<std::string>("phase");
+    if (phase == "Pending") {
+      status->set("phase", "Running");
+      record->set("state", containerState("running", ""));
+      record->set("ready", true);
+      ++state_.version;
+    } else if (phase == "Running" && live->second->output.isEnded()) {
+      const backend::Exit exit = state_.engine.wait(live->second->id, {}).exit;
+      const int code = exit.exit_code.value_or(137);
+      status->set("phase", code == 0 ? "Succeeded" : "Failed");
+      record->set("state", containerState("terminated",
+                                          exit.oom_killed ? "OOMKilled"
+                                          : code == 0     ? "Completed"
+                                                          : "Error",
+                                          code));
+      record->set("ready", false);
+      ++state_.version;
+    }
+  }
+
+  // GET .../pods/{name}/attach as a WebSocket on v5.channel.k8s.io: stdin to the container's
+  // launcher (the whole bundle at the close of stdin; a session's frames one by one as they
+  // complete), its output back on channels 1 and 2, the Status on 3 once it has ended.
+  void attach(Poco::Net::HTTPServerRequest& request, Poco::Net::HTTPServerResponse& response);
+
   State& state_;
   const std::string& token_;
 };
+
+namespace {
+
+void sendMessage(Poco::Net::WebSocket& ws, int channel, const std::string& payload) {
+  const std::string message = std::string(1, static_cast<char>(channel)) + payload;
+  ws.sendFrame(message.data(), static_cast<int>(message.size()),
+               Poco::Net::WebSocket::FRAME_BINARY);
+}
+
+// Takes each whole frame of a session's stdin ("SCS-RUN <bytes>\n" and the bundle, or
+// "SCS-INTERRUPT\n") off the front of `buffer`.
+std::vector<std::string> takeFrames(std::string& buffer) {
+  std::vector<std::string> frames;
+  while (true) {
+    const std::size_t newline = buffer.find('\n');
+    if (newline == std::string::npos) {
+      return frames;
+    }
+    std::size_t size = newline + 1;
+    if (buffer.rfind("SCS-RUN ", 0) == 0) {
+      size += std::stoull(buffer.substr(8, newline - 8));
+      if (buffer.size() < size) {
+        return frames;
+      }
+    }
+    frames.push_back(buffer.substr(0, size));
+    buffer.erase(0, size);
+  }
+}
+
+}  // namespace
+
+void KubeApiDouble::Handler::attach(Poco::Net::HTTPServerRequest& request,
+                                    Poco::Net::HTTPServerResponse& response) {
+  const Poco::URI uri(request.getURI());
+  std::vector<std::string> path;
+  uri.getPathSegments(path);
+  std::shared_ptr<Container> live;
+  std::string fault;
+  int code = 0;
+  Object::Ptr refusal;
+  {
+    std::lock_guard lock(state_.mutex);
+    state_.requests.push_back("ATTACH " + uri.getPathAndQuery());
+    const auto pod = path.size() == 7 && path[0] == "api" && path[2] == "namespaces" &&
+                             path[4] == "pods" && path[6] == "attach"
+                         ? state_.pods.find({path[3], path[5]})
+                         : state_.pods.end();
+    if (request.get("Authorization", "") != "Bearer " + token_) {
+      code = 401;
+      refusal = status(401, "Unauthorized", "Unauthorized");
+    } else if (pod == state_.pods.end()) {
+      code = 404;
+      refusal = status(404, "NotFound", "pods not found");
+    } else if (pod->second->getObject("status")->getValue<std::string>("phase") != "Running" ||
+               state_.containers.count(pod->first) == 0 ||
+               state_.containers[pod->first]->attached.exchange(true)) {
+      code = 400;
+      refusal = status(400, "BadRequest", "container sandbox is not running or is attached");
+    } else {
+      live = state_.containers[pod->first];
+      fault.swap(state_.attach_fault);
+    }
+  }
+  if (refusal) {
+    response.setStatusAndReason(static_cast<Poco::Net::HTTPResponse::HTTPStatus>(code));
+    response.setContentType("application/json");
+    response.send() << text(refusal);
+    return;
+  }
+  const bool v5 =
+      request.get("Sec-WebSocket-Protocol", "").find("v5.channel.k8s.io") != std::string::npos;
+  response.set("Sec-WebSocket-Protocol", v5 ? "v5.channel.k8s.io" : "v4.channel.k8s.io");
+  Poco::Net::WebSocket ws(request, response);
+  try {
+    sendMessage(ws, 1, "");  // the API server's first, empty, message
+    std::string input;
+    Poco::Buffer<char> frame(0);
+    while (true) {
+      if (ws.poll(Poco::Timespan(0, 10000), Poco::Net::Socket::SELECT_READ)) {
+        int flags = 0;
+        frame.resize(0);
+        const int got = ws.receiveFrame(frame, flags);
+        if (got <= 0 || (flags & Poco::Net::WebSocket::FRAME_OP_BITMASK) ==
+                            Poco::Net::WebSocket::FRAME_OP_CLOSE) {
+          return;  // the client went away: the container runs on, as the kubelet's would
+        }
+        const std::string message(frame.begin(), frame.size());
+        if (message.size() >= 1 && message[0] == 0) {
+          input += message.substr(1);
+          if (live->session) {
+            for (const std::string& one : takeFrames(input)) {
+              state_.engine.deliver(live->id, one);
+            }
+          }
+        } else if (message == std::string("\xff\x00", 2)) {  // v5: stdin ends
+          if (!live->session) {
+            state_.engine.deliver(live->id, input);
+          }
+          if (fault == "drop") {
+            ws.close();  // without a close frame, the output unread
+            return;
+          }
+        }
+      }
+      bool ended = false;
+      for (const auto& [channel, bytes] : live->output.take(&ended)) {
+        sendMessage(ws, channel, bytes);
+      }
+      if (ended) {
+        break;
+      }
+    }
+    sendMessage(ws, 3, R"({"metadata":{},"status":"Success"})");
+    ws.shutdown();
+  } catch (const Poco::Exception&) {
+    // the client dropped the connection
+  }
+}
 
 namespace {
 
@@ -341,6 +608,17 @@ KubeApiDouble::~KubeApiDouble() = default;
 
 std::string KubeApiDouble::url() const { return server_->url(); }
 
+std::string KubeApiDouble::kubeconfig(const std::string& ns) const {
+  return "apiVersion: v1\nkind: Config\ncurrent-context: double\nclusters:\n- name: double\n"
+         "  cluster:\n    server: " +
+         url() + "\n    certificate-authority-data: " +
+         json::encodeBase64(Certificates::get().pem("ca.crt")) +
+         "\nusers:\n- name: scs\n  user:\n    token: " + token_ +
+         "\ncontexts:\n- name: double\n  context:\n    cluster: double\n    user: scs\n"
+         "    namespace: " +
+         ns + "\n";
+}
+
 void KubeApiDouble::addNode(const std::string& name, const std::string& cpu,
                             const std::string& memory) {
   std::lock_guard lock(state_->mutex);
@@ -365,6 +643,11 @@ void KubeApiDouble::addResourceQuota(const std::string& ns, const std::string& h
 void KubeApiDouble::setAdmission(std::function<void(Poco::JSON::Object::Ptr&)> admission) {
   std::lock_guard lock(state_->mutex);
   state_->admission = std::move(admission);
+}
+
+void KubeApiDouble::dropNextAttach() {
+  std::lock_guard lock(state_->mutex);
+  state_->attach_fault = "drop";
 }
 
 void KubeApiDouble::failNext(int count, int status_code) {

@@ -25,11 +25,17 @@ namespace scs::testing {
 //   GET    /api/v1/namespaces/{ns}/pods/{name}                      200 or 404
 //   GET    /api/v1/namespaces/{ns}/pods?labelSelector=...           PodList (k=v, k!=v, k, !k)
 //   DELETE /api/v1/namespaces/{ns}/pods/{name}                      200 (gone at once), or 404
+//   GET    /api/v1/namespaces/{ns}/pods/{name}/attach               a WebSocket upgrade to
+//          v5.channel.k8s.io (stdin, stdout, stderr, the Status on 3, v5's close of stdin); 400
+//          when the Pod does not run or was attached before
 // A Pod is stored as the API server stores one: a uid, a resourceVersion from one counter
 // shared by every object, plain booleans that are false left out, memory and cpu quantities in
 // canonical form, after the admission hook (a mutating webhook) has had it. Its status says
-// Running, with the sandbox container running. A request without the token is 401, an unknown
-// path 404; every error is a Status object.
+// Pending, with the container waiting (ContainerCreating), until it is first read; then Running.
+// Its first container is a sandbox of the fake engine (plugins/fake), started at once, which
+// plays the `#fake:` script of the code attach brings as the launcher would; once it ends, the
+// Pod reads as Succeeded or Failed with the container terminated (its exit code, OOMKilled). A
+// request without the token is 401, an unknown path 404; every error is a Status object.
 class KubeApiDouble {
  public:
   explicit KubeApiDouble(std::string token = "t0ken");
@@ -39,6 +45,9 @@ class KubeApiDouble {
 
   std::string url() const;
   const std::string& token() const { return token_; }
+  // A kubeconfig (YAML) that reaches this server: its CA inline, its token, `ns` as the
+  // context's namespace.
+  std::string kubeconfig(const std::string& ns) const;
 
   // Cluster state.
   void addNode(const std::string& name, const std::string& cpu, const std::string& memory);
@@ -48,6 +57,8 @@ class KubeApiDouble {
   void setAdmission(std::function<void(Poco::JSON::Object::Ptr& pod)> admission);
   // The next `count` requests answer `status` (429, 500, 503, ...) before doing anything.
   void failNext(int count, int status);
+  // The next attach drops its connection, without a close, once stdin has ended.
+  void dropNextAttach();
 
   // What it holds and saw.
   Poco::JSON::Object::Ptr pod(const std::string& ns, const std::string& name) const;

@@ -70,8 +70,9 @@ class TlsServer {
                                Poco::Net::Context::VERIFY_RELAXED, 9, false);
     Poco::Net::SecureServerSocket socket(Poco::Net::SocketAddress("127.0.0.1", 0), 64, context);
     port_ = socket.address().port();
-    server_ =
-        std::make_unique<Poco::Net::HTTPServer>(factory, socket, new Poco::Net::HTTPServerParams);
+    Poco::Net::HTTPServerParams::Ptr params = new Poco::Net::HTTPServerParams;
+    params->setMaxThreads(64);  // an attach holds its thread for the sandbox's life
+    server_ = std::make_unique<Poco::Net::HTTPServer>(factory, socket, params);
     server_->start();
   }
   ~TlsServer() { server_->stopAll(true); }

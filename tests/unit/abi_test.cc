@@ -53,6 +53,8 @@ const std::map<std::uint32_t, std::string> kFingerprints = {
     {6, "a66dfcc8a722f3765044a0a24a43495cd582223d455a868646303409d1d27ecf"},
     // 7: kDeadlineLabel, for a backend whose engine can end a sandbox at a deadline.
     {7, "dc9d749044da2ed296d5c1cc3c8bd1fbfb1c89edb7ab3fc3e1fd1cd9eb9fbdb1"},
+    // 8: RuntimeBackend::supports(), so a backend refuses at startup what it cannot carry.
+    {8, "c56d0a5eca2a232077e24a0f989b1c7c93fb9028a912771809a76da31958d69d"},
 };
 
 TEST(AbiTest, TheHeaderMatchesTheFingerprintOfItsAbiVersion) {

@@ -3,12 +3,9 @@
 
 #include <string>
 
-#include "mocks/mock_backend.h"
+#include "kubernetes_specs.h"
 #include "pod_api.h"
-#include "policy/posture.h"
-#include "runs/bring_up.h"
 #include "support/kube_api_double.h"
-#include "support/manual_clock.h"
 
 namespace scs::kubernetes {
 namespace {
@@ -50,9 +47,7 @@ class PodApiTest : public ::testing::Test {
 
   // The spec the core makes for a run, with its deadline label 600 s from kNow.
   backend::SandboxSpec spec(const std::string& run_id = "0123abcd") const {
-    backend::SandboxSpec s = bring_up_.spec(run_id, limits_, required_, false);
-    s.labels[backend::kDeadlineLabel] = std::to_string(kNow + 600);
-    return s;
+    return core_.run(run_id, kNow + 600);
   }
 
   std::string created(const backend::SandboxSpec& s) {
@@ -65,13 +60,8 @@ class PodApiTest : public ::testing::Test {
   KubeClient client_{access(api_), std::chrono::milliseconds(3000)};
   PodApi pods_{client_, PodSettings{}};
 
-  scs::testing::ManualClock clock_;
-  ::testing::NiceMock<mocks::MockRuntimeBackend> backend_;
-  policy::SandboxSettings sandbox_;
-  policy::Limits limits_{1, 30, 1, 256};
-  backend::Posture required_ = policy::requiredPosture(limits_, sandbox_, sandbox_.uids.first);
-  runs::SandboxBringUp bring_up_{backend_, sandbox_, "inst-9", std::chrono::seconds(300),
-                                 {},       clock_};
+  CoreSpecs core_;
+  const backend::Posture& required_ = core_.required();
 };
 
 TEST_F(PodApiTest, ANamespaceWithTheDenyAllPolicyHoldsSandboxes) {
@@ -192,7 +182,8 @@ TEST_F(PodApiTest, RemoveDeletesAtOnceAndListFindsByLabel) {
   EXPECT_THAT(api_.requests(),
               ::testing::Contains("DELETE /api/v1/namespaces/scs-sandboxes/pods/scs-1111?"
                                   "gracePeriodSeconds=1"));
-  EXPECT_FALSE(pods_.exitNow(second).exit.exited);  // running
+  EXPECT_FALSE(pods_.stateNow(second).exit.exited);
+  EXPECT_TRUE(pods_.stateNow(second).running);
 }
 
 TEST_F(PodApiTest, AWrongTokenIsRefused) {

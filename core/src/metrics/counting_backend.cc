@@ -6,6 +6,10 @@ using namespace backend;
 
 CapacityReply CountingBackend::capacity() { return counted("capacity", inner_.capacity()); }
 
+Status CountingBackend::supports(const Posture& posture) {
+  return counted("supports", inner_.supports(posture));
+}
+
 CreateReply CountingBackend::create(const SandboxSpec& spec) {
   return counted("create", inner_.create(spec));
 }

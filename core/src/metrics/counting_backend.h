@@ -17,6 +17,7 @@ class CountingBackend final : public backend::RuntimeBackend {
       : inner_(inner), metrics_(metrics) {}
 
   backend::CapacityReply capacity() override;
+  backend::Status supports(const backend::Posture& posture) override;
   backend::CreateReply create(const backend::SandboxSpec& spec) override;
   backend::InspectReply inspect(const std::string& id) override;
   backend::Status deliver(const std::string& id, const std::string& archive) override;

@@ -33,7 +33,7 @@
 namespace scs::backend {
 
 // Bumped on any change to a type or a signature in this folder.
-inline constexpr std::uint32_t kAbiVersion = 7;
+inline constexpr std::uint32_t kAbiVersion = 8;
 
 // Exported by every plugin under kAbiSymbol. The loader reads it before anything else.
 struct AbiStamp {
@@ -61,12 +61,12 @@ inline constexpr const char* kManagedLabel = "io.scs.managed";
 // sets that backstop from it. The core's own timer ends runs first.
 inline constexpr const char* kDeadlineLabel = "io.scs.deadline";
 
-// What went wrong. The core never retries a run's call: any code but kOk from capacity()
-// stops the server from starting; from create, inspect, deliver, start or wait it ends the run
-// as sandbox_error with the message, and the sandbox is removed; kill() may return kNotFound
-// (ignored; other codes are logged and the core gives the sandbox 10 s to end); a remove()
-// that fails is retried with a growing pause and once more at shutdown; a failed list() skips
-// the startup sweep.
+// What went wrong. The core never retries a run's call: any code but kOk from capacity() or
+// supports() stops the server from starting; from create, inspect, deliver, start or wait it ends
+// the run as sandbox_error with the message, and the sandbox is removed; kill() may return
+// kNotFound (ignored; other codes are logged and the core gives the sandbox 10 s to end); a
+// remove() that fails is retried with a growing pause and once more at shutdown; a failed list()
+// skips the startup sweep.
 enum class Code {
   kOk,
   kNotFound,     // no such sandbox (already removed, or never existed)
@@ -228,12 +228,13 @@ class LogSink {
   virtual void log(LogLevel level, std::string_view message) = 0;
 };
 
-// A runtime that can host one sandbox per run. The core drives the order of calls:
-// create -> inspect -> deliver -> start -> wait (repeatedly) -> remove, with kill at any
-// time after start. A sandbox prepared ahead of need is started before its run exists:
-// create -> inspect -> start -> deliver -> wait -> remove; its launcher idles on stdin until
-// deliver(). Thread-safety: every method may be called concurrently, including for the same
-// sandbox id (kill and remove race with wait). No method throws.
+// A runtime that can host one sandbox per run. At startup the core asks capacity() and
+// supports(); then, per sandbox, it drives the order of calls: create -> inspect -> deliver ->
+// start -> wait (repeatedly) -> remove, with kill at any time after start. A sandbox prepared ahead
+// of need is started before its run exists: create -> inspect -> start -> deliver -> wait ->
+// remove; its launcher idles on stdin until deliver(). Thread-safety: every method may be called
+// concurrently, including for the same sandbox id (kill and remove race with wait). No method
+// throws.
 //
 // Blocking: wait() blocks at most its timeout (the core passes up to 1 s, and 0 to poll);
 // start() returns once the sandbox runs, never waiting for it to end; every other call returns
@@ -245,6 +246,12 @@ class RuntimeBackend {
 
   // Cores and memory the host offers to sandboxes, as the engine reports them.
   virtual CapacityReply capacity() = 0;
+
+  // Whether the backend can carry every control of `posture` (the one a run with the default
+  // limits needs) exactly, as create() would. kUnsupported, its message naming each control it
+  // cannot carry, stops the server from starting: an engine that cannot say a control refuses
+  // here, once, rather than fail every run. The core asks once, after capacity().
+  virtual Status supports(const Posture& posture) = 0;
 
   // Creates, but does not start, a sandbox exactly as `spec` says. A field the backend
   // cannot honour fails with kUnsupported; it never substitutes a weaker setting.

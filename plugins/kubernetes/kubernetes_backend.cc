@@ -1,0 +1,433 @@
+#include "kubernetes_backend.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "cluster_access.h"
+
+namespace scs::kubernetes {
+namespace {
+
+using backend::Code;
+using backend::Status;
+
+constexpr auto kPollInterval = std::chrono::milliseconds(100);
+// How long the Pod's status may lag behind the end of its output before the exit is taken as
+// lost: the kubelet reports a container's end within its sync period (about 10 s).
+constexpr auto kExitPatience = std::chrono::seconds(30);
+
+std::optional<std::int64_t> wholeNumber(const std::string& text, std::int64_t min,
+                                        std::int64_t max) {
+  std::int64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end || value < min || value > max) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::optional<std::string> readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return std::nullopt;
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::map<std::string, std::string> serviceEnvironment() {
+  std::map<std::string, std::string> environment;
+  for (const char* name : {"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"}) {
+    if (const char* value = std::getenv(name)) {
+      environment[name] = value;
+    }
+  }
+  return environment;
+}
+
+Status notFound(const std::string& id) { return {Code::kNotFound, "kubernetes: no sandbox " + id}; }
+
+}  // namespace
+
+std::optional<std::string> parseOptions(const std::map<std::string, std::string>& raw,
+                                        Options* options) {
+  for (const auto& [key, value] : raw) {
+    const auto milliseconds = [&](std::chrono::milliseconds* out) -> std::optional<std::string> {
+      const auto number = wholeNumber(value, 1, 3'600'000);
+      if (!number) {
+        return "kubernetes: " + key + " must be a whole number of milliseconds in 1..3600000";
+      }
+      *out = std::chrono::milliseconds(*number);
+      return std::nullopt;
+    };
+    if (key == "kube-config") {
+      options->kube_config = value;
+    } else if (key == "kube-context") {
+      options->kube_context = value;
+    } else if (key == "namespace") {
+      options->namespace_name = value;
+    } else if (key == "nameserver") {
+      options->nameserver = value;
+    } else if (key == "seccomp-localhost") {
+      options->seccomp_localhost = value;
+    } else if (key == "seccomp-localhost-file") {
+      options->seccomp_localhost_file = value;
+    } else if (key == "service-account-dir") {
+      options->service_account_dir = value;
+    } else if (key == "api-timeout-ms") {
+      if (auto problem = milliseconds(&options->api_timeout)) {
+        return problem;
+      }
+    } else if (key == "start-timeout-ms") {
+      if (auto problem = milliseconds(&options->start_timeout)) {
+        return problem;
+      }
+    } else {
+      return "kubernetes: unknown backend option '" + key +
+             "' (known: kube-config, kube-context, namespace, nameserver, seccomp-localhost, "
+             "seccomp-localhost-file, service-account-dir, api-timeout-ms, start-timeout-ms)";
+    }
+  }
+  if (options->seccomp_localhost.empty() != options->seccomp_localhost_file.empty()) {
+    return "kubernetes: seccomp-localhost and seccomp-localhost-file go together: the node path "
+           "of the profile and a file here with the text the nodes hold there";
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<KubernetesBackend> KubernetesBackend::connect(const Options& options,
+                                                              backend::LogSink* log,
+                                                              std::string* error) {
+  const AccessReply access =
+      options.kube_config.empty()
+          ? inClusterAccess(options.service_account_dir, serviceEnvironment())
+          : kubeconfigAccess(options.kube_config, options.kube_context);
+  if (!access.error.empty()) {
+    *error = "kubernetes: " + access.error;
+    return nullptr;
+  }
+  PodSettings settings;
+  settings.namespace_name =
+      options.namespace_name.empty() ? access.access.namespace_name : options.namespace_name;
+  if (settings.namespace_name.empty()) {
+    *error = "kubernetes: name the namespace of sandbox Pods (backend option namespace)";
+    return nullptr;
+  }
+  settings.nameserver = options.nameserver;
+  settings.seccomp_localhost = options.seccomp_localhost;
+  if (!options.seccomp_localhost_file.empty()) {
+    const auto text = readFile(options.seccomp_localhost_file);
+    if (!text) {
+      *error = "kubernetes: cannot read seccomp-localhost-file " + options.seccomp_localhost_file;
+      return nullptr;
+    }
+    settings.seccomp_localhost_text = *text;
+  }
+  auto client = std::make_unique<KubeClient>(access.access, options.api_timeout);
+  if (!client->error().empty()) {
+    *error = "kubernetes: " + client->error();
+    return nullptr;
+  }
+  std::unique_ptr<KubernetesBackend> backend(
+      new KubernetesBackend(options, std::move(client), settings, log));
+  std::string problems;
+  for (const std::string& problem : backend->pods_.clusterProblems()) {
+    problems += (problems.empty() ? "" : "; ") + problem;
+  }
+  if (!problems.empty()) {
+    *error =
+        "kubernetes: namespace " + settings.namespace_name + " cannot hold sandboxes: " + problems;
+    return nullptr;
+  }
+  return backend;
+}
+
+KubernetesBackend::KubernetesBackend(const Options& options, std::unique_ptr<KubeClient> client,
+                                     PodSettings settings, backend::LogSink* log)
+    : options_(options),
+      client_(std::move(client)),
+      pods_(*client_, std::move(settings)),
+      log_(log) {}
+
+KubernetesBackend::~KubernetesBackend() {
+  std::map<std::string, std::shared_ptr<Sandbox>> left;
+  {
+    std::lock_guard lock(mu_);
+    left.swap(sandboxes_);
+  }
+  for (auto& [id, sandbox] : left) {
+    if (sandbox->stream) {
+      sandbox->stream->abort();
+    }
+    if (sandbox->worker.joinable()) {
+      sandbox->worker.join();
+    }
+  }
+}
+
+void KubernetesBackend::log(backend::LogLevel level, const std::string& message) {
+  if (log_ != nullptr) {
+    log_->log(level, message);
+  }
+}
+
+std::shared_ptr<KubernetesBackend::Sandbox> KubernetesBackend::find(const std::string& id) {
+  const auto it = sandboxes_.find(id);
+  return it == sandboxes_.end() ? nullptr : it->second;
+}
+
+backend::CapacityReply KubernetesBackend::capacity() { return pods_.capacity(); }
+
+Status KubernetesBackend::supports(const backend::Posture& posture) {
+  std::string missing;
+  for (const std::string& control : inexpressible(posture)) {
+    missing += (missing.empty() ? "" : "; ") + control;
+  }
+  if (missing.empty()) {
+    return {};
+  }
+  return {Code::kUnsupported, "kubernetes: a Pod cannot carry these controls of the sandbox: " +
+                                  missing + " (docs/SECURITY.md, Kubernetes)"};
+}
+
+backend::CreateReply KubernetesBackend::create(const backend::SandboxSpec& spec) {
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+      std::chrono::system_clock::now().time_since_epoch());
+  backend::CreateReply reply = pods_.create(spec, now.count());
+  if (reply.status.ok()) {
+    auto sandbox = std::make_shared<Sandbox>();
+    sandbox->session = spec.session;
+    std::lock_guard lock(mu_);
+    sandboxes_[reply.id] = sandbox;
+  }
+  return reply;
+}
+
+backend::InspectReply KubernetesBackend::inspect(const std::string& id) {
+  return pods_.inspect(id);
+}
+
+Status KubernetesBackend::deliver(const std::string& id, const std::string& archive) {
+  std::shared_ptr<AttachStream> stream;
+  bool session = false;
+  {
+    std::lock_guard lock(mu_);
+    const auto sandbox = find(id);
+    if (!sandbox) {
+      return notFound(id);
+    }
+    if (sandbox->delivered && !sandbox->session) {
+      return {Code::kRejected, "kubernetes: the sandbox " + id + " has its code already"};
+    }
+    if (sandbox->ended) {
+      return {Code::kUnavailable, "kubernetes: the sandbox " + id + " has ended"};
+    }
+    sandbox->delivered = true;
+    if (!sandbox->stream) {
+      sandbox->held += archive;  // start() writes it once attached
+      return {};
+    }
+    stream = sandbox->stream;
+    session = sandbox->session;
+  }
+  if (!stream->write(archive) || (!session && !stream->closeStdin())) {
+    return {Code::kUnavailable, "kubernetes: the sandbox " + id + "'s stdin broke"};
+  }
+  return {};
+}
+
+Status KubernetesBackend::awaitRunning(const std::string& id) {
+  const auto deadline = std::chrono::steady_clock::now() + options_.start_timeout;
+  while (true) {
+    const PodApi::State state = pods_.stateNow(id);
+    if (!state.status.ok()) {
+      return state.status;
+    }
+    if (state.running) {
+      return {};
+    }
+    if (state.exit.exited) {
+      return {Code::kUnavailable,
+              state.exit.engine_error.empty()
+                  ? "kubernetes: the Pod " + id + " ended before it was attached"
+                  : state.exit.engine_error};
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return {Code::kTimeout, "kubernetes: the Pod " + id + " did not run within " +
+                                  std::to_string(options_.start_timeout.count()) + " ms"};
+    }
+    std::this_thread::sleep_for(kPollInterval);
+  }
+}
+
+Status KubernetesBackend::start(const std::string& id, backend::OutputSink* sink) {
+  std::shared_ptr<Sandbox> sandbox;
+  {
+    std::lock_guard lock(mu_);
+    sandbox = find(id);
+    if (!sandbox) {
+      return notFound(id);
+    }
+    if (sandbox->started) {
+      return {Code::kRejected, "kubernetes: the sandbox " + id + " was started already"};
+    }
+    sandbox->started = true;
+  }
+  if (Status running = awaitRunning(id); !running.ok()) {
+    return running;
+  }
+  std::string error;
+  std::shared_ptr<AttachStream> stream = AttachStream::open(*client_, pods_.attachPath(id), &error);
+  if (!stream) {
+    return {Code::kUnavailable, error};
+  }
+  std::string held;
+  bool write_held = false;
+  {
+    std::lock_guard lock(mu_);
+    if (find(id) != sandbox) {  // removed meanwhile
+      stream->abort();
+      return notFound(id);
+    }
+    sandbox->stream = stream;
+    held.swap(sandbox->held);
+    write_held = sandbox->delivered;
+    sandbox->worker = std::thread([this, id, sandbox, sink] { pump(id, sandbox, sink); });
+  }
+  if (write_held && (!stream->write(held) || (!sandbox->session && !stream->closeStdin()))) {
+    return {Code::kUnavailable, "kubernetes: the sandbox " + id + "'s stdin broke"};
+  }
+  return {};
+}
+
+void KubernetesBackend::pump(const std::string& id, std::shared_ptr<Sandbox> sandbox,
+                             backend::OutputSink* sink) {
+  const AttachEnd end = sandbox->stream->pump(*sink);
+  bool killed = false;
+  {
+    std::lock_guard lock(mu_);
+    killed = sandbox->killed;
+  }
+  backend::Exit exit = exitAfterOutput(id, end, killed);
+  {
+    std::lock_guard lock(mu_);
+    sandbox->exit = exit;
+    sandbox->ended = true;
+  }
+  cv_.notify_all();
+  sink->ended();
+}
+
+backend::Exit KubernetesBackend::exitAfterOutput(const std::string& id, const AttachEnd& end,
+                                                 bool killed) {
+  const auto deadline = std::chrono::steady_clock::now() + kExitPatience;
+  backend::Exit exit;
+  while (true) {
+    const PodApi::State state = pods_.stateNow(id);
+    if (state.status.code == Code::kNotFound) {  // deleted, and its record with it
+      exit.exited = true;
+      exit.killed_outside = !killed;
+      if (!killed) {
+        exit.engine_error = "kubernetes: the Pod " + id + " was deleted while it ran";
+      }
+      return exit;
+    }
+    if (state.status.ok() && state.exit.exited) {
+      exit = state.exit;
+      if (killed) {
+        exit.killed_outside = false;  // the deletion was this backend's
+      }
+      return exit;
+    }
+    {
+      std::lock_guard lock(mu_);
+      if (!find(id)) {
+        exit.exited = true;  // removed: remove() deletes the Pod and no one reads this
+        return exit;
+      }
+    }
+    if (end.broke && !killed) {
+      break;  // the output is cut short while the container may run on
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      break;
+    }
+    std::this_thread::sleep_for(kPollInterval);
+  }
+  exit.exited = true;
+  exit.engine_error =
+      end.broke ? "kubernetes: the attach connection to " + id + " broke: its output may be cut"
+                : "kubernetes: the Pod " + id + "'s output ended but its status never said how";
+  pods_.kill(id);  // it may run on: never leave it running unseen
+  return exit;
+}
+
+backend::WaitReply KubernetesBackend::wait(const std::string& id,
+                                           std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  const auto sandbox = find(id);
+  if (!sandbox) {
+    return {notFound(id), {}};
+  }
+  cv_.wait_for(lock, timeout, [&] { return sandbox->ended; });
+  backend::WaitReply reply;
+  if (sandbox->ended) {
+    reply.exit = sandbox->exit;
+  }
+  return reply;
+}
+
+backend::ProgressReply KubernetesBackend::progress(const std::string& id) {
+  std::lock_guard lock(mu_);
+  backend::ProgressReply reply;
+  if (!find(id)) {
+    reply.status = notFound(id);
+  }
+  return reply;  // the API shows no OOM before the container's end: only wait() can tell
+}
+
+Status KubernetesBackend::kill(const std::string& id) {
+  {
+    std::lock_guard lock(mu_);
+    const auto sandbox = find(id);
+    if (!sandbox) {
+      return notFound(id);
+    }
+    sandbox->killed = true;
+  }
+  return pods_.kill(id);
+}
+
+Status KubernetesBackend::remove(const std::string& id) {
+  std::shared_ptr<Sandbox> sandbox;
+  {
+    std::lock_guard lock(mu_);
+    sandbox = find(id);
+    if (sandbox) {
+      sandbox->killed = true;
+      sandboxes_.erase(id);
+    }
+  }
+  if (sandbox && sandbox->stream) {
+    sandbox->stream->abort();
+  }
+  const Status status = pods_.remove(id);
+  if (sandbox && sandbox->worker.joinable()) {
+    sandbox->worker.join();
+  }
+  if (!status.ok() && sandbox) {
+    std::lock_guard lock(mu_);
+    sandboxes_.emplace(id, sandbox);  // the core retries: keep it known, its worker done
+  }
+  return status;
+}
+
+backend::ListReply KubernetesBackend::list(const std::string& label_key) {
+  return pods_.list(label_key);
+}
+
+}  // namespace scs::kubernetes

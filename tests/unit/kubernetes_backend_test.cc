@@ -1,0 +1,245 @@
+#include "kubernetes_backend.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+#include "kubernetes_specs.h"
+#include "mocks/recording_sink.h"
+#include "mocks/test_logs.h"
+#include "policy/files.h"
+#include "support/eventually.h"
+#include "support/kube_api_double.h"
+#include "support/temp_file.h"
+
+namespace scs::kubernetes {
+namespace {
+
+using scs::testing::Certificates;
+using ::testing::HasSubstr;
+
+constexpr const char* kDenyAll =
+    R"({"podSelector":{"matchLabels":{"io.scs.managed":"true"}},"policyTypes":["Ingress","Egress"]})";
+constexpr auto kPatience = std::chrono::milliseconds(20000);
+
+// The kubernetes backend as the core drives it, against the API server double, whose Pods play
+// the fake engine's scripts: a sandbox's whole life, from the Pod's creation to its deletion.
+class KubernetesBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(Certificates::get().ok());
+    api_.addNode("node-1", "4", "16Gi");
+  }
+
+  std::unique_ptr<KubernetesBackend> connect(std::string* error) {
+    Options options;
+    options.kube_config = kubeconfig_.path();
+    options.api_timeout = std::chrono::milliseconds(3000);
+    return KubernetesBackend::connect(options, &log_, error);
+  }
+
+  std::unique_ptr<KubernetesBackend> connected() {
+    api_.addNetworkPolicy("scs-sandboxes", kDenyAll);
+    std::string error;
+    auto backend = connect(&error);
+    EXPECT_TRUE(backend) << error;
+    return backend;
+  }
+
+  // The spec the core makes for a run, with its deadline label 600 s from now.
+  backend::SandboxSpec spec(const std::string& run_id, bool session = false) const {
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+        std::chrono::system_clock::now().time_since_epoch());
+    return session ? core_.session(run_id, now.count() + 600)
+                   : core_.run(run_id, now.count() + 600);
+  }
+
+  static std::string archive(const std::string& main_py) {
+    return policy::buildArchive({policy::File{"main.py", main_py}}, 1000, 1000);
+  }
+
+  std::string createdAndInspected(KubernetesBackend& backend, const std::string& run_id) {
+    const backend::CreateReply created = backend.create(spec(run_id));
+    EXPECT_TRUE(created.status.ok()) << created.status.message;
+    const backend::InspectReply inspected = backend.inspect(created.id);
+    EXPECT_TRUE(inspected.status.ok()) << inspected.status.message;
+    return created.id;
+  }
+
+  static backend::Exit awaitExit(KubernetesBackend& backend, const std::string& id) {
+    const auto deadline = std::chrono::steady_clock::now() + kPatience;
+    while (std::chrono::steady_clock::now() < deadline) {
+      const backend::WaitReply reply = backend.wait(id, std::chrono::milliseconds(500));
+      EXPECT_TRUE(reply.status.ok()) << reply.status.message;
+      if (reply.exit.exited) {
+        return reply.exit;
+      }
+    }
+    ADD_FAILURE() << "the sandbox " << id << " never ended";
+    return {};
+  }
+
+  scs::testing::KubeApiDouble api_;
+  scs::testing::TempFile kubeconfig_{api_.kubeconfig("scs-sandboxes")};
+  mocks::RecordingLog log_;
+  mocks::RecordingSink sink_;
+  CoreSpecs core_;
+};
+
+TEST_F(KubernetesBackendTest, ANamespaceWithoutTheDenyAllPolicyIsRefusedAtConnect) {
+  std::string error;
+  EXPECT_FALSE(connect(&error));
+  EXPECT_THAT(error, HasSubstr("namespace scs-sandboxes cannot hold sandboxes"));
+  EXPECT_THAT(error, HasSubstr("Ingress"));
+}
+
+// What SECURITY.md's Kubernetes section says the server refuses to start over, control by
+// control, for the posture a default run needs.
+TEST_F(KubernetesBackendTest, EveryControlAPodCannotCarryIsNamedAndRefused) {
+  auto backend = connected();
+  ASSERT_TRUE(backend);
+  const backend::Status supported = backend->supports(core_.required());
+  EXPECT_EQ(supported.code, backend::Code::kUnsupported);
+  for (const char* control :
+       {"scratch /workspace: an emptyDir takes no mount options", "scratch /tmp: an emptyDir",
+        "no inode cap", "its owner and mode", "podPidsLimit", "RLIMIT_NPROC",
+        "/dev/termination-log", "/proc: a Pod asks only for the runtime's default masking"}) {
+    EXPECT_THAT(supported.message, HasSubstr(control));
+  }
+  EXPECT_EQ(api_.podCount(), 0u);
+}
+
+TEST_F(KubernetesBackendTest, OptionsTheBackendDoesNotKnowOrCannotUseAreRefused) {
+  Options options;
+  EXPECT_THAT(parseOptions({{"kube-confg", "/x"}}, &options).value_or(""),
+              HasSubstr("unknown backend option 'kube-confg'"));
+  EXPECT_THAT(parseOptions({{"api-timeout-ms", "0"}}, &options).value_or(""),
+              HasSubstr("api-timeout-ms must be a whole number"));
+  EXPECT_THAT(parseOptions({{"seccomp-localhost", "profiles/scs.json"}}, &options).value_or(""),
+              HasSubstr("go together"));
+  options = {};
+  EXPECT_EQ(parseOptions({{"kube-config", "/k"}, {"namespace", "n"}, {"start-timeout-ms", "5"}},
+                         &options),
+            std::nullopt);
+  EXPECT_EQ(options.kube_config, "/k");
+  EXPECT_EQ(options.namespace_name, "n");
+  EXPECT_EQ(options.start_timeout, std::chrono::milliseconds(5));
+}
+
+TEST_F(KubernetesBackendTest, CodeDeliveredBeforeStartRunsAndTheExitComesFromThePodsStatus) {
+  auto backend = connected();
+  ASSERT_TRUE(backend);
+  const std::string id = createdAndInspected(*backend, "0a1b2c3d");
+  ASSERT_TRUE(backend
+                  ->deliver(id, archive("#fake: stdout=hello\n#fake: stderr=warn\n"
+                                        "#fake: exit=3\n"))
+                  .ok());
+  const backend::Status started = backend->start(id, &sink_);
+  ASSERT_TRUE(started.ok()) << started.message;
+  const backend::Exit exit = awaitExit(*backend, id);
+  EXPECT_EQ(exit.exit_code, 3);
+  EXPECT_FALSE(exit.killed_outside);
+  EXPECT_FALSE(exit.oom_killed);
+  EXPECT_EQ(exit.engine_error, "");
+  EXPECT_EQ(sink_.out(), "hello");
+  EXPECT_EQ(sink_.err(), "warn");
+  EXPECT_TRUE(scs::testing::eventually([&] { return sink_.ends() == 1; }));
+  EXPECT_EQ(backend->deliver(id, archive("")).code, backend::Code::kRejected);
+  EXPECT_TRUE(backend->remove(id).ok());
+  EXPECT_EQ(api_.podCount(), 0u);
+  EXPECT_EQ(backend->wait(id, {}).status.code, backend::Code::kNotFound);
+}
+
+TEST_F(KubernetesBackendTest, APreparedSandboxIdlesAttachedUntilItsCodeArrives) {
+  auto backend = connected();
+  ASSERT_TRUE(backend);
+  const std::string id = createdAndInspected(*backend, "0a1b2c3e");
+  ASSERT_TRUE(backend->start(id, &sink_).ok());
+  EXPECT_FALSE(backend->wait(id, {}).exit.exited);
+  ASSERT_TRUE(backend->deliver(id, archive("#fake: stdout=late\n")).ok());
+  const backend::Exit exit = awaitExit(*backend, id);
+  EXPECT_EQ(exit.exit_code, 0);
+  EXPECT_EQ(sink_.out(), "late");
+  EXPECT_TRUE(backend->remove(id).ok());
+}
+
+TEST_F(KubernetesBackendTest, AnOomKillIsReadFromTheContainersReason) {
+  auto backend = connected();
+  ASSERT_TRUE(backend);
+  const std::string id = createdAndInspected(*backend, "0a1b2c3f");
+  ASSERT_TRUE(backend->deliver(id, archive("#fake: oom\n")).ok());
+  ASSERT_TRUE(backend->start(id, &sink_).ok());
+  const backend::Exit exit = awaitExit(*backend, id);
+  EXPECT_TRUE(exit.oom_killed);
+  EXPECT_EQ(exit.exit_code, 137);
+  EXPECT_TRUE(backend->remove(id).ok());
+}
+
+TEST_F(KubernetesBackendTest, AKillDeletesThePodAndTheEndIsThisBackendsOwn) {
+  auto backend = connected();
+  ASSERT_TRUE(backend);
+  const std::string id = createdAndInspected(*backend, "0a1b2c40");
+  ASSERT_TRUE(backend->deliver(id, archive("#fake: stdout=before\n#fake: hang\n")).ok());
+  ASSERT_TRUE(backend->start(id, &sink_).ok());
+  ASSERT_TRUE(scs::testing::eventually([&] { return sink_.out() == "before"; }));
+  EXPECT_TRUE(backend->kill(id).ok());
+  const backend::Exit exit = awaitExit(*backend, id);
+  EXPECT_FALSE(exit.killed_outside);
+  EXPECT_EQ(exit.engine_error, "");
+  EXPECT_TRUE(backend->remove(id).ok());
+  EXPECT_EQ(backend->kill(id).code, backend::Code::kNotFound);
+}
+
+TEST_F(KubernetesBackendTest, AnAttachThatDropsIsAnEngineErrorAndThePodIsDeleted) {
+  auto backend = connected();
+  ASSERT_TRUE(backend);
+  const std::string id = createdAndInspected(*backend, "0a1b2c41");
+  api_.dropNextAttach();
+  ASSERT_TRUE(backend->deliver(id, archive("#fake: hang\n")).ok());
+  ASSERT_TRUE(backend->start(id, &sink_).ok());
+  const backend::Exit exit = awaitExit(*backend, id);
+  EXPECT_THAT(exit.engine_error, HasSubstr("the attach connection to " + id + " broke"));
+  EXPECT_TRUE(scs::testing::eventually([&] { return api_.podCount() == 0; }));
+  EXPECT_TRUE(backend->remove(id).ok());
+}
+
+TEST_F(KubernetesBackendTest, ASessionTakesItsFramesOneByOneOverOneAttach) {
+  auto backend = connected();
+  ASSERT_TRUE(backend);
+  const backend::CreateReply created = backend->create(spec("0a1b2c42", true));
+  ASSERT_TRUE(created.status.ok()) << created.status.message;
+  const std::string& id = created.id;
+  ASSERT_TRUE(backend->inspect(id).status.ok());
+  ASSERT_TRUE(backend->start(id, &sink_).ok());
+  for (const char* code : {"#fake: stdout=one\n", "#fake: stdout=two\n#fake: die\n"}) {
+    const std::string bundle = archive(code);
+    const backend::Status delivered =
+        backend->deliver(id, "SCS-RUN " + std::to_string(bundle.size()) + "\n" + bundle);
+    ASSERT_TRUE(delivered.ok()) << delivered.message;
+  }
+  const backend::Exit exit = awaitExit(*backend, id);
+  EXPECT_EQ(exit.exit_code, 137);
+  EXPECT_THAT(sink_.out(), HasSubstr("one"));
+  EXPECT_THAT(sink_.out(), HasSubstr("two"));
+  EXPECT_TRUE(backend->remove(id).ok());
+}
+
+TEST_F(KubernetesBackendTest, LeftoversAreListedByLabelAndCapacityComesFromTheNodes) {
+  auto backend = connected();
+  ASSERT_TRUE(backend);
+  const std::string id = createdAndInspected(*backend, "0a1b2c43");
+  const backend::ListReply listed = backend->list(backend::kManagedLabel);
+  ASSERT_TRUE(listed.status.ok());
+  ASSERT_EQ(listed.sandboxes.size(), 1u);
+  EXPECT_EQ(listed.sandboxes[0].id, id);
+  const backend::CapacityReply capacity = backend->capacity();
+  ASSERT_TRUE(capacity.status.ok());
+  EXPECT_EQ(capacity.capacity.cores, 4);
+  EXPECT_TRUE(backend->remove(id).ok());
+  EXPECT_TRUE(backend->list(backend::kManagedLabel).sandboxes.empty());
+}
+
+}  // namespace
+}  // namespace scs::kubernetes
