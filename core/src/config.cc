@@ -126,7 +126,8 @@ const std::vector<Flag>& flags() {
        nullptr, nullptr},
       {"backend", "NAME",
        "Runtime backend plugin to load: libscs_backend_NAME.so from the plugin directory "
-       "(docker: the Docker Engine; fake: the in-memory test double). There is no fallback: "
+       "(docker: the Docker Engine; fake: the in-memory test double; kubernetes: one Pod per "
+       "sandbox, which refuses to start today, see docs/SCALING.md). There is no fallback: "
        "if it cannot be loaded the server does not start.",
        [](const Config& c) { return c.backend; },
        [](Config& c, const std::string& v) -> Problem {
@@ -150,7 +151,9 @@ const std::vector<Flag>& flags() {
                       [](Config& c, const std::string& v) { c.plugin_dir = v; })},
       {"backend-option", "KEY=VALUE",
        "A setting addressed to the backend; repeat for several. The fake backend knows cores, "
-       "memory_gb, fail=create|inspect|list|capacity and posture=<field>.",
+       "memory_gb, fail=create|inspect|list|capacity|supports and posture=<field>; the "
+       "kubernetes backend kube-config, kube-context, namespace and the others docs/SCALING.md "
+       "lists.",
        nullptr,
        [](Config& c, const std::string& v) -> Problem {
          const auto eq = v.find('=');
