@@ -92,6 +92,7 @@ AccessReply inClusterAccess(const std::string& secrets_dir,
     return reply;
   }
   reply.access.token = trimmed(*token);
+  reply.access.token_file = (dir / "token").string();
   reply.access.ca_pem = *ca;
   reply.access.namespace_name = trimmed(readFile(dir / "namespace").value_or(""));
   return reply;
@@ -149,6 +150,9 @@ AccessReply kubeconfigAccess(const std::string& path, const std::string& context
     access.token = text(user, "token");
     if (access.token.empty()) {
       access.token = trimmed(inlineOrFile(user, "", "tokenFile", base, &reply.error));
+      if (const std::string file = text(user, "tokenFile"); !file.empty()) {
+        access.token_file = (fs::path(file).is_absolute() ? fs::path(file) : base / file).string();
+      }
     }
     access.namespace_name = text(ctx, "namespace");
     if (!reply.error.empty()) {

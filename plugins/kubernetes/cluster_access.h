@@ -12,6 +12,7 @@ struct ClusterAccess {
   std::string server;           // "https://host:port"; plain http is refused
   std::string ca_pem;           // the CA bundle the server's certificate must chain to
   std::string token;            // a bearer token, or
+  std::string token_file;       // where the token was read: it is read again as it rotates
   std::string client_cert_pem;  // a client certificate and its key
   std::string client_key_pem;
   std::string namespace_name;  // from the context, or the service account's; may be empty

@@ -8,6 +8,7 @@
 #include <Poco/Net/SSLManager.h>
 #include <Poco/URI.h>
 
+#include <fstream>
 #include <iterator>
 #include <mutex>
 #include <sstream>
@@ -62,8 +63,9 @@ backend::Code codeOfHttpStatus(int http_status) {
   return Code::kRejected;
 }
 
-KubeClient::KubeClient(ClusterAccess access, std::chrono::milliseconds timeout)
-    : access_(std::move(access)), timeout_(timeout) {
+KubeClient::KubeClient(ClusterAccess access, std::chrono::milliseconds timeout,
+                       std::chrono::milliseconds token_reread)
+    : access_(std::move(access)), token_reread_(token_reread), timeout_(timeout) {
   initializeOnce();
   try {
     const Poco::URI uri(access_.server);
@@ -113,9 +115,30 @@ std::unique_ptr<Poco::Net::HTTPSClientSession> KubeClient::session() const {
   return session;
 }
 
+std::string KubeClient::token() const {
+  std::lock_guard lock(token_mutex_);
+  const auto now = std::chrono::steady_clock::now();
+  if (token_.empty()) {
+    token_ = access_.token;
+    token_read_ = now;
+  }
+  if (!access_.token_file.empty() && now - token_read_ >= token_reread_) {
+    token_read_ = now;
+    std::ifstream in(access_.token_file, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) {
+      text.pop_back();
+    }
+    if (!text.empty()) {
+      token_ = text;
+    }
+  }
+  return token_;
+}
+
 void KubeClient::authorize(Poco::Net::HTTPRequest& request) const {
-  if (!access_.token.empty()) {
-    request.set("Authorization", "Bearer " + access_.token);
+  if (const std::string bearer = token(); !bearer.empty()) {
+    request.set("Authorization", "Bearer " + bearer);
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "cluster_access.h"
@@ -27,8 +28,10 @@ struct ApiReply {
 class KubeClient {
  public:
   // Builds the TLS context from `access`; `error` is set (and every call fails) when the CA, the
-  // client certificate or its key cannot be read, or the server is not an https URL.
-  KubeClient(ClusterAccess access, std::chrono::milliseconds timeout);
+  // client certificate or its key cannot be read, or the server is not an https URL. A token
+  // from a file is read again from it every `token_reread`.
+  KubeClient(ClusterAccess access, std::chrono::milliseconds timeout,
+             std::chrono::milliseconds token_reread = std::chrono::minutes(1));
 
   const std::string& error() const { return error_; }
   const ClusterAccess& access() const { return access_; }
@@ -48,7 +51,16 @@ class KubeClient {
   void authorize(Poco::Net::HTTPRequest& request) const;
 
  private:
+  // The bearer token now: the access's, read again from its file once a minute, as client-go
+  // does, since a service account's token is rotated (about hourly); the last one read while
+  // the file cannot be.
+  std::string token() const;
+
   ClusterAccess access_;
+  mutable std::mutex token_mutex_;
+  mutable std::string token_;
+  mutable std::chrono::steady_clock::time_point token_read_;
+  std::chrono::milliseconds token_reread_;
   std::chrono::milliseconds timeout_;
   std::string host_;
   unsigned short port_ = 0;

@@ -19,6 +19,7 @@
 #include "cluster_access.h"
 #include "kube_client.h"
 #include "support/base64.h"
+#include "support/temp_file.h"
 #include "support/tls_server.h"
 
 namespace scs::kubernetes {
@@ -139,6 +140,26 @@ TEST_F(KubeClientTest, ABearerTokenOverAVerifiedConnection) {
   std::lock_guard lock(server_.seen().mutex);
   EXPECT_EQ(server_.seen().authorization, "Bearer t0ken");
   EXPECT_EQ(server_.seen().client_subject, "");
+}
+
+// A service account's token rotates: the file is read again, and a file that cannot be read
+// leaves the last token in use.
+TEST_F(KubeClientTest, ATokenFromAFileIsReadAgainAsItRotates) {
+  scs::testing::TempFile file("first\n");
+  ClusterAccess access = tokenAccess();
+  access.token = "first";
+  access.token_file = file.path();
+  const KubeClient client(access, timeout_, std::chrono::milliseconds(0));
+  const auto bearer = [&] {
+    EXPECT_TRUE(client.call("GET", "/api/v1/nodes").status.ok());
+    std::lock_guard lock(server_.seen().mutex);
+    return server_.seen().authorization;
+  };
+  EXPECT_EQ(bearer(), "Bearer first");
+  std::ofstream(file.path(), std::ios::trunc) << "second\n";
+  EXPECT_EQ(bearer(), "Bearer second");
+  std::remove(file.path().c_str());
+  EXPECT_EQ(bearer(), "Bearer second");
 }
 
 TEST_F(KubeClientTest, AClientCertificateInsteadOfAToken) {
@@ -284,6 +305,7 @@ TEST_F(KubeconfigTest, ATokenFileAndANamedContext) {
                                  "other");
   ASSERT_EQ(reply.error, "");
   EXPECT_EQ(reply.access.token, "from-file");
+  EXPECT_EQ(reply.access.token_file, (dir_ / "token").string());
   EXPECT_EQ(reply.access.namespace_name, "elsewhere");
 }
 
@@ -322,6 +344,7 @@ TEST(InClusterTest, TheServiceAccountsFilesAndTheServiceAddress) {
   ASSERT_EQ(reply.error, "");
   EXPECT_EQ(reply.access.server, "https://10.96.0.1:443");
   EXPECT_EQ(reply.access.token, "sa-token");
+  EXPECT_EQ(reply.access.token_file, (dir / "token").string());
   EXPECT_EQ(reply.access.ca_pem, "CLUSTER CA");
   EXPECT_EQ(reply.access.namespace_name, "scs-sandboxes");
   EXPECT_EQ(inClusterAccess(dir.string(), {{"KUBERNETES_SERVICE_HOST", "fd00::1"},
