@@ -60,9 +60,19 @@ std::optional<std::int64_t> least(const ObjectPtr& amounts, const std::vector<st
   return result;
 }
 
+// Whether a sandbox Pod can be scheduled on `node`: Ready, not cordoned, and without a taint
+// that keeps Pods off (NoSchedule, NoExecute), since a sandbox Pod tolerates none but the
+// not-ready and unreachable ones admission adds.
 bool ready(const ObjectPtr& node) {
-  if (json::boolean(json::object(node, "spec"), "unschedulable") == true) {
+  const ObjectPtr spec = json::object(node, "spec");
+  if (json::boolean(spec, "unschedulable") == true) {
     return false;
+  }
+  for (const ObjectPtr& taint : objects(json::array(spec, "taints"))) {
+    const std::string effect = json::string(taint, "effect").value_or("");
+    if (effect == "NoSchedule" || effect == "NoExecute") {
+      return false;
+    }
   }
   for (const ObjectPtr& condition :
        objects(json::array(json::object(node, "status"), "conditions"))) {

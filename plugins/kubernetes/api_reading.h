@@ -46,9 +46,9 @@ backend::Exit exitOf(const json::ObjectPtr& pod, const std::string& container);
 bool containerRunning(const json::ObjectPtr& pod, const std::string& container);
 
 // What the cluster can hold for sandboxes: the allocatable cpu and memory of its nodes (a
-// NodeList) that are Ready and schedulable, lowered to the hard limits of the namespace's
-// ResourceQuotas (a ResourceQuotaList: limits.*, requests.* or the bare names), whichever is
-// least. Cores are whole cores, rounded down.
+// NodeList) that are Ready and schedulable (not cordoned, no NoSchedule or NoExecute taint),
+// lowered to the hard limits of the namespace's ResourceQuotas (a ResourceQuotaList: limits.*,
+// requests.* or the bare names), whichever is least. Cores are whole cores, rounded down.
 backend::Capacity capacityOf(const json::ObjectPtr& node_list, const json::ObjectPtr& quota_list);
 
 // The Pods of a PodList as sandboxes: each Pod's name as its id, with its labels.

@@ -183,7 +183,7 @@ TEST(ExitTest, FromTheContainerRecordAndThePodsPhase) {
   EXPECT_FALSE(other.exited);
 }
 
-TEST(CapacityTest, ReadyNodesAllocatableLoweredByTheQuota) {
+TEST(CapacityTest, SchedulableNodesAllocatableLoweredByTheQuota) {
   const std::string nodes = R"({"items":[
     {"metadata":{"name":"a"},"status":{"allocatable":{"cpu":"3900m","memory":"15Gi"},
      "conditions":[{"type":"Ready","status":"True"}]}},
@@ -192,10 +192,19 @@ TEST(CapacityTest, ReadyNodesAllocatableLoweredByTheQuota) {
     {"metadata":{"name":"not-ready"},"status":{"allocatable":{"cpu":"64","memory":"256Gi"},
      "conditions":[{"type":"Ready","status":"False"}]}},
     {"metadata":{"name":"cordoned"},"spec":{"unschedulable":true},"status":{"allocatable":
-     {"cpu":"64","memory":"256Gi"},"conditions":[{"type":"Ready","status":"True"}]}}]})";
+     {"cpu":"64","memory":"256Gi"},"conditions":[{"type":"Ready","status":"True"}]}},
+    {"metadata":{"name":"gpu"},"spec":{"taints":[{"key":"gpu","effect":"NoSchedule"}]},
+     "status":{"allocatable":{"cpu":"64","memory":"256Gi"},
+     "conditions":[{"type":"Ready","status":"True"}]}},
+    {"metadata":{"name":"draining"},"spec":{"taints":[{"key":"x","effect":"NoExecute"}]},
+     "status":{"allocatable":{"cpu":"64","memory":"256Gi"},
+     "conditions":[{"type":"Ready","status":"True"}]}},
+    {"metadata":{"name":"preferred-off"},"spec":{"taints":[{"key":"y","effect":"PreferNoSchedule"}]},
+     "status":{"allocatable":{"cpu":"1","memory":"1Gi"},
+     "conditions":[{"type":"Ready","status":"True"}]}}]})";
   const backend::Capacity nodes_only = capacityOf(parsed(nodes), parsed(R"({"items":[]})"));
-  EXPECT_EQ(nodes_only.cores, 7);  // 7.9, rounded down
-  EXPECT_EQ(nodes_only.memory_bytes, std::int64_t{31} << 30);
+  EXPECT_EQ(nodes_only.cores, 8);  // 8.9, rounded down: a PreferNoSchedule taint still takes Pods
+  EXPECT_EQ(nodes_only.memory_bytes, std::int64_t{32} << 30);
 
   const backend::Capacity quota = capacityOf(
       parsed(nodes),
