@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 
 #include "cluster_access.h"
 
@@ -17,6 +18,7 @@ constexpr auto kPollInterval = std::chrono::milliseconds(100);
 // How long the Pod's status may lag behind the end of its output before the exit is taken as
 // lost: the kubelet reports a container's end within its sync period (about 10 s).
 constexpr auto kExitPatience = std::chrono::seconds(30);
+constexpr auto kBrokenPatience = std::chrono::seconds(5);
 
 std::optional<std::int64_t> wholeNumber(const std::string& text, std::int64_t min,
                                         std::int64_t max) {
@@ -212,12 +214,12 @@ backend::InspectReply KubernetesBackend::inspect(const std::string& id) {
 }
 
 Status KubernetesBackend::deliver(const std::string& id, const std::string& archive) {
+  std::shared_ptr<Sandbox> sandbox;
   std::shared_ptr<AttachStream> stream;
-  bool session = false;
   {
     std::lock_guard lock(mu_);
-    const auto sandbox = find(id);
-    if (!sandbox) {
+    sandbox = find(id);
+    if (!sandbox || sandbox->removed) {
       return notFound(id);
     }
     if (sandbox->delivered && !sandbox->session) {
@@ -232,21 +234,29 @@ Status KubernetesBackend::deliver(const std::string& id, const std::string& arch
       return {};
     }
     stream = sandbox->stream;
-    session = sandbox->session;
   }
-  if (!stream->write(archive) || (!session && !stream->closeStdin())) {
+  std::lock_guard in_order(sandbox->stdin_order);
+  return writeStdin(*stream, sandbox->session, id, archive);
+}
+
+Status KubernetesBackend::writeStdin(AttachStream& stream, bool session, const std::string& id,
+                                     const std::string& bytes) {
+  if (!stream.write(bytes) || (!session && !stream.closeStdin())) {
     return {Code::kUnavailable, "kubernetes: the sandbox " + id + "'s stdin broke"};
   }
   return {};
 }
 
-Status KubernetesBackend::awaitRunning(const std::string& id) {
+bool KubernetesBackend::removed(const Sandbox& sandbox) {
+  std::lock_guard lock(mu_);
+  return sandbox.removed;
+}
+
+Status KubernetesBackend::awaitRunning(const std::string& id, const Sandbox& sandbox) {
   const auto deadline = std::chrono::steady_clock::now() + options_.start_timeout;
-  while (true) {
+  Status last;
+  while (!removed(sandbox)) {
     const PodApi::State state = pods_.stateNow(id);
-    if (!state.status.ok()) {
-      return state.status;
-    }
     if (state.running) {
       return {};
     }
@@ -256,12 +266,21 @@ Status KubernetesBackend::awaitRunning(const std::string& id) {
                   ? "kubernetes: the Pod " + id + " ended before it was attached"
                   : state.exit.engine_error};
     }
+    // A slow or busy API server is waited out within the start's own time; an answer that the
+    // Pod is gone or may not be read is final.
+    if (!state.status.ok() && state.status.code != Code::kTimeout &&
+        state.status.code != Code::kUnavailable) {
+      return state.status;
+    }
+    last = state.status;
     if (std::chrono::steady_clock::now() >= deadline) {
       return {Code::kTimeout, "kubernetes: the Pod " + id + " did not run within " +
-                                  std::to_string(options_.start_timeout.count()) + " ms"};
+                                  std::to_string(options_.start_timeout.count()) + " ms" +
+                                  (last.ok() ? "" : " (" + last.message + ")")};
     }
     std::this_thread::sleep_for(kPollInterval);
   }
+  return notFound(id);
 }
 
 Status KubernetesBackend::start(const std::string& id, backend::OutputSink* sink) {
@@ -269,7 +288,7 @@ Status KubernetesBackend::start(const std::string& id, backend::OutputSink* sink
   {
     std::lock_guard lock(mu_);
     sandbox = find(id);
-    if (!sandbox) {
+    if (!sandbox || sandbox->removed) {
       return notFound(id);
     }
     if (sandbox->started) {
@@ -277,7 +296,7 @@ Status KubernetesBackend::start(const std::string& id, backend::OutputSink* sink
     }
     sandbox->started = true;
   }
-  if (Status running = awaitRunning(id); !running.ok()) {
+  if (Status running = awaitRunning(id, *sandbox); !running.ok()) {
     return running;
   }
   std::string error;
@@ -287,32 +306,33 @@ Status KubernetesBackend::start(const std::string& id, backend::OutputSink* sink
   }
   std::string held;
   bool write_held = false;
+  std::unique_lock in_order(sandbox->stdin_order, std::defer_lock);
   {
     std::lock_guard lock(mu_);
-    if (find(id) != sandbox) {  // removed meanwhile
+    if (sandbox->removed) {
       stream->abort();
       return notFound(id);
     }
+    in_order.lock();  // a session's deliver() after this waits until what was held is written
     sandbox->stream = stream;
     held.swap(sandbox->held);
     write_held = sandbox->delivered;
-    sandbox->worker = std::thread([this, id, sandbox, sink] { pump(id, sandbox, sink); });
+    try {
+      sandbox->worker = std::thread([this, id, sandbox, sink] { pump(id, sandbox, sink); });
+    } catch (const std::system_error& failure) {
+      stream->abort();
+      sandbox->stream = nullptr;
+      return {Code::kInternal,
+              std::string("kubernetes: no thread for the sandbox: ") + failure.what()};
+    }
   }
-  if (write_held && (!stream->write(held) || (!sandbox->session && !stream->closeStdin()))) {
-    return {Code::kUnavailable, "kubernetes: the sandbox " + id + "'s stdin broke"};
-  }
-  return {};
+  return write_held ? writeStdin(*stream, sandbox->session, id, held) : Status{};
 }
 
 void KubernetesBackend::pump(const std::string& id, std::shared_ptr<Sandbox> sandbox,
                              backend::OutputSink* sink) {
   const AttachEnd end = sandbox->stream->pump(*sink);
-  bool killed = false;
-  {
-    std::lock_guard lock(mu_);
-    killed = sandbox->killed;
-  }
-  backend::Exit exit = exitAfterOutput(id, end, killed);
+  backend::Exit exit = exitAfterOutput(id, *sandbox, end);
   {
     std::lock_guard lock(mu_);
     sandbox->exit = exit;
@@ -322,47 +342,47 @@ void KubernetesBackend::pump(const std::string& id, std::shared_ptr<Sandbox> san
   sink->ended();
 }
 
-backend::Exit KubernetesBackend::exitAfterOutput(const std::string& id, const AttachEnd& end,
-                                                 bool killed) {
-  const auto deadline = std::chrono::steady_clock::now() + kExitPatience;
+backend::Exit KubernetesBackend::exitAfterOutput(const std::string& id, const Sandbox& sandbox,
+                                                 const AttachEnd& end) {
+  // The container's end reaches its status within the kubelet's sync (about 10 s); an attach
+  // that broke is given less, since the container may run on unseen.
+  const auto deadline =
+      std::chrono::steady_clock::now() + (end.broke ? kBrokenPatience : kExitPatience);
+  const auto killed = [&] {
+    std::lock_guard lock(mu_);
+    return sandbox.killed;
+  };
   backend::Exit exit;
-  while (true) {
+  exit.exited = true;
+  while (!removed(sandbox)) {  // once removed, no one reads the exit, and remove() deletes
     const PodApi::State state = pods_.stateNow(id);
     if (state.status.code == Code::kNotFound) {  // deleted, and its record with it
-      exit.exited = true;
-      exit.killed_outside = !killed;
-      if (!killed) {
+      exit.killed_outside = !killed();
+      if (exit.killed_outside) {
         exit.engine_error = "kubernetes: the Pod " + id + " was deleted while it ran";
       }
       return exit;
     }
     if (state.status.ok() && state.exit.exited) {
       exit = state.exit;
-      if (killed) {
+      if (killed()) {
         exit.killed_outside = false;  // the deletion was this backend's
+      }
+      if (end.broke && exit.engine_error.empty()) {
+        exit.engine_error = "kubernetes: the attach connection to " + id +
+                            " broke before the end of its output, which may be cut";
       }
       return exit;
     }
-    {
-      std::lock_guard lock(mu_);
-      if (!find(id)) {
-        exit.exited = true;  // removed: remove() deletes the Pod and no one reads this
-        return exit;
-      }
-    }
-    if (end.broke && !killed) {
-      break;  // the output is cut short while the container may run on
-    }
     if (std::chrono::steady_clock::now() >= deadline) {
-      break;
+      exit.engine_error =
+          end.broke ? "kubernetes: the attach connection to " + id + " broke: its output may be cut"
+                    : "kubernetes: the Pod " + id + "'s output ended but its status never said how";
+      pods_.kill(id);  // it may run on: never leave it running unseen
+      return exit;
     }
     std::this_thread::sleep_for(kPollInterval);
   }
-  exit.exited = true;
-  exit.engine_error =
-      end.broke ? "kubernetes: the attach connection to " + id + " broke: its output may be cut"
-                : "kubernetes: the Pod " + id + "'s output ended but its status never said how";
-  pods_.kill(id);  // it may run on: never leave it running unseen
   return exit;
 }
 
@@ -408,22 +428,35 @@ Status KubernetesBackend::remove(const std::string& id) {
     std::lock_guard lock(mu_);
     sandbox = find(id);
     if (sandbox) {
+      sandbox->removed = true;  // for good: start() and the worker stop at it
       sandbox->killed = true;
+    }
+  }
+  if (!sandbox) {
+    return pods_.remove(id);  // not this backend's (a leftover), or removed already
+  }
+  // One removal at a time: a second waits until the first has joined the worker, so neither
+  // returns while the sink may still be called.
+  std::lock_guard one_removal(sandbox->removal);
+  std::shared_ptr<AttachStream> stream;
+  {
+    std::lock_guard lock(mu_);
+    stream = sandbox->stream;
+  }
+  if (stream) {
+    stream->abort();
+  }
+  const Status status = pods_.remove(id);
+  if (sandbox->worker.joinable()) {
+    sandbox->worker.join();
+  }
+  if (status.ok()) {
+    std::lock_guard lock(mu_);
+    if (find(id) == sandbox) {
       sandboxes_.erase(id);
     }
   }
-  if (sandbox && sandbox->stream) {
-    sandbox->stream->abort();
-  }
-  const Status status = pods_.remove(id);
-  if (sandbox && sandbox->worker.joinable()) {
-    sandbox->worker.join();
-  }
-  if (!status.ok() && sandbox) {
-    std::lock_guard lock(mu_);
-    sandboxes_.emplace(id, sandbox);  // the core retries: keep it known, its worker done
-  }
-  return status;
+  return status;  // on failure it stays known, removed: the core retries
 }
 
 backend::ListReply KubernetesBackend::list(const std::string& label_key) {

@@ -63,26 +63,37 @@ class KubernetesBackend : public backend::RuntimeBackend {
   backend::ListReply list(const std::string& label_key) override;
 
  private:
+  // One sandbox's Pod as this backend drives it. The flags, `held`, `exit` and `stream` are
+  // guarded by mu_; `worker` is set under mu_ and joined by remove() alone.
   struct Sandbox {
     bool session = false;
     std::string held;  // delivered before start(), written once attached
     bool delivered = false;
     bool started = false;
-    bool killed = false;  // by this backend: its exit is not killed_outside
+    bool killed = false;   // by this backend: its exit is not killed_outside
+    bool removed = false;  // remove() was called: never started, attached or reported again
     bool ended = false;
     backend::Exit exit;
     std::shared_ptr<AttachStream> stream;
+    std::mutex stdin_order;  // a session's deliveries reach stdin in the order they came
+    std::mutex removal;      // one remove() at a time
     std::thread worker;
   };
 
   KubernetesBackend(const Options& options, std::unique_ptr<KubeClient> client,
                     PodSettings settings, backend::LogSink* log);
   std::shared_ptr<Sandbox> find(const std::string& id);
-  // Polls the Pod until its sandbox container runs; the reason when it cannot.
-  backend::Status awaitRunning(const std::string& id);
+  bool removed(const Sandbox& sandbox);
+  // Polls the Pod until its sandbox container runs (a slow API server is waited out within
+  // start-timeout-ms); the reason when it cannot, kNotFound once it is removed.
+  backend::Status awaitRunning(const std::string& id, const Sandbox& sandbox);
+  // Writes to the attached stdin, ending it unless a session's; the caller holds stdin_order.
+  static backend::Status writeStdin(AttachStream& stream, bool session, const std::string& id,
+                                    const std::string& bytes);
   // The worker: output to `sink` until the attach ends, then the exit from the Pod's status.
   void pump(const std::string& id, std::shared_ptr<Sandbox> sandbox, backend::OutputSink* sink);
-  backend::Exit exitAfterOutput(const std::string& id, const AttachEnd& end, bool killed);
+  backend::Exit exitAfterOutput(const std::string& id, const Sandbox& sandbox,
+                                const AttachEnd& end);
   void log(backend::LogLevel level, const std::string& message);
 
   const Options options_;

@@ -152,8 +152,8 @@ bool matches(const std::string& selector, const std::map<std::string, std::strin
 constexpr std::size_t kQueueCap = 4u << 20;  // output waiting for attach, before the program waits
 
 // What the container writes, as the kubelet holds it for attach: queued until an attach reads
-// it; the program waits while the queue is full (as on a pipe), and nothing is kept once the
-// attach is gone.
+// it; the program waits while the queue is full (as on a pipe). Once closed (the attach is gone,
+// or the Pod deleted), later writes are dropped and nothing waits.
 class ContainerOutput : public backend::OutputSink {
  public:
   void write(backend::Stream stream, std::string_view bytes) override {
@@ -168,13 +168,14 @@ class ContainerOutput : public backend::OutputSink {
     std::lock_guard lock(mutex_);
     ended_ = true;
   }
-  // Takes what is queued; `*ended` once the program has ended and nothing more will come.
+  // Takes what is queued; `*ended` once the program has ended, or the output was closed, and
+  // nothing more will come.
   std::deque<std::pair<int, std::string>> take(bool* ended) {
     std::lock_guard lock(mutex_);
     std::deque<std::pair<int, std::string>> taken;
     taken.swap(queue_);
     queued_ = 0;
-    *ended = ended_;
+    *ended = ended_ || closed_;
     room_.notify_all();
     return taken;
   }
@@ -185,7 +186,6 @@ class ContainerOutput : public backend::OutputSink {
   void close() {
     std::lock_guard lock(mutex_);
     closed_ = true;
-    queue_.clear();
     room_.notify_all();
   }
 
@@ -210,6 +210,12 @@ struct Container {
 }  // namespace
 
 struct KubeApiDouble::State {
+  ~State() {
+    for (auto& [key, container] : containers) {
+      container->output.close();  // no program of the engine waits to write as it ends
+    }
+  }
+
   mutable std::mutex mutex;
   std::uint64_t version = 1000;
   std::uint64_t uids = 0;
@@ -222,6 +228,7 @@ struct KubeApiDouble::State {
   std::map<std::pair<std::string, std::string>, std::shared_ptr<Container>> containers;
   fake::FakeBackend engine{fake::Options{}, nullptr};
   std::string attach_fault;
+  bool hold_pending = false;
   int failures = 0;
   int failure_status = 500;
   std::vector<std::string> requests;
@@ -242,6 +249,10 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
     const Poco::URI uri(request.getURI());
     int code = 200;
     const Object::Ptr answer = serve(request, uri, body, &code);
+    for (const std::shared_ptr<Container>& container : deleted_) {  // outside the lock
+      container->output.close();
+      state_.engine.remove(container->id);
+    }
     response.setStatusAndReason(static_cast<Poco::Net::HTTPResponse::HTTPStatus>(code));
     response.setContentType("application/json");
     response.send() << text(answer);
@@ -313,8 +324,7 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
           ++state_.version;
           if (const auto container = state_.containers.find(key);
               container != state_.containers.end()) {
-            container->second->output.close();
-            state_.engine.remove(container->second->id);
+            deleted_.push_back(container->second);  // its program ends once the lock is free
             state_.containers.erase(container);
           }
           return pod;
@@ -435,7 +445,7 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
     const Array::Ptr records = status->getArray("containerStatuses");
     Object::Ptr record = records && records->size() > 0 ? records->getObject(0) : nullptr;
     const std::string phase = status->getValue<std::string>("phase");
-    if (phase == "Pending") {
+    if (phase == "Pending" && !state_.hold_pending) {
       status->set("phase", "Running");
       record->set("state", containerState("running", ""));
       record->set("ready", true);
@@ -461,6 +471,7 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
 
   State& state_;
   const std::string& token_;
+  std::vector<std::shared_ptr<Container>> deleted_;  // by this request
 };
 
 namespace {
@@ -535,6 +546,10 @@ void KubeApiDouble::Handler::attach(Poco::Net::HTTPServerRequest& request,
   const bool v5 =
       request.get("Sec-WebSocket-Protocol", "").find("v5.channel.k8s.io") != std::string::npos;
   response.set("Sec-WebSocket-Protocol", v5 ? "v5.channel.k8s.io" : "v4.channel.k8s.io");
+  struct Closing {
+    Container& container;
+    ~Closing() { container.output.close(); }  // the client is gone: its program never waits
+  } closing{*live};
   Poco::Net::WebSocket ws(request, response);
   try {
     sendMessage(ws, 1, "");  // the API server's first, empty, message
@@ -643,6 +658,11 @@ void KubeApiDouble::addResourceQuota(const std::string& ns, const std::string& h
 void KubeApiDouble::setAdmission(std::function<void(Poco::JSON::Object::Ptr&)> admission) {
   std::lock_guard lock(state_->mutex);
   state_->admission = std::move(admission);
+}
+
+void KubeApiDouble::holdPending(bool hold) {
+  std::lock_guard lock(state_->mutex);
+  state_->hold_pending = hold;
 }
 
 void KubeApiDouble::dropNextAttach() {

@@ -57,6 +57,8 @@ class KubeApiDouble {
   void setAdmission(std::function<void(Poco::JSON::Object::Ptr& pod)> admission);
   // The next `count` requests answer `status` (429, 500, 503, ...) before doing anything.
   void failNext(int count, int status);
+  // While held, Pods stay Pending (not scheduled, or their image pulling).
+  void holdPending(bool hold);
   // The next attach drops its connection, without a close, once stdin has ended.
   void dropNextAttach();
 

@@ -3,8 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
+#include <thread>
 
 #include "kubernetes_specs.h"
 #include "mocks/recording_sink.h"
@@ -150,6 +152,38 @@ TEST_F(KubernetesBackendTest, CodeDeliveredBeforeStartRunsAndTheExitComesFromThe
   EXPECT_TRUE(backend->remove(id).ok());
   EXPECT_EQ(api_.podCount(), 0u);
   EXPECT_EQ(backend->wait(id, {}).status.code, backend::Code::kNotFound);
+}
+
+TEST_F(KubernetesBackendTest, AStartWaitsOutABusyApiServer) {
+  auto backend = connected();
+  ASSERT_TRUE(backend);
+  const std::string id = createdAndInspected(*backend, "0a1b2c44");
+  ASSERT_TRUE(backend->deliver(id, archive("#fake: exit=0\n")).ok());
+  api_.failNext(3, 503);
+  const backend::Status started = backend->start(id, &sink_);
+  EXPECT_TRUE(started.ok()) << started.message;
+  EXPECT_EQ(awaitExit(*backend, id).exit_code, 0);
+  EXPECT_TRUE(backend->remove(id).ok());
+}
+
+TEST_F(KubernetesBackendTest, ARemoveWhileStartWaitsForThePodEndsTheStartAndNothingReachesTheSink) {
+  auto backend = connected();
+  ASSERT_TRUE(backend);
+  api_.holdPending(true);
+  const std::string id = createdAndInspected(*backend, "0a1b2c45");
+  backend::Status started;
+  std::thread starting([&] { started = backend->start(id, &sink_); });
+  ASSERT_TRUE(scs::testing::eventually([&] {
+    const auto seen = api_.requests();
+    return std::count(seen.begin(), seen.end(),
+                      "GET /api/v1/namespaces/scs-sandboxes/pods/" + id) >= 3;
+  }));
+  EXPECT_TRUE(backend->remove(id).ok());
+  starting.join();
+  EXPECT_EQ(started.code, backend::Code::kNotFound);
+  EXPECT_EQ(sink_.writes(), 0);
+  EXPECT_EQ(sink_.ends(), 0);
+  EXPECT_EQ(api_.podCount(), 0u);
 }
 
 TEST_F(KubernetesBackendTest, APreparedSandboxIdlesAttachedUntilItsCodeArrives) {
