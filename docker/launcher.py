@@ -19,7 +19,8 @@ arrives. When either passes, a thread of PID 1 kills every process and PID 1 exi
 does not protect its init from signals, so the program's interpreter is also confined before it
 starts (confine()): a seccomp filter refuses it ptrace, access to another process's memory,
 memfd_create, new user namespaces and every signal addressed to PID 1, for every process it
-starts.
+starts. `--rlimits nproc=N,nofile=N,fsize=N,core=N` (for an engine that cannot set resource
+limits, such as a Kubernetes Pod) lowers PID 1's own limits first, before anything else runs.
 
 It runs the program as its child, as `python3 -I main.py` would run it, except that stdout is
 line-buffered and an uncaught exception is also reported over a pipe; that child interpreter is
@@ -44,6 +45,7 @@ import errno
 import json
 import os
 import re
+import resource
 import signal
 import socket
 import stat
@@ -967,34 +969,75 @@ def out_files_state(out_dir):
 MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
+# The resource limits `--rlimits` names, and the rlimit each lowers.
+RLIMITS = {
+    "nproc": resource.RLIMIT_NPROC,
+    "nofile": resource.RLIMIT_NOFILE,
+    "fsize": resource.RLIMIT_FSIZE,
+    "core": resource.RLIMIT_CORE,
+}
+
+
+def parse_rlimits(text):
+    """`nproc=256,nofile=1024,fsize=268435456,core=0`: each named once, a whole number. None
+    when malformed."""
+    limits = {}
+    for item in text.split(","):
+        name, _, value = item.partition("=")
+        if name not in RLIMITS or name in limits or not value.isdigit():
+            return None
+        limits[name] = int(value)
+    return limits
+
+
 def parse_arguments(argv):
     """`--deadline SECONDS`: the sandbox ends at most this long after it started. `--warm
     MODULE,...`: the modules the program's interpreter imports while it waits for the code.
-    `--session` (last): a session's sandbox. Returns (deadline or None, [module, ...], session)."""
-    deadline, warm = None, []
+    `--rlimits NAME=N,...`: resource limits to lower itself to before anything else, for an
+    engine that cannot set them (a Kubernetes Pod). `--session`: a session's sandbox. In any
+    order. Returns (deadline or None, [module, ...], session, {rlimit name: N})."""
+    deadline, warm, session, limits = None, [], False, {}
     rest = list(argv)
-    session = bool(rest) and rest[-1] == "--session"
-    if session:
-        rest.pop()
     while rest:
-        if len(rest) < 2:
-            reject(f"setup: arguments {argv!r}: {rest[0]!r} needs a value")
-        flag, value = rest.pop(0), rest.pop(0)
+        flag = rest.pop(0)
+        if flag == "--session":
+            session = True
+            continue
+        if not rest:
+            reject(f"setup: arguments {argv!r}: {flag!r} needs a value")
+        value = rest.pop(0)
         if flag == "--deadline" and value.isdigit() and int(value) > 0:
             deadline = int(value)
         elif flag == "--warm" and all(MODULE_NAME.fullmatch(m) for m in value.split(",")):
             warm = value.split(",")
+        elif flag == "--rlimits" and parse_rlimits(value) is not None:
+            limits = parse_rlimits(value)
         else:
             reject(f"setup: arguments {argv!r}: want --deadline SECONDS [--warm MODULE,...]"
-                   " [--session]")
-    return deadline, warm, session
+                   " [--rlimits NAME=N,...] [--session]")
+    return deadline, warm, session, limits
+
+
+def lower_rlimits(limits):
+    """Sets each limit, soft and hard, to N, or to the engine's hard limit where that is lower:
+    PID 1 holds no capability, so no process of the sandbox can raise them again, and every
+    process it starts inherits them (as runc applies an engine's ulimits)."""
+    for name, value in limits.items():
+        which = RLIMITS[name]
+        _, hard = resource.getrlimit(which)
+        cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        try:
+            resource.setrlimit(which, (cap, cap))
+        except (OSError, ValueError) as error:
+            reject(f"setup: cannot lower {name} to {cap}: {error}")
 
 
 def main():
     make_undumpable()
     ignore_signals()
     os.umask(0o022)
-    seconds, warm, session = parse_arguments(sys.argv[1:])
+    seconds, warm, session, limits = parse_arguments(sys.argv[1:])
+    lower_rlimits(limits)
     if session:
         os.chdir(WORKSPACE)
         session_main(seconds)

@@ -104,6 +104,12 @@ backend::Posture postureFromPod(const json::ObjectPtr& pod, const PodSettings& s
   p.init_command = json::strings(json::array(container, "command"));
   const std::vector<std::string> args = json::strings(json::array(container, "args"));
   p.init_command.insert(p.init_command.end(), args.begin(), args.end());
+  // The resource limits are the launcher's, from its command line (containerCommand()).
+  const LauncherLimits launcher = launcherLimits(p.init_command);
+  p.processes_limit = launcher.processes;
+  p.open_files_limit = launcher.open_files;
+  p.file_size_limit_bytes = launcher.file_size_bytes;
+  p.core_dumps_disabled = launcher.core_dumps_disabled;
 
   std::map<std::string, ObjectPtr> volumes;
   for (const ObjectPtr& volume : objects(json::array(spec, "volumes"))) {
@@ -221,7 +227,7 @@ std::vector<std::string> podDeviations(const json::ObjectPtr& pod, const PodSett
   const ObjectPtr container = sandboxContainer(spec);
   // PID 1 is exactly the launcher as the core wrote it: an appended flag would be the last word
   // to its argument parser, and a command moved to args would start the image's entrypoint.
-  expect(json::strings(json::array(container, "command")) == sent.command &&
+  expect(json::strings(json::array(container, "command")) == containerCommand(sent) &&
              !json::array(container, "args"),
          "the sandbox container's command is not the one sent");
   std::vector<std::string> env;

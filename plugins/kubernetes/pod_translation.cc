@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <set>
 
 namespace scs::kubernetes {
 namespace {
@@ -168,6 +169,71 @@ std::string unsupportedReason(const backend::SandboxSpec& spec, const PodSetting
 
 std::string podName(const std::string& run_id) { return "scs-" + run_id; }
 
+std::vector<std::string> containerCommand(const backend::SandboxSpec& spec) {
+  const Posture& p = spec.posture;
+  std::string limits;
+  const auto add = [&](const char* name, std::int64_t value) {
+    limits += (limits.empty() ? "" : ",") + std::string(name) + "=" + std::to_string(value);
+  };
+  if (p.processes_limit > 0) {
+    add("nproc", p.processes_limit);
+  }
+  if (p.open_files_limit > 0) {
+    add("nofile", p.open_files_limit);
+  }
+  if (p.file_size_limit_bytes > 0) {
+    add("fsize", p.file_size_limit_bytes);
+  }
+  if (p.core_dumps_disabled) {
+    add("core", 0);
+  }
+  std::vector<std::string> command = spec.command;
+  if (!limits.empty()) {
+    command.insert(command.end(), {"--rlimits", limits});
+  }
+  return command;
+}
+
+LauncherLimits launcherLimits(const std::vector<std::string>& command) {
+  const auto flag = std::find(command.rbegin(), command.rend(), "--rlimits");
+  if (flag == command.rend() || flag == command.rbegin()) {
+    return {};
+  }
+  // As the launcher's parse_rlimits() reads it: NAME=N items, each name once, nothing else.
+  LauncherLimits parsed;
+  std::set<std::string_view> seen;
+  std::string_view rest = *(flag - 1);
+  while (true) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    const std::size_t equals = item.find('=');
+    const std::string_view name = item.substr(0, equals);
+    const std::string_view digits =
+        equals == std::string_view::npos ? std::string_view() : item.substr(equals + 1);
+    std::int64_t value = -1;
+    const char* end = digits.data() + digits.size();
+    if (digits.empty() || std::from_chars(digits.data(), end, value).ptr != end || value < 0 ||
+        !seen.insert(name).second) {
+      return {};
+    }
+    if (name == "nproc") {
+      parsed.processes = value;
+    } else if (name == "nofile") {
+      parsed.open_files = value;
+    } else if (name == "fsize") {
+      parsed.file_size_bytes = value;
+    } else if (name == "core") {
+      parsed.core_dumps_disabled = value == 0;
+    } else {
+      return {};
+    }
+    if (comma == std::string_view::npos) {
+      return parsed;
+    }
+    rest.remove_prefix(comma + 1);
+  }
+}
+
 PodManifest podFor(const backend::SandboxSpec& spec, const PodSettings& settings,
                    std::int64_t active_deadline_seconds) {
   if (const std::string reason = unsupportedReason(spec, settings); !reason.empty()) {
@@ -224,7 +290,7 @@ PodManifest podFor(const backend::SandboxSpec& spec, const PodSettings& settings
   container->set("name", kContainer);
   container->set("image", p.image);
   container->set("imagePullPolicy", "IfNotPresent");
-  container->set("command", json::arrayOf(spec.command));
+  container->set("command", json::arrayOf(containerCommand(spec)));
   container->set("env", env);
   container->set("workingDir", spec.working_dir);
   container->set("stdin", true);
@@ -294,12 +360,6 @@ std::vector<std::string> inexpressible(const backend::Posture& posture) {
   if (posture.pids_limit > 0) {
     missing.push_back(
         "pids: the pids limit is the node's (the kubelet's podPidsLimit), not one Pod's");
-  }
-  if (posture.processes_limit > 0 || posture.open_files_limit > 0 ||
-      posture.file_size_limit_bytes > 0 || posture.core_dumps_disabled) {
-    missing.push_back(
-        "rlimits: a Pod has no resource limits of its process (RLIMIT_NPROC, NOFILE, FSIZE, "
-        "CORE)");
   }
   missing.push_back(
       "termination log: the kubelet mounts a writable file of the node's disk at "

@@ -38,6 +38,23 @@ inline constexpr const char* kShmPath = "/dev/shm";
 // lowercase letters and dashes, so a valid DNS-1123 label.
 std::string podName(const std::string& run_id);
 
+// The sandbox container's command: the launcher's argv as the spec says, then `--rlimits` with
+// the posture's resource limits (nproc, nofile, fsize, and core=0 when core dumps are off). No Pod
+// field sets a process's limits; the launcher, PID 1 from the core's read-only image, lowers its
+// own to these before anything else runs (docker/launcher.py), as runc applies an engine's.
+std::vector<std::string> containerCommand(const backend::SandboxSpec& spec);
+
+// The resource limits a container command's last `--rlimits` gives the launcher, as a posture
+// holds them (processes, open files, file size, core dumps off); the fields stay 0 (and false)
+// when it gives none, or one malformed.
+struct LauncherLimits {
+  std::int64_t processes = 0;
+  std::int64_t open_files = 0;
+  std::int64_t file_size_bytes = 0;
+  bool core_dumps_disabled = false;
+};
+LauncherLimits launcherLimits(const std::vector<std::string>& command);
+
 struct PodManifest {
   backend::Status status;  // kUnsupported when the spec cannot be carried exactly
   json::ObjectPtr pod;     // the exact body of POST /api/v1/namespaces/{ns}/pods when ok
@@ -53,9 +70,9 @@ PodManifest podFor(const backend::SandboxSpec& spec, const PodSettings& settings
 
 // The controls of `posture` that no field of a Pod carries, one sentence each: what the core
 // asks for and why Kubernetes cannot say it (a tmpfs's noexec, nosuid, nodev, inode cap, mode
-// and owner; the per-sandbox pids limit; the resource limits of the launcher's process; the
-// masked and read-only /proc paths), and what every Pod has that no sandbox should (the
-// kubelet's writable termination log). Never empty.
+// and owner; the per-sandbox pids limit; the masked and read-only /proc paths), and what every Pod
+// has that no sandbox should (the kubelet's writable termination log). Never empty. The resource
+// limits are not among them: containerCommand() carries them.
 std::vector<std::string> inexpressible(const backend::Posture& posture);
 
 }  // namespace scs::kubernetes

@@ -70,7 +70,6 @@ TEST_F(KubernetesE2eTest, TheControlsAPodCannotCarryStopTheServerAndAreNamed) {
   EXPECT_THAT(log, HasSubstr("cannot start: the backend cannot give sandboxes every control"));
   EXPECT_THAT(log, HasSubstr("noexec"));
   EXPECT_THAT(log, HasSubstr("podPidsLimit"));
-  EXPECT_THAT(log, HasSubstr("RLIMIT_NPROC"));
   EXPECT_THAT(log, HasSubstr("/dev/termination-log"));
   EXPECT_THAT(log, HasSubstr("/proc"));
   EXPECT_THAT(log, Not(HasSubstr("cannot hold sandboxes")));

@@ -24,6 +24,7 @@ namespace {
 using json::ObjectPtr;
 using scs::testing::TempFile;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // The value at `path` ("spec.containers[0].image") as text; "(none)" when absent.
 std::string at(const ObjectPtr& pod, const std::string& path) {
@@ -218,7 +219,14 @@ TEST_F(PodTest, TheStoredPodReadsBackAsWhatWasSentWhereAFieldCarriesIt) {
   EXPECT_TRUE(got.seccomp_enabled);
   EXPECT_EQ(got.seccomp_profile, required_.seccomp_profile);
   EXPECT_FALSE(got.engine_init);
-  EXPECT_EQ(got.init_command, spec().command);
+  // The launcher's argv, then the resource limits it lowers itself to (none is a Pod field).
+  std::vector<std::string> command = spec().command;
+  command.insert(command.end(), {"--rlimits", "nproc=256,nofile=1024,fsize=268435456,core=0"});
+  EXPECT_EQ(got.init_command, command);
+  EXPECT_EQ(got.processes_limit, required_.processes_limit);
+  EXPECT_EQ(got.open_files_limit, required_.open_files_limit);
+  EXPECT_EQ(got.file_size_limit_bytes, required_.file_size_limit_bytes);
+  EXPECT_TRUE(got.core_dumps_disabled);
   EXPECT_TRUE(got.host_namespaces.empty());
   EXPECT_TRUE(got.host_mounts.empty());
   EXPECT_TRUE(got.devices.empty());
@@ -232,6 +240,27 @@ TEST_F(PodTest, TheStoredPodReadsBackAsWhatWasSentWhereAFieldCarriesIt) {
     EXPECT_EQ(got.tmpfs[i].size_bytes, required_.tmpfs[i].size_bytes);
   }
   EXPECT_THAT(podDeviations(p, settings_, spec()), ::testing::IsEmpty());
+}
+
+TEST(LauncherLimitsTest, TheLastRlimitsFlagReadsBackAndAMalformedOneReadsAsNone) {
+  const LauncherLimits read = launcherLimits(
+      {"python3", "--rlimits", "nproc=1", "--rlimits", "nproc=7,nofile=8,fsize=9,core=0"});
+  EXPECT_EQ(read.processes, 7);
+  EXPECT_EQ(read.open_files, 8);
+  EXPECT_EQ(read.file_size_bytes, 9);
+  EXPECT_TRUE(read.core_dumps_disabled);
+  EXPECT_FALSE(launcherLimits({"python3", "--rlimits", "core=1"}).core_dumps_disabled);
+  for (const std::vector<std::string>& weak :
+       std::vector<std::vector<std::string>>{{"python3"},
+                                             {"python3", "--rlimits"},
+                                             {"python3", "--rlimits", "nproc=-1"},
+                                             {"python3", "--rlimits", "nproc=7,stack=1"},
+                                             {"python3", "--rlimits", "nproc=7,"},
+                                             {"python3", "--rlimits", "nproc=7,nproc=1"}}) {
+    const LauncherLimits none = launcherLimits(weak);
+    EXPECT_EQ(none.processes, 0) << weak.back();
+    EXPECT_FALSE(none.core_dumps_disabled) << weak.back();
+  }
 }
 
 TEST_F(PodTest, WithoutTheDenyAllPolicyThePodHasANetwork) {
@@ -248,6 +277,8 @@ TEST_F(PodTest, TheCoreRefusesThePodForTheControlsNoFieldCarries) {
   }
   EXPECT_THAT(violations, HasSubstr("noexec"));
   EXPECT_THAT(violations, HasSubstr("pids"));
+  EXPECT_THAT(violations, Not(HasSubstr("processes_limit")));  // the launcher's, read back
+  EXPECT_THAT(violations, Not(HasSubstr("open_files_limit")));
   const std::vector<std::string> missing = inexpressible(required_);
   std::string named;
   for (const std::string& sentence : missing) {
@@ -255,13 +286,11 @@ TEST_F(PodTest, TheCoreRefusesThePodForTheControlsNoFieldCarries) {
   }
   EXPECT_THAT(named, HasSubstr("noexec"));
   EXPECT_THAT(named, HasSubstr("podPidsLimit"));
-  EXPECT_THAT(named, HasSubstr("RLIMIT_NPROC"));
+  EXPECT_THAT(named, Not(HasSubstr("rlimit")));
   EXPECT_THAT(named, HasSubstr("procMount"));
   backend::Posture carried = required_;
   carried.tmpfs.clear();
-  carried.pids_limit = carried.processes_limit = carried.open_files_limit = 0;
-  carried.file_size_limit_bytes = 0;
-  carried.core_dumps_disabled = false;
+  carried.pids_limit = 0;
   carried.masked_paths.clear();
   carried.readonly_paths.clear();
   EXPECT_THAT(inexpressible(carried), ::testing::ElementsAre(HasSubstr("termination log")));
@@ -361,6 +390,12 @@ TEST_F(PodTest, EveryWeakenedFieldOfTheStoredPodIsSeen) {
        }},
       {"command changed",
        [&](const ObjectPtr& p) { container(p)->set("command", json::arrayOf({"/bin/sh"})); }},
+      {"rlimits raised",
+       [&](const ObjectPtr& p) {
+         std::vector<std::string> command = json::strings(container(p)->getArray("command"));
+         command.back() = "nproc=99999";
+         container(p)->set("command", json::arrayOf(command));
+       }},
       {"env added",
        [&](const ObjectPtr& p) {
          ObjectPtr secret = json::newObject();
