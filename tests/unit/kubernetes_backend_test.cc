@@ -12,6 +12,7 @@
 #include "mocks/recording_sink.h"
 #include "mocks/test_logs.h"
 #include "policy/files.h"
+#include "runs/leftover_sweep.h"
 #include "support/eventually.h"
 #include "support/kube_api_double.h"
 #include "support/temp_file.h"
@@ -273,6 +274,29 @@ TEST_F(KubernetesBackendTest, LeftoversAreListedByLabelAndCapacityComesFromTheNo
   EXPECT_EQ(capacity.capacity.cores, 4);
   EXPECT_TRUE(backend->remove(id).ok());
   EXPECT_TRUE(backend->list(backend::kManagedLabel).sandboxes.empty());
+}
+
+// The core's startup sweep over this backend, as a restarted server runs it: a backend that did
+// not create the Pods lists them by label and deletes the expired one, and leaves the live one.
+TEST_F(KubernetesBackendTest, TheStartupSweepOfARestartedServerDeletesOnlyExpiredPods) {
+  auto before = connected();
+  ASSERT_TRUE(before);
+  const auto now = std::chrono::system_clock::now();
+  const std::int64_t now_unix =
+      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  ASSERT_TRUE(before->create(core_.run("0a1b2c46", now_unix - 5)).status.ok());
+  const backend::CreateReply live = before->create(core_.run("0a1b2c47", now_unix + 600));
+  ASSERT_TRUE(live.status.ok());
+  before.reset();  // the server is gone; its Pods stay
+
+  std::string error;
+  auto after = connect(&error);
+  ASSERT_TRUE(after) << error;
+  const runs::SweepResult swept = runs::sweepLeftovers(*after, "a-new-instance", now);
+  EXPECT_EQ(swept.removed, 1u);
+  const backend::ListReply left = after->list(backend::kManagedLabel);
+  ASSERT_EQ(left.sandboxes.size(), 1u);
+  EXPECT_EQ(left.sandboxes[0].id, live.id);
 }
 
 }  // namespace
