@@ -160,6 +160,9 @@ KubernetesBackend::~KubernetesBackend() {
   {
     std::lock_guard lock(mu_);
     left.swap(sandboxes_);
+    for (auto& [id, sandbox] : left) {
+      sandbox->removed = true;  // its worker makes no more API calls
+    }
   }
   for (auto& [id, sandbox] : left) {
     if (sandbox->stream) {
@@ -193,7 +196,7 @@ Status KubernetesBackend::supports(const backend::Posture& posture) {
     return {};
   }
   return {Code::kUnsupported, "kubernetes: a Pod cannot carry these controls of the sandbox: " +
-                                  missing + " (docs/SECURITY.md, Kubernetes)"};
+                                  missing + " (docs/SECURITY.md, section 2b)"};
 }
 
 backend::CreateReply KubernetesBackend::create(const backend::SandboxSpec& spec) {
