@@ -19,8 +19,10 @@ arrives. When either passes, a thread of PID 1 kills every process and PID 1 exi
 does not protect its init from signals, so the program's interpreter is also confined before it
 starts (confine()): a seccomp filter refuses it ptrace, access to another process's memory,
 memfd_create, new user namespaces and every signal addressed to PID 1, for every process it
-starts. `--rlimits nproc=N,nofile=N,fsize=N,core=N` (for an engine that cannot set resource
-limits, such as a Kubernetes Pod) lowers PID 1's own limits first, before anything else runs.
+starts. For an engine that cannot set resource limits or show its /proc masking (a Kubernetes
+Pod), `--rlimits nproc=N,nofile=N,fsize=N,core=N` lowers PID 1's own limits, and `--masked` and
+`--readonly PATH,...` check that those paths are masked and read-only, first, before anything
+else runs; a path that is not ends the sandbox with 125.
 
 It runs the program as its child, as `python3 -I main.py` would run it, except that stdout is
 line-buffered and an uncaught exception is also reported over a pipe; that child interpreter is
@@ -990,32 +992,93 @@ def parse_rlimits(text):
     return limits
 
 
+def parse_paths(text):
+    """`/proc/keys,/sys/firmware`: absolute paths, comma-separated. None when malformed."""
+    paths = text.split(",")
+    if not all(p.startswith("/") and "\0" not in p for p in paths):
+        return None
+    return paths
+
+
+class Setup:
+    """What the command line asks of the launcher."""
+
+    def __init__(self):
+        self.deadline = None
+        self.warm = []
+        self.session = False
+        self.limits = {}
+        self.masked = []
+        self.readonly = []
+
+
 def parse_arguments(argv):
     """`--deadline SECONDS`: the sandbox ends at most this long after it started. `--warm
     MODULE,...`: the modules the program's interpreter imports while it waits for the code.
-    `--rlimits NAME=N,...`: resource limits to lower itself to before anything else, for an
-    engine that cannot set them (a Kubernetes Pod). `--session`: a session's sandbox. In any
-    order. Returns (deadline or None, [module, ...], session, {rlimit name: N})."""
-    deadline, warm, session, limits = None, [], False, {}
+    For an engine that cannot set or show them (a Kubernetes Pod): `--rlimits NAME=N,...`,
+    resource limits to lower itself to before anything else; `--masked PATH,...` and `--readonly
+    PATH,...`, paths to find masked and read-only before anything else. `--session`: a
+    session's sandbox. In any order. Returns a Setup."""
+    setup = Setup()
     rest = list(argv)
     while rest:
         flag = rest.pop(0)
         if flag == "--session":
-            session = True
+            setup.session = True
             continue
         if not rest:
             reject(f"setup: arguments {argv!r}: {flag!r} needs a value")
         value = rest.pop(0)
         if flag == "--deadline" and value.isdigit() and int(value) > 0:
-            deadline = int(value)
+            setup.deadline = int(value)
         elif flag == "--warm" and all(MODULE_NAME.fullmatch(m) for m in value.split(",")):
-            warm = value.split(",")
+            setup.warm = value.split(",")
         elif flag == "--rlimits" and parse_rlimits(value) is not None:
-            limits = parse_rlimits(value)
+            setup.limits = parse_rlimits(value)
+        elif flag == "--masked" and parse_paths(value) is not None:
+            setup.masked = parse_paths(value)
+        elif flag == "--readonly" and parse_paths(value) is not None:
+            setup.readonly = parse_paths(value)
         else:
             reject(f"setup: arguments {argv!r}: want --deadline SECONDS [--warm MODULE,...]"
-                   " [--rlimits NAME=N,...] [--session]")
-    return deadline, warm, session, limits
+                   " [--rlimits NAME=N,...] [--masked PATH,...] [--readonly PATH,...]"
+                   " [--session]")
+    return setup
+
+
+def check_masked(paths):
+    """Each path is masked, as runc masks one: absent, an empty directory (a tmpfs over it), or
+    a file that reads nothing (/dev/null over it). Anything else ends the sandbox (125) before
+    any code runs: the engine was asked to mask it and did not."""
+    for path in paths:
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                if os.listdir(path):
+                    reject(f"setup: {path} is not masked: the directory has entries")
+                continue
+            with open(path, "rb") as masked:
+                if masked.read(1):
+                    reject(f"setup: {path} is not masked: it reads")
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            reject(f"setup: {path} is not masked: {error}")
+
+
+def check_readonly(paths):
+    """Each path is absent or on a read-only mount. gVisor answers ENOSYS to statfs in its own
+    /proc (not the host's): there the check is that this uid cannot write it."""
+    for path in paths:
+        try:
+            if os.statvfs(path).f_flag & os.ST_RDONLY:
+                continue
+            reject(f"setup: {path} is not read-only")
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            if error.errno == errno.ENOSYS and not os.access(path, os.W_OK):
+                continue
+            reject(f"setup: {path} is not read-only: {error}")
 
 
 def lower_rlimits(limits):
@@ -1036,8 +1099,11 @@ def main():
     make_undumpable()
     ignore_signals()
     os.umask(0o022)
-    seconds, warm, session, limits = parse_arguments(sys.argv[1:])
-    lower_rlimits(limits)
+    setup = parse_arguments(sys.argv[1:])
+    lower_rlimits(setup.limits)
+    check_masked(setup.masked)
+    check_readonly(setup.readonly)
+    seconds, warm, session = setup.deadline, setup.warm, setup.session
     if session:
         os.chdir(WORKSPACE)
         session_main(seconds)

@@ -110,6 +110,9 @@ backend::Posture postureFromPod(const json::ObjectPtr& pod, const PodSettings& s
   p.open_files_limit = launcher.open_files;
   p.file_size_limit_bytes = launcher.file_size_bytes;
   p.core_dumps_disabled = launcher.core_dumps_disabled;
+  // And the paths the launcher finds masked and read-only before anything runs.
+  p.masked_paths = launcherPaths(p.init_command, "--masked");
+  p.readonly_paths = launcherPaths(p.init_command, "--readonly");
 
   std::map<std::string, ObjectPtr> volumes;
   for (const ObjectPtr& volume : objects(json::array(spec, "volumes"))) {

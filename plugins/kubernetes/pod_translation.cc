@@ -127,6 +127,14 @@ std::string unsupportedReason(const backend::SandboxSpec& spec, const PodSetting
   if (p.init_command != spec.command || spec.command.empty()) {
     return "the launcher must be the container's command (PID 1)";
   }
+  for (const auto* list : {&p.masked_paths, &p.readonly_paths}) {
+    for (const std::string& path : *list) {
+      if (path.empty() || path.front() != '/' || path.find(',') != std::string::npos) {
+        return "a masked or read-only path must be absolute and without a comma, got '" + path +
+               "'";
+      }
+    }
+  }
   if (!p.seccomp_profile.empty() && settings.seccomp_localhost.empty()) {
     return "a Pod cannot carry a seccomp profile's text: name the node path that holds the "
            "core's profile (seccomp-localhost)";
@@ -191,7 +199,41 @@ std::vector<std::string> containerCommand(const backend::SandboxSpec& spec) {
   if (!limits.empty()) {
     command.insert(command.end(), {"--rlimits", limits});
   }
+  const auto paths = [&](const char* flag, const std::vector<std::string>& list) {
+    std::string joined;
+    for (const std::string& path : list) {
+      joined += (joined.empty() ? "" : ",") + path;
+    }
+    if (!joined.empty()) {
+      command.insert(command.end(), {flag, joined});
+    }
+  };
+  paths("--masked", p.masked_paths);
+  paths("--readonly", p.readonly_paths);
   return command;
+}
+
+std::vector<std::string> launcherPaths(const std::vector<std::string>& command,
+                                       const std::string& flag) {
+  const auto found = std::find(command.rbegin(), command.rend(), flag);
+  if (found == command.rend() || found == command.rbegin()) {
+    return {};
+  }
+  // As the launcher's parse_paths() reads it: absolute paths, comma-separated.
+  std::vector<std::string> paths;
+  std::string_view rest = *(found - 1);
+  while (true) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view path = rest.substr(0, comma);
+    if (path.empty() || path.front() != '/' || path.find('\0') != std::string_view::npos) {
+      return {};
+    }
+    paths.emplace_back(path);
+    if (comma == std::string_view::npos) {
+      return paths;
+    }
+    rest.remove_prefix(comma + 1);
+  }
 }
 
 LauncherLimits launcherLimits(const std::vector<std::string>& command) {
@@ -364,11 +406,6 @@ std::vector<std::string> inexpressible(const backend::Posture& posture) {
   missing.push_back(
       "termination log: the kubelet mounts a writable file of the node's disk at "
       "/dev/termination-log in every container, and no field turns it off");
-  if (!posture.masked_paths.empty() || !posture.readonly_paths.empty()) {
-    missing.push_back(
-        "/proc: a Pod asks only for the runtime's default masking (procMount Default), and "
-        "the API server does not record which paths that masks");
-  }
   return missing;
 }
 

@@ -39,10 +39,17 @@ inline constexpr const char* kShmPath = "/dev/shm";
 std::string podName(const std::string& run_id);
 
 // The sandbox container's command: the launcher's argv as the spec says, then `--rlimits` with
-// the posture's resource limits (nproc, nofile, fsize, and core=0 when core dumps are off). No Pod
-// field sets a process's limits; the launcher, PID 1 from the core's read-only image, lowers its
-// own to these before anything else runs (docker/launcher.py), as runc applies an engine's.
+// the posture's resource limits (nproc, nofile, fsize, and core=0 when core dumps are off), and
+// `--masked` and `--readonly` with its masked and read-only paths. No Pod field sets a process's
+// limits, and the API does not show which paths the runtime masks: the launcher, PID 1 from the
+// core's read-only image, lowers its own limits to these and checks each path before anything
+// else runs, ending the sandbox when one is not masked or read-only (docker/launcher.py).
 std::vector<std::string> containerCommand(const backend::SandboxSpec& spec);
+
+// The paths a container command's last `flag` ("--masked", "--readonly") names; empty when it
+// names none, or its value is malformed.
+std::vector<std::string> launcherPaths(const std::vector<std::string>& command,
+                                       const std::string& flag);
 
 // The resource limits a container command's last `--rlimits` gives the launcher, as a posture
 // holds them (processes, open files, file size, core dumps off); the fields stay 0 (and false)
@@ -70,9 +77,9 @@ PodManifest podFor(const backend::SandboxSpec& spec, const PodSettings& settings
 
 // The controls of `posture` that no field of a Pod carries, one sentence each: what the core
 // asks for and why Kubernetes cannot say it (a tmpfs's noexec, nosuid, nodev, inode cap, mode
-// and owner; the per-sandbox pids limit; the masked and read-only /proc paths), and what every Pod
-// has that no sandbox should (the kubelet's writable termination log). Never empty. The resource
-// limits are not among them: containerCommand() carries them.
+// and owner; the per-sandbox pids limit), and what every Pod has that no sandbox should (the
+// kubelet's writable termination log). Never empty. The resource limits and the masked and
+// read-only paths are not among them: containerCommand() carries them to the launcher.
 std::vector<std::string> inexpressible(const backend::Posture& posture);
 
 }  // namespace scs::kubernetes

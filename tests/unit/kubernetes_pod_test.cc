@@ -222,7 +222,15 @@ TEST_F(PodTest, TheStoredPodReadsBackAsWhatWasSentWhereAFieldCarriesIt) {
   // The launcher's argv, then the resource limits it lowers itself to (none is a Pod field).
   std::vector<std::string> command = spec().command;
   command.insert(command.end(), {"--rlimits", "nproc=256,nofile=1024,fsize=268435456,core=0"});
+  command.insert(command.end(),
+                 {"--masked",
+                  "/proc/acpi,/proc/asound,/proc/interrupts,/proc/kcore,/proc/keys,"
+                  "/proc/latency_stats,/proc/sched_debug,/proc/scsi,/proc/timer_list,"
+                  "/proc/timer_stats,/sys/devices/virtual/powercap,/sys/firmware",
+                  "--readonly", "/proc/bus,/proc/fs,/proc/irq,/proc/sys,/proc/sysrq-trigger"});
   EXPECT_EQ(got.init_command, command);
+  EXPECT_EQ(got.masked_paths, required_.masked_paths);
+  EXPECT_EQ(got.readonly_paths, required_.readonly_paths);
   EXPECT_EQ(got.processes_limit, required_.processes_limit);
   EXPECT_EQ(got.open_files_limit, required_.open_files_limit);
   EXPECT_EQ(got.file_size_limit_bytes, required_.file_size_limit_bytes);
@@ -263,6 +271,15 @@ TEST(LauncherLimitsTest, TheLastRlimitsFlagReadsBackAndAMalformedOneReadsAsNone)
   }
 }
 
+TEST(LauncherPathsTest, TheLastFlagsPathsReadBackAndMalformedOnesReadAsNone) {
+  EXPECT_EQ(launcherPaths({"python3", "--masked", "/a", "--masked", "/b,/c"}, "--masked"),
+            (std::vector<std::string>{"/b", "/c"}));
+  EXPECT_TRUE(launcherPaths({"python3", "--masked", "/b"}, "--readonly").empty());
+  for (const char* weak : {"", "b", "/b,", "/b,c", ","}) {
+    EXPECT_TRUE(launcherPaths({"python3", "--masked", weak}, "--masked").empty()) << weak;
+  }
+}
+
 TEST_F(PodTest, WithoutTheDenyAllPolicyThePodHasANetwork) {
   EXPECT_FALSE(postureFromPod(stored(pod()), settings_, false).network_disabled);
 }
@@ -279,6 +296,8 @@ TEST_F(PodTest, TheCoreRefusesThePodForTheControlsNoFieldCarries) {
   EXPECT_THAT(violations, HasSubstr("pids"));
   EXPECT_THAT(violations, Not(HasSubstr("processes_limit")));  // the launcher's, read back
   EXPECT_THAT(violations, Not(HasSubstr("open_files_limit")));
+  EXPECT_THAT(violations, Not(HasSubstr("masked_paths")));
+  EXPECT_THAT(violations, Not(HasSubstr("readonly_paths")));
   const std::vector<std::string> missing = inexpressible(required_);
   std::string named;
   for (const std::string& sentence : missing) {
@@ -287,12 +306,10 @@ TEST_F(PodTest, TheCoreRefusesThePodForTheControlsNoFieldCarries) {
   EXPECT_THAT(named, HasSubstr("noexec"));
   EXPECT_THAT(named, HasSubstr("podPidsLimit"));
   EXPECT_THAT(named, Not(HasSubstr("rlimit")));
-  EXPECT_THAT(named, HasSubstr("procMount"));
+  EXPECT_THAT(named, Not(HasSubstr("/proc")));
   backend::Posture carried = required_;
   carried.tmpfs.clear();
   carried.pids_limit = 0;
-  carried.masked_paths.clear();
-  carried.readonly_paths.clear();
   EXPECT_THAT(inexpressible(carried), ::testing::ElementsAre(HasSubstr("termination log")));
 }
 
@@ -390,6 +407,12 @@ TEST_F(PodTest, EveryWeakenedFieldOfTheStoredPodIsSeen) {
        }},
       {"command changed",
        [&](const ObjectPtr& p) { container(p)->set("command", json::arrayOf({"/bin/sh"})); }},
+      {"a masked path dropped",
+       [&](const ObjectPtr& p) {
+         std::vector<std::string> command = json::strings(container(p)->getArray("command"));
+         command[command.size() - 3] = "/proc/acpi";
+         container(p)->set("command", json::arrayOf(command));
+       }},
       {"rlimits raised",
        [&](const ObjectPtr& p) {
          std::vector<std::string> command = json::strings(container(p)->getArray("command"));
