@@ -192,4 +192,77 @@ ApiReply KubeClient::call(const std::string& method, const std::string& path_and
   return reply;
 }
 
+KubeClient::WatchReply KubeClient::watch(
+    const std::string& path_and_query,
+    const std::function<bool(const json::ObjectPtr& event)>& on_event) const {
+  WatchReply reply;
+  if (!error_.empty()) {
+    reply.status = {Code::kInternal, "kubernetes: " + error_};
+    return reply;
+  }
+  try {
+    const std::unique_ptr<Poco::Net::HTTPSClientSession> connection = session();
+    Poco::Net::HTTPRequest request("GET", path_and_query, Poco::Net::HTTPMessage::HTTP_1_1);
+    request.set("Accept", "application/json");
+    authorize(request);
+    connection->sendRequest(request);
+    Poco::Net::HTTPResponse response;
+    std::istream& in = connection->receiveResponse(response);
+    const int http_status = static_cast<int>(response.getStatus());
+    if (http_status != 200) {
+      std::string text;
+      char chunk[4096];
+      while (text.size() < kMaxAnswerBytes && (in.read(chunk, sizeof chunk) || in.gcount() > 0)) {
+        text.append(chunk, static_cast<std::size_t>(in.gcount()));
+      }
+      if (http_status == 410) {
+        reply.expired = true;
+        return reply;
+      }
+      reply.status = {codeOfHttpStatus(http_status),
+                      "kubernetes: watch " + Poco::URI(path_and_query).getPath() + ": " +
+                          std::to_string(http_status) + " " +
+                          statusMessage(json::parseObject(text), response.getReason())};
+      return reply;
+    }
+    // One event per line (the API server's JSON stream); a line is one object, never above the
+    // cap of any answer.
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.size() > kMaxAnswerBytes) {
+        reply.status = {Code::kInternal, "kubernetes: a watch event is over the answer cap"};
+        return reply;
+      }
+      if (line.empty()) {
+        continue;
+      }
+      const json::ObjectPtr event = json::parseObject(line);
+      if (!event) {
+        reply.status = {Code::kInternal,
+                        "kubernetes: the API server sent a watch event that is "
+                        "not a JSON object"};
+        return reply;
+      }
+      if (json::string(event, "type") == std::string("ERROR")) {
+        const json::ObjectPtr status = json::object(event, "object");
+        reply.expired = json::integer(status, "code") == 410;
+        if (!reply.expired) {
+          reply.status = {Code::kUnavailable,
+                          "kubernetes: the watch ended in error: " + statusMessage(status, "")};
+        }
+        return reply;
+      }
+      if (!on_event(event)) {
+        return reply;  // the caller has what it waited for; the connection closes here
+      }
+    }
+  } catch (const Poco::TimeoutException&) {
+    reply.status = {Code::kTimeout, "kubernetes: the API server's watch went silent"};
+  } catch (const Poco::Exception& error) {
+    reply.status = {Code::kUnavailable,
+                    "kubernetes: the API server cannot be reached: " + error.displayText()};
+  }
+  return reply;
+}
+
 }  // namespace scs::kubernetes

@@ -6,6 +6,7 @@
 #include <scs/backend/backend.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -43,6 +44,18 @@ class KubeClient {
   // when it sent one.
   ApiReply call(const std::string& method, const std::string& path_and_query,
                 const json::ObjectPtr& body = nullptr) const;
+
+  // A watch (GET `path_and_query`, which asks for watch=1): each event the API server streams
+  // ({"type": ADDED|MODIFIED|DELETED, "object": ...}) goes to `on_event` as it arrives, until the
+  // server ends the watch (its timeoutSeconds) or `on_event` returns false. `expired` when the
+  // server answered that the resourceVersion asked for is too old (410, as an ERROR event or the
+  // answer's status): the caller reads the object again and watches from there.
+  struct WatchReply {
+    backend::Status status;
+    bool expired = false;
+  };
+  WatchReply watch(const std::string& path_and_query,
+                   const std::function<bool(const json::ObjectPtr& event)>& on_event) const;
 
   // For a request the caller makes itself (the upgrade to attach's WebSocket): a new session to
   // the API server with the client's TLS context and timeout (null when error() is set), and

@@ -14,12 +14,6 @@ namespace {
 using backend::Code;
 using backend::Status;
 
-constexpr auto kPollInterval = std::chrono::milliseconds(100);
-// How long the Pod's status may lag behind the end of its output before the exit is taken as
-// lost: the kubelet reports a container's end within its sync period (about 10 s).
-constexpr auto kExitPatience = std::chrono::seconds(30);
-constexpr auto kBrokenPatience = std::chrono::seconds(5);
-
 std::optional<std::int64_t> wholeNumber(const std::string& text, std::int64_t min,
                                         std::int64_t max) {
   std::int64_t value = 0;
@@ -256,34 +250,20 @@ bool KubernetesBackend::removed(const Sandbox& sandbox) {
 }
 
 Status KubernetesBackend::awaitRunning(const std::string& id, const Sandbox& sandbox) {
-  const auto deadline = std::chrono::steady_clock::now() + options_.start_timeout;
-  Status last;
-  while (!removed(sandbox)) {
-    const PodApi::State state = pods_.stateNow(id);
-    if (state.running) {
-      return {};
-    }
-    if (state.exit.exited) {
-      return {Code::kUnavailable,
-              state.exit.engine_error.empty()
-                  ? "kubernetes: the Pod " + id + " ended before it was attached"
-                  : state.exit.engine_error};
-    }
-    // A slow or busy API server is waited out within the start's own time; an answer that the
-    // Pod is gone or may not be read is final.
-    if (!state.status.ok() && state.status.code != Code::kTimeout &&
-        state.status.code != Code::kUnavailable) {
-      return state.status;
-    }
-    last = state.status;
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return {Code::kTimeout, "kubernetes: the Pod " + id + " did not run within " +
-                                  std::to_string(options_.start_timeout.count()) + " ms" +
-                                  (last.ok() ? "" : " (" + last.message + ")")};
-    }
-    std::this_thread::sleep_for(kPollInterval);
+  const PodApi::State state = pods_.awaitState(
+      id, [](const PodApi::State& s) { return s.running || s.exit.exited; },
+      std::chrono::steady_clock::now() + options_.start_timeout, [&] { return removed(sandbox); });
+  if (state.status.code == Code::kTimeout) {
+    return {Code::kTimeout, "kubernetes: the Pod " + id + " did not run within " +
+                                std::to_string(options_.start_timeout.count()) + " ms (" +
+                                state.status.message + ")"};
   }
-  return notFound(id);
+  if (!state.status.ok() || state.running) {
+    return state.status;
+  }
+  return {Code::kUnavailable, state.exit.engine_error.empty()
+                                  ? "kubernetes: the Pod " + id + " ended before it was attached"
+                                  : state.exit.engine_error};
 }
 
 Status KubernetesBackend::start(const std::string& id, backend::OutputSink* sink) {
@@ -347,45 +327,44 @@ void KubernetesBackend::pump(const std::string& id, std::shared_ptr<Sandbox> san
 
 backend::Exit KubernetesBackend::exitAfterOutput(const std::string& id, const Sandbox& sandbox,
                                                  const AttachEnd& end) {
-  // The container's end reaches its status within the kubelet's sync (about 10 s); an attach
-  // that broke is given less, since the container may run on unseen.
-  const auto deadline =
-      std::chrono::steady_clock::now() + (end.broke ? kBrokenPatience : kExitPatience);
-  const auto killed = [&] {
-    std::lock_guard lock(mu_);
-    return sandbox.killed;
-  };
+  const PodApi::State state = pods_.awaitState(
+      id, [](const PodApi::State& s) { return s.exit.exited; },
+      std::chrono::steady_clock::now() +
+          (end.broke ? options_.broken_attach_patience : options_.exit_patience),
+      [&] { return removed(sandbox); });
   backend::Exit exit;
   exit.exited = true;
-  while (!removed(sandbox)) {  // once removed, no one reads the exit, and remove() deletes
-    const PodApi::State state = pods_.stateNow(id);
-    if (state.status.code == Code::kNotFound) {  // deleted, and its record with it
-      exit.killed_outside = !killed();
-      if (exit.killed_outside) {
-        exit.engine_error = "kubernetes: the Pod " + id + " was deleted while it ran";
-      }
-      return exit;
+  bool killed = false;
+  {
+    std::lock_guard lock(mu_);
+    if (sandbox.removed) {
+      return exit;  // no one reads it, and remove() deletes the Pod
     }
-    if (state.status.ok() && state.exit.exited) {
-      exit = state.exit;
-      if (killed()) {
-        exit.killed_outside = false;  // the deletion was this backend's
-      }
-      if (end.broke && exit.engine_error.empty()) {
-        exit.engine_error = "kubernetes: the attach connection to " + id +
-                            " broke before the end of its output, which may be cut";
-      }
-      return exit;
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      exit.engine_error =
-          end.broke ? "kubernetes: the attach connection to " + id + " broke: its output may be cut"
-                    : "kubernetes: the Pod " + id + "'s output ended but its status never said how";
-      pods_.kill(id);  // it may run on: never leave it running unseen
-      return exit;
-    }
-    std::this_thread::sleep_for(kPollInterval);
+    killed = sandbox.killed;
   }
+  if (state.status.code == Code::kNotFound) {  // deleted, and its record with it
+    exit.killed_outside = !killed;
+    if (exit.killed_outside) {
+      exit.engine_error = "kubernetes: the Pod " + id + " was deleted while it ran";
+    }
+    return exit;
+  }
+  if (state.status.ok()) {
+    exit = state.exit;
+    if (killed) {
+      exit.killed_outside = false;  // the deletion was this backend's
+    }
+    if (end.broke && exit.engine_error.empty()) {
+      exit.engine_error = "kubernetes: the attach connection to " + id +
+                          " broke before the end of its output, which may be cut";
+    }
+    return exit;
+  }
+  exit.engine_error =
+      end.broke ? "kubernetes: the attach connection to " + id + " broke: its output may be cut"
+                : "kubernetes: the Pod " + id + "'s output ended but its status never said how (" +
+                      state.status.message + ")";
+  pods_.kill(id);  // it may run on: never leave it running unseen
   return exit;
 }
 

@@ -32,6 +32,11 @@ struct Options {
   std::string seccomp_localhost_file;            // a file here with the text the nodes hold there
   std::chrono::milliseconds api_timeout{10000};  // one API request
   std::chrono::milliseconds start_timeout{120000};  // a Pod's scheduling, pull and start
+  // How long the Pod's status may take to show how the container ended once its output has:
+  // the kubelet reports within its sync (about 10 s); after an attach that broke, less, since
+  // the container may run on unseen (then it is deleted). Not options: tests shorten them.
+  std::chrono::milliseconds exit_patience{30000};
+  std::chrono::milliseconds broken_attach_patience{5000};
   // Where in-cluster credentials are (the service account's mount); for tests.
   std::string service_account_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
 };

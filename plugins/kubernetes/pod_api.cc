@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <optional>
+#include <thread>
 
 #include "api_reading.h"
 #include "pod_readback.h"
@@ -19,6 +21,14 @@ std::string joined(const std::vector<std::string>& sentences) {
     out += (out.empty() ? "" : "; ") + sentence;
   }
   return out;
+}
+
+// One watch's timeoutSeconds: kWatchSeconds, or less when the wait ends sooner, and at least
+// the 1 s the API takes.
+int watchSeconds(std::chrono::steady_clock::time_point deadline) {
+  const auto left =
+      std::chrono::ceil<std::chrono::seconds>(deadline - std::chrono::steady_clock::now());
+  return static_cast<int>(std::clamp<std::int64_t>(left.count(), 1, kWatchSeconds));
 }
 
 Labels labelsOf(const json::ObjectPtr& pod) {
@@ -132,9 +142,107 @@ PodApi::State PodApi::stateNow(const std::string& id) const {
     result.status = pod.status;
     return result;
   }
-  result.exit = exitOf(pod.body, kSandboxContainer);
-  result.running = !result.exit.exited && containerRunning(pod.body, kSandboxContainer);
+  return stateOf(pod.body);
+}
+
+PodApi::State PodApi::stateOf(const json::ObjectPtr& pod) {
+  State result;
+  result.exit = exitOf(pod, kSandboxContainer);
+  result.running = !result.exit.exited && containerRunning(pod, kSandboxContainer);
+  result.resource_version =
+      json::string(json::object(pod, "metadata"), "resourceVersion").value_or("");
   return result;
+}
+
+PodApi::State PodApi::awaitState(const std::string& id,
+                                 const std::function<bool(const State&)>& done,
+                                 std::chrono::steady_clock::time_point deadline,
+                                 const std::function<bool()>& cancelled) const {
+  const auto transient = [](const backend::Status& status) {
+    return status.code == Code::kTimeout || status.code == Code::kUnavailable;
+  };
+  const auto gone = [&] {
+    State state;
+    state.status = {Code::kNotFound, "kubernetes: the Pod " + id + " is gone"};
+    return state;
+  };
+  std::string name;
+  Poco::URI::encode("metadata.name=" + id, "=&,!/+ ", name);
+  backend::Status last;
+  const std::string pods = "/api/v1/namespaces/" + settings_.namespace_name + "/pods";
+  while (!cancelled()) {
+    // A list of the one Pod, as an informer reads: its resourceVersion is the collection's, from
+    // which a watch is valid even when the Pod itself has not changed for long.
+    State state;
+    std::string version;
+    const ApiReply listed = client_.call("GET", pods + "?fieldSelector=" + name);
+    state.status = listed.status;
+    if (listed.status.ok()) {
+      const std::vector<json::ObjectPtr> items = json::objects(json::array(listed.body, "items"));
+      if (items.empty()) {
+        return gone();
+      }
+      state = stateOf(items.front());
+      version = json::string(json::object(listed.body, "metadata"), "resourceVersion").value_or("");
+    }
+    if (state.status.ok()) {
+      if (done(state)) {
+        return state;
+      }
+      // From the version read, the watch gives every change after it, then ends.
+      std::optional<State> reached;
+      bool deleted = false;
+      while (!reached && !deleted && !cancelled() && std::chrono::steady_clock::now() < deadline) {
+        const KubeClient::WatchReply watched = client_.watch(
+            pods + "?fieldSelector=" + name +
+                "&watch=1&allowWatchBookmarks=false&resourceVersion=" + version +
+                "&timeoutSeconds=" + std::to_string(watchSeconds(deadline)),
+            [&](const json::ObjectPtr& event) {
+              const json::ObjectPtr pod = json::object(event, "object");
+              if (json::string(event, "type") == std::string("DELETED")) {
+                deleted = true;
+                return false;
+              }
+              State seen = stateOf(pod);
+              version = seen.resource_version.empty() ? version : seen.resource_version;
+              if (done(seen)) {
+                reached = seen;
+                return false;
+              }
+              return true;
+            });
+        if (watched.expired || !watched.status.ok()) {
+          last = watched.status;
+          if (!watched.expired && !transient(watched.status)) {
+            state.status = watched.status;
+            return state;
+          }
+          break;  // read the Pod again, and watch from there
+        }
+      }
+      if (reached) {
+        return *reached;
+      }
+      if (deleted) {
+        return gone();
+      }
+    } else if (!transient(state.status)) {
+      return state;
+    } else {
+      last = state.status;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      State timed_out;
+      timed_out.status = {Code::kTimeout, "kubernetes: the Pod " + id +
+                                              " did not reach the state waited for in time" +
+                                              (last.ok() ? "" : " (" + last.message + ")")};
+      return timed_out;
+    }
+    if (!last.ok()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the API server is busy
+    }
+  }
+  return gone();
 }
 
 std::string PodApi::attachPath(const std::string& id) const {

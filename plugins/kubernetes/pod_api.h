@@ -2,7 +2,9 @@
 
 #include <scs/backend/backend.h>
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -19,6 +21,10 @@ namespace scs::kubernetes {
 // Added to a sandbox's deadline label for the Pod's activeDeadlineSeconds: the kubelet's end of
 // a Pod is the backstop, the core's own timer ends the run first.
 inline constexpr std::int64_t kDeadlineGraceSeconds = 30;
+
+// How long one watch of a Pod lasts before the API server ends it (timeoutSeconds), and so how
+// often a wait sees that it was cancelled.
+inline constexpr int kWatchSeconds = 2;
 
 class PodApi {
  public:
@@ -49,8 +55,19 @@ class PodApi {
     backend::Status status;
     backend::Exit exit;
     bool running = false;
+    std::string resource_version;  // of the Pod as read
   };
   State stateNow(const std::string& id) const;
+
+  // Waits until `done(state)` holds for the Pod, from a list of that one Pod and then a watch
+  // from the list's resourceVersion, so no change between them is missed; a watch the API server
+  // expired (410 Gone) starts again from a list, and a slow or busy API server (kTimeout,
+  // kUnavailable) is waited out. Returns the state that satisfied `done`; kNotFound once the Pod is
+  // deleted; kTimeout at `deadline`; kNotFound too once `cancelled()` (checked at least every
+  // kWatchSeconds). Any other failure ends it with that status.
+  State awaitState(const std::string& id, const std::function<bool(const State&)>& done,
+                   std::chrono::steady_clock::time_point deadline,
+                   const std::function<bool()>& cancelled) const;
 
   // The path of the sandbox container's attach, with stdin, stdout and stderr.
   std::string attachPath(const std::string& id) const;
@@ -69,6 +86,7 @@ class PodApi {
 
  private:
   std::string podPath(const std::string& id) const;
+  static State stateOf(const json::ObjectPtr& pod);
   backend::Status deletePod(const std::string& id) const;
   // GET of the namespace's NetworkPolicyList.
   ApiReply policies() const;

@@ -15,7 +15,9 @@
 #include <condition_variable>
 #include <deque>
 #include <iterator>
+#include <optional>
 #include <sstream>
+#include <thread>
 
 #include "fake_backend.h"
 #include "json_access.h"
@@ -210,9 +212,97 @@ struct Container {
 }  // namespace
 
 struct KubeApiDouble::State {
+  using Key = std::pair<std::string, std::string>;  // (namespace, name)
+
+  // One change of a Pod, as a watch reports it.
+  struct Event {
+    std::uint64_t version = 0;
+    Key key;
+    std::string type;  // ADDED, MODIFIED, DELETED
+    std::string object;
+  };
+  static constexpr std::size_t kEventsKept = 256;
+
+  State() : kubelet([this] { runKubelet(); }) {}
+
   ~State() {
+    {
+      std::lock_guard lock(mutex);
+      stopping = true;
+    }
+    changed.notify_all();
+    kubelet.join();
     for (auto& [key, container] : containers) {
       container->output.close();  // no program of the engine waits to write as it ends
+    }
+  }
+
+  // A change to the Pod at `key`: a new resourceVersion, and an event for watches. Requires
+  // mutex.
+  void record(const Key& key, const std::string& type, const Object::Ptr& pod) {
+    pod->getObject("metadata")->set("resourceVersion", std::to_string(++version));
+    events.push_back({version, key, type, text(pod)});
+    if (events.size() > kEventsKept) {
+      events.pop_front();
+      oldest_watchable = events.front().version - 1;
+    }
+    changed.notify_all();
+  }
+
+  static Object::Ptr containerState(const std::string& state, const std::string& reason,
+                                    std::optional<int> exit_code = std::nullopt) {
+    Object::Ptr detail = new Object;
+    if (!reason.empty()) {
+      detail->set("reason", reason);
+    }
+    if (exit_code) {
+      detail->set("exitCode", *exit_code);
+    }
+    if (state != "waiting") {
+      detail->set("startedAt", "2026-12-01T00:00:00Z");
+    }
+    Object::Ptr wrapper = new Object;
+    wrapper->set(state, detail);
+    return wrapper;
+  }
+
+  // The kubelet, on its own time: a Pending Pod runs (unless held), and a running one whose
+  // container ended (the fake's exit) is recorded as terminated, with the phase that follows.
+  void runKubelet() {
+    std::unique_lock lock(mutex);
+    while (!stopping) {
+      for (auto& [key, pod] : pods) {
+        advance(key, pod);
+      }
+      changed.wait_for(lock, std::chrono::milliseconds(10));
+    }
+  }
+
+  void advance(const Key& key, const Object::Ptr& pod) {
+    Object::Ptr status = pod->getObject("status");
+    const auto live = containers.find(key);
+    if (live == containers.end() || !status) {
+      return;
+    }
+    const Array::Ptr records = status->getArray("containerStatuses");
+    Object::Ptr record = records && records->size() > 0 ? records->getObject(0) : nullptr;
+    const std::string phase = status->getValue<std::string>("phase");
+    if (phase == "Pending" && !hold_pending) {
+      status->set("phase", "Running");
+      record->set("state", containerState("running", ""));
+      record->set("ready", true);
+      this->record(key, "MODIFIED", pod);
+    } else if (phase == "Running" && live->second->output.isEnded()) {
+      const backend::Exit exit = engine.wait(live->second->id, {}).exit;
+      const int code = exit.exit_code.value_or(137);
+      status->set("phase", code == 0 ? "Succeeded" : "Failed");
+      record->set("state", containerState("terminated",
+                                          exit.oom_killed ? "OOMKilled"
+                                          : code == 0     ? "Completed"
+                                                          : "Error",
+                                          code));
+      record->set("ready", false);
+      this->record(key, "MODIFIED", pod);
     }
   }
 
@@ -232,6 +322,11 @@ struct KubeApiDouble::State {
   int failures = 0;
   int failure_status = 500;
   std::vector<std::string> requests;
+  std::deque<Event> events;            // the last kEventsKept changes, oldest first
+  std::uint64_t oldest_watchable = 0;  // a watch from an older version is told 410 Gone
+  std::condition_variable changed;
+  bool stopping = false;
+  std::thread kubelet;  // last: started once everything above exists
 };
 
 class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
@@ -242,6 +337,10 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
                      Poco::Net::HTTPServerResponse& response) override {
     if (Poco::icompare(request.get("Upgrade", ""), "websocket") == 0) {
       attach(request, response);
+      return;
+    }
+    if (request.getMethod() == "GET" && isWatch(Poco::URI(request.getURI()))) {
+      watch(request, response);
       return;
     }
     const std::string body((std::istreambuf_iterator<char>(request.stream())),
@@ -293,15 +392,18 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
       }
       if (path.size() == 5 && method == "GET") {
         std::string selector;
+        std::string name;
         for (const auto& [key, value] : uri.getQueryParameters()) {
           if (key == "labelSelector") {
             selector = value;
+          } else if (key == "fieldSelector" && value.rfind("metadata.name=", 0) == 0) {
+            name = value.substr(14);
           }
         }
         std::vector<Object::Ptr> items;
         for (const auto& [where, pod] : state_.pods) {
-          if (where.first == ns && matches(selector, labelsOf(pod))) {
-            refresh(where);
+          if (where.first == ns && (name.empty() || where.second == name) &&
+              matches(selector, labelsOf(pod))) {
             items.push_back(pod);
           }
         }
@@ -315,13 +417,12 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
         }
         const Object::Ptr pod = it->second;
         if (method == "GET") {
-          refresh(it->first);
           return pod;
         }
         if (method == "DELETE") {
           const auto key = it->first;
+          state_.record(key, "DELETED", pod);
           state_.pods.erase(it);
-          ++state_.version;
           if (const auto container = state_.containers.find(key);
               container != state_.containers.end()) {
             deleted_.push_back(container->second);  // its program ends once the lock is free
@@ -377,14 +478,13 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
       container->set("terminationMessagePath", "/dev/termination-log");
       Object::Ptr record = new Object;
       record->set("name", container->get("name"));
-      record->set("state", containerState("waiting", "ContainerCreating"));
+      record->set("state", State::containerState("waiting", "ContainerCreating"));
       record->set("ready", false);
       statuses->add(record);
     }
     pod->getObject("metadata")->set("namespace", ns);
     pod->getObject("metadata")
         ->set("uid", "00000000-0000-4000-8000-" + std::to_string(100000000000 + ++state_.uids));
-    pod->getObject("metadata")->set("resourceVersion", std::to_string(++state_.version));
     spec->set("nodeName",
               state_.nodes.empty()
                   ? "node-1"
@@ -394,26 +494,10 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
     pod_status->set("containerStatuses", statuses);
     pod->set("status", pod_status);
     state_.pods[{ns, name}] = pod;
+    state_.record({ns, name}, "ADDED", pod);
     startContainer({ns, name}, stored_containers->getObject(0));
     *code = 201;
     return copy(pod);
-  }
-
-  static Object::Ptr containerState(const std::string& state, const std::string& reason,
-                                    std::optional<int> exit_code = std::nullopt) {
-    Object::Ptr detail = new Object;
-    if (!reason.empty()) {
-      detail->set("reason", reason);
-    }
-    if (exit_code) {
-      detail->set("exitCode", *exit_code);
-    }
-    if (state != "waiting") {
-      detail->set("startedAt", "2026-12-01T00:00:00Z");
-    }
-    Object::Ptr wrapper = new Object;
-    wrapper->set(state, detail);
-    return wrapper;
   }
 
   // The Pod's first container runs in the fake engine, started at once: its launcher idles on
@@ -433,36 +517,20 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
     state_.containers[key] = live;
   }
 
-  // The kubelet's view, as a GET sees it: a Pod runs once it has been read as Pending, and its
-  // container's end (the fake's exit) is recorded as terminated, with the phase that follows.
-  void refresh(const std::pair<std::string, std::string>& key) {
-    Object::Ptr pod = state_.pods.at(key);
-    Object::Ptr status = pod->getObject("status");
-    const auto live = state_.containers.find(key);
-    if (live == state_.containers.end() || !status) {
-      return;
+  static bool isWatch(const Poco::URI& uri) {
+    for (const auto& [key, value] : uri.getQueryParameters()) {
+      if (key == "watch" && (value == "1" || value == "true")) {
+        return true;
+      }
     }
-    const Array::Ptr records = status->getArray("containerStatuses");
-    Object::Ptr record = records && records->size() > 0 ? records->getObject(0) : nullptr;
-    const std::string phase = status->getValue<std::string>("phase");
-    if (phase == "Pending" && !state_.hold_pending) {
-      status->set("phase", "Running");
-      record->set("state", containerState("running", ""));
-      record->set("ready", true);
-      ++state_.version;
-    } else if (phase == "Running" && live->second->output.isEnded()) {
-      const backend::Exit exit = state_.engine.wait(live->second->id, {}).exit;
-      const int code = exit.exit_code.value_or(137);
-      status->set("phase", code == 0 ? "Succeeded" : "Failed");
-      record->set("state", containerState("terminated",
-                                          exit.oom_killed ? "OOMKilled"
-                                          : code == 0     ? "Completed"
-                                                          : "Error",
-                                          code));
-      record->set("ready", false);
-      ++state_.version;
-    }
+    return false;
   }
+
+  // GET /api/v1/namespaces/{ns}/pods?watch=1 with resourceVersion, fieldSelector
+  // (metadata.name=NAME), labelSelector and timeoutSeconds: every change of a matching Pod after
+  // that version, one JSON event per line as it happens, until timeoutSeconds; a version older
+  // than the changes kept is told 410 Gone (an ERROR event), as the API server tells it.
+  void watch(Poco::Net::HTTPServerRequest& request, Poco::Net::HTTPServerResponse& response);
 
   // GET .../pods/{name}/attach as a WebSocket on v5.channel.k8s.io: stdin to the container's
   // launcher (the whole bundle at the close of stdin; a session's frames one by one as they
@@ -504,6 +572,95 @@ std::vector<std::string> takeFrames(std::string& buffer) {
 }
 
 }  // namespace
+
+void KubeApiDouble::Handler::watch(Poco::Net::HTTPServerRequest& request,
+                                   Poco::Net::HTTPServerResponse& response) {
+  const Poco::URI uri(request.getURI());
+  std::vector<std::string> path;
+  uri.getPathSegments(path);
+  std::string version_text;
+  std::string name;
+  std::string selector;
+  int seconds = 30;
+  for (const auto& [key, value] : uri.getQueryParameters()) {
+    if (key == "resourceVersion") {
+      version_text = value;
+    } else if (key == "fieldSelector" && value.rfind("metadata.name=", 0) == 0) {
+      name = value.substr(14);
+    } else if (key == "labelSelector") {
+      selector = value;
+    } else if (key == "timeoutSeconds" && allDigits(value)) {
+      seconds = std::stoi(value);
+    }
+  }
+  const auto refuse = [&](int code, const Object::Ptr& answer) {
+    response.setStatusAndReason(static_cast<Poco::Net::HTTPResponse::HTTPStatus>(code));
+    response.setContentType("application/json");
+    response.send() << text(answer);
+  };
+  std::unique_lock lock(state_.mutex);
+  state_.requests.push_back("GET " + uri.getPathAndQuery());
+  if (state_.failures > 0) {
+    --state_.failures;
+    const int code = state_.failure_status;
+    lock.unlock();
+    refuse(code, status(code, "InternalError", "injected failure " + std::to_string(code)));
+    return;
+  }
+  if (request.get("Authorization", "") != "Bearer " + token_) {
+    lock.unlock();
+    refuse(401, status(401, "Unauthorized", "Unauthorized"));
+    return;
+  }
+  if (path.size() != 5 || path[0] != "api" || path[2] != "namespaces" || path[4] != "pods" ||
+      !allDigits(version_text)) {
+    lock.unlock();
+    refuse(400, status(400, "BadRequest", "this double watches pods from a resourceVersion"));
+    return;
+  }
+  const std::string ns = path[3];
+  std::uint64_t from = std::stoull(version_text);
+  response.setChunkedTransferEncoding(true);
+  response.setContentType("application/json");
+  const bool expired = from < state_.oldest_watchable;
+  lock.unlock();
+  std::ostream& out = response.send();
+  if (expired) {
+    out << R"({"type":"ERROR","object":)"
+        << text(status(410, "Expired", "too old resource version: " + version_text)) << "}\n";
+    return;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  lock.lock();
+  while (!state_.stopping && std::chrono::steady_clock::now() < deadline) {
+    std::vector<std::string> lines;
+    for (const State::Event& event : state_.events) {
+      if (event.version <= from || event.key.first != ns ||
+          (!name.empty() && event.key.second != name)) {
+        continue;
+      }
+      from = event.version;
+      const Object::Ptr object = parse(event.object);
+      if (!matches(selector, labelsOf(object))) {
+        continue;
+      }
+      lines.push_back(R"({"type":")" + event.type + R"(","object":)" + event.object + "}\n");
+    }
+    if (lines.empty()) {
+      state_.changed.wait_until(lock, deadline);
+      continue;
+    }
+    lock.unlock();
+    for (const std::string& line : lines) {
+      out << line;
+    }
+    out.flush();
+    if (!out) {
+      return;  // the client went away
+    }
+    lock.lock();
+  }
+}
 
 void KubeApiDouble::Handler::attach(Poco::Net::HTTPServerRequest& request,
                                     Poco::Net::HTTPServerResponse& response) {
@@ -663,6 +820,12 @@ void KubeApiDouble::setAdmission(std::function<void(Poco::JSON::Object::Ptr&)> a
 void KubeApiDouble::holdPending(bool hold) {
   std::lock_guard lock(state_->mutex);
   state_->hold_pending = hold;
+}
+
+void KubeApiDouble::expireWatchHistory() {
+  std::lock_guard lock(state_->mutex);
+  state_->events.clear();
+  state_->oldest_watchable = ++state_->version;  // other objects of the cluster changed too
 }
 
 void KubeApiDouble::dropNextAttach() {

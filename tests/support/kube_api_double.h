@@ -23,7 +23,11 @@ namespace scs::testing {
 //   POST   /api/v1/namespaces/{ns}/pods                             201, 409 when the name is
 //          taken, 400 when the body is not a Pod of this namespace, 422 without a container
 //   GET    /api/v1/namespaces/{ns}/pods/{name}                      200 or 404
-//   GET    /api/v1/namespaces/{ns}/pods?labelSelector=...           PodList (k=v, k!=v, k, !k)
+//   GET    /api/v1/namespaces/{ns}/pods?labelSelector=...           PodList (k=v, k!=v, k, !k;
+//          and fieldSelector metadata.name=...)
+//   GET    /api/v1/namespaces/{ns}/pods?watch=1&resourceVersion=RV  the changes after RV as a
+//          JSON stream (fieldSelector metadata.name=..., labelSelector, timeoutSeconds); 410 Gone
+//          (an ERROR event) from a version older than the last 256 changes kept
 //   DELETE /api/v1/namespaces/{ns}/pods/{name}                      200 (gone at once), or 404
 //   GET    /api/v1/namespaces/{ns}/pods/{name}/attach               a WebSocket upgrade to
 //          v5.channel.k8s.io (stdin, stdout, stderr, the Status on 3, v5's close of stdin); 400
@@ -31,7 +35,8 @@ namespace scs::testing {
 // A Pod is stored as the API server stores one: a uid, a resourceVersion from one counter
 // shared by every object, plain booleans that are false left out, memory and cpu quantities in
 // canonical form, after the admission hook (a mutating webhook) has had it. Its status says
-// Pending, with the container waiting (ContainerCreating), until it is first read; then Running.
+// Pending, with the container waiting (ContainerCreating), until its kubelet (a thread of the
+// double, every 10 ms) runs it.
 // Its first container is a sandbox of the fake engine (plugins/fake), started at once, which
 // plays the `#fake:` script of the code attach brings as the launcher would; once it ends, the
 // Pod reads as Succeeded or Failed with the container terminated (its exit code, OOMKilled). A
@@ -57,6 +62,10 @@ class KubeApiDouble {
   void setAdmission(std::function<void(Poco::JSON::Object::Ptr& pod)> admission);
   // The next `count` requests answer `status` (429, 500, 503, ...) before doing anything.
   void failNext(int count, int status);
+  // The changes kept for watches are dropped and the version moves on (other objects of the
+  // cluster changed): a watch from any version read before is told 410 Gone, as after the API
+  // server's compaction.
+  void expireWatchHistory();
   // While held, Pods stay Pending (not scheduled, or their image pulling).
   void holdPending(bool hold);
   // The next attach drops its connection, without a close, once stdin has ended.

@@ -41,6 +41,7 @@ class KubernetesBackendTest : public ::testing::Test {
     Options options;
     options.kube_config = kubeconfig_.path();
     options.api_timeout = std::chrono::milliseconds(3000);
+    options.broken_attach_patience = std::chrono::milliseconds(300);
     return KubernetesBackend::connect(options, &log_, error);
   }
 
@@ -176,10 +177,12 @@ TEST_F(KubernetesBackendTest, ARemoveWhileStartWaitsForThePodEndsTheStartAndNoth
   const std::string id = createdAndInspected(*backend, "0a1b2c45");
   backend::Status started;
   std::thread starting([&] { started = backend->start(id, &sink_); });
-  ASSERT_TRUE(scs::testing::eventually([&] {
+  EXPECT_TRUE(scs::testing::eventually([&] {  // it watches the Pod, waiting for it to run
     const auto seen = api_.requests();
-    return std::count(seen.begin(), seen.end(),
-                      "GET /api/v1/namespaces/scs-sandboxes/pods/" + id) >= 3;
+    return std::any_of(seen.begin(), seen.end(), [&](const std::string& request) {
+      return request.find("/pods?fieldSelector=metadata.name%3D" + id + "&watch=1") !=
+             std::string::npos;
+    });
   }));
   EXPECT_TRUE(backend->remove(id).ok());
   starting.join();
@@ -240,6 +243,23 @@ TEST_F(KubernetesBackendTest, AnAttachThatDropsIsAnEngineErrorAndThePodIsDeleted
   EXPECT_THAT(exit.engine_error, HasSubstr("the attach connection to " + id + " broke"));
   EXPECT_TRUE(scs::testing::eventually([&] { return api_.podCount() == 0; }));
   EXPECT_TRUE(backend->remove(id).ok());
+}
+
+// The container ended soon after its attach dropped: its exit is kept, with the reason the
+// output may be cut, and the Pod is left for remove().
+TEST_F(KubernetesBackendTest, AnAttachThatDropsKeepsAnExitThatFollowsIt) {
+  auto backend = connected();
+  ASSERT_TRUE(backend);
+  const std::string id = createdAndInspected(*backend, "0a1b2c48");
+  api_.dropNextAttach();
+  ASSERT_TRUE(backend->deliver(id, archive("#fake: sleep_ms=50\n#fake: exit=4\n")).ok());
+  ASSERT_TRUE(backend->start(id, &sink_).ok());
+  const backend::Exit exit = awaitExit(*backend, id);
+  EXPECT_EQ(exit.exit_code, 4);
+  EXPECT_THAT(exit.engine_error, HasSubstr("broke before the end of its output"));
+  EXPECT_EQ(api_.podCount(), 1u);
+  EXPECT_TRUE(backend->remove(id).ok());
+  EXPECT_EQ(api_.podCount(), 0u);
 }
 
 TEST_F(KubernetesBackendTest, ASessionTakesItsFramesOneByOneOverOneAttach) {

@@ -1,10 +1,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "kubernetes_specs.h"
 #include "pod_api.h"
+#include "support/eventually.h"
 #include "support/kube_api_double.h"
 
 namespace scs::kubernetes {
@@ -164,6 +168,75 @@ TEST_F(PodApiTest, TheApisErrorsInTheContractsCodes) {
   backend::SandboxSpec undated = spec("eeee");
   undated.labels.erase(backend::kDeadlineLabel);
   EXPECT_EQ(pods_.create(undated, kNow).status.code, backend::Code::kUnsupported);
+}
+
+// A watch of one Pod from the version read: the kubelet's change comes as an event, a watch of
+// another Pod's name sees none, and after compaction the old version is told 410 Gone.
+TEST_F(PodApiTest, AWatchFromAVersionSeesTheChangesAfterItAndAnExpiredOneIs410) {
+  api_.holdPending(true);
+  const std::string id = created(spec());
+  const std::string version = pods_.stateNow(id).resource_version;
+  ASSERT_FALSE(version.empty());
+  api_.holdPending(false);
+  const auto watch = [&](const std::string& name, std::vector<std::string>* seen) {
+    return client_.watch(
+        "/api/v1/namespaces/scs-sandboxes/pods?fieldSelector=metadata.name%3D" + name +
+            "&watch=1&resourceVersion=" + version + "&timeoutSeconds=1",
+        [&](const json::ObjectPtr& event) {
+          seen->push_back(
+              json::string(event, "type").value_or("") + " " +
+              json::string(json::object(json::object(event, "object"), "status"), "phase")
+                  .value_or(""));
+          return true;
+        });
+  };
+  std::vector<std::string> seen;
+  const KubeClient::WatchReply mine = watch(id, &seen);
+  EXPECT_TRUE(mine.status.ok()) << mine.status.message;
+  EXPECT_FALSE(mine.expired);
+  EXPECT_THAT(seen, ::testing::ElementsAre("MODIFIED Running"));
+  std::vector<std::string> others;
+  EXPECT_TRUE(watch("scs-other", &others).status.ok());
+  EXPECT_THAT(others, IsEmpty());
+
+  api_.expireWatchHistory();
+  std::vector<std::string> after;
+  const KubeClient::WatchReply expired = watch(id, &after);
+  EXPECT_TRUE(expired.expired);
+  EXPECT_THAT(after, IsEmpty());
+}
+
+// A wait whose watch the API server expired reads the Pod again and goes on from there.
+TEST_F(PodApiTest, AWaitOutlivesAnExpiredWatch) {
+  api_.holdPending(true);
+  const std::string id = created(spec());
+  std::optional<PodApi::State> reached;
+  std::thread waiting([&] {
+    reached = pods_.awaitState(
+        id, [](const PodApi::State& s) { return s.running; },
+        std::chrono::steady_clock::now() + std::chrono::seconds(20), [] { return false; });
+  });
+  const auto gets = [&] {
+    const auto seen = api_.requests();
+    return std::count(
+        seen.begin(), seen.end(),
+        "GET /api/v1/namespaces/scs-sandboxes/pods?fieldSelector=metadata.name%3D" + id);
+  };
+  const auto watching = [&] {
+    const auto seen = api_.requests();
+    return std::count_if(seen.begin(), seen.end(), [](const std::string& request) {
+      return request.find("&watch=1") != std::string::npos;
+    });
+  };
+  EXPECT_TRUE(scs::testing::eventually([&] { return gets() == 1 && watching() == 1; }));
+  api_.expireWatchHistory();
+  // Once the watch ends, the next from the same version is told 410, and the Pod is read again.
+  EXPECT_TRUE(scs::testing::eventually([&] { return gets() == 2; }));
+  api_.holdPending(false);
+  waiting.join();
+  ASSERT_TRUE(reached);
+  EXPECT_TRUE(reached->status.ok()) << reached->status.message;
+  EXPECT_TRUE(reached->running);
 }
 
 TEST_F(PodApiTest, RemoveDeletesAtOnceAndListFindsByLabel) {
