@@ -225,22 +225,36 @@ KubeClient::WatchReply KubeClient::watch(
                           statusMessage(json::parseObject(text), response.getReason())};
       return reply;
     }
-    // One event per line (the API server's JSON stream); a line is one object, never above the
-    // cap of any answer.
+    // One event per line (the API server's JSON stream), each at most the cap of any answer.
+    // Poco's stream keeps a failure while the body is read to itself (networkException()), so
+    // an end that is not the server's is told apart here: a broken stream, or a last line cut
+    // short, is kUnavailable, and the caller lists again.
     std::string line;
-    while (std::getline(in, line)) {
+    while (true) {
+      line.clear();
+      int c = 0;
+      while ((c = in.get()) != std::char_traits<char>::eof() && c != '\n' &&
+             line.size() <= kMaxAnswerBytes) {
+        line.push_back(static_cast<char>(c));
+      }
       if (line.size() > kMaxAnswerBytes) {
         reply.status = {Code::kInternal, "kubernetes: a watch event is over the answer cap"};
         return reply;
+      }
+      if (c == std::char_traits<char>::eof()) {
+        if (in.bad() || connection->networkException() != nullptr || !line.empty()) {
+          reply.status = {Code::kUnavailable,
+                          "kubernetes: the watch broke before the API server ended it"};
+        }
+        return reply;  // ended by the server (its timeoutSeconds)
       }
       if (line.empty()) {
         continue;
       }
       const json::ObjectPtr event = json::parseObject(line);
       if (!event) {
-        reply.status = {Code::kInternal,
-                        "kubernetes: the API server sent a watch event that is "
-                        "not a JSON object"};
+        reply.status = {Code::kUnavailable,
+                        "kubernetes: the API server sent a watch event that is not a JSON object"};
         return reply;
       }
       if (json::string(event, "type") == std::string("ERROR")) {

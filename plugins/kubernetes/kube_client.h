@@ -36,6 +36,7 @@ class KubeClient {
 
   const std::string& error() const { return error_; }
   const ClusterAccess& access() const { return access_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
 
   // `method` on `path_and_query` ("/api/v1/namespaces/x/pods?labelSelector=..."), with `body`
   // as JSON when given. The status: kOk for 2xx; kNotFound for 404; kRejected for 409 (a

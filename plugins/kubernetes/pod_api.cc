@@ -15,6 +15,11 @@ namespace {
 
 using backend::Code;
 
+// A watch that ends sooner than this without an event did not end by its timeoutSeconds; and
+// the pause before the next request to an API server that fails or ends watches at once.
+constexpr auto kShortestWatch = std::chrono::milliseconds(500);
+constexpr auto kBusyPause = std::chrono::milliseconds(200);
+
 std::string joined(const std::vector<std::string>& sentences) {
   std::string out;
   for (const std::string& sentence : sentences) {
@@ -23,12 +28,17 @@ std::string joined(const std::vector<std::string>& sentences) {
   return out;
 }
 
-// One watch's timeoutSeconds: kWatchSeconds, or less when the wait ends sooner, and at least
-// the 1 s the API takes.
-int watchSeconds(std::chrono::steady_clock::time_point deadline) {
+// One watch's timeoutSeconds: kWatchSeconds, or less when the wait ends sooner or a request's
+// own timeout is shorter (half of it, so the socket never times out first), and at least the
+// 1 s the API takes; so a wait may end up to 1 s after its deadline.
+int watchSeconds(std::chrono::steady_clock::time_point deadline,
+                 std::chrono::milliseconds request_timeout) {
   const auto left =
       std::chrono::ceil<std::chrono::seconds>(deadline - std::chrono::steady_clock::now());
-  return static_cast<int>(std::clamp<std::int64_t>(left.count(), 1, kWatchSeconds));
+  const std::int64_t most = std::min<std::int64_t>(
+      kWatchSeconds, std::chrono::duration_cast<std::chrono::seconds>(request_timeout / 2).count());
+  return static_cast<int>(
+      std::clamp<std::int64_t>(left.count(), 1, std::max<std::int64_t>(1, most)));
 }
 
 Labels labelsOf(const json::ObjectPtr& pod) {
@@ -161,6 +171,7 @@ PodApi::State PodApi::awaitState(const std::string& id,
   const auto transient = [](const backend::Status& status) {
     return status.code == Code::kTimeout || status.code == Code::kUnavailable;
   };
+  const auto pause = [] { std::this_thread::sleep_for(kBusyPause); };
   const auto gone = [&] {
     State state;
     state.status = {Code::kNotFound, "kubernetes: the Pod " + id + " is gone"};
@@ -168,68 +179,81 @@ PodApi::State PodApi::awaitState(const std::string& id,
   };
   std::string name;
   Poco::URI::encode("metadata.name=" + id, "=&,!/+ ", name);
-  backend::Status last;
   const std::string pods = "/api/v1/namespaces/" + settings_.namespace_name + "/pods";
+  backend::Status last;  // the latest failure of the API server, until a list succeeds
+  int expired_in_a_row = 0;
   while (!cancelled()) {
     // A list of the one Pod, as an informer reads: its resourceVersion is the collection's, from
     // which a watch is valid even when the Pod itself has not changed for long.
-    State state;
-    std::string version;
     const ApiReply listed = client_.call("GET", pods + "?fieldSelector=" + name);
-    state.status = listed.status;
     if (listed.status.ok()) {
+      last = {};
       const std::vector<json::ObjectPtr> items = json::objects(json::array(listed.body, "items"));
       if (items.empty()) {
         return gone();
       }
-      state = stateOf(items.front());
-      version = json::string(json::object(listed.body, "metadata"), "resourceVersion").value_or("");
-    }
-    if (state.status.ok()) {
+      const State state = stateOf(items.front());
       if (done(state)) {
         return state;
       }
       // From the version read, the watch gives every change after it, then ends.
-      std::optional<State> reached;
-      bool deleted = false;
-      while (!reached && !deleted && !cancelled() && std::chrono::steady_clock::now() < deadline) {
+      std::string version =
+          json::string(json::object(listed.body, "metadata"), "resourceVersion").value_or("");
+      while (!cancelled() && std::chrono::steady_clock::now() < deadline) {
+        std::optional<State> reached;
+        bool deleted = false;
+        const auto began = std::chrono::steady_clock::now();
         const KubeClient::WatchReply watched = client_.watch(
             pods + "?fieldSelector=" + name +
                 "&watch=1&allowWatchBookmarks=false&resourceVersion=" + version +
-                "&timeoutSeconds=" + std::to_string(watchSeconds(deadline)),
+                "&timeoutSeconds=" + std::to_string(watchSeconds(deadline, client_.timeout())),
             [&](const json::ObjectPtr& event) {
-              const json::ObjectPtr pod = json::object(event, "object");
-              if (json::string(event, "type") == std::string("DELETED")) {
-                deleted = true;
+              if (cancelled()) {
                 return false;
               }
-              State seen = stateOf(pod);
+              State seen = stateOf(json::object(event, "object"));
               version = seen.resource_version.empty() ? version : seen.resource_version;
-              if (done(seen)) {
+              if (done(seen)) {  // a DELETED event's object is the Pod's last state
                 reached = seen;
                 return false;
               }
-              return true;
+              deleted = json::string(event, "type") == std::string("DELETED");
+              return !deleted;
             });
-        if (watched.expired || !watched.status.ok()) {
-          last = watched.status;
-          if (!watched.expired && !transient(watched.status)) {
-            state.status = watched.status;
-            return state;
+        if (reached) {
+          return *reached;
+        }
+        if (deleted) {
+          return gone();
+        }
+        if (watched.expired) {
+          if (++expired_in_a_row > 1) {
+            pause();  // expired again at once: the API server compacts faster than it is read
           }
-          break;  // read the Pod again, and watch from there
+          break;  // list again, and watch from there
+        }
+        expired_in_a_row = 0;
+        if (!watched.status.ok()) {
+          if (!transient(watched.status)) {
+            State failed;
+            failed.status = watched.status;
+            return failed;
+          }
+          last = watched.status;
+          pause();
+          break;
+        }
+        if (std::chrono::steady_clock::now() - began < kShortestWatch) {
+          pause();  // ended at once without a word: a proxy, or a server ignoring timeoutSeconds
         }
       }
-      if (reached) {
-        return *reached;
-      }
-      if (deleted) {
-        return gone();
-      }
-    } else if (!transient(state.status)) {
-      return state;
+    } else if (!transient(listed.status)) {
+      State failed;
+      failed.status = listed.status;
+      return failed;
     } else {
-      last = state.status;
+      last = listed.status;
+      pause();
     }
     if (std::chrono::steady_clock::now() >= deadline) {
       State timed_out;
@@ -237,9 +261,6 @@ PodApi::State PodApi::awaitState(const std::string& id,
                                               " did not reach the state waited for in time" +
                                               (last.ok() ? "" : " (" + last.message + ")")};
       return timed_out;
-    }
-    if (!last.ok()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the API server is busy
     }
   }
   return gone();

@@ -63,7 +63,8 @@ class PodApi {
   // from the list's resourceVersion, so no change between them is missed; a watch the API server
   // expired (410 Gone) starts again from a list, and a slow or busy API server (kTimeout,
   // kUnavailable) is waited out. Returns the state that satisfied `done`; kNotFound once the Pod is
-  // deleted; kTimeout at `deadline`; kNotFound too once `cancelled()` (checked at least every
+  // deleted; kTimeout at `deadline` (up to a second late: a watch lasts whole seconds); kNotFound
+  // too once `cancelled()` (checked at each event and between watches, so at least every
   // kWatchSeconds). Any other failure ends it with that status.
   State awaitState(const std::string& id, const std::function<bool(const State&)>& done,
                    std::chrono::steady_clock::time_point deadline,

@@ -11,6 +11,7 @@
 #include <Poco/URI.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <condition_variable>
 #include <deque>
@@ -326,8 +327,42 @@ struct KubeApiDouble::State {
   std::uint64_t oldest_watchable = 0;  // a watch from an older version is told 410 Gone
   std::condition_variable changed;
   bool stopping = false;
+  // Requests being handled, and whether the double is going away: a watch or an attach ends
+  // then, and a new request is answered 503, so no handler outlives the state.
+  int active = 0;
+  std::atomic<bool> closing{false};
   std::thread kubelet;  // last: started once everything above exists
+
+  void closeHandlers() {
+    std::unique_lock lock(mutex);
+    closing = true;
+    changed.notify_all();
+    changed.wait(lock, [&] { return active == 0; });
+  }
 };
+
+namespace {
+
+// One request being handled, counted for KubeApiDouble's destructor.
+class Handling {
+ public:
+  explicit Handling(KubeApiDouble::State& state) : state_(state) {
+    std::lock_guard lock(state_.mutex);
+    ++state_.active;
+  }
+  ~Handling() {
+    std::lock_guard lock(state_.mutex);
+    --state_.active;
+    state_.changed.notify_all();
+  }
+  Handling(const Handling&) = delete;
+  Handling& operator=(const Handling&) = delete;
+
+ private:
+  KubeApiDouble::State& state_;
+};
+
+}  // namespace
 
 class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
  public:
@@ -335,6 +370,12 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
 
   void handleRequest(Poco::Net::HTTPServerRequest& request,
                      Poco::Net::HTTPServerResponse& response) override {
+    const Handling handling(state_);
+    if (state_.closing) {
+      response.setStatusAndReason(Poco::Net::HTTPResponse::HTTP_SERVICE_UNAVAILABLE);
+      response.send() << text(status(503, "ServiceUnavailable", "the double is going away"));
+      return;
+    }
     if (Poco::icompare(request.get("Upgrade", ""), "websocket") == 0) {
       attach(request, response);
       return;
@@ -632,7 +673,7 @@ void KubeApiDouble::Handler::watch(Poco::Net::HTTPServerRequest& request,
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   lock.lock();
-  while (!state_.stopping && std::chrono::steady_clock::now() < deadline) {
+  while (!state_.stopping && !state_.closing && std::chrono::steady_clock::now() < deadline) {
     std::vector<std::string> lines;
     for (const State::Event& event : state_.events) {
       if (event.version <= from || event.key.first != ns ||
@@ -712,7 +753,7 @@ void KubeApiDouble::Handler::attach(Poco::Net::HTTPServerRequest& request,
     sendMessage(ws, 1, "");  // the API server's first, empty, message
     std::string input;
     Poco::Buffer<char> frame(0);
-    while (true) {
+    while (!state_.closing) {
       if (ws.poll(Poco::Timespan(0, 10000), Poco::Net::Socket::SELECT_READ)) {
         int flags = 0;
         frame.resize(0);
@@ -776,7 +817,11 @@ KubeApiDouble::KubeApiDouble(std::string token)
       state_(std::make_unique<State>()),
       server_(std::make_unique<TlsServer>(new Factory(*state_, token_))) {}
 
-KubeApiDouble::~KubeApiDouble() = default;
+KubeApiDouble::~KubeApiDouble() {
+  state_->closeHandlers();  // every watch and attach ends, and no handler uses the state after
+  server_.reset();
+  state_->closeHandlers();  // one that began while the server stopped has ended too
+}
 
 std::string KubeApiDouble::url() const { return server_->url(); }
 

@@ -27,6 +27,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 void spit(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
 
@@ -74,6 +75,30 @@ class Handler : public Poco::Net::HTTPRequestHandler {
       status(429, "too many requests");
     } else if (path == "/broken") {
       status(500, "etcdserver: request timed out");
+    } else if (path.rfind("/watch-", 0) == 0) {
+      // A watch's JSON stream: whole events, one cut off by a clean close, or the 410 of an
+      // expired version as an ERROR event or as the answer's status.
+      if (path == "/watch-gone") {
+        status(410, "too old resource version");
+        return;
+      }
+      response.setChunkedTransferEncoding(true);
+      response.setContentType("application/json");
+      std::ostream& out = response.send();
+      const std::string event = R"({"type":"MODIFIED","object":{"metadata":{"name":"scs-x"}}})";
+      if (path == "/watch-events") {
+        out << R"({"type":"ADDED","object":{"metadata":{"name":"scs-x"}}})"
+            << "\n"
+            << event << "\n";
+      } else if (path == "/watch-cut") {
+        out << event << "\n" << event.substr(0, 20);
+      } else if (path == "/watch-expired") {
+        out << R"({"type":"ERROR","object":{"kind":"Status","code":410}})"
+            << "\n";
+      } else if (path == "/watch-error") {
+        out << R"({"type":"ERROR","object":{"kind":"Status","code":500,"message":"etcd"}})"
+            << "\n";
+      }
     } else if (path == "/slow") {
       std::this_thread::sleep_for(std::chrono::milliseconds(600));
       status(200, "late");
@@ -160,6 +185,41 @@ TEST_F(KubeClientTest, ATokenFromAFileIsReadAgainAsItRotates) {
   EXPECT_EQ(bearer(), "Bearer second");
   std::remove(file.path().c_str());
   EXPECT_EQ(bearer(), "Bearer second");
+}
+
+TEST_F(KubeClientTest, AWatchStreamsEachEventAndTellsItsEndsApart) {
+  const KubeClient client(tokenAccess(), timeout_);
+  std::vector<std::string> types;
+  const auto watch = [&](const std::string& path) {
+    types.clear();
+    return client.watch(path, [&](const json::ObjectPtr& event) {
+      types.push_back(json::string(event, "type").value_or(""));
+      return true;
+    });
+  };
+  KubeClient::WatchReply reply = watch("/watch-events");
+  EXPECT_TRUE(reply.status.ok()) << reply.status.message;  // ended by the server
+  EXPECT_FALSE(reply.expired);
+  EXPECT_THAT(types, ::testing::ElementsAre("ADDED", "MODIFIED"));
+
+  reply = watch("/watch-cut");  // the whole event, then a broken one: retried, not final
+  EXPECT_EQ(reply.status.code, backend::Code::kUnavailable);
+  EXPECT_THAT(types, ::testing::ElementsAre("MODIFIED"));
+
+  for (const char* expired : {"/watch-expired", "/watch-gone"}) {
+    reply = watch(expired);
+    EXPECT_TRUE(reply.status.ok()) << expired;
+    EXPECT_TRUE(reply.expired) << expired;
+    EXPECT_THAT(types, IsEmpty()) << expired;
+  }
+
+  reply = watch("/watch-error");
+  EXPECT_EQ(reply.status.code, backend::Code::kUnavailable);
+  EXPECT_THAT(reply.status.message, HasSubstr("etcd"));
+
+  // The caller stops at the event it waited for.
+  reply = client.watch("/watch-events", [&](const json::ObjectPtr&) { return false; });
+  EXPECT_TRUE(reply.status.ok());
 }
 
 TEST_F(KubeClientTest, AClientCertificateInsteadOfAToken) {

@@ -256,7 +256,7 @@ TEST_F(PodApiTest, RemoveDeletesAtOnceAndListFindsByLabel) {
               ::testing::Contains("DELETE /api/v1/namespaces/scs-sandboxes/pods/scs-1111?"
                                   "gracePeriodSeconds=1"));
   EXPECT_FALSE(pods_.stateNow(second).exit.exited);
-  EXPECT_TRUE(pods_.stateNow(second).running);
+  EXPECT_TRUE(scs::testing::eventually([&] { return pods_.stateNow(second).running; }));
 }
 
 TEST_F(PodApiTest, AWrongTokenIsRefused) {
