@@ -20,7 +20,7 @@ does not protect its init from signals, so the program's interpreter is also con
 starts (confine()): a seccomp filter refuses it ptrace, access to another process's memory,
 memfd_create, new user namespaces and every signal addressed to PID 1, for every process it
 starts. For an engine that cannot set resource limits or show its /proc masking (a Kubernetes
-Pod), `--rlimits nproc=N,nofile=N,fsize=N,core=N` lowers PID 1's own limits, and `--masked` and
+Pod), `--rlimits nofile=N,nproc=N,fsize=N,core=N` lowers PID 1's own limits, and `--masked` and
 `--readonly PATH,...` check that those paths are masked and read-only, first, before anything
 else runs; a path that is not ends the sandbox with 125.
 
@@ -55,6 +55,7 @@ import sys
 import tarfile
 import threading
 import time
+import types
 
 WORKSPACE = "/workspace"
 MAIN = "/workspace/main.py"
@@ -980,13 +981,18 @@ RLIMITS = {
 }
 
 
+def is_whole(text):
+    """Only ASCII digits: str.isdigit() also takes "²", which int() refuses."""
+    return text.isascii() and text.isdigit()
+
+
 def parse_rlimits(text):
     """`nproc=256,nofile=1024,fsize=268435456,core=0`: each named once, a whole number. None
     when malformed."""
     limits = {}
     for item in text.split(","):
         name, _, value = item.partition("=")
-        if name not in RLIMITS or name in limits or not value.isdigit():
+        if name not in RLIMITS or name in limits or not is_whole(value):
             return None
         limits[name] = int(value)
     return limits
@@ -1000,50 +1006,40 @@ def parse_paths(text):
     return paths
 
 
-class Setup:
-    """What the command line asks of the launcher."""
-
-    def __init__(self):
-        self.deadline = None
-        self.warm = []
-        self.session = False
-        self.limits = {}
-        self.masked = []
-        self.readonly = []
-
-
 def parse_arguments(argv):
     """`--deadline SECONDS`: the sandbox ends at most this long after it started. `--warm
     MODULE,...`: the modules the program's interpreter imports while it waits for the code.
     For an engine that cannot set or show them (a Kubernetes Pod): `--rlimits NAME=N,...`,
     resource limits to lower itself to before anything else; `--masked PATH,...` and `--readonly
     PATH,...`, paths to find masked and read-only before anything else. `--session`: a
-    session's sandbox. In any order. Returns a Setup."""
-    setup = Setup()
+    session's sandbox. In any order. Returns them as attributes (deadline None when not given)."""
+    parsers = {
+        "deadline": lambda v: int(v) if is_whole(v) and int(v) > 0 else None,
+        "warm": lambda v: (v.split(",") if all(MODULE_NAME.fullmatch(m) for m in v.split(","))
+                           else None),
+        "rlimits": parse_rlimits,
+        "masked": parse_paths,
+        "readonly": parse_paths,
+    }
+    given = {"deadline": None, "warm": [], "session": False, "rlimits": {}, "masked": [],
+             "readonly": []}
     rest = list(argv)
     while rest:
         flag = rest.pop(0)
-        if flag == "--session":
-            setup.session = True
+        name = flag[2:] if flag.startswith("--") else ""
+        if name == "session":
+            given["session"] = True
             continue
         if not rest:
             reject(f"setup: arguments {argv!r}: {flag!r} needs a value")
         value = rest.pop(0)
-        if flag == "--deadline" and value.isdigit() and int(value) > 0:
-            setup.deadline = int(value)
-        elif flag == "--warm" and all(MODULE_NAME.fullmatch(m) for m in value.split(",")):
-            setup.warm = value.split(",")
-        elif flag == "--rlimits" and parse_rlimits(value) is not None:
-            setup.limits = parse_rlimits(value)
-        elif flag == "--masked" and parse_paths(value) is not None:
-            setup.masked = parse_paths(value)
-        elif flag == "--readonly" and parse_paths(value) is not None:
-            setup.readonly = parse_paths(value)
-        else:
+        parsed = parsers[name](value) if name in parsers else None
+        if parsed is None:
             reject(f"setup: arguments {argv!r}: want --deadline SECONDS [--warm MODULE,...]"
                    " [--rlimits NAME=N,...] [--masked PATH,...] [--readonly PATH,...]"
                    " [--session]")
-    return setup
+        given[name] = parsed
+    return types.SimpleNamespace(**given)
 
 
 def check_masked(paths):
@@ -1100,7 +1096,7 @@ def main():
     ignore_signals()
     os.umask(0o022)
     setup = parse_arguments(sys.argv[1:])
-    lower_rlimits(setup.limits)
+    lower_rlimits(setup.rlimits)
     check_masked(setup.masked)
     check_readonly(setup.readonly)
     seconds, warm, session = setup.deadline, setup.warm, setup.session

@@ -7,6 +7,8 @@
 #include <set>
 #include <string_view>
 
+#include "rlimits.h"
+
 namespace scs::docker {
 namespace {
 
@@ -245,11 +247,8 @@ CreateBody createBody(const backend::SandboxSpec& spec, const EngineTraits& trai
     tmpfs->set(mount.path, tmpfsOptions(mount));
   }
   ArrayPtr ulimits = new Poco::JSON::Array();
-  ulimits->add(ulimit("nofile", p.open_files_limit));
-  ulimits->add(ulimit("nproc", p.processes_limit));
-  ulimits->add(ulimit("fsize", p.file_size_limit_bytes));
-  if (p.core_dumps_disabled) {
-    ulimits->add(ulimit("core", 0));
+  for (const rlimits::Rlimit& limit : rlimits::of(p)) {
+    ulimits->add(ulimit(limit.name.c_str(), limit.value));
   }
   ObjectPtr restart = newObject();
   restart->set("Name", "no");
@@ -446,17 +445,8 @@ Posture postureFromRecord(const ObjectPtr& record, const EngineTraits& traits) {
   if (const ArrayPtr ulimits = json::array(host, "Ulimits")) {
     for (std::size_t i = 0; i < ulimits->size(); ++i) {
       const ObjectPtr limit = ulimits->getObject(static_cast<unsigned>(i));
-      const std::string name = json::string(limit, "Name").value_or("");
-      const std::int64_t hard = json::integer(limit, "Hard").value_or(-1);
-      if (name == "nofile") {
-        p.open_files_limit = hard;
-      } else if (name == "nproc") {
-        p.processes_limit = hard;
-      } else if (name == "fsize") {
-        p.file_size_limit_bytes = hard;
-      } else if (name == "core") {
-        p.core_dumps_disabled = hard == 0;
-      }
+      rlimits::set(&p, json::string(limit, "Name").value_or(""),
+                   json::integer(limit, "Hard").value_or(-1));
     }
   }
   p.masked_paths = json::strings(json::array(host, "MaskedPaths"));

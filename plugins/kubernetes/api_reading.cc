@@ -51,8 +51,7 @@ std::optional<std::int64_t> least(const ObjectPtr& amounts, const std::vector<st
                                   std::int64_t unit) {
   std::optional<std::int64_t> result;
   for (const std::string& key : keys) {
-    const std::optional<std::string> text = json::string(amounts, key);
-    const std::optional<std::int64_t> value = text ? parseQuantity(*text, unit) : std::nullopt;
+    const std::optional<std::int64_t> value = quantityOf(amounts, key, unit);
     if (value && (!result || *value < *result)) {
       result = value;
     }
@@ -84,6 +83,15 @@ bool ready(const ObjectPtr& node) {
 }
 
 }  // namespace
+
+Labels labelsOf(const json::ObjectPtr& object) {
+  Labels labels;
+  for (const auto& [key, value] :
+       json::stringMap(json::object(json::object(object, "metadata"), "labels"))) {
+    labels[key] = value;
+  }
+  return labels;
+}
 
 bool selects(const json::ObjectPtr& selector, const Labels& labels) {
   if (!selector) {
@@ -230,12 +238,7 @@ std::vector<backend::SandboxInfo> sandboxesOf(const json::ObjectPtr& pod_list) {
     if (!name) {
       continue;
     }
-    backend::SandboxInfo info;
-    info.id = *name;
-    for (const auto& [key, value] : json::stringMap(json::object(metadata, "labels"))) {
-      info.labels[key] = value;
-    }
-    sandboxes.push_back(std::move(info));
+    sandboxes.push_back({*name, labelsOf(pod)});
   }
   return sandboxes;
 }

@@ -16,6 +16,9 @@ namespace scs::kubernetes {
 
 using Labels = std::map<std::string, std::string>;
 
+// The labels of an object (its metadata.labels).
+Labels labelsOf(const json::ObjectPtr& object);
+
 // Whether a LabelSelector ({matchLabels, matchExpressions}) selects a Pod with `labels`. An
 // empty selector selects every Pod; a malformed one selects none (it would not isolate any).
 bool selects(const json::ObjectPtr& selector, const Labels& labels);

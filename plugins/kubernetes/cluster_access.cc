@@ -4,32 +4,15 @@
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <optional>
-#include <sstream>
 
 #include "json_access.h"
+#include "text.h"
 
 namespace scs::kubernetes {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::optional<std::string> readFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return std::nullopt;
-  }
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-std::string trimmed(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) {
-    text.pop_back();
-  }
-  return text;
-}
 
 // The entry of a kubeconfig list ("clusters", "users", "contexts") named `name`: its inner
 // map ("cluster", "user", "context"); a null node when there is none.
@@ -60,7 +43,7 @@ std::string inlineOrFile(const YAML::Node& map, const char* data_key, const char
     return {};
   }
   const fs::path path = fs::path(file).is_absolute() ? fs::path(file) : base / file;
-  const std::optional<std::string> content = readFile(path);
+  const std::optional<std::string> content = text::readFile(path.string());
   if (!content) {
     *error = "the kubeconfig's " + std::string(file_key) + " " + path.string() + " cannot be read";
     return {};
@@ -85,16 +68,17 @@ AccessReply inClusterAccess(const std::string& secrets_dir,
   reply.access.server =
       "https://" + (ipv6 ? "[" + host->second + "]" : host->second) + ":" + port->second;
   const fs::path dir(secrets_dir);
-  const std::optional<std::string> token = readFile(dir / "token");
-  const std::optional<std::string> ca = readFile(dir / "ca.crt");
+  const std::optional<std::string> token = text::readFile((dir / "token").string());
+  const std::optional<std::string> ca = text::readFile((dir / "ca.crt").string());
   if (!token || !ca) {
     reply.error = "the service account's token or ca.crt cannot be read in " + secrets_dir;
     return reply;
   }
-  reply.access.token = trimmed(*token);
+  reply.access.token = text::trimmedEnd(*token);
   reply.access.token_file = (dir / "token").string();
   reply.access.ca_pem = *ca;
-  reply.access.namespace_name = trimmed(readFile(dir / "namespace").value_or(""));
+  reply.access.namespace_name =
+      text::trimmedEnd(text::readFile((dir / "namespace").string()).value_or(""));
   return reply;
 }
 
@@ -149,7 +133,7 @@ AccessReply kubeconfigAccess(const std::string& path, const std::string& context
     access.client_key_pem = inlineOrFile(user, "client-key-data", "client-key", base, &reply.error);
     access.token = text(user, "token");
     if (access.token.empty()) {
-      access.token = trimmed(inlineOrFile(user, "", "tokenFile", base, &reply.error));
+      access.token = text::trimmedEnd(inlineOrFile(user, "", "tokenFile", base, &reply.error));
       if (const std::string file = text(user, "tokenFile"); !file.empty()) {
         access.token_file = (fs::path(file).is_absolute() ? fs::path(file) : base / file).string();
       }

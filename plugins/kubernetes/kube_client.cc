@@ -8,11 +8,13 @@
 #include <Poco/Net/SSLManager.h>
 #include <Poco/URI.h>
 
-#include <fstream>
-#include <iterator>
+#include <istream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <vector>
+
+#include "text.h"
 
 namespace scs::kubernetes {
 namespace {
@@ -21,6 +23,19 @@ using backend::Code;
 
 // More than any list of one namespace's sandbox Pods, nodes or policies the backend reads.
 constexpr std::size_t kMaxAnswerBytes = 32u << 20;
+
+// The whole body of an answer; nullopt when it is over kMaxAnswerBytes.
+std::optional<std::string> readCapped(std::istream& in) {
+  std::string text;
+  char chunk[16 << 10];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxAnswerBytes) {
+      return std::nullopt;
+    }
+  }
+  return text;
+}
 
 void initializeOnce() {
   static std::once_flag once;
@@ -124,13 +139,9 @@ std::string KubeClient::token() const {
   }
   if (!access_.token_file.empty() && now - token_read_ >= token_reread_) {
     token_read_ = now;
-    std::ifstream in(access_.token_file, std::ios::binary);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) {
-      text.pop_back();
-    }
-    if (!text.empty()) {
-      token_ = text;
+    const std::string read = text::trimmedEnd(text::readFile(access_.token_file).value_or(""));
+    if (!read.empty()) {
+      token_ = read;
     }
   }
   return token_;
@@ -142,6 +153,21 @@ void KubeClient::authorize(Poco::Net::HTTPRequest& request) const {
   }
 }
 
+std::istream& KubeClient::send(Poco::Net::HTTPSClientSession& session, const std::string& method,
+                               const std::string& path_and_query, const json::ObjectPtr& body,
+                               Poco::Net::HTTPResponse& response) const {
+  Poco::Net::HTTPRequest request(method, path_and_query, Poco::Net::HTTPMessage::HTTP_1_1);
+  request.set("Accept", "application/json");
+  authorize(request);
+  const std::string payload = body ? json::stringify(body) : std::string();
+  if (body) {
+    request.setContentType("application/json");
+    request.setContentLength(static_cast<std::streamsize>(payload.size()));
+  }
+  session.sendRequest(request) << payload;
+  return session.receiveResponse(response);
+}
+
 ApiReply KubeClient::call(const std::string& method, const std::string& path_and_query,
                           const json::ObjectPtr& body) const {
   ApiReply reply;
@@ -151,31 +177,17 @@ ApiReply KubeClient::call(const std::string& method, const std::string& path_and
   }
   try {
     const std::unique_ptr<Poco::Net::HTTPSClientSession> connection = session();
-    Poco::Net::HTTPSClientSession& session = *connection;
-    Poco::Net::HTTPRequest request(method, path_and_query, Poco::Net::HTTPMessage::HTTP_1_1);
-    request.set("Accept", "application/json");
-    authorize(request);
-    const std::string payload = body ? json::stringify(body) : std::string();
-    if (body) {
-      request.setContentType("application/json");
-      request.setContentLength(static_cast<std::streamsize>(payload.size()));
-    }
-    session.sendRequest(request) << payload;
     Poco::Net::HTTPResponse response;
-    std::istream& in = session.receiveResponse(response);
-    std::string text;
-    char chunk[16 << 10];
-    while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
-      text.append(chunk, static_cast<std::size_t>(in.gcount()));
-      if (text.size() > kMaxAnswerBytes) {
-        reply.status = {Code::kInternal, "kubernetes: the API server's answer to " + method +
-                                             " is over " + std::to_string(kMaxAnswerBytes >> 20) +
-                                             " MiB"};
-        return reply;
-      }
+    std::istream& in = send(*connection, method, path_and_query, body, response);
+    const std::optional<std::string> text = readCapped(in);
+    if (!text) {
+      reply.status = {Code::kInternal, "kubernetes: the API server's answer to " + method +
+                                           " is over " + std::to_string(kMaxAnswerBytes >> 20) +
+                                           " MiB"};
+      return reply;
     }
     reply.http_status = static_cast<int>(response.getStatus());
-    reply.body = json::parseObject(text);
+    reply.body = json::parseObject(*text);
     const Code code = codeOfHttpStatus(reply.http_status);
     if (code != Code::kOk) {
       reply.status = {code, "kubernetes: " + method + " " + Poco::URI(path_and_query).getPath() +
@@ -202,19 +214,11 @@ KubeClient::WatchReply KubeClient::watch(
   }
   try {
     const std::unique_ptr<Poco::Net::HTTPSClientSession> connection = session();
-    Poco::Net::HTTPRequest request("GET", path_and_query, Poco::Net::HTTPMessage::HTTP_1_1);
-    request.set("Accept", "application/json");
-    authorize(request);
-    connection->sendRequest(request);
     Poco::Net::HTTPResponse response;
-    std::istream& in = connection->receiveResponse(response);
+    std::istream& in = send(*connection, "GET", path_and_query, nullptr, response);
     const int http_status = static_cast<int>(response.getStatus());
     if (http_status != 200) {
-      std::string text;
-      char chunk[4096];
-      while (text.size() < kMaxAnswerBytes && (in.read(chunk, sizeof chunk) || in.gcount() > 0)) {
-        text.append(chunk, static_cast<std::size_t>(in.gcount()));
-      }
+      const std::string text = readCapped(in).value_or("");
       if (http_status == 410) {
         reply.expired = true;
         return reply;

@@ -2,6 +2,7 @@
 
 #include <Poco/Net/Context.h>
 #include <Poco/Net/HTTPRequest.h>
+#include <Poco/Net/HTTPResponse.h>
 #include <Poco/Net/HTTPSClientSession.h>
 #include <scs/backend/backend.h>
 
@@ -65,6 +66,12 @@ class KubeClient {
   void authorize(Poco::Net::HTTPRequest& request) const;
 
  private:
+  // Sends `method` on `path_and_query`, with `body` as JSON when given, over `session`: the
+  // answer's head goes to `response`, and its body is read from the stream returned.
+  std::istream& send(Poco::Net::HTTPSClientSession& session, const std::string& method,
+                     const std::string& path_and_query, const json::ObjectPtr& body,
+                     Poco::Net::HTTPResponse& response) const;
+
   // The bearer token now: the access's, read again from its file once a minute, as client-go
   // does, since a service account's token is rotated (about hourly); the last one read while
   // the file cannot be.

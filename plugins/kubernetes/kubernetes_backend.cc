@@ -1,39 +1,16 @@
 #include "kubernetes_backend.h"
 
-#include <charconv>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include "cluster_access.h"
+#include "text.h"
 
 namespace scs::kubernetes {
 namespace {
 
 using backend::Code;
 using backend::Status;
-
-std::optional<std::int64_t> wholeNumber(const std::string& text, std::int64_t min,
-                                        std::int64_t max) {
-  std::int64_t value = 0;
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (text.empty() || ec != std::errc() || ptr != end || value < min || value > max) {
-    return std::nullopt;
-  }
-  return value;
-}
-
-std::optional<std::string> readFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return std::nullopt;
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 std::map<std::string, std::string> serviceEnvironment() {
   std::map<std::string, std::string> environment;
@@ -53,7 +30,7 @@ std::optional<std::string> parseOptions(const std::map<std::string, std::string>
                                         Options* options) {
   for (const auto& [key, value] : raw) {
     const auto milliseconds = [&](std::chrono::milliseconds* out) -> std::optional<std::string> {
-      const auto number = wholeNumber(value, 1, 3'600'000);
+      const auto number = text::wholeNumber(value, 1, 3'600'000);
       if (!number) {
         return "kubernetes: " + key + " must be a whole number of milliseconds in 1..3600000";
       }
@@ -116,12 +93,12 @@ std::unique_ptr<KubernetesBackend> KubernetesBackend::connect(const Options& opt
   settings.nameserver = options.nameserver;
   settings.seccomp_localhost = options.seccomp_localhost;
   if (!options.seccomp_localhost_file.empty()) {
-    const auto text = readFile(options.seccomp_localhost_file);
-    if (!text) {
+    const auto profile = text::readFile(options.seccomp_localhost_file);
+    if (!profile) {
       *error = "kubernetes: cannot read seccomp-localhost-file " + options.seccomp_localhost_file;
       return nullptr;
     }
-    settings.seccomp_localhost_text = *text;
+    settings.seccomp_localhost_text = *profile;
   }
   auto client = std::make_unique<KubeClient>(access.access, options.api_timeout);
   if (!client->error().empty()) {
@@ -130,10 +107,7 @@ std::unique_ptr<KubernetesBackend> KubernetesBackend::connect(const Options& opt
   }
   std::unique_ptr<KubernetesBackend> backend(
       new KubernetesBackend(options, std::move(client), settings, log));
-  std::string problems;
-  for (const std::string& problem : backend->pods_.clusterProblems()) {
-    problems += (problems.empty() ? "" : "; ") + problem;
-  }
+  const std::string problems = text::join(backend->pods_.clusterProblems(), "; ");
   if (!problems.empty()) {
     *error =
         "kubernetes: namespace " + settings.namespace_name + " cannot hold sandboxes: " + problems;
@@ -182,10 +156,7 @@ std::shared_ptr<KubernetesBackend::Sandbox> KubernetesBackend::find(const std::s
 backend::CapacityReply KubernetesBackend::capacity() { return pods_.capacity(); }
 
 Status KubernetesBackend::supports(const backend::Posture& posture) {
-  std::string missing;
-  for (const std::string& control : inexpressible(posture)) {
-    missing += (missing.empty() ? "" : "; ") + control;
-  }
+  const std::string missing = text::join(inexpressible(posture), "; ");
   if (missing.empty()) {
     return {};
   }

@@ -3,12 +3,13 @@
 #include <Poco/URI.h>
 
 #include <algorithm>
-#include <charconv>
+#include <limits>
 #include <optional>
 #include <thread>
 
 #include "api_reading.h"
 #include "pod_readback.h"
+#include "text.h"
 
 namespace scs::kubernetes {
 namespace {
@@ -19,14 +20,6 @@ using backend::Code;
 // the pause before the next request to an API server that fails or ends watches at once.
 constexpr auto kShortestWatch = std::chrono::milliseconds(500);
 constexpr auto kBusyPause = std::chrono::milliseconds(200);
-
-std::string joined(const std::vector<std::string>& sentences) {
-  std::string out;
-  for (const std::string& sentence : sentences) {
-    out += (out.empty() ? "" : "; ") + sentence;
-  }
-  return out;
-}
 
 // One watch's timeoutSeconds: kWatchSeconds, or less when the wait ends sooner or a request's
 // own timeout is shorter (half of it, so the socket never times out first), and at least the
@@ -41,15 +34,6 @@ int watchSeconds(std::chrono::steady_clock::time_point deadline,
       std::clamp<std::int64_t>(left.count(), 1, std::max<std::int64_t>(1, most)));
 }
 
-Labels labelsOf(const json::ObjectPtr& pod) {
-  Labels labels;
-  for (const auto& [key, value] :
-       json::stringMap(json::object(json::object(pod, "metadata"), "labels"))) {
-    labels[key] = value;
-  }
-  return labels;
-}
-
 }  // namespace
 
 PodApi::PodApi(const KubeClient& client, PodSettings settings)
@@ -58,7 +42,7 @@ PodApi::PodApi(const KubeClient& client, PodSettings settings)
 std::string PodApi::podPath(const std::string& id) const {
   std::string name;
   Poco::URI::encode(id, "/?#", name);
-  return "/api/v1/namespaces/" + settings_.namespace_name + "/pods/" + name;
+  return podsPath() + "/" + name;
 }
 
 ApiReply PodApi::policies() const {
@@ -89,19 +73,19 @@ backend::CapacityReply PodApi::capacity() const {
 
 backend::CreateReply PodApi::create(const backend::SandboxSpec& spec, std::int64_t now_unix) const {
   const auto label = spec.labels.find(backend::kDeadlineLabel);
-  std::int64_t deadline = 0;
-  if (label == spec.labels.end() ||
-      std::from_chars(label->second.data(), label->second.data() + label->second.size(), deadline)
-              .ec != std::errc()) {
+  const std::optional<std::int64_t> deadline =
+      label == spec.labels.end()
+          ? std::nullopt
+          : text::wholeNumber(label->second, 0, std::numeric_limits<std::int64_t>::max());
+  if (!deadline) {
     return {{Code::kUnsupported, "kubernetes: the spec carries no deadline label"}, {}};
   }
   const PodManifest manifest = podFor(
-      spec, settings_, std::max<std::int64_t>(1, deadline - now_unix) + kDeadlineGraceSeconds);
+      spec, settings_, std::max<std::int64_t>(1, *deadline - now_unix) + kDeadlineGraceSeconds);
   if (!manifest.status.ok()) {
     return {manifest.status, {}};
   }
-  const ApiReply reply = client_.call(
-      "POST", "/api/v1/namespaces/" + settings_.namespace_name + "/pods", manifest.pod);
+  const ApiReply reply = client_.call("POST", podsPath(), manifest.pod);
   if (!reply.status.ok()) {
     return {reply.status, {}};
   }
@@ -139,20 +123,41 @@ backend::InspectReply PodApi::inspect(const std::string& id) const {
   const std::vector<std::string> deviations = podDeviations(pod.body, settings_, sent);
   problems.insert(problems.end(), deviations.begin(), deviations.end());
   if (!problems.empty()) {
-    result.status = {Code::kRejected, "kubernetes: the Pod " + id +
-                                          " as stored may not run code: " + joined(problems)};
+    result.status = {
+        Code::kRejected,
+        "kubernetes: the Pod " + id + " as stored may not run code: " + text::join(problems, "; ")};
   }
   return result;
 }
 
+std::string PodApi::podsPath() const {
+  return "/api/v1/namespaces/" + settings_.namespace_name + "/pods";
+}
+
+std::string PodApi::nameSelector(const std::string& id) {
+  std::string selector;
+  Poco::URI::encode("metadata.name=" + id, "=&,!/+ ", selector);
+  return "?fieldSelector=" + selector;
+}
+
 PodApi::State PodApi::stateNow(const std::string& id) const {
-  State result;
-  const ApiReply pod = client_.call("GET", podPath(id));
-  if (!pod.status.ok()) {
-    result.status = pod.status;
-    return result;
+  // A list of the one Pod, as an informer reads: its resourceVersion is the collection's, from
+  // which a watch is valid even when the Pod itself has not changed for long.
+  const ApiReply listed = client_.call("GET", podsPath() + nameSelector(id));
+  State state;
+  if (!listed.status.ok()) {
+    state.status = listed.status;
+    return state;
   }
-  return stateOf(pod.body);
+  const std::vector<json::ObjectPtr> items = json::objects(json::array(listed.body, "items"));
+  if (items.empty()) {
+    state.status = {Code::kNotFound, "kubernetes: the Pod " + id + " is gone"};
+    return state;
+  }
+  state = stateOf(items.front());
+  state.resource_version =
+      json::string(json::object(listed.body, "metadata"), "resourceVersion").value_or("");
+  return state;
 }
 
 PodApi::State PodApi::stateOf(const json::ObjectPtr& pod) {
@@ -177,34 +182,23 @@ PodApi::State PodApi::awaitState(const std::string& id,
     state.status = {Code::kNotFound, "kubernetes: the Pod " + id + " is gone"};
     return state;
   };
-  std::string name;
-  Poco::URI::encode("metadata.name=" + id, "=&,!/+ ", name);
-  const std::string pods = "/api/v1/namespaces/" + settings_.namespace_name + "/pods";
   backend::Status last;  // the latest failure of the API server, until a list succeeds
   int expired_in_a_row = 0;
   while (!cancelled()) {
-    // A list of the one Pod, as an informer reads: its resourceVersion is the collection's, from
-    // which a watch is valid even when the Pod itself has not changed for long.
-    const ApiReply listed = client_.call("GET", pods + "?fieldSelector=" + name);
-    if (listed.status.ok()) {
+    const State state = stateNow(id);
+    if (state.status.ok() || state.status.code == Code::kNotFound) {
       last = {};
-      const std::vector<json::ObjectPtr> items = json::objects(json::array(listed.body, "items"));
-      if (items.empty()) {
-        return gone();
-      }
-      const State state = stateOf(items.front());
-      if (done(state)) {
+      if (!state.status.ok() || done(state)) {
         return state;
       }
       // From the version read, the watch gives every change after it, then ends.
-      std::string version =
-          json::string(json::object(listed.body, "metadata"), "resourceVersion").value_or("");
+      std::string version = state.resource_version;
       while (!cancelled() && std::chrono::steady_clock::now() < deadline) {
         std::optional<State> reached;
         bool deleted = false;
         const auto began = std::chrono::steady_clock::now();
         const KubeClient::WatchReply watched = client_.watch(
-            pods + "?fieldSelector=" + name +
+            podsPath() + nameSelector(id) +
                 "&watch=1&allowWatchBookmarks=false&resourceVersion=" + version +
                 "&timeoutSeconds=" + std::to_string(watchSeconds(deadline, client_.timeout())),
             [&](const json::ObjectPtr& event) {
@@ -247,12 +241,10 @@ PodApi::State PodApi::awaitState(const std::string& id,
           pause();  // ended at once without a word: a proxy, or a server ignoring timeoutSeconds
         }
       }
-    } else if (!transient(listed.status)) {
-      State failed;
-      failed.status = listed.status;
-      return failed;
+    } else if (!transient(state.status)) {
+      return state;
     } else {
-      last = listed.status;
+      last = state.status;
       pause();
     }
     if (std::chrono::steady_clock::now() >= deadline) {
@@ -271,15 +263,12 @@ std::string PodApi::attachPath(const std::string& id) const {
          "&stdin=true&stdout=true&stderr=true";
 }
 
-backend::Status PodApi::deletePod(const std::string& id) const {
+backend::Status PodApi::kill(const std::string& id) const {
   return client_.call("DELETE", podPath(id) + "?gracePeriodSeconds=1").status;
 }
 
-backend::Status PodApi::kill(const std::string& id) const { return deletePod(id); }
-
 backend::Status PodApi::remove(const std::string& id) const {
-  if (const backend::Status status = deletePod(id);
-      !status.ok() && status.code != Code::kNotFound) {
+  if (const backend::Status status = kill(id); !status.ok() && status.code != Code::kNotFound) {
     return status;
   }
   std::lock_guard lock(mutex_);
@@ -291,8 +280,7 @@ backend::ListReply PodApi::list(const std::string& label_key) const {
   backend::ListReply result;
   std::string selector;
   Poco::URI::encode(label_key, "=&,!/+ ", selector);
-  const ApiReply reply = client_.call(
-      "GET", "/api/v1/namespaces/" + settings_.namespace_name + "/pods?labelSelector=" + selector);
+  const ApiReply reply = client_.call("GET", podsPath() + "?labelSelector=" + selector);
   if (!reply.status.ok()) {
     result.status = reply.status;
     return result;

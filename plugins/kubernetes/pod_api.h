@@ -49,13 +49,14 @@ class PodApi {
   // PodApi did not create.
   backend::InspectReply inspect(const std::string& id) const;
 
-  // Where the Pod's sandbox container is now, from one GET: how it ended so far (exitOf), or
-  // whether it runs.
+  // Where the Pod's sandbox container is now, from a list of that one Pod: how it ended so far
+  // (exitOf), or whether it runs, and the list's resourceVersion to watch from; kNotFound when
+  // the Pod is gone.
   struct State {
     backend::Status status;
     backend::Exit exit;
     bool running = false;
-    std::string resource_version;  // of the Pod as read
+    std::string resource_version;  // to watch from: the list's, or the watched Pod's
   };
   State stateNow(const std::string& id) const;
 
@@ -87,8 +88,10 @@ class PodApi {
 
  private:
   std::string podPath(const std::string& id) const;
+  std::string podsPath() const;
+  // "?fieldSelector=metadata.name%3D<id>", for a list or a watch of that one Pod.
+  static std::string nameSelector(const std::string& id);
   static State stateOf(const json::ObjectPtr& pod);
-  backend::Status deletePod(const std::string& id) const;
   // GET of the namespace's NetworkPolicyList.
   ApiReply policies() const;
 

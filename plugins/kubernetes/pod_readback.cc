@@ -15,8 +15,6 @@ using backend::TmpfsMount;
 using json::ObjectPtr;
 using json::objects;
 
-constexpr const char* kContainer = kSandboxContainer;
-
 // The effective value of a security-context field: the container's, else the Pod's.
 std::optional<std::int64_t> effectiveInteger(const ObjectPtr& container_context,
                                              const ObjectPtr& pod_context, const char* key) {
@@ -34,10 +32,10 @@ ObjectPtr effectiveObject(const ObjectPtr& container_context, const ObjectPtr& p
   return json::object(pod_context, key);
 }
 
-// The sandbox container of a stored Pod: the one named kContainer.
+// The sandbox container of a stored Pod: the one named kSandboxContainer.
 ObjectPtr sandboxContainer(const ObjectPtr& spec) {
   for (const ObjectPtr& container : objects(json::array(spec, "containers"))) {
-    if (json::string(container, "name") == std::string(kContainer)) {
+    if (json::string(container, "name") == std::string(kSandboxContainer)) {
       return container;
     }
   }
@@ -45,8 +43,7 @@ ObjectPtr sandboxContainer(const ObjectPtr& spec) {
 }
 
 std::int64_t quantity(const ObjectPtr& amounts, const char* key, std::int64_t unit) {
-  const std::optional<std::string> text = json::string(amounts, key);
-  return text ? parseQuantity(*text, unit).value_or(0) : 0;
+  return quantityOf(amounts, key, unit).value_or(0);
 }
 
 }  // namespace
@@ -105,11 +102,7 @@ backend::Posture postureFromPod(const json::ObjectPtr& pod, const PodSettings& s
   const std::vector<std::string> args = json::strings(json::array(container, "args"));
   p.init_command.insert(p.init_command.end(), args.begin(), args.end());
   // The resource limits are the launcher's, from its command line (containerCommand()).
-  const LauncherLimits launcher = launcherLimits(p.init_command);
-  p.processes_limit = launcher.processes;
-  p.open_files_limit = launcher.open_files;
-  p.file_size_limit_bytes = launcher.file_size_bytes;
-  p.core_dumps_disabled = launcher.core_dumps_disabled;
+  readLauncherLimits(p.init_command, &p);
   // And the paths the launcher finds masked and read-only before anything runs.
   p.masked_paths = launcherPaths(p.init_command, "--masked");
   p.readonly_paths = launcherPaths(p.init_command, "--readonly");
@@ -268,6 +261,12 @@ std::vector<std::string> podDeviations(const json::ObjectPtr& pod, const PodSett
              json::boolean(container, "tty") != true,
          "the sandbox container's stdin is not one stream that ends, or it has a terminal");
   return deviations;
+}
+
+std::optional<std::int64_t> quantityOf(const json::ObjectPtr& amounts, const std::string& key,
+                                       std::int64_t unit) {
+  const std::optional<std::string> text = json::string(amounts, key);
+  return text ? parseQuantity(*text, unit) : std::nullopt;
 }
 
 std::optional<std::int64_t> parseQuantity(std::string_view text, std::int64_t unit) {

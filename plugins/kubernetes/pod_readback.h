@@ -41,4 +41,9 @@ std::vector<std::string> podDeviations(const json::ObjectPtr& pod, const PodSett
 // by `unit` (1000 reads cpu in millicores, 1 reads bytes), rounded up; nullopt when malformed.
 std::optional<std::int64_t> parseQuantity(std::string_view text, std::int64_t unit);
 
+// The quantity `key` of `amounts` (a resources map: limits, allocatable, a quota's hard), parsed
+// as parseQuantity() does; nullopt when absent or malformed.
+std::optional<std::int64_t> quantityOf(const json::ObjectPtr& amounts, const std::string& key,
+                                       std::int64_t unit);
+
 }  // namespace scs::kubernetes

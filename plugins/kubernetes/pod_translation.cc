@@ -1,8 +1,11 @@
 #include "pod_translation.h"
 
 #include <algorithm>
-#include <charconv>
+#include <limits>
 #include <set>
+
+#include "rlimits.h"
+#include "text.h"
 
 namespace scs::kubernetes {
 namespace {
@@ -14,8 +17,6 @@ using json::ArrayPtr;
 using json::ObjectPtr;
 using json::objects;
 
-constexpr const char* kContainer = kSandboxContainer;
-
 struct Owner {
   std::int64_t uid = -1;
   std::int64_t gid = -1;
@@ -23,19 +24,24 @@ struct Owner {
 
 // "uid:gid", both numeric; nullopt otherwise.
 std::optional<Owner> parseOwner(std::string_view text) {
-  const std::size_t colon = text.find(':');
-  if (colon == std::string_view::npos) {
+  const std::vector<std::string_view> parts = text::split(text, ':');
+  constexpr std::int64_t kMost = std::numeric_limits<std::int64_t>::max();
+  const auto uid = parts.size() == 2 ? text::wholeNumber(parts[0], 0, kMost) : std::nullopt;
+  const auto gid = parts.size() == 2 ? text::wholeNumber(parts[1], 0, kMost) : std::nullopt;
+  if (!uid || !gid) {
     return std::nullopt;
   }
-  Owner owner;
-  const auto number = [](std::string_view digits, std::int64_t* out) {
-    const char* end = digits.data() + digits.size();
-    return !digits.empty() && std::from_chars(digits.data(), end, *out).ptr == end && *out >= 0;
-  };
-  if (!number(text.substr(0, colon), &owner.uid) || !number(text.substr(colon + 1), &owner.gid)) {
+  return Owner{*uid, *gid};
+}
+
+// The value after the last `flag` of a command; nullopt when it has none.
+std::optional<std::string_view> lastValue(const std::vector<std::string>& command,
+                                          const std::string& flag) {
+  const auto found = std::find(command.rbegin(), command.rend(), flag);
+  if (found == command.rend() || found == command.rbegin()) {
     return std::nullopt;
   }
-  return owner;
+  return *(found - 1);
 }
 
 bool isLabelValue(std::string_view value) {
@@ -179,101 +185,56 @@ std::string podName(const std::string& run_id) { return "scs-" + run_id; }
 
 std::vector<std::string> containerCommand(const backend::SandboxSpec& spec) {
   const Posture& p = spec.posture;
-  std::string limits;
-  const auto add = [&](const char* name, std::int64_t value) {
-    limits += (limits.empty() ? "" : ",") + std::string(name) + "=" + std::to_string(value);
-  };
-  if (p.processes_limit > 0) {
-    add("nproc", p.processes_limit);
-  }
-  if (p.open_files_limit > 0) {
-    add("nofile", p.open_files_limit);
-  }
-  if (p.file_size_limit_bytes > 0) {
-    add("fsize", p.file_size_limit_bytes);
-  }
-  if (p.core_dumps_disabled) {
-    add("core", 0);
-  }
   std::vector<std::string> command = spec.command;
-  if (!limits.empty()) {
-    command.insert(command.end(), {"--rlimits", limits});
+  std::vector<std::string> limits;
+  for (const rlimits::Rlimit& limit : rlimits::of(p)) {
+    limits.push_back(limit.name + "=" + std::to_string(limit.value));
   }
-  const auto paths = [&](const char* flag, const std::vector<std::string>& list) {
-    std::string joined;
-    for (const std::string& path : list) {
-      joined += (joined.empty() ? "" : ",") + path;
+  command.insert(command.end(), {"--rlimits", text::join(limits, ",")});
+  for (const auto& [flag, paths] :
+       {std::pair{"--masked", &p.masked_paths}, std::pair{"--readonly", &p.readonly_paths}}) {
+    if (!paths->empty()) {
+      command.insert(command.end(), {flag, text::join(*paths, ",")});
     }
-    if (!joined.empty()) {
-      command.insert(command.end(), {flag, joined});
-    }
-  };
-  paths("--masked", p.masked_paths);
-  paths("--readonly", p.readonly_paths);
+  }
   return command;
 }
 
 std::vector<std::string> launcherPaths(const std::vector<std::string>& command,
                                        const std::string& flag) {
-  const auto found = std::find(command.rbegin(), command.rend(), flag);
-  if (found == command.rend() || found == command.rbegin()) {
+  const std::optional<std::string_view> value = lastValue(command, flag);
+  if (!value) {
     return {};
   }
   // As the launcher's parse_paths() reads it: absolute paths, comma-separated.
   std::vector<std::string> paths;
-  std::string_view rest = *(found - 1);
-  while (true) {
-    const std::size_t comma = rest.find(',');
-    const std::string_view path = rest.substr(0, comma);
+  for (const std::string_view path : text::split(*value, ',')) {
     if (path.empty() || path.front() != '/' || path.find('\0') != std::string_view::npos) {
       return {};
     }
     paths.emplace_back(path);
-    if (comma == std::string_view::npos) {
-      return paths;
-    }
-    rest.remove_prefix(comma + 1);
   }
+  return paths;
 }
 
-LauncherLimits launcherLimits(const std::vector<std::string>& command) {
-  const auto flag = std::find(command.rbegin(), command.rend(), "--rlimits");
-  if (flag == command.rend() || flag == command.rbegin()) {
-    return {};
+void readLauncherLimits(const std::vector<std::string>& command, backend::Posture* posture) {
+  const std::optional<std::string_view> value = lastValue(command, "--rlimits");
+  if (!value) {
+    return;
   }
   // As the launcher's parse_rlimits() reads it: NAME=N items, each name once, nothing else.
-  LauncherLimits parsed;
+  backend::Posture read = *posture;
   std::set<std::string_view> seen;
-  std::string_view rest = *(flag - 1);
-  while (true) {
-    const std::size_t comma = rest.find(',');
-    const std::string_view item = rest.substr(0, comma);
-    const std::size_t equals = item.find('=');
-    const std::string_view name = item.substr(0, equals);
-    const std::string_view digits =
-        equals == std::string_view::npos ? std::string_view() : item.substr(equals + 1);
-    std::int64_t value = -1;
-    const char* end = digits.data() + digits.size();
-    if (digits.empty() || std::from_chars(digits.data(), end, value).ptr != end || value < 0 ||
-        !seen.insert(name).second) {
-      return {};
+  for (const std::string_view item : text::split(*value, ',')) {
+    const std::vector<std::string_view> parts = text::split(item, '=');
+    const auto number =
+        parts.size() == 2 ? text::wholeNumber(parts[1], 0, std::numeric_limits<std::int64_t>::max())
+                          : std::nullopt;
+    if (!number || !seen.insert(parts[0]).second || !rlimits::set(&read, parts[0], *number)) {
+      return;
     }
-    if (name == "nproc") {
-      parsed.processes = value;
-    } else if (name == "nofile") {
-      parsed.open_files = value;
-    } else if (name == "fsize") {
-      parsed.file_size_bytes = value;
-    } else if (name == "core") {
-      parsed.core_dumps_disabled = value == 0;
-    } else {
-      return {};
-    }
-    if (comma == std::string_view::npos) {
-      return parsed;
-    }
-    rest.remove_prefix(comma + 1);
   }
+  *posture = read;
 }
 
 PodManifest podFor(const backend::SandboxSpec& spec, const PodSettings& settings,
@@ -329,7 +290,7 @@ PodManifest podFor(const backend::SandboxSpec& spec, const PodSettings& settings
   mounts->add(mountOf("shm", kShmPath));
 
   ObjectPtr container = json::newObject();
-  container->set("name", kContainer);
+  container->set("name", kSandboxContainer);
   container->set("image", p.image);
   container->set("imagePullPolicy", "IfNotPresent");
   container->set("command", json::arrayOf(containerCommand(spec)));

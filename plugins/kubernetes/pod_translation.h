@@ -39,7 +39,7 @@ inline constexpr const char* kShmPath = "/dev/shm";
 std::string podName(const std::string& run_id);
 
 // The sandbox container's command: the launcher's argv as the spec says, then `--rlimits` with
-// the posture's resource limits (nproc, nofile, fsize, and core=0 when core dumps are off), and
+// the posture's resource limits (nofile, nproc, fsize, and core=0 when core dumps are off), and
 // `--masked` and `--readonly` with its masked and read-only paths. No Pod field sets a process's
 // limits, and the API does not show which paths the runtime masks: the launcher, PID 1 from the
 // core's read-only image, lowers its own limits to these and checks each path before anything
@@ -51,16 +51,10 @@ std::vector<std::string> containerCommand(const backend::SandboxSpec& spec);
 std::vector<std::string> launcherPaths(const std::vector<std::string>& command,
                                        const std::string& flag);
 
-// The resource limits a container command's last `--rlimits` gives the launcher, as a posture
-// holds them (processes, open files, file size, core dumps off); the fields stay 0 (and false)
-// when it gives none, or one malformed.
-struct LauncherLimits {
-  std::int64_t processes = 0;
-  std::int64_t open_files = 0;
-  std::int64_t file_size_bytes = 0;
-  bool core_dumps_disabled = false;
-};
-LauncherLimits launcherLimits(const std::vector<std::string>& command);
+// Sets the resource limits of `posture` (processes, open files, file size, core dumps off) to
+// what a container command's last `--rlimits` gives the launcher; leaves them as they are when it
+// gives none, or one malformed.
+void readLauncherLimits(const std::vector<std::string>& command, backend::Posture* posture);
 
 struct PodManifest {
   backend::Status status;  // kUnsupported when the spec cannot be carried exactly

@@ -19,6 +19,7 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "fake_backend.h"
 #include "json_access.h"
@@ -44,6 +45,13 @@ Object::Ptr status(int code, const std::string& reason, const std::string& messa
   s->set("message", message);
   s->set("code", code);
   return s;
+}
+
+// Answers `answer` as JSON with `code`.
+void reply(Poco::Net::HTTPServerResponse& response, int code, const Object::Ptr& answer) {
+  response.setStatusAndReason(static_cast<Poco::Net::HTTPResponse::HTTPStatus>(code));
+  response.setContentType("application/json");
+  response.send() << text(answer);
 }
 
 Object::Ptr list(const std::string& kind, const std::vector<Object::Ptr>& items,
@@ -207,7 +215,35 @@ struct Container {
   std::string id;  // in the fake engine
   bool session = false;
   ContainerOutput output;
-  std::atomic<bool> attached{false};
+  bool attached = false;  // stdinOnce: one attach a container (guarded by State::mutex)
+};
+
+// What a list or watch of Pods asks for: fieldSelector metadata.name=NAME, labelSelector,
+// resourceVersion and timeoutSeconds.
+struct PodQuery {
+  std::string name;
+  std::string selector;
+  std::string version;
+  int seconds = 30;
+
+  explicit PodQuery(const Poco::URI& uri) {
+    for (const auto& [key, value] : uri.getQueryParameters()) {
+      if (key == "fieldSelector" && value.rfind("metadata.name=", 0) == 0) {
+        name = value.substr(14);
+      } else if (key == "labelSelector") {
+        selector = value;
+      } else if (key == "resourceVersion") {
+        version = value;
+      } else if (key == "timeoutSeconds" && allDigits(value)) {
+        seconds = std::stoi(value);
+      }
+    }
+  }
+
+  // Whether the Pod `pod_name` with `pod` as its object is one it asks for.
+  bool selects(const std::string& pod_name, const Object::Ptr& pod) const {
+    return (name.empty() || pod_name == name) && matches(selector, labelsOf(pod));
+  }
 };
 
 }  // namespace
@@ -318,7 +354,7 @@ struct KubeApiDouble::State {
   // Declared before the engine, which ends its sandboxes (and their writes) first.
   std::map<std::pair<std::string, std::string>, std::shared_ptr<Container>> containers;
   fake::FakeBackend engine{fake::Options{}, nullptr};
-  std::string attach_fault;
+  bool drop_next_attach = false;
   bool hold_pending = false;
   int failures = 0;
   int failure_status = 500;
@@ -372,8 +408,7 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
                      Poco::Net::HTTPServerResponse& response) override {
     const Handling handling(state_);
     if (state_.closing) {
-      response.setStatusAndReason(Poco::Net::HTTPResponse::HTTP_SERVICE_UNAVAILABLE);
-      response.send() << text(status(503, "ServiceUnavailable", "the double is going away"));
+      reply(response, 503, status(503, "ServiceUnavailable", "the double is going away"));
       return;
     }
     if (Poco::icompare(request.get("Upgrade", ""), "websocket") == 0) {
@@ -393,16 +428,15 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
       container->output.close();
       state_.engine.remove(container->id);
     }
-    response.setStatusAndReason(static_cast<Poco::Net::HTTPResponse::HTTPStatus>(code));
-    response.setContentType("application/json");
-    response.send() << text(answer);
+    reply(response, code, answer);
   }
 
  private:
-  Object::Ptr serve(Poco::Net::HTTPServerRequest& request, const Poco::URI& uri,
-                    const std::string& body, int* code) {
-    std::lock_guard lock(state_.mutex);
-    state_.requests.push_back(request.getMethod() + " " + uri.getPathAndQuery());
+  // Records the request as `seen` and answers what every request meets first: a failure
+  // failNext() injected, or 401 without the token; null when the request may go on. Requires
+  // state_.mutex.
+  Object::Ptr refusal(Poco::Net::HTTPServerRequest& request, const std::string& seen, int* code) {
+    state_.requests.push_back(seen);
     if (state_.failures > 0) {
       --state_.failures;
       *code = state_.failure_status;
@@ -411,6 +445,16 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
     if (request.get("Authorization", "") != "Bearer " + token_) {
       *code = 401;
       return status(401, "Unauthorized", "Unauthorized");
+    }
+    return nullptr;
+  }
+
+  Object::Ptr serve(Poco::Net::HTTPServerRequest& request, const Poco::URI& uri,
+                    const std::string& body, int* code) {
+    std::lock_guard lock(state_.mutex);
+    if (Object::Ptr refused =
+            refusal(request, request.getMethod() + " " + uri.getPathAndQuery(), code)) {
+      return refused;
     }
     std::vector<std::string> path;
     uri.getPathSegments(path);
@@ -432,19 +476,10 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
         return create(ns, body, code);
       }
       if (path.size() == 5 && method == "GET") {
-        std::string selector;
-        std::string name;
-        for (const auto& [key, value] : uri.getQueryParameters()) {
-          if (key == "labelSelector") {
-            selector = value;
-          } else if (key == "fieldSelector" && value.rfind("metadata.name=", 0) == 0) {
-            name = value.substr(14);
-          }
-        }
+        const PodQuery query(uri);
         std::vector<Object::Ptr> items;
         for (const auto& [where, pod] : state_.pods) {
-          if (where.first == ns && (name.empty() || where.second == name) &&
-              matches(selector, labelsOf(pod))) {
+          if (where.first == ns && query.selects(where.second, pod)) {
             items.push_back(pod);
           }
         }
@@ -619,48 +654,21 @@ void KubeApiDouble::Handler::watch(Poco::Net::HTTPServerRequest& request,
   const Poco::URI uri(request.getURI());
   std::vector<std::string> path;
   uri.getPathSegments(path);
-  std::string version_text;
-  std::string name;
-  std::string selector;
-  int seconds = 30;
-  for (const auto& [key, value] : uri.getQueryParameters()) {
-    if (key == "resourceVersion") {
-      version_text = value;
-    } else if (key == "fieldSelector" && value.rfind("metadata.name=", 0) == 0) {
-      name = value.substr(14);
-    } else if (key == "labelSelector") {
-      selector = value;
-    } else if (key == "timeoutSeconds" && allDigits(value)) {
-      seconds = std::stoi(value);
-    }
-  }
-  const auto refuse = [&](int code, const Object::Ptr& answer) {
-    response.setStatusAndReason(static_cast<Poco::Net::HTTPResponse::HTTPStatus>(code));
-    response.setContentType("application/json");
-    response.send() << text(answer);
-  };
+  const PodQuery query(uri);
   std::unique_lock lock(state_.mutex);
-  state_.requests.push_back("GET " + uri.getPathAndQuery());
-  if (state_.failures > 0) {
-    --state_.failures;
-    const int code = state_.failure_status;
-    lock.unlock();
-    refuse(code, status(code, "InternalError", "injected failure " + std::to_string(code)));
-    return;
+  int code = 400;
+  Object::Ptr refused = refusal(request, "GET " + uri.getPathAndQuery(), &code);
+  if (!refused && (path.size() != 5 || path[0] != "api" || path[2] != "namespaces" ||
+                   path[4] != "pods" || !allDigits(query.version))) {
+    refused = status(400, "BadRequest", "this double watches pods from a resourceVersion");
   }
-  if (request.get("Authorization", "") != "Bearer " + token_) {
+  if (refused) {
     lock.unlock();
-    refuse(401, status(401, "Unauthorized", "Unauthorized"));
-    return;
-  }
-  if (path.size() != 5 || path[0] != "api" || path[2] != "namespaces" || path[4] != "pods" ||
-      !allDigits(version_text)) {
-    lock.unlock();
-    refuse(400, status(400, "BadRequest", "this double watches pods from a resourceVersion"));
+    reply(response, code, refused);
     return;
   }
   const std::string ns = path[3];
-  std::uint64_t from = std::stoull(version_text);
+  std::uint64_t from = std::stoull(query.version);
   response.setChunkedTransferEncoding(true);
   response.setContentType("application/json");
   const bool expired = from < state_.oldest_watchable;
@@ -668,21 +676,19 @@ void KubeApiDouble::Handler::watch(Poco::Net::HTTPServerRequest& request,
   std::ostream& out = response.send();
   if (expired) {
     out << R"({"type":"ERROR","object":)"
-        << text(status(410, "Expired", "too old resource version: " + version_text)) << "}\n";
+        << text(status(410, "Expired", "too old resource version: " + query.version)) << "}\n";
     return;
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(query.seconds);
   lock.lock();
   while (!state_.stopping && !state_.closing && std::chrono::steady_clock::now() < deadline) {
     std::vector<std::string> lines;
     for (const State::Event& event : state_.events) {
-      if (event.version <= from || event.key.first != ns ||
-          (!name.empty() && event.key.second != name)) {
+      if (event.version <= from || event.key.first != ns) {
         continue;
       }
       from = event.version;
-      const Object::Ptr object = parse(event.object);
-      if (!matches(selector, labelsOf(object))) {
+      if (!query.selects(event.key.second, parse(event.object))) {
         continue;
       }
       lines.push_back(R"({"type":")" + event.type + R"(","object":)" + event.object + "}\n");
@@ -709,36 +715,34 @@ void KubeApiDouble::Handler::attach(Poco::Net::HTTPServerRequest& request,
   std::vector<std::string> path;
   uri.getPathSegments(path);
   std::shared_ptr<Container> live;
-  std::string fault;
+  bool drop = false;
   int code = 0;
-  Object::Ptr refusal;
+  Object::Ptr refused;
   {
     std::lock_guard lock(state_.mutex);
-    state_.requests.push_back("ATTACH " + uri.getPathAndQuery());
     const auto pod = path.size() == 7 && path[0] == "api" && path[2] == "namespaces" &&
                              path[4] == "pods" && path[6] == "attach"
                          ? state_.pods.find({path[3], path[5]})
                          : state_.pods.end();
-    if (request.get("Authorization", "") != "Bearer " + token_) {
-      code = 401;
-      refusal = status(401, "Unauthorized", "Unauthorized");
-    } else if (pod == state_.pods.end()) {
+    const auto container =
+        pod == state_.pods.end() ? state_.containers.end() : state_.containers.find(pod->first);
+    refused = refusal(request, "ATTACH " + uri.getPathAndQuery(), &code);
+    if (!refused && pod == state_.pods.end()) {
       code = 404;
-      refusal = status(404, "NotFound", "pods not found");
-    } else if (pod->second->getObject("status")->getValue<std::string>("phase") != "Running" ||
-               state_.containers.count(pod->first) == 0 ||
-               state_.containers[pod->first]->attached.exchange(true)) {
+      refused = status(404, "NotFound", "pods not found");
+    } else if (!refused &&
+               (pod->second->getObject("status")->getValue<std::string>("phase") != "Running" ||
+                container == state_.containers.end() || container->second->attached)) {
       code = 400;
-      refusal = status(400, "BadRequest", "container sandbox is not running or is attached");
-    } else {
-      live = state_.containers[pod->first];
-      fault.swap(state_.attach_fault);
+      refused = status(400, "BadRequest", "container sandbox is not running or is attached");
+    } else if (!refused) {
+      live = container->second;
+      live->attached = true;
+      drop = std::exchange(state_.drop_next_attach, false);
     }
   }
-  if (refusal) {
-    response.setStatusAndReason(static_cast<Poco::Net::HTTPResponse::HTTPStatus>(code));
-    response.setContentType("application/json");
-    response.send() << text(refusal);
+  if (refused) {
+    reply(response, code, refused);
     return;
   }
   const bool v5 =
@@ -774,7 +778,7 @@ void KubeApiDouble::Handler::attach(Poco::Net::HTTPServerRequest& request,
           if (!live->session) {
             state_.engine.deliver(live->id, input);
           }
-          if (fault == "drop") {
+          if (drop) {
             ws.close();  // without a close frame, the output unread
             return;
           }
@@ -875,7 +879,7 @@ void KubeApiDouble::expireWatchHistory() {
 
 void KubeApiDouble::dropNextAttach() {
   std::lock_guard lock(state_->mutex);
-  state_->attach_fault = "drop";
+  state_->drop_next_attach = true;
 }
 
 void KubeApiDouble::failNext(int count, int status_code) {

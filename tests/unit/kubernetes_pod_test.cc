@@ -221,7 +221,7 @@ TEST_F(PodTest, TheStoredPodReadsBackAsWhatWasSentWhereAFieldCarriesIt) {
   EXPECT_FALSE(got.engine_init);
   // The launcher's argv, then the resource limits it lowers itself to (none is a Pod field).
   std::vector<std::string> command = spec().command;
-  command.insert(command.end(), {"--rlimits", "nproc=256,nofile=1024,fsize=268435456,core=0"});
+  command.insert(command.end(), {"--rlimits", "nofile=1024,nproc=256,fsize=268435456,core=0"});
   command.insert(command.end(),
                  {"--masked",
                   "/proc/acpi,/proc/asound,/proc/interrupts,/proc/kcore,/proc/keys,"
@@ -251,22 +251,27 @@ TEST_F(PodTest, TheStoredPodReadsBackAsWhatWasSentWhereAFieldCarriesIt) {
 }
 
 TEST(LauncherLimitsTest, TheLastRlimitsFlagReadsBackAndAMalformedOneReadsAsNone) {
-  const LauncherLimits read = launcherLimits(
-      {"python3", "--rlimits", "nproc=1", "--rlimits", "nproc=7,nofile=8,fsize=9,core=0"});
-  EXPECT_EQ(read.processes, 7);
-  EXPECT_EQ(read.open_files, 8);
-  EXPECT_EQ(read.file_size_bytes, 9);
+  backend::Posture read;
+  readLauncherLimits(
+      {"python3", "--rlimits", "nproc=1", "--rlimits", "nproc=7,nofile=8,fsize=9,core=0"}, &read);
+  EXPECT_EQ(read.processes_limit, 7);
+  EXPECT_EQ(read.open_files_limit, 8);
+  EXPECT_EQ(read.file_size_limit_bytes, 9);
   EXPECT_TRUE(read.core_dumps_disabled);
-  EXPECT_FALSE(launcherLimits({"python3", "--rlimits", "core=1"}).core_dumps_disabled);
+  backend::Posture core_on;
+  readLauncherLimits({"python3", "--rlimits", "core=1"}, &core_on);
+  EXPECT_FALSE(core_on.core_dumps_disabled);
   for (const std::vector<std::string>& weak :
        std::vector<std::vector<std::string>>{{"python3"},
                                              {"python3", "--rlimits"},
                                              {"python3", "--rlimits", "nproc=-1"},
                                              {"python3", "--rlimits", "nproc=7,stack=1"},
                                              {"python3", "--rlimits", "nproc=7,"},
-                                             {"python3", "--rlimits", "nproc=7,nproc=1"}}) {
-    const LauncherLimits none = launcherLimits(weak);
-    EXPECT_EQ(none.processes, 0) << weak.back();
+                                             {"python3", "--rlimits", "nproc=7,nproc=1"},
+                                             {"python3", "--rlimits", "nproc=7=1"}}) {
+    backend::Posture none;
+    readLauncherLimits(weak, &none);
+    EXPECT_EQ(none.processes_limit, 0) << weak.back();
     EXPECT_FALSE(none.core_dumps_disabled) << weak.back();
   }
 }
@@ -323,6 +328,15 @@ TEST_F(PodTest, EveryWeakenedFieldOfTheStoredPodIsSeen) {
   };
   const auto context = [&](const ObjectPtr& p) {
     return container(p)->getObject("securityContext");
+  };
+  // Gives the launcher flag `flag` of the stored command another value.
+  const auto setFlagValue = [&](const ObjectPtr& p, const std::string& flag,
+                                const std::string& value) {
+    std::vector<std::string> command = json::strings(container(p)->getArray("command"));
+    const auto found = std::find(command.begin(), command.end(), flag);
+    ASSERT_NE(found, command.end()) << flag;
+    *(found + 1) = value;
+    container(p)->set("command", json::arrayOf(command));
   };
   const std::vector<std::pair<std::string, std::function<void(const ObjectPtr&)>>> mutations = {
       {"privileged", [&](const ObjectPtr& p) { context(p)->set("privileged", true); }},
@@ -408,16 +422,10 @@ TEST_F(PodTest, EveryWeakenedFieldOfTheStoredPodIsSeen) {
       {"command changed",
        [&](const ObjectPtr& p) { container(p)->set("command", json::arrayOf({"/bin/sh"})); }},
       {"a masked path dropped",
-       [&](const ObjectPtr& p) {
-         std::vector<std::string> command = json::strings(container(p)->getArray("command"));
-         command[command.size() - 3] = "/proc/acpi";
-         container(p)->set("command", json::arrayOf(command));
-       }},
+       [&](const ObjectPtr& p) { setFlagValue(p, "--masked", "/proc/acpi"); }},
       {"rlimits raised",
        [&](const ObjectPtr& p) {
-         std::vector<std::string> command = json::strings(container(p)->getArray("command"));
-         command.back() = "nproc=99999";
-         container(p)->set("command", json::arrayOf(command));
+         setFlagValue(p, "--rlimits", "nofile=1024,nproc=99999,fsize=268435456,core=0");
        }},
       {"env added",
        [&](const ObjectPtr& p) {
