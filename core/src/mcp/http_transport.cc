@@ -173,10 +173,7 @@ class Sessions {
       ++held[tenant];
       closeLeastRecentLocked(runs::tenantToGiveWay(held, tenant));
     }
-    std::string id;
-    do {
-      id = runs::randomHexId();
-    } while (sessions_.count(id) != 0);
+    const std::string id = runs::unusedHexId(sessions_);
     sessions_[id] = Session{tenant, now};
     ++held_[tenant];
     return id;

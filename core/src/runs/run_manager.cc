@@ -120,9 +120,7 @@ std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest req
   }
   const std::size_t waiting = queue_.queued(request.tenant);
   auto run = std::make_shared<Run>();
-  do {
-    run->id = randomHexId();
-  } while (runs_.count(run->id) != 0);
+  run->id = unusedHexId(runs_);
   run->tenant = std::move(request.tenant);
   run->limits = request.limits;
   run->memory_bytes = memory;

@@ -137,6 +137,16 @@ struct StartRequest {
 // 128 random bits as 32 lower-case hex digits, for identifiers that must be unguessable.
 std::string randomHexId();
 
+// A randomHexId() that is not yet a key of `taken`.
+template <typename Map>
+std::string unusedHexId(const Map& taken) {
+  std::string id;
+  do {
+    id = randomHexId();
+  } while (taken.count(id) != 0);
+  return id;
+}
+
 struct StartRefusal {
   std::string message;  // e.g. the queue is full
 };

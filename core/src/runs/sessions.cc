@@ -158,9 +158,7 @@ std::variant<SessionSnapshot, StartRefusal> RunManager::Impl::openSession(
           "sandbox range is in use. Try again later."};
     }
     session = std::make_shared<Session>();
-    do {
-      session->id = randomHexId();
-    } while (sessions_.count(session->id) != 0);
+    session->id = unusedHexId(sessions_);
     session->tenant = std::move(request.tenant);
     session->limits = request.limits;
     session->memory_bytes = memory;
