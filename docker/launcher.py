@@ -22,7 +22,9 @@ memfd_create, new user namespaces and every signal addressed to PID 1, for every
 starts. For an engine that cannot set resource limits or show its /proc masking (a Kubernetes
 Pod), `--rlimits nofile=N,nproc=N,fsize=N,core=N` lowers PID 1's own limits, and `--masked` and
 `--readonly PATH,...` check that those paths are masked and read-only, first, before anything
-else runs; a path that is not ends the sandbox with 125.
+else runs; a path that is not ends the sandbox with 125. There `--confine` also gives the
+sandbox, with Landlock, what its mounts cannot: nothing executes outside /usr, nothing of the
+host's disk is written (confine_filesystem()).
 
 It runs the program as its child, as `python3 -I main.py` would run it, except that stdout is
 line-buffered and an uncaught exception is also reported over a pipe; that child interpreter is
@@ -1011,8 +1013,8 @@ def parse_arguments(argv):
     MODULE,...`: the modules the program's interpreter imports while it waits for the code.
     For an engine that cannot set or show them (a Kubernetes Pod): `--rlimits NAME=N,...`,
     resource limits to lower itself to before anything else; `--masked PATH,...` and `--readonly
-    PATH,...`, paths to find masked and read-only before anything else. `--session`: a
-    session's sandbox. In any order. Returns them as attributes (deadline None when not given)."""
+    PATH,...`, paths to find masked and read-only before anything else; `--confine`, the
+    Landlock rules of confine_filesystem(). `--session`: a session's sandbox. In any order. Returns them as attributes (deadline None when not given)."""
     parsers = {
         "deadline": lambda v: int(v) if is_whole(v) and int(v) > 0 else None,
         "warm": lambda v: (v.split(",") if all(MODULE_NAME.fullmatch(m) for m in v.split(","))
@@ -1021,14 +1023,14 @@ def parse_arguments(argv):
         "masked": parse_paths,
         "readonly": parse_paths,
     }
-    given = {"deadline": None, "warm": [], "session": False, "rlimits": {}, "masked": [],
-             "readonly": []}
+    given = {"deadline": None, "warm": [], "session": False, "confine": False, "rlimits": {},
+             "masked": [], "readonly": []}
     rest = list(argv)
     while rest:
         flag = rest.pop(0)
         name = flag[2:] if flag.startswith("--") else ""
-        if name == "session":
-            given["session"] = True
+        if name in ("session", "confine"):
+            given[name] = True
             continue
         if not rest:
             reject(f"setup: arguments {argv!r}: {flag!r} needs a value")
@@ -1037,7 +1039,7 @@ def parse_arguments(argv):
         if parsed is None:
             reject(f"setup: arguments {argv!r}: want --deadline SECONDS [--warm MODULE,...]"
                    " [--rlimits NAME=N,...] [--masked PATH,...] [--readonly PATH,...]"
-                   " [--session]")
+                   " [--confine] [--session]")
         given[name] = parsed
     return types.SimpleNamespace(**given)
 
@@ -1091,6 +1093,77 @@ def lower_rlimits(limits):
             reject(f"setup: cannot lower {name} to {cap}: {error}")
 
 
+# Landlock (linux/landlock.h): syscall numbers, the rights this launcher handles, and where it
+# grants them. The numbers are the same on every architecture.
+LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446
+LANDLOCK_CREATE_RULESET_VERSION = 1
+LANDLOCK_RULE_PATH_BENEATH = 1
+FS_EXECUTE, FS_WRITE_FILE, FS_MAKE_CHAR, FS_MAKE_BLOCK = 1 << 0, 1 << 1, 1 << 6, 1 << 11
+FS_TRUNCATE = 1 << 14  # Landlock ABI 3 (Linux 6.2)
+PR_SET_NO_NEW_PRIVS = 38
+EXECUTABLE_TREE = "/usr"  # the image's programs and libraries, on its read-only root
+SCRATCH = (WORKSPACE, "/tmp", "/dev/shm")
+# Devices a program opens for writing by name; /dev/pts holds the ptys os.openpty() makes.
+WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
+                    "/dev/tty", "/dev/ptmx", "/dev/pts")
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1  # struct landlock_path_beneath_attr is packed
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def confine_filesystem():
+    """`--confine`, for an engine whose scratch mounts take no noexec, nosuid or nodev and which
+    mounts a writable file of the host's disk into the sandbox (a Kubernetes Pod's emptyDirs and
+    its /dev/termination-log and /etc/hosts). Before anything else runs, PID 1 restricts itself,
+    and so every process the sandbox will ever have, with Landlock: files execute only from
+    beneath /usr (so nothing written to scratch space runs, setuid or not); files open for
+    writing only beneath /workspace, /tmp and /dev/shm and at the devices above (so no file of
+    the host's disk is written); no character or block device is made anywhere. Kernels without
+    Landlock (gVisor answers ENOSYS) end the sandbox with 125: refused, never weakened."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    syscall = libc.syscall
+    syscall.restype = ctypes.c_long
+    abi = syscall(LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0),
+                  ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION))
+    if abi < 1:
+        reject(f"setup: --confine: Landlock is unavailable: {os.strerror(ctypes.get_errno())}")
+    writes = FS_WRITE_FILE | (FS_TRUNCATE if abi >= 3 else 0)
+    handled = ctypes.c_uint64(FS_EXECUTE | writes | FS_MAKE_CHAR | FS_MAKE_BLOCK)
+    ruleset = syscall(LANDLOCK_CREATE_RULESET, ctypes.byref(handled),
+                      ctypes.c_size_t(ctypes.sizeof(handled)), ctypes.c_uint32(0))
+    if ruleset < 0:
+        reject(f"setup: --confine: landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
+
+    def grant(path, access, required):
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except FileNotFoundError:
+            if required:
+                reject(f"setup: --confine: {path} is missing")
+            return
+        rule = _PathBeneath(access, fd)
+        done = syscall(LANDLOCK_ADD_RULE, ctypes.c_int(ruleset),
+                       ctypes.c_int(LANDLOCK_RULE_PATH_BENEATH), ctypes.byref(rule),
+                       ctypes.c_uint32(0))
+        error = ctypes.get_errno()
+        os.close(fd)
+        if done != 0:
+            reject(f"setup: --confine: landlock_add_rule {path}: {os.strerror(error)}")
+
+    grant(EXECUTABLE_TREE, FS_EXECUTE, True)
+    for path in SCRATCH:
+        grant(path, writes, True)
+    for path in WRITABLE_DEVICES:
+        grant(path, writes, False)
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        reject(f"setup: --confine: PR_SET_NO_NEW_PRIVS: {os.strerror(ctypes.get_errno())}")
+    if syscall(LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
+        reject(f"setup: --confine: landlock_restrict_self: {os.strerror(ctypes.get_errno())}")
+    os.close(ruleset)
+
+
 def main():
     make_undumpable()
     ignore_signals()
@@ -1099,6 +1172,8 @@ def main():
     lower_rlimits(setup.rlimits)
     check_masked(setup.masked)
     check_readonly(setup.readonly)
+    if setup.confine:
+        confine_filesystem()
     seconds, warm, session = setup.deadline, setup.warm, setup.session
     if session:
         os.chdir(WORKSPACE)

@@ -26,8 +26,11 @@ except (OSError, ValueError):
 )PY";
 
 // Runs the launcher as PID 1 of a container the engine gave only its own defaults (no ulimits;
-// Docker's default masked and read-only paths), with `flags` and main.py as its bundle.
-CommandResult launch(const std::string& flags, const std::string& main_py = "print('ran')\n") {
+// Docker's default masked and read-only paths), with `flags` and main.py as its bundle. The
+// scratch mounts are Docker's default for --tmpfs (noexec, nosuid, nodev) unless `mounts`
+// names others.
+CommandResult launch(const std::string& flags, const std::string& main_py = "print('ran')\n",
+                     const std::string& mounts = "") {
   testing::TempFile source(main_py);
   testing::TempFile bundle("");
   // A bundle as the core sends one: an uncompressed ustar of main.py, mode 0644.
@@ -41,11 +44,13 @@ CommandResult launch(const std::string& flags, const std::string& main_py = "pri
     return packed;
   }
   const std::string uid = "1900000998";
+  const std::string scratch =
+      mounts.empty() ? " --tmpfs /workspace:uid=" + uid + ",gid=" + uid + ",mode=0700 --tmpfs /tmp "
+                     : " " + mounts + " ";
   return runCommand("docker run --rm -i --runtime " + testRuntime() +
-                    " --network none --read-only --user " + uid + ":" + uid +
-                    " --tmpfs /workspace:uid=" + uid + ",gid=" + uid + ",mode=0700 --tmpfs /tmp " +
-                    kImage + " /usr/bin/python3 -I /opt/scs/launcher.py --deadline 60 " + flags +
-                    " < " + bundle.path());
+                    " --network none --read-only --user " + uid + ":" + uid + scratch + kImage +
+                    " /usr/bin/python3 -I /opt/scs/launcher.py --deadline 60 " + flags + " < " +
+                    bundle.path());
 }
 
 TEST(LauncherTest, RlimitsOnItsCommandLineBindTheProgramWhereTheEngineSetNone) {
@@ -91,6 +96,62 @@ TEST(LauncherTest, PathsTheEngineMaskedPassAndOneItDidNotEndsTheSandbox) {
   EXPECT_EQ(writable.exit_code, 125) << writable.output;
   EXPECT_THAT(writable.output, HasSubstr("rejected setup: /tmp is not read-only"));
   EXPECT_THAT(writable.output, ::testing::Not(HasSubstr("ran")));
+}
+
+const char* const kEscapes = R"PY(import os, shutil, subprocess
+def attempt(name, action):
+    try:
+        action()
+        print(name, "ALLOWED", flush=True)
+    except OSError as error:
+        print(name, error.strerror, flush=True)
+for where in ("/tmp", "/workspace", "/dev/shm"):
+    shutil.copy("/usr/bin/true", where + "/dropped")
+    os.chmod(where + "/dropped", 0o755)
+    attempt("exec " + where, lambda: subprocess.run([where + "/dropped"], check=True))
+attempt("exec /usr", lambda: subprocess.run(["/usr/bin/true"], check=True))
+attempt("write host file", lambda: open("/dev/termination-log", "a").write("x"))
+attempt("write /dev/null", lambda: open("/dev/null", "w").write("x"))
+attempt("mknod", lambda: os.mknod("/tmp/null", 0o666 | 0o020000, os.makedev(1, 3)))
+import numpy
+print("numpy", numpy.arange(3).sum(), flush=True)
+)PY";
+
+// What a Pod's mounts leave open, as the kubelet makes them: scratch space that executes, and a
+// writable file of the host's disk (its termination log). `--confine` closes both with Landlock
+// under runc; gVisor has no Landlock, so there the sandbox ends before main.py runs.
+TEST(LauncherTest, ConfinedNothingRunsFromScratchAndNoHostFileIsWritten) {
+  testing::TempFile host_file("");
+  ASSERT_EQ(runCommand("chmod 0666 " + host_file.path()).exit_code, 0);
+  const std::string uid = "1900000998";
+  const std::string mounts = "--tmpfs /workspace:exec,uid=" + uid + ",gid=" + uid +
+                             " --tmpfs /tmp:exec --mount type=bind,source=" + host_file.path() +
+                             ",target=/dev/termination-log";
+
+  // The same mounts without --confine: the escapes work, so the test can fail.
+  const CommandResult open = launch("", kEscapes, mounts);
+  EXPECT_EQ(open.exit_code, 0) << open.output;
+  EXPECT_THAT(open.output, HasSubstr("exec /tmp ALLOWED"));
+  EXPECT_THAT(open.output, HasSubstr("write host file ALLOWED"));
+
+  const CommandResult confined = launch("--confine", kEscapes, mounts);
+  if (underGvisor()) {
+    EXPECT_EQ(confined.exit_code, 125) << confined.output;
+    EXPECT_THAT(confined.output, HasSubstr("rejected setup: --confine: Landlock is unavailable"));
+    EXPECT_THAT(confined.output, ::testing::Not(HasSubstr("exec")));
+    return;
+  }
+  EXPECT_EQ(confined.exit_code, 0) << confined.output;
+  EXPECT_THAT(confined.output, HasSubstr("exec /tmp Permission denied"));
+  EXPECT_THAT(confined.output, HasSubstr("exec /workspace Permission denied"));
+  EXPECT_THAT(confined.output, HasSubstr("exec /dev/shm Permission denied"));
+  EXPECT_THAT(confined.output, HasSubstr("exec /usr ALLOWED"));
+  EXPECT_THAT(confined.output, HasSubstr("write host file Permission denied"));
+  EXPECT_THAT(confined.output, HasSubstr("write /dev/null ALLOWED"));
+  EXPECT_THAT(open.output, HasSubstr("mknod Operation not permitted"));  // no CAP_MKNOD
+  EXPECT_THAT(confined.output, HasSubstr("mknod Permission denied"));    // Landlock, first
+  EXPECT_THAT(confined.output, HasSubstr("numpy 3"));
+  EXPECT_EQ(runCommand("cat " + host_file.path()).output, "x") << "only the unconfined run wrote";
 }
 
 }  // namespace
