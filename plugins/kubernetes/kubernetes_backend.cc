@@ -156,12 +156,10 @@ std::shared_ptr<KubernetesBackend::Sandbox> KubernetesBackend::find(const std::s
 backend::CapacityReply KubernetesBackend::capacity() { return pods_.capacity(); }
 
 Status KubernetesBackend::supports(const backend::Posture& posture) {
-  const std::string missing = text::join(inexpressible(posture), "; ");
-  if (missing.empty()) {
-    return {};
+  if (const std::string reason = unsupportedReason(posture, pods_.settings()); !reason.empty()) {
+    return {Code::kUnsupported, "kubernetes: " + reason};
   }
-  return {Code::kUnsupported, "kubernetes: a Pod cannot carry these controls of the sandbox: " +
-                                  missing + " (docs/SECURITY.md, section 2b)"};
+  return {};
 }
 
 backend::CreateReply KubernetesBackend::create(const backend::SandboxSpec& spec) {

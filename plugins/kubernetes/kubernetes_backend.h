@@ -54,8 +54,9 @@ class KubernetesBackend : public backend::RuntimeBackend {
   ~KubernetesBackend() override;
 
   backend::CapacityReply capacity() override;
-  // kUnsupported with every control no Pod can carry (inexpressible()); never ok today, since
-  // every Pod has the kubelet's termination log.
+  // A Pod carries every control of a posture, with its fields and with the launcher's command
+  // line for what no field says (containerCommand()), unless unsupportedReason() finds one it
+  // cannot: then kUnsupported with that reason, and the server does not start.
   backend::Status supports(const backend::Posture& posture) override;
   backend::CreateReply create(const backend::SandboxSpec& spec) override;
   backend::InspectReply inspect(const std::string& id) override;

@@ -30,6 +30,8 @@ class PodApi {
  public:
   PodApi(const KubeClient& client, PodSettings settings);
 
+  const PodSettings& settings() const { return settings_; }
+
   // Why the namespace cannot hold sandboxes, one sentence each; empty when it can: its
   // NetworkPolicies must cut a Pod with the managed label off the network both ways.
   std::vector<std::string> clusterProblems() const;

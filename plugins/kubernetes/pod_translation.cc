@@ -107,9 +107,9 @@ ObjectPtr mountOf(const std::string& name, const std::string& path) {
   return mount;
 }
 
-// The first reason `spec` cannot be carried by a Pod exactly; empty when it can.
-std::string unsupportedReason(const backend::SandboxSpec& spec, const PodSettings& settings) {
-  const Posture& p = spec.posture;
+}  // namespace
+
+std::string unsupportedReason(const backend::Posture& p, const PodSettings& settings) {
   if (p.image.empty()) {
     return "the spec names no image";
   }
@@ -129,9 +129,6 @@ std::string unsupportedReason(const backend::SandboxSpec& spec, const PodSetting
   }
   if (p.engine_init) {
     return "the spec asks for the engine's init as PID 1, which a Pod does not have";
-  }
-  if (p.init_command != spec.command || spec.command.empty()) {
-    return "the launcher must be the container's command (PID 1)";
   }
   for (const auto* list : {&p.masked_paths, &p.readonly_paths}) {
     for (const std::string& path : *list) {
@@ -162,6 +159,19 @@ std::string unsupportedReason(const backend::SandboxSpec& spec, const PodSetting
     if (mount.size_bytes == 0 || mount.path.empty() || mount.path == kShmPath) {
       return "every scratch mount needs a path and a size";
     }
+  }
+  return {};
+}
+
+namespace {
+
+// The first reason `spec` cannot be carried by a Pod exactly; empty when it can.
+std::string unsupportedReason(const backend::SandboxSpec& spec, const PodSettings& settings) {
+  if (std::string reason = unsupportedReason(spec.posture, settings); !reason.empty()) {
+    return reason;
+  }
+  if (spec.posture.init_command != spec.command || spec.command.empty()) {
+    return "the launcher must be the container's command (PID 1)";
   }
   if (!isDnsLabel(podName(spec.run_id))) {
     return "the run id '" + spec.run_id + "' does not make a valid Pod name";
@@ -197,6 +207,10 @@ std::vector<std::string> containerCommand(const backend::SandboxSpec& spec) {
       command.insert(command.end(), {flag, text::join(*paths, ",")});
     }
   }
+  // What no Pod field carries, Landlock gives from PID 1 on: nothing runs from the emptyDirs,
+  // and the kubelet's termination log and /etc/hosts, files of the node's disk, are not written
+  // (docs/SECURITY.md, 2b). The core accepts the emptyDirs only with this flag.
+  command.push_back("--confine");
   return command;
 }
 
@@ -340,34 +354,6 @@ PodManifest podFor(const backend::SandboxSpec& spec, const PodSettings& settings
   pod->set("metadata", metadata);
   pod->set("spec", pod_spec);
   return {{}, pod};
-}
-
-std::vector<std::string> inexpressible(const backend::Posture& posture) {
-  std::vector<std::string> missing;
-  for (const TmpfsMount& mount : posture.tmpfs) {
-    const std::string where = "scratch " + mount.path + ": ";
-    if (mount.noexec || mount.nosuid || mount.nodev) {
-      missing.push_back(where +
-                        "an emptyDir takes no mount options, so noexec, nosuid and nodev "
-                        "cannot be asked for (KEP-5855 would add them)");
-    }
-    if (mount.max_inodes > 0) {
-      missing.push_back(where + "an emptyDir has no inode cap");
-    }
-    if (!mount.owner.empty() || mount.mode != 0777) {
-      missing.push_back(where +
-                        "an emptyDir's root is mode 0777 and owned by root (fsGroup sets only "
-                        "its group), so its owner and mode cannot be asked for");
-    }
-  }
-  if (posture.pids_limit > 0) {
-    missing.push_back(
-        "pids: the pids limit is the node's (the kubelet's podPidsLimit), not one Pod's");
-  }
-  missing.push_back(
-      "termination log: the kubelet mounts a writable file of the node's disk at "
-      "/dev/termination-log in every container, and no field turns it off");
-  return missing;
 }
 
 }  // namespace scs::kubernetes

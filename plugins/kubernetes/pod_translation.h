@@ -40,10 +40,14 @@ std::string podName(const std::string& run_id);
 
 // The sandbox container's command: the launcher's argv as the spec says, then `--rlimits` with
 // the posture's resource limits (nofile, nproc, fsize, and core=0 when core dumps are off), and
-// `--masked` and `--readonly` with its masked and read-only paths. No Pod field sets a process's
-// limits, and the API does not show which paths the runtime masks: the launcher, PID 1 from the
-// core's read-only image, lowers its own limits to these and checks each path before anything
-// else runs, ending the sandbox when one is not masked or read-only (docker/launcher.py).
+// `--masked` and `--readonly` with its masked and read-only paths, and `--confine`. No Pod field
+// sets a process's limits, and the API does not show which paths the runtime masks: the
+// launcher, PID 1 from the core's read-only image, lowers its own limits to these and checks
+// each path before anything else runs, ending the sandbox when one is not masked or read-only.
+// No emptyDir takes noexec, nosuid or nodev, and the kubelet mounts files of the node's disk
+// into every container: `--confine` has the launcher keep, with Landlock, execution beneath
+// /usr and writes to the scratch space, or end the sandbox where it cannot (docker/launcher.py;
+// policy::launcherConfines() is what the core accepts in their place).
 std::vector<std::string> containerCommand(const backend::SandboxSpec& spec);
 
 // The paths a container command's last `flag` ("--masked", "--readonly") names; empty when it
@@ -61,6 +65,11 @@ struct PodManifest {
   json::ObjectPtr pod;     // the exact body of POST /api/v1/namespaces/{ns}/pods when ok
 };
 
+// The first reason a sandbox of `posture` cannot be carried by a Pod exactly (a weaker setting
+// than a sandbox Pod allows, a seccomp profile's text the nodes do not hold, ...); empty when it
+// can. podFor() refuses a spec for it, and supports() refuses to start for it.
+std::string unsupportedReason(const backend::Posture& posture, const PodSettings& settings);
+
 // Translates `spec` into its Pod, every control explicit. `active_deadline_seconds` is the
 // longest the Pod may run, counted by the kubelet from its start (the run's deadline, as the
 // core's own timer counts it, plus a margin). A spec that asks for what this translation does
@@ -68,12 +77,5 @@ struct PodManifest {
 // is not numeric or is root, or a label Kubernetes would refuse fails with kUnsupported.
 PodManifest podFor(const backend::SandboxSpec& spec, const PodSettings& settings,
                    std::int64_t active_deadline_seconds);
-
-// The controls of `posture` that no field of a Pod carries, one sentence each: what the core
-// asks for and why Kubernetes cannot say it (a tmpfs's noexec, nosuid, nodev, inode cap, mode
-// and owner; the per-sandbox pids limit), and what every Pod has that no sandbox should (the
-// kubelet's writable termination log). Never empty. The resource limits and the masked and
-// read-only paths are not among them: containerCommand() carries them to the launcher.
-std::vector<std::string> inexpressible(const backend::Posture& posture);
 
 }  // namespace scs::kubernetes

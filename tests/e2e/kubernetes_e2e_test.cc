@@ -2,7 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/kube_api_double.h"
@@ -10,15 +13,19 @@
 #include "support/temp_file.h"
 
 // The real server binary with the kubernetes plugin, against the API server double (issue 16):
-// what an operator sees when the cluster or the Pods it can make fall short of a sandbox.
+// the tools served from Pods, and what an operator sees when the cluster or the Pods it makes
+// fall short of a sandbox.
 namespace scs::testing {
 namespace {
 
 using namespace std::chrono_literals;
+using Poco::JSON::Object;
+using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
 constexpr const char* kBinary = SCS_BINARY;
+constexpr const char* kSeccompProfile = SCS_SECCOMP_PROFILE;
 constexpr const char* kDenyAll =
     R"({"podSelector":{"matchLabels":{"io.scs.managed":"true"}},"policyTypes":["Ingress","Egress"]})";
 
@@ -29,9 +36,15 @@ class KubernetesE2eTest : public ::testing::Test {
     api_.addNode("node-1", "8", "32Gi");
   }
 
+  // The server's flags: the core's own seccomp profile, which the nodes hold at
+  // profiles/scs.json.
   std::vector<std::string> args(const std::string& kubeconfig_path) const {
-    return {"--backend", "kubernetes",       "--log-level",
-            "debug",     "--backend-option", "kube-config=" + kubeconfig_path};
+    return {"--backend",         "kubernetes",
+            "--log-level",       "debug",
+            "--seccomp-profile", kSeccompProfile,
+            "--backend-option",  "kube-config=" + kubeconfig_path,
+            "--backend-option",  "seccomp-localhost=profiles/scs.json",
+            "--backend-option",  std::string("seccomp-localhost-file=") + kSeccompProfile};
   }
 
   KubeApiDouble api_;
@@ -60,19 +73,136 @@ TEST_F(KubernetesE2eTest, AClusterWhoseCertificateIsNotCheckedIsRefused) {
   EXPECT_THAT(api_.requests(), ::testing::IsEmpty());
 }
 
-// With the namespace isolated, the server still refuses to start, naming every control of a
-// sandbox that no Pod field carries (docs/SECURITY.md, Kubernetes), before any Pod exists.
-TEST_F(KubernetesE2eTest, TheControlsAPodCannotCarryStopTheServerAndAreNamed) {
+// A profile the nodes are not said to hold: every Pod would be refused, so the server does not
+// start, and says why, before any Pod exists.
+TEST_F(KubernetesE2eTest, ASeccompProfileNoNodeHoldsStopsTheServer) {
   api_.addNetworkPolicy("scs-sandboxes", kDenyAll);
-  McpProcess process(kBinary, args(kubeconfig_.path()));
+  McpProcess process(kBinary, {"--backend", "kubernetes", "--seccomp-profile", kSeccompProfile,
+                               "--backend-option", "kube-config=" + kubeconfig_.path()});
   EXPECT_EQ(process.waitExit(20s), 1);
   const std::string log = process.stderrText();
   EXPECT_THAT(log, HasSubstr("cannot start: the backend cannot give sandboxes every control"));
-  EXPECT_THAT(log, HasSubstr("noexec"));
-  EXPECT_THAT(log, HasSubstr("podPidsLimit"));
-  EXPECT_THAT(log, HasSubstr("/dev/termination-log"));
-  EXPECT_THAT(log, Not(HasSubstr("/proc")));  // the launcher checks it (SECURITY.md, 2b)
-  EXPECT_THAT(log, Not(HasSubstr("cannot hold sandboxes")));
+  EXPECT_THAT(log, HasSubstr("name the node path that holds the core's profile"));
+  EXPECT_EQ(api_.podCount(), 0u);
+}
+
+// With the namespace isolated, the server serves the tools: each run is a Pod of the double,
+// whose kubelet plays the `#fake:` script of the code it was given over attach.
+class ServingKubernetesE2eTest : public KubernetesE2eTest {
+ protected:
+  void SetUp() override {
+    KubernetesE2eTest::SetUp();
+    api_.addNetworkPolicy("scs-sandboxes", kDenyAll);
+  }
+
+  // The server, initialised; `extra` flags after the kubernetes ones.
+  std::unique_ptr<McpProcess> serve(std::vector<std::string> extra = {}) {
+    std::vector<std::string> all = args(kubeconfig_.path());
+    all.insert(all.end(), extra.begin(), extra.end());
+    auto process = std::make_unique<McpProcess>(kBinary, all);
+    process->initialize();
+    return process;
+  }
+
+  static Object::Ptr call(McpProcess& process, const std::string& tool, Object::Ptr arguments) {
+    Object::Ptr result = process.callTool(tool, arguments);
+    EXPECT_FALSE(result->optValue<bool>("isError", false)) << toolText(result);
+    return result->getObject("structuredContent");
+  }
+
+  // Starts `code` and long-polls until its report is final.
+  static Object::Ptr runToEnd(McpProcess& process, const std::string& code,
+                              Object::Ptr limits = nullptr) {
+    Object::Ptr arguments = object({{"code", code}});
+    if (limits) {
+      arguments->set("limits", limits);
+    }
+    const std::string run_id =
+        call(process, "start_run", arguments)->getValue<std::string>("run_id");
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      Object::Ptr report =
+          call(process, "get_result", object({{"run_id", run_id}, {"wait_seconds", 5}}));
+      const std::string status = report->getValue<std::string>("status");
+      if (status != "queued" && status != "running") {
+        return report;
+      }
+    }
+    const std::string log = process.stderrText();
+    ADD_FAILURE() << "run " << run_id << " did not finish; the server logged, last:\n"
+                  << log.substr(log.size() > 4000 ? log.size() - 4000 : 0);
+    return object({{"status", "unfinished"}});
+  }
+};
+
+TEST_F(ServingKubernetesE2eTest, EveryStatusOfARunComesFromItsPod) {
+  // Every Pod the server makes carries the launcher's confinement (SECURITY.md, 2b).
+  std::mutex mutex;
+  std::vector<std::string> last_arguments;
+  api_.setAdmission([&](Object::Ptr& pod) {
+    const auto command =
+        pod->getObject("spec")->getArray("containers")->getObject(0)->getArray("command");
+    std::lock_guard lock(mutex);
+    last_arguments.push_back(command->getElement<std::string>(command->size() - 1));
+  });
+  auto server = serve();
+  const Object::Ptr ok = runToEnd(*server, "#fake: stdout=hello-from-a-pod\n");
+  EXPECT_EQ(ok->getValue<std::string>("status"), "succeeded");
+  EXPECT_THAT(ok->getValue<std::string>("stdout"), HasSubstr("hello-from-a-pod"));
+  EXPECT_EQ(ok->getValue<int>("exit_code"), 0);
+
+  const Object::Ptr failed = runToEnd(*server, "#fake: stderr=broke\n#fake: exit=3\n");
+  EXPECT_EQ(failed->getValue<std::string>("status"), "failed");
+  EXPECT_EQ(failed->getValue<int>("exit_code"), 3);
+  EXPECT_THAT(failed->getValue<std::string>("stderr"), HasSubstr("broke"));
+
+  EXPECT_EQ(runToEnd(*server, "#fake: oom\n")->getValue<std::string>("status"), "out_of_memory");
+
+  const Object::Ptr late = runToEnd(*server, "#fake: hang\n", object({{"timeout_seconds", 1}}));
+  EXPECT_EQ(late->getValue<std::string>("status"), "timed_out");
+
+  const std::string hanging =
+      call(*server, "start_run", object({{"code", "#fake: stdout=started\n#fake: hang\n"}}))
+          ->getValue<std::string>("run_id");
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (
+      call(*server, "get_result", object({{"run_id", hanging}}))->getValue<std::string>("status") !=
+          "running" &&
+      std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+  }
+  call(*server, "stop_run", object({{"run_id", hanging}}));
+  const Object::Ptr stopped =
+      call(*server, "get_result", object({{"run_id", hanging}, {"wait_seconds", 20}}));
+  EXPECT_EQ(stopped->getValue<std::string>("status"), "stopped");
+
+  server->closeStdin();
+  EXPECT_EQ(server->waitExit(30s), 0) << server->stderrText();
+  EXPECT_EQ(api_.podCount(), 0u) << "the server exited and left a Pod";
+  std::lock_guard lock(mutex);
+  EXPECT_GE(last_arguments.size(), 5u);
+  EXPECT_THAT(last_arguments, ::testing::Each(std::string("--confine")));
+}
+
+// A mutating webhook that weakens the Pod after the server sent it: the run ends before any
+// code runs, saying which control the stored Pod lacks.
+TEST_F(ServingKubernetesE2eTest, APodAWebhookWeakenedRunsNoCode) {
+  api_.setAdmission([](Object::Ptr& pod) {
+    pod->getObject("spec")
+        ->getArray("containers")
+        ->getObject(0)
+        ->getObject("securityContext")
+        ->set("allowPrivilegeEscalation", true);
+  });
+  auto server = serve({"--prepared", "0"});
+  const Object::Ptr report = runToEnd(*server, "#fake: stdout=never\n");
+  EXPECT_EQ(report->getValue<std::string>("status"), "sandbox_error");
+  EXPECT_THAT(report->getValue<std::string>("reason"), HasSubstr("no_new_privileges"));
+  EXPECT_THAT(report->getValue<std::string>("stdout"), Not(HasSubstr("never")));
+  EXPECT_THAT(api_.requests(), Not(Contains(HasSubstr("/attach"))))
+      << "code reached a Pod the core refused";
+  server->closeStdin();
+  EXPECT_EQ(server->waitExit(30s), 0) << server->stderrText();
   EXPECT_EQ(api_.podCount(), 0u);
 }
 

@@ -593,6 +593,17 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
     state_.containers[key] = live;
   }
 
+  // The code to the container's program. A bundle the program refuses (a script the fake
+  // engine cannot play) ends the container, as the launcher ends the sandbox over a bad bundle.
+  void deliver(Container& live, const std::string& bundle) {
+    const backend::Status delivered = state_.engine.deliver(live.id, bundle);
+    if (!delivered.ok()) {
+      live.output.write(backend::Stream::kStderr,
+                        "sandbox launcher: rejected bundle: " + delivered.message + "\n");
+      state_.engine.kill(live.id);
+    }
+  }
+
   static bool isWatch(const Poco::URI& uri) {
     for (const auto& [key, value] : uri.getQueryParameters()) {
       if (key == "watch" && (value == "1" || value == "true")) {
@@ -771,12 +782,12 @@ void KubeApiDouble::Handler::attach(Poco::Net::HTTPServerRequest& request,
           input += message.substr(1);
           if (live->session) {
             for (const std::string& one : takeFrames(input)) {
-              state_.engine.deliver(live->id, one);
+              deliver(*live, one);
             }
           }
         } else if (message == std::string("\xff\x00", 2)) {  // v5: stdin ends
           if (!live->session) {
-            state_.engine.deliver(live->id, input);
+            deliver(*live, input);
           }
           if (drop) {
             ws.close();  // without a close frame, the output unread

@@ -9,6 +9,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace scs::policy {
@@ -340,6 +341,76 @@ TEST(AssertPostureTest, EveryViolationIsReportedNotJustTheFirst) {
   EXPECT_THAT(violations, Contains(HasSubstr("privileged")));
   EXPECT_THAT(violations, Contains(HasSubstr("memory_bytes must be 5368709120")));
   EXPECT_THAT(violations, Contains(HasSubstr("memory_swap_bytes must be 5368709120")));
+}
+
+// A sandbox as the kubernetes backend reads one back: emptyDir scratch (no mount flags, no
+// inode cap, mode 0777 owned by root), no pids limit of the engine's, the launcher's limits on
+// its command line.
+Posture emptyDirPosture(const std::vector<std::string>& launcher_flags) {
+  Posture observed = required();
+  for (TmpfsMount& mount : observed.tmpfs) {
+    mount.noexec = mount.nosuid = mount.nodev = false;
+    mount.max_inodes = 0;
+    mount.owner.clear();
+    mount.mode = 0777;
+  }
+  observed.pids_limit = 0;
+  observed.init_command.insert(observed.init_command.end(),
+                               {"--deadline", "680", "--rlimits", "nproc=256"});
+  observed.init_command.insert(observed.init_command.end(), launcher_flags.begin(),
+                               launcher_flags.end());
+  return observed;
+}
+
+TEST(AssertPostureTest, ASandboxTheLauncherConfinesNeedsNoMountFlagsInodeCapOrPidsLimit) {
+  EXPECT_THAT(assertPosture(emptyDirPosture({"--confine"}), required()), IsEmpty());
+  EXPECT_THAT(assertPosture(emptyDirPosture({"--confine", "--session"}), required()), IsEmpty());
+
+  const auto unconfined = assertPosture(emptyDirPosture({}), required());
+  EXPECT_THAT(unconfined,
+              Contains(HasSubstr("tmpfs /workspace must be mounted noexec, nosuid and nodev (or "
+                                 "the launcher must confine the sandbox: --confine)")));
+  EXPECT_THAT(unconfined, Contains(HasSubstr("tmpfs /tmp must cap its size and inodes")));
+  EXPECT_THAT(unconfined, Contains(HasSubstr("tmpfs /workspace owner must be")));
+  EXPECT_THAT(unconfined, Contains(HasSubstr("tmpfs /tmp mode must be 01777, got 0777")));
+  EXPECT_THAT(unconfined, Contains(HasSubstr("pids_limit must be positive, got 0")));
+}
+
+TEST(AssertPostureTest, ConfineCountsOnlyAsTheLaunchersFlag) {
+  // The launcher would take "--confine" here as another flag's value, and refuse it.
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--masked", "--confine"}, {"--warm", "--confine"}}) {
+    EXPECT_FALSE(assertPosture(emptyDirPosture(flags), required()).empty()) << flags[0];
+  }
+  // Before the core's own command ends, it is not the launcher's argument at all.
+  Posture observed = emptyDirPosture({});
+  observed.init_command.insert(observed.init_command.begin() + 1, "--confine");
+  EXPECT_FALSE(assertPosture(observed, required()).empty());
+  EXPECT_TRUE(launcherConfines({"python3", "-I", "l.py", "--session", "--confine"}, 3));
+  EXPECT_FALSE(launcherConfines({"python3", "-I", "l.py", "--deadline", "--confine"}, 3));
+  EXPECT_FALSE(launcherConfines({"--confine", "-I", "l.py"}, 3));
+}
+
+// Confinement stands in for the flags, the inode cap, the owner and mode, and the pids limit;
+// nothing else, and only in the emptyDir's own shape.
+TEST(AssertPostureTest, AConfinedSandboxIsHeldToEveryOtherControl) {
+  const std::vector<std::pair<std::string, std::function<void(Posture&)>>> weakenings = {
+      {"tmpfs /workspace size_bytes", [](Posture& p) { mountAt(p, "/workspace").size_bytes = 1; }},
+      {"must cap its size", [](Posture& p) { mountAt(p, "/tmp").size_bytes = 0; }},
+      {"tmpfs /workspace owner", [](Posture& p) { mountAt(p, "/workspace").owner = "0:0"; }},
+      {"tmpfs /tmp mode must be 01777, got 0755",
+       [](Posture& p) { mountAt(p, "/tmp").mode = 0755; }},
+      {"tmpfs /tmp max_inodes", [](Posture& p) { mountAt(p, "/tmp").max_inodes = 1'000'000; }},
+      {"pids_limit must be 256", [](Posture& p) { p.pids_limit = 100'000; }},
+      {"processes_limit must be 256", [](Posture& p) { p.processes_limit = 100'000; }},
+      {"read_only_root", [](Posture& p) { p.read_only_root = false; }},
+      {"shm_bytes", [](Posture& p) { p.shm_bytes = 0; }},
+  };
+  for (const auto& [violation, weaken] : weakenings) {
+    Posture observed = emptyDirPosture({"--confine"});
+    weaken(observed);
+    EXPECT_THAT(assertPosture(observed, required()), Contains(HasSubstr(violation))) << violation;
+  }
 }
 
 }  // namespace

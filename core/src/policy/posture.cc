@@ -120,9 +120,12 @@ std::vector<std::string> unionOf(const std::vector<std::string>& a,
   return result;
 }
 
+// What a sandbox the launcher confines may have in place of the mount flags (launcherConfines()).
+constexpr std::string_view kOrConfined = " (or the launcher must confine the sandbox: --confine)";
+
 // The controls of SPEC section 4 that hold for every sandbox, whatever `required` says,
 // so that a policy refactor that drops one from requiredPosture() is still caught.
-void checkInvariants(const Posture& observed, Violations& violations) {
+void checkInvariants(const Posture& observed, bool confined, Violations& violations) {
   violations.flag("network_disabled", observed.network_disabled, true, "no network at all");
   violations.flag("read_only_root", observed.read_only_root, true,
                   "the root filesystem is read-only");
@@ -147,9 +150,12 @@ void checkInvariants(const Posture& observed, Violations& violations) {
   std::uint64_t total = 0;
   for (const TmpfsMount& mount : observed.tmpfs) {
     paths.push_back(mount.path);
-    violations.check(mount.noexec && mount.nosuid && mount.nodev,
-                     "tmpfs " + mount.path + " must be mounted noexec, nosuid and nodev");
-    violations.check(mount.size_bytes > 0 && mount.max_inodes > 0,
+    violations.check((mount.noexec && mount.nosuid && mount.nodev) || confined,
+                     "tmpfs " + mount.path + " must be mounted noexec, nosuid and nodev" +
+                         std::string(kOrConfined));
+    // An emptyDir has no inode cap: in a confined sandbox a flood of empty files ends as its
+    // own out_of_memory, since the memory cgroup charges every inode, instead of ENOSPC.
+    violations.check(mount.size_bytes > 0 && (mount.max_inodes > 0 || confined),
                      "tmpfs " + mount.path + " must cap its size and inodes, got size_bytes " +
                          std::to_string(mount.size_bytes) + " and max_inodes " +
                          std::to_string(mount.max_inodes));
@@ -176,7 +182,9 @@ void checkInvariants(const Posture& observed, Violations& violations) {
                        std::to_string(observed.memory_swap_bytes) + " and " +
                        std::to_string(observed.memory_bytes));
   violations.positive("nano_cpus", observed.nano_cpus);
-  violations.positive("pids_limit", observed.pids_limit);
+  violations.check(observed.pids_limit > 0 || confined, "pids_limit must be positive, got " +
+                                                            std::to_string(observed.pids_limit) +
+                                                            std::string(kOrConfined));
   violations.positive("processes_limit", observed.processes_limit);
   violations.positive("open_files_limit", observed.open_files_limit);
   violations.positive("file_size_limit_bytes", observed.file_size_limit_bytes);
@@ -185,7 +193,7 @@ void checkInvariants(const Posture& observed, Violations& violations) {
 }
 
 void checkTmpfs(const std::vector<TmpfsMount>& observed, const std::vector<TmpfsMount>& required,
-                Violations& violations) {
+                bool confined, Violations& violations) {
   for (const TmpfsMount& wanted : required) {
     const auto mount = std::find_if(observed.begin(), observed.end(),
                                     [&](const TmpfsMount& m) { return m.path == wanted.path; });
@@ -195,10 +203,17 @@ void checkTmpfs(const std::vector<TmpfsMount>& observed, const std::vector<Tmpfs
     }
     const std::string field = "tmpfs " + wanted.path + " ";
     violations.equal(field + "size_bytes", mount->size_bytes, wanted.size_bytes);
-    violations.equal(field + "max_inodes", mount->max_inodes, wanted.max_inodes);
-    violations.equal(field + "owner", mount->owner, wanted.owner);
-    violations.check(mount->mode == wanted.mode,
-                     field + "mode must be " + octal(wanted.mode) + ", got " + octal(mount->mode));
+    // A confined sandbox's scratch may be an emptyDir as the kubelet makes it: no inode cap, and
+    // mode 0777 owned by root. Its Pod has one container and one uid (the backend refuses any
+    // other), so that uid is still the only one that can reach it.
+    const bool empty_dir =
+        confined && mount->max_inodes == 0 && mount->owner.empty() && mount->mode == 0777;
+    if (!empty_dir) {
+      violations.equal(field + "max_inodes", mount->max_inodes, wanted.max_inodes);
+      violations.equal(field + "owner", mount->owner, wanted.owner);
+      violations.check(mount->mode == wanted.mode, field + "mode must be " + octal(wanted.mode) +
+                                                       ", got " + octal(mount->mode));
+    }
   }
 }
 
@@ -300,9 +315,24 @@ std::vector<std::string> checkSandboxUser(const Posture& observed, const UidRang
           "-" + std::to_string(range.last) + ", got " + quoted(observed.user)};
 }
 
+bool launcherConfines(const std::vector<std::string>& init_command, std::size_t first_argument) {
+  // The launcher's grammar (parse_arguments()): these two take no value, every other flag one.
+  for (std::size_t at = first_argument; at < init_command.size(); ++at) {
+    const std::string& flag = init_command[at];
+    if (flag == "--confine") {
+      return true;
+    }
+    if (flag != "--session") {
+      ++at;  // its value
+    }
+  }
+  return false;
+}
+
 std::vector<std::string> assertPosture(const Posture& observed, const Posture& required) {
   Violations violations;
-  checkInvariants(observed, violations);
+  const bool confined = launcherConfines(observed.init_command, required.init_command.size());
+  checkInvariants(observed, confined, violations);
   violations.superset("masked_paths", observed.masked_paths,
                       unionOf(requiredMaskedPaths(), required.masked_paths));
   violations.superset("readonly_paths", observed.readonly_paths,
@@ -316,7 +346,9 @@ std::vector<std::string> assertPosture(const Posture& observed, const Posture& r
   violations.equal("memory_bytes", observed.memory_bytes, required.memory_bytes);
   violations.equal("memory_swap_bytes", observed.memory_swap_bytes, required.memory_swap_bytes);
   violations.equal("nano_cpus", observed.nano_cpus, required.nano_cpus);
-  violations.equal("pids_limit", observed.pids_limit, required.pids_limit);
+  if (!confined || observed.pids_limit != 0) {
+    violations.equal("pids_limit", observed.pids_limit, required.pids_limit);
+  }
   violations.equal("processes_limit", observed.processes_limit, required.processes_limit);
   const auto& init = observed.init_command;
   violations.check(
@@ -326,7 +358,7 @@ std::vector<std::string> assertPosture(const Posture& observed, const Posture& r
   violations.equal("open_files_limit", observed.open_files_limit, required.open_files_limit);
   violations.equal("file_size_limit_bytes", observed.file_size_limit_bytes,
                    required.file_size_limit_bytes);
-  checkTmpfs(observed.tmpfs, required.tmpfs, violations);
+  checkTmpfs(observed.tmpfs, required.tmpfs, confined, violations);
   violations.equal("shm_bytes", observed.shm_bytes, required.shm_bytes);
   return violations.take();
 }

@@ -2,6 +2,7 @@
 
 #include <scs/backend/backend.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -51,6 +52,17 @@ backend::Posture requiredPosture(const Limits& limits, const SandboxSettings& se
 // The sandbox's user must be "uid:gid" with gid = uid inside `range`. One sentence per
 // violation; empty when it holds. Checked beside assertPosture() on the spec and the read-back.
 std::vector<std::string> checkSandboxUser(const backend::Posture& observed, const UidRange& range);
+
+// Whether the launcher's arguments (init_command from `first_argument` on) carry `--confine`
+// as a flag, not as another flag's value. A sandbox the launcher confines (docker/launcher.py,
+// confine_filesystem(); docs/SECURITY.md, 2b) runs nothing from outside /usr and writes no file
+// outside its scratch space, with Landlock, in every process; PID 1 applies it before anything
+// else runs and ends the sandbox (125) on a kernel without Landlock, gVisor's included. That is
+// the evidence assertPosture() accepts, and nothing else, for scratch mounts an engine cannot
+// flag (an emptyDir): what noexec, nosuid and nodev give, the rules give everywhere outside /usr;
+// and on a kernel with Landlock, RLIMIT_NPROC of the sandbox's own uid counts its host tasks as a
+// pids cgroup would, so no pids limit of the engine's is needed beside it.
+bool launcherConfines(const std::vector<std::string>& init_command, std::size_t first_argument);
 
 // Checks `observed` against every control of SPEC section 4 and against `required`
 // (limits, image, runtime, user). Returns one sentence per violation; empty means the
