@@ -127,7 +127,7 @@ const std::vector<Flag>& flags() {
       {"backend", "NAME",
        "Runtime backend plugin to load: libscs_backend_NAME.so from the plugin directory "
        "(docker: the Docker Engine; fake: the in-memory test double; kubernetes: one Pod per "
-       "sandbox, which refuses to start today, see docs/SCALING.md). There is no fallback: "
+       "sandbox, see docs/SCALING.md). There is no fallback: "
        "if it cannot be loaded the server does not start.",
        [](const Config& c) { return c.backend; },
        [](Config& c, const std::string& v) -> Problem {

@@ -113,6 +113,11 @@ std::string unsupportedReason(const backend::Posture& p, const PodSettings& sett
   if (p.image.empty()) {
     return "the spec names no image";
   }
+  if (p.runtime == "runsc") {
+    return "the launcher's --confine needs Landlock, which gVisor (runsc) does not have, so "
+           "every sandbox would end before its code ran: use a RuntimeClass whose sandboxes run "
+           "on a kernel with Landlock (runc, or a VM runtime whose kernel has it)";
+  }
   const std::optional<Owner> owner = parseOwner(p.user);
   if (!owner) {
     return "the sandbox user must be numeric uid:gid, got '" + p.user + "'";

@@ -114,6 +114,12 @@ TEST_F(KubernetesBackendTest, ThePostureADefaultRunNeedsIsSupported) {
   const backend::Status refused = backend->supports(with_profile);
   EXPECT_EQ(refused.code, backend::Code::kUnsupported);
   EXPECT_THAT(refused.message, HasSubstr("name the node path that holds the core's profile"));
+
+  // gVisor has no Landlock: every sandbox's launcher would end it (--confine).
+  backend::Posture under_gvisor = core_.required();
+  under_gvisor.runtime = "runsc";
+  EXPECT_THAT(backend->supports(under_gvisor).message,
+              HasSubstr("--confine needs Landlock, which gVisor (runsc) does not have"));
   EXPECT_EQ(api_.podCount(), 0u);
 }
 
