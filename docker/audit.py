@@ -133,6 +133,7 @@ class Audit:
         self.runtime = config["runtime"]
         self.expect = EXPECTED[self.runtime]
         self.count = 0
+        self.confined = None  # confined() judges it once
         arch = os.uname().machine
         self.arch = arch
         self.numbers = SYSCALLS.get(arch)
@@ -292,9 +293,24 @@ def check_tmpfs_options(audit):
             size is None and not audit.expect["tmpfs_flags_visible"])
         observed = (f"{fstype} {','.join(sorted(options))} size="
                     f"{size if size is not None else 'unshown'}")
-        audit.report(f"tmpfs_options {path}", fstype == "tmpfs" and not missing and size_ok,
+        detail = f"missing {missing}" if missing else ""
+        if missing and confined(audit):
+            detail += "; confined by the launcher instead (nothing executes outside /usr)"
+        audit.report(f"tmpfs_options {path}",
+                     fstype == "tmpfs" and (not missing or confined(audit)) and size_ok,
                      f"tmpfs {','.join(sorted(needed))} size={wanted['size_bytes']}", observed,
-                     f"missing {missing}" if missing else "")
+                     detail)
+
+
+def confined(audit):
+    """Whether the launcher confined this sandbox (--confine: a scratch mount an engine could not
+    flag, such as a Kubernetes emptyDir). Judged by behaviour, once: /tmp lacks noexec and still
+    a file copied there does not execute, which only the launcher's Landlock rules refuse."""
+    if audit.confined is None:
+        options, _, super_options = mountinfo().get("/tmp", (set(), "", []))
+        audit.confined = ("noexec" not in options | set(super_options)
+                          and exec_outcome("/tmp") == "EACCES")
+    return audit.confined
 
 
 def check_masked_paths(audit):
@@ -562,33 +578,58 @@ def check_tmpfs_caps(audit):
     finally:
         shutil.rmtree(directory)
     capped = outcome == "ENOSPC" and created < wanted["max_inodes"]
-    if audit.expect["tmpfs_inode_cap"]:
+    if audit.expect["tmpfs_inode_cap"] and not confined(audit):
         ok, expected = capped, f"ENOSPC before {wanted['max_inodes']} files"
     else:
         ok = capped or outcome == "no error"
-        expected = "no inode cap (gVisor's tmpfs); bounded by the memory cap"
+        expected = ("no inode cap (an emptyDir, confined)" if confined(audit)
+                    else "no inode cap (gVisor's tmpfs)") + "; bounded by the memory cap"
     audit.report(f"tmpfs_inode_cap {mount}", ok, expected, f"{outcome} after {created} files")
+
+
+def exec_outcome(mount):
+    """What executing a copy of /bin/true in `mount` gives: "executed", or the errno's name."""
+    target = os.path.join(mount, "audit-true")
+    shutil.copyfile("/bin/true", target)
+    os.chmod(target, 0o755)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.execv(target, [target])
+            except OSError as error:
+                os._exit(100 + error.errno if error.errno < 100 else 99)
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        return "executed" if code == 0 else (
+            errno.errorcode.get(code - 100, str(code)) if code > 100 else f"exit {code}")
+    finally:
+        os.unlink(target)
 
 
 def check_exec_refused(audit):
     for mount in sorted(audit.config["tmpfs"]):
-        target = os.path.join(mount, "audit-true")
-        shutil.copyfile("/bin/true", target)
-        os.chmod(target, 0o755)
-        try:
-            pid = os.fork()
-            if pid == 0:
-                try:
-                    os.execv(target, [target])
-                except OSError as error:
-                    os._exit(100 + error.errno if error.errno < 100 else 99)
-            _, status = os.waitpid(pid, 0)
-            code = os.waitstatus_to_exitcode(status)
-            observed = "executed" if code == 0 else (
-                errno.errorcode.get(code - 100, str(code)) if code > 100 else f"exit {code}")
-        finally:
-            os.unlink(target)
+        observed = exec_outcome(mount)
         audit.report(f"exec_refused {mount}", observed == "EACCES", "EACCES", observed)
+
+
+# Files an engine may bind-mount from the host's disk into every sandbox: Docker's own (read-only
+# or not writable by the sandbox's uid) and the kubelet's (writable, refused by the launcher's
+# --confine).
+HOST_FILES = ("/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/dev/termination-log")
+
+
+def check_host_files(audit):
+    for path in HOST_FILES:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            os.close(fd)
+            observed = "opened for writing"
+        except OSError as error:
+            observed = errno_name(error)
+        audit.report(f"host_file_unwritable {path}",
+                     observed in ("EACCES", "EROFS", "EPERM", "ENOENT"),
+                     "EACCES, EROFS or EPERM (or absent)", observed)
 
 
 CHECKS = [
@@ -606,6 +647,7 @@ CHECKS = [
     ("socket_families", check_socket_families),
     ("syscalls", check_syscalls),
     ("exec_refused", check_exec_refused),
+    ("host_files", check_host_files),
     ("tmpfs_caps", check_tmpfs_caps),
     ("pids_cap", check_pids_cap),
     ("pid1", check_pid1),

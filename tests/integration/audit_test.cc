@@ -125,6 +125,7 @@ const std::vector<std::string> kRequiredChecks = {
     "pids_cap",
     "tmpfs_size_cap /tmp",
     "exec_refused /tmp",
+    "host_file_unwritable /etc/hosts",
 };
 
 class AuditTest : public ::testing::Test {

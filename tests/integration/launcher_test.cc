@@ -30,16 +30,20 @@ except (OSError, ValueError):
 // scratch mounts are Docker's default for --tmpfs (noexec, nosuid, nodev) unless `mounts`
 // names others.
 CommandResult launch(const std::string& flags, const std::string& main_py = "print('ran')\n",
-                     const std::string& mounts = "") {
+                     const std::string& mounts = "", const std::string& audit_json = "") {
   testing::TempFile source(main_py);
+  testing::TempFile config(audit_json);
   testing::TempFile bundle("");
-  // A bundle as the core sends one: an uncompressed ustar of main.py, mode 0644.
+  // A bundle as the core sends one: an uncompressed ustar of main.py (and audit.json), mode 0644.
   const CommandResult packed = runCommand(
-      "python3 -c \"import sys, tarfile; t = tarfile.open(sys.argv[2], 'w', "
-      "format=tarfile.USTAR_FORMAT); i = t.gettarinfo(sys.argv[1], 'main.py'); i.mode = 0o644; "
-      "i.uid = i.gid = 0; i.uname = i.gname = ''; t.addfile(i, open(sys.argv[1], 'rb')); "
+      "python3 -c \"import sys, tarfile; t = tarfile.open(sys.argv[1], 'w', "
+      "format=tarfile.USTAR_FORMAT)\n"
+      "for path, name in zip(sys.argv[2::2], sys.argv[3::2]):\n"
+      "  i = t.gettarinfo(path, name); i.mode = 0o644; i.uid = i.gid = 0; "
+      "i.uname = i.gname = ''; t.addfile(i, open(path, 'rb'))\n"
       "t.close()\" " +
-      source.path() + " " + bundle.path());
+      bundle.path() + " " + source.path() + " main.py" +
+      (audit_json.empty() ? "" : " " + config.path() + " audit.json"));
   if (packed.exit_code != 0) {
     return packed;
   }
@@ -152,6 +156,56 @@ TEST(LauncherTest, ConfinedNothingRunsFromScratchAndNoHostFileIsWritten) {
   EXPECT_THAT(confined.output, HasSubstr("mknod Permission denied"));    // Landlock, first
   EXPECT_THAT(confined.output, HasSubstr("numpy 3"));
   EXPECT_EQ(runCommand("cat " + host_file.path()).output, "x") << "only the unconfined run wrote";
+}
+
+// The audit (docker/audit.py), run as main.py in such a container, judges the confinement by
+// behaviour: scratch mounts without their flags pass only where nothing copied there executes,
+// and the host file only where it cannot be opened for writing.
+TEST(LauncherTest, TheAuditSeesTheConfinementWhereTheMountsLackTheirFlags) {
+  testing::TempFile host_file("");
+  ASSERT_EQ(runCommand("chmod 0666 " + host_file.path()).exit_code, 0);
+  const std::string uid = "1900000998";
+  const std::string mounts =
+      "--tmpfs /workspace:exec,size=16m,uid=" + uid + ",gid=" + uid +
+      " --tmpfs /tmp:exec,size=16m --mount type=bind,source=" + host_file.path() +
+      ",target=/dev/termination-log";
+  const std::string config =
+      R"({"runtime": "runc", "uid_first": 1900000000, "uid_last": 1900000999,
+          "pids_limit": 64, "processes_limit": 64, "open_files_limit": 1024,
+          "file_size_limit_bytes": 8388608, "masked_paths": [], "readonly_paths": [],
+          "tmpfs": {"/tmp": {"size_bytes": 16777216, "max_inodes": 64},
+                    "/workspace": {"size_bytes": 16777216, "max_inodes": 64}},
+          "budget_seconds": 60})";
+  const std::string audit =
+      runCommand("cat " + std::string(SCS_SOURCE_DIR) + "/docker/audit.py").output;
+  ASSERT_THAT(audit, HasSubstr("def check_host_files"));
+  const std::string rlimits = "--rlimits nproc=64,nofile=1024,fsize=8388608,core=0";
+
+  const auto verdict = [](const std::string& output, const std::string& row) {
+    const std::string key = "{\"name\": \"" + row + "\", \"ok\": ";
+    const auto at = output.find(key);
+    return at == std::string::npos                       ? std::string("absent")
+           : output.substr(at + key.size(), 4) == "true" ? "ok"
+                                                         : "FAIL";
+  };
+  const CommandResult open = launch(rlimits, audit, mounts, config);
+  EXPECT_EQ(verdict(open.output, "tmpfs_options /tmp"), "FAIL") << open.output;
+  EXPECT_EQ(verdict(open.output, "exec_refused /tmp"), "FAIL");
+  EXPECT_EQ(verdict(open.output, "host_file_unwritable /dev/termination-log"), "FAIL");
+
+  const CommandResult confined = launch(rlimits + " --confine", audit, mounts, config);
+  if (underGvisor()) {  // no Landlock: the audit never runs
+    EXPECT_EQ(confined.exit_code, 125) << confined.output;
+    EXPECT_EQ(verdict(confined.output, "exec_refused /tmp"), "absent");
+    return;
+  }
+  EXPECT_EQ(confined.exit_code, 0) << confined.output;
+  for (const char* row : {"tmpfs_options /tmp", "tmpfs_options /workspace", "exec_refused /tmp",
+                          "exec_refused /workspace", "host_file_unwritable /dev/termination-log",
+                          "host_file_unwritable /etc/hosts", "pids_cap"}) {
+    EXPECT_EQ(verdict(confined.output, row), "ok") << row << "\n" << confined.output;
+  }
+  EXPECT_THAT(confined.output, HasSubstr("confined by the launcher instead"));
 }
 
 }  // namespace
