@@ -18,8 +18,8 @@ its run idles first); the control file's watchdog bounds the run from the moment
 arrives. When either passes, a thread of PID 1 kills every process and PID 1 exits 137. gVisor
 does not protect its init from signals, so the program's interpreter is also confined before it
 starts (confine()): a seccomp filter refuses it ptrace, access to another process's memory,
-memfd_create, new user namespaces and every signal addressed to PID 1, for every process it
-starts. For an engine that cannot set resource limits or show its /proc masking (a Kubernetes
+memfd_create, extended attributes, new user namespaces and every signal addressed to PID 1, for
+every process it starts. For an engine that cannot set resource limits or show its /proc masking (a Kubernetes
 Pod), `--rlimits nofile=N,nproc=N,fsize=N,core=N` lowers PID 1's own limits, and `--masked` and
 `--readonly PATH,...` check that those paths are masked and read-only, first, before anything
 else runs; a path that is not ends the sandbox with 125. There `--confine` also gives the
@@ -386,7 +386,8 @@ def confine():
     ptrace; reading or writing another process's memory; memfd_create (an executable file no
     noexec mount covers); new user namespaces (under gVisor they would exempt it from the process
     cap); every signal addressed to PID 1, directly or as I/O notification (gVisor delivers those,
-    Linux does not). clone3 answers ENOSYS, so the C library falls back to clone, whose flags the
+    Linux does not); setting extended attributes, which no Landlock right covers (on a file of
+    the host's disk they would fill it past RLIMIT_FSIZE). clone3 answers ENOSYS, so the C library falls back to clone, whose flags the
     filter can read. Debian's python3-seccomp (libseccomp) builds the BPF for this architecture."""
     import seccomp
 
@@ -395,6 +396,15 @@ def confine():
     for name in ("ptrace", "process_vm_readv", "process_vm_writev", "memfd_create", "unshare",
                  "setns", "tkill"):
         rules.add_rule(refused, name)
+    # Extended attributes are data no mount flag or Landlock right covers: on a file an engine
+    # mounts from the host's disk (the kubelet's termination log is mode 0666) they would fill
+    # that disk past RLIMIT_FSIZE. No Python program needs to set them.
+    for name in ("setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
+                 "fremovexattr", "setxattrat", "removexattrat"):
+        try:
+            rules.add_rule(refused, name)
+        except (RuntimeError, ValueError):
+            pass  # a call this libseccomp or kernel does not know (setxattrat is Linux 6.13)
     # A pid argument is an int: only its low 32 bits count (kill(1 + 2**32) is kill(1)).
     to_init = seccomp.Arg(0, seccomp.MASKED_EQ, 0xFFFFFFFF, 1)
     for name in ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open"):
@@ -1103,6 +1113,9 @@ FS_TRUNCATE = 1 << 14  # Landlock ABI 3 (Linux 6.2)
 PR_SET_NO_NEW_PRIVS = 38
 EXECUTABLE_TREE = "/usr"  # the image's programs and libraries, on its read-only root
 SCRATCH = (WORKSPACE, "/tmp", "/dev/shm")
+# procfs holds no file of a disk; the program's interpreter writes its own oom_score_adj there
+# (raise_oom_score()).
+WRITABLE_PSEUDO = ("/proc",)
 # Devices a program opens for writing by name; /dev/pts holds the ptys os.openpty() makes.
 WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
                     "/dev/tty", "/dev/ptmx", "/dev/pts")
@@ -1119,8 +1132,9 @@ def confine_filesystem():
     its /dev/termination-log and /etc/hosts). Before anything else runs, PID 1 restricts itself,
     and so every process the sandbox will ever have, with Landlock: files execute only from
     beneath /usr (so nothing written to scratch space runs, setuid or not); files open for
-    writing only beneath /workspace, /tmp and /dev/shm and at the devices above (so no file of
-    the host's disk is written); no character or block device is made anywhere. Kernels without
+    writing only beneath /workspace, /tmp, /dev/shm and /proc (the program's own oom_score_adj)
+    and at the devices above (so no file of the host's disk is written; the program's filter,
+    confine(), refuses extended attributes); no character or block device is made anywhere. Kernels without
     Landlock (gVisor answers ENOSYS) end the sandbox with 125: refused, never weakened."""
     libc = ctypes.CDLL(None, use_errno=True)
     syscall = libc.syscall
@@ -1153,7 +1167,7 @@ def confine_filesystem():
             reject(f"setup: --confine: landlock_add_rule {path}: {os.strerror(error)}")
 
     grant(EXECUTABLE_TREE, FS_EXECUTE, True)
-    for path in SCRATCH:
+    for path in SCRATCH + WRITABLE_PSEUDO:
         grant(path, writes, True)
     for path in WRITABLE_DEVICES:
         grant(path, writes, False)

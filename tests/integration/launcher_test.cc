@@ -117,6 +117,8 @@ attempt("exec /usr", lambda: subprocess.run(["/usr/bin/true"], check=True))
 attempt("write host file", lambda: open("/dev/termination-log", "a").write("x"))
 attempt("write /dev/null", lambda: open("/dev/null", "w").write("x"))
 attempt("mknod", lambda: os.mknod("/tmp/null", 0o666 | 0o020000, os.makedev(1, 3)))
+attempt("xattr host file", lambda: os.setxattr("/dev/termination-log", "user.fill", b"x" * 4096))
+print("oom_score_adj", open("/proc/self/oom_score_adj").read().strip(), flush=True)
 import numpy
 print("numpy", numpy.arange(3).sum(), flush=True)
 )PY";
@@ -155,6 +157,10 @@ TEST(LauncherTest, ConfinedNothingRunsFromScratchAndNoHostFileIsWritten) {
   EXPECT_THAT(open.output, HasSubstr("mknod Operation not permitted"));  // no CAP_MKNOD
   EXPECT_THAT(confined.output, HasSubstr("mknod Permission denied"));    // Landlock, first
   EXPECT_THAT(confined.output, HasSubstr("numpy 3"));
+  // Extended attributes, which Landlock does not cover: the program's seccomp filter.
+  EXPECT_THAT(confined.output, HasSubstr("xattr host file Operation not permitted"));
+  // The program still offers itself to the OOM killer first (procfs is writable to it).
+  EXPECT_THAT(confined.output, HasSubstr("oom_score_adj 1000"));
   EXPECT_EQ(runCommand("cat " + host_file.path()).output, "x") << "only the unconfined run wrote";
 }
 
