@@ -4,6 +4,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <string>
 
@@ -56,6 +57,23 @@ CommandResult launch(const std::string& flags, const std::string& main_py = "pri
                     " /usr/bin/python3 -I /opt/scs/launcher.py --deadline 60 " + flags + " < " +
                     bundle.path());
 }
+
+// What a Pod's mounts leave open, as the kubelet makes them: scratch space that executes (16 MiB
+// each), and a writable file of the host's disk at /dev/termination-log.
+class PodLikeMounts {
+ public:
+  PodLikeMounts() { chmod(host_file_.path().c_str(), 0666); }
+  std::string flags() const {
+    const std::string uid = "1900000998";
+    return "--tmpfs /workspace:exec,size=16m,uid=" + uid + ",gid=" + uid +
+           " --tmpfs /tmp:exec,size=16m --mount type=bind,source=" + host_file_.path() +
+           ",target=/dev/termination-log";
+  }
+  const testing::TempFile& hostFile() const { return host_file_; }
+
+ private:
+  testing::TempFile host_file_{""};
+};
 
 TEST(LauncherTest, RlimitsOnItsCommandLineBindTheProgramWhereTheEngineSetNone) {
   const CommandResult run =
@@ -123,16 +141,11 @@ import numpy
 print("numpy", numpy.arange(3).sum(), flush=True)
 )PY";
 
-// What a Pod's mounts leave open, as the kubelet makes them: scratch space that executes, and a
-// writable file of the host's disk (its termination log). `--confine` closes both with Landlock
-// under runc; gVisor has no Landlock, so there the sandbox ends before main.py runs.
+// What a Pod's mounts leave open (PodLikeMounts): `--confine` closes both with Landlock under
+// runc; gVisor has no Landlock, so there the sandbox ends before main.py runs.
 TEST(LauncherTest, ConfinedNothingRunsFromScratchAndNoHostFileIsWritten) {
-  testing::TempFile host_file("");
-  ASSERT_EQ(runCommand("chmod 0666 " + host_file.path()).exit_code, 0);
-  const std::string uid = "1900000998";
-  const std::string mounts = "--tmpfs /workspace:exec,uid=" + uid + ",gid=" + uid +
-                             " --tmpfs /tmp:exec --mount type=bind,source=" + host_file.path() +
-                             ",target=/dev/termination-log";
+  const PodLikeMounts pod;
+  const std::string mounts = pod.flags();
 
   // The same mounts without --confine: the escapes work, so the test can fail.
   const CommandResult open = launch("", kEscapes, mounts);
@@ -161,20 +174,16 @@ TEST(LauncherTest, ConfinedNothingRunsFromScratchAndNoHostFileIsWritten) {
   EXPECT_THAT(confined.output, HasSubstr("xattr host file Operation not permitted"));
   // The program still offers itself to the OOM killer first (procfs is writable to it).
   EXPECT_THAT(confined.output, HasSubstr("oom_score_adj 1000"));
-  EXPECT_EQ(runCommand("cat " + host_file.path()).output, "x") << "only the unconfined run wrote";
+  EXPECT_EQ(runCommand("cat " + pod.hostFile().path()).output, "x")
+      << "only the unconfined run wrote";
 }
 
 // The audit (docker/audit.py), run as main.py in such a container, judges the confinement by
 // behaviour: scratch mounts without their flags pass only where nothing copied there executes,
 // and the host file only where it cannot be opened for writing.
 TEST(LauncherTest, TheAuditSeesTheConfinementWhereTheMountsLackTheirFlags) {
-  testing::TempFile host_file("");
-  ASSERT_EQ(runCommand("chmod 0666 " + host_file.path()).exit_code, 0);
-  const std::string uid = "1900000998";
-  const std::string mounts =
-      "--tmpfs /workspace:exec,size=16m,uid=" + uid + ",gid=" + uid +
-      " --tmpfs /tmp:exec,size=16m --mount type=bind,source=" + host_file.path() +
-      ",target=/dev/termination-log";
+  const PodLikeMounts pod;
+  const std::string mounts = pod.flags();
   const std::string config =
       R"({"runtime": "runc", "uid_first": 1900000000, "uid_last": 1900000999,
           "pids_limit": 64, "processes_limit": 64, "open_files_limit": 1024,
