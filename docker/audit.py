@@ -304,11 +304,13 @@ def check_tmpfs_options(audit):
 
 def confined(audit):
     """Whether the launcher confined this sandbox (--confine: a scratch mount an engine could not
-    flag, such as a Kubernetes emptyDir). Judged by behaviour, once: /tmp lacks noexec and still
-    a file copied there does not execute, which only the launcher's Landlock rules refuse."""
+    flag, such as a Kubernetes emptyDir). Judged once: PID 1's command line carries --confine,
+    and, by behaviour, /tmp lacks noexec and still a file copied there does not execute."""
     if audit.confined is None:
+        with open("/proc/1/cmdline", "rb") as cmdline:
+            flagged = b"--confine" in cmdline.read().split(b"\0")
         options, _, super_options = mountinfo().get("/tmp", (set(), "", []))
-        audit.confined = ("noexec" not in options | set(super_options)
+        audit.confined = (flagged and "noexec" not in options | set(super_options)
                           and exec_outcome("/tmp") == "EACCES")
     return audit.confined
 

@@ -400,11 +400,13 @@ def confine():
     # mounts from the host's disk (the kubelet's termination log is mode 0666) they would fill
     # that disk past RLIMIT_FSIZE. No Python program needs to set them.
     for name in ("setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
-                 "fremovexattr", "setxattrat", "removexattrat"):
+                 "fremovexattr"):
+        rules.add_rule(refused, name)
+    for name in ("setxattrat", "removexattrat"):  # Linux 6.13: Debian's libseccomp lacks them
         try:
             rules.add_rule(refused, name)
-        except (RuntimeError, ValueError):
-            pass  # a call this libseccomp or kernel does not know (setxattrat is Linux 6.13)
+        except RuntimeError:
+            pass
     # A pid argument is an int: only its low 32 bits count (kill(1 + 2**32) is kill(1)).
     to_init = seccomp.Arg(0, seccomp.MASKED_EQ, 0xFFFFFFFF, 1)
     for name in ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open"):
@@ -1130,8 +1132,9 @@ def confine_filesystem():
     """`--confine`, for an engine whose scratch mounts take no noexec, nosuid or nodev and which
     mounts a writable file of the host's disk into the sandbox (a Kubernetes Pod's emptyDirs and
     its /dev/termination-log and /etc/hosts). Before anything else runs, PID 1 restricts itself,
-    and so every process the sandbox will ever have, with Landlock: files execute only from
-    beneath /usr (so nothing written to scratch space runs, setuid or not); files open for
+    and so every process the sandbox will ever have, with Landlock: files execve only from
+    beneath /usr (so no binary or script written to scratch space runs, setuid or not; a
+    dropped file can still be mapped executable, docs/SECURITY.md 2b); files open for
     writing only beneath /workspace, /tmp, /dev/shm and /proc (the program's own oom_score_adj)
     and at the devices above (so no file of the host's disk is written; the program's filter,
     confine(), refuses extended attributes); no character or block device is made anywhere. Kernels without

@@ -180,7 +180,8 @@ const std::vector<Flag>& flags() {
        }},
       {"runtime", "runc|runsc",
        "Container runtime: runc, or runsc (gVisor) for a boundary that survives a host-kernel "
-       "bug.",
+       "bug. With the kubernetes backend, the Pods' RuntimeClass; runsc is refused there "
+       "(docs/SCALING.md).",
        [](const Config& c) { return c.sandbox.runtime; },
        [](Config& c, const std::string& v) -> Problem {
          if (v != "runc" && v != "runsc") {

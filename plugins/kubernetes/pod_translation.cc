@@ -115,8 +115,9 @@ std::string unsupportedReason(const backend::Posture& p, const PodSettings& sett
   }
   if (p.runtime == "runsc") {
     return "the launcher's --confine needs Landlock, which gVisor (runsc) does not have, so "
-           "every sandbox would end before its code ran: use a RuntimeClass whose sandboxes run "
-           "on a kernel with Landlock (runc, or a VM runtime whose kernel has it)";
+           "every sandbox would end before its code ran: use --runtime runc, with a RuntimeClass "
+           "runc whose sandboxes run on a kernel with Landlock (runc, or a VM runtime whose "
+           "kernel has it)";
   }
   const std::optional<Owner> owner = parseOwner(p.user);
   if (!owner) {
@@ -171,7 +172,7 @@ std::string unsupportedReason(const backend::Posture& p, const PodSettings& sett
 namespace {
 
 // The first reason `spec` cannot be carried by a Pod exactly; empty when it can.
-std::string unsupportedReason(const backend::SandboxSpec& spec, const PodSettings& settings) {
+std::string specUnsupportedReason(const backend::SandboxSpec& spec, const PodSettings& settings) {
   if (std::string reason = unsupportedReason(spec.posture, settings); !reason.empty()) {
     return reason;
   }
@@ -212,9 +213,9 @@ std::vector<std::string> containerCommand(const backend::SandboxSpec& spec) {
       command.insert(command.end(), {flag, text::join(*paths, ",")});
     }
   }
-  // What no Pod field carries, Landlock gives from PID 1 on: nothing runs from the emptyDirs,
-  // and the kubelet's termination log and /etc/hosts, files of the node's disk, are not written
-  // (docs/SECURITY.md, 2b). The core accepts the emptyDirs only with this flag.
+  // What no Pod field carries, Landlock gives from PID 1 on: nothing is execve'd from the
+  // emptyDirs, and the kubelet's termination log and /etc/hosts, files of the node's disk, are not
+  // written (docs/SECURITY.md, 2b). The core accepts the emptyDirs only with this flag.
   command.push_back("--confine");
   return command;
 }
@@ -258,7 +259,7 @@ void readLauncherLimits(const std::vector<std::string>& command, backend::Postur
 
 PodManifest podFor(const backend::SandboxSpec& spec, const PodSettings& settings,
                    std::int64_t active_deadline_seconds) {
-  if (const std::string reason = unsupportedReason(spec, settings); !reason.empty()) {
+  if (const std::string reason = specUnsupportedReason(spec, settings); !reason.empty()) {
     return {{Code::kUnsupported, "kubernetes: " + reason}, nullptr};
   }
   if (active_deadline_seconds <= 0) {

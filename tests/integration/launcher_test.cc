@@ -26,6 +26,9 @@ except (OSError, ValueError):
     print("cannot raise", flush=True)
 )PY";
 
+// The sandbox's uid in these containers.
+constexpr const char* kUid = "1900000998";
+
 // Runs the launcher as PID 1 of a container the engine gave only its own defaults (no ulimits;
 // Docker's default masked and read-only paths), with `flags` and main.py as its bundle. The
 // scratch mounts are Docker's default for --tmpfs (noexec, nosuid, nodev) unless `mounts`
@@ -48,7 +51,7 @@ CommandResult launch(const std::string& flags, const std::string& main_py = "pri
   if (packed.exit_code != 0) {
     return packed;
   }
-  const std::string uid = "1900000998";
+  const std::string uid = kUid;
   const std::string scratch =
       mounts.empty() ? " --tmpfs /workspace:uid=" + uid + ",gid=" + uid + ",mode=0700 --tmpfs /tmp "
                      : " " + mounts + " ";
@@ -58,16 +61,18 @@ CommandResult launch(const std::string& flags, const std::string& main_py = "pri
                     bundle.path());
 }
 
-// What a Pod's mounts leave open, as the kubelet makes them: scratch space that executes (16 MiB
-// each), and a writable file of the host's disk at /dev/termination-log.
+// What a Pod's mounts leave open, as the kubelet makes them: scratch space (/workspace, /tmp and
+// /dev/shm, 16 MiB each) that executes, and a writable file of the host's disk at
+// /dev/termination-log.
 class PodLikeMounts {
  public:
   PodLikeMounts() { chmod(host_file_.path().c_str(), 0666); }
   std::string flags() const {
-    const std::string uid = "1900000998";
+    const std::string uid = kUid;
     return "--tmpfs /workspace:exec,size=16m,uid=" + uid + ",gid=" + uid +
-           " --tmpfs /tmp:exec,size=16m --mount type=bind,source=" + host_file_.path() +
-           ",target=/dev/termination-log";
+           " --tmpfs /tmp:exec,size=16m --tmpfs /dev/shm:exec,size=16m --mount "
+           "type=bind,source=" +
+           host_file_.path() + ",target=/dev/termination-log";
   }
   const testing::TempFile& hostFile() const { return host_file_; }
 
@@ -151,6 +156,8 @@ TEST(LauncherTest, ConfinedNothingRunsFromScratchAndNoHostFileIsWritten) {
   const CommandResult open = launch("", kEscapes, mounts);
   EXPECT_EQ(open.exit_code, 0) << open.output;
   EXPECT_THAT(open.output, HasSubstr("exec /tmp ALLOWED"));
+  EXPECT_THAT(open.output, HasSubstr("exec /workspace ALLOWED"));
+  EXPECT_THAT(open.output, HasSubstr("exec /dev/shm ALLOWED"));
   EXPECT_THAT(open.output, HasSubstr("write host file ALLOWED"));
 
   const CommandResult confined = launch("--confine", kEscapes, mounts);
@@ -185,7 +192,7 @@ TEST(LauncherTest, TheAuditSeesTheConfinementWhereTheMountsLackTheirFlags) {
   const PodLikeMounts pod;
   const std::string mounts = pod.flags();
   const std::string config =
-      R"({"runtime": "runc", "uid_first": 1900000000, "uid_last": 1900000999,
+      R"({"runtime": ")" + testRuntime() + R"(", "uid_first": 1900000000, "uid_last": 1900000999,
           "pids_limit": 64, "processes_limit": 64, "open_files_limit": 1024,
           "file_size_limit_bytes": 8388608, "masked_paths": [], "readonly_paths": [],
           "tmpfs": {"/tmp": {"size_bytes": 16777216, "max_inodes": 64},

@@ -7,8 +7,10 @@
 // engine's `#fake:` scripts (plugins/fake), not Python.
 
 #include <csignal>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <string>
 
 #include "support/kube_api_double.h"
 
@@ -28,7 +30,15 @@ int main(int argc, char** argv) {
   api.addNetworkPolicy(
       "scs-sandboxes",
       R"({"podSelector":{"matchLabels":{"io.scs.managed":"true"}},"policyTypes":["Ingress","Egress"]})");
-  std::ofstream(argv[1]) << api.kubeconfig("scs-sandboxes");
+  // Whole or not at all: a reader that sees the file sees all of it.
+  const std::string partial = std::string(argv[1]) + ".partial";
+  std::ofstream out(partial);
+  out << api.kubeconfig("scs-sandboxes");
+  out.close();
+  if (!out || std::rename(partial.c_str(), argv[1]) != 0) {
+    std::cerr << "kube-api-double: cannot write " << argv[1] << std::endl;
+    return 1;
+  }
   std::cerr << "kube-api-double: serving " << api.url() << "; kubeconfig in " << argv[1]
             << std::endl;
   int signal_number = 0;

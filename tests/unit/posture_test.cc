@@ -380,12 +380,15 @@ TEST(AssertPostureTest, ConfineCountsOnlyAsTheLaunchersFlag) {
   // The launcher would take "--confine" here as another flag's value, and refuse it.
   for (const std::vector<std::string>& flags :
        {std::vector<std::string>{"--masked", "--confine"}, {"--warm", "--confine"}}) {
-    EXPECT_FALSE(assertPosture(emptyDirPosture(flags), required()).empty()) << flags[0];
+    EXPECT_THAT(assertPosture(emptyDirPosture(flags), required()),
+                Contains(HasSubstr("tmpfs /tmp must be mounted noexec")))
+        << flags[0];
   }
   // Before the core's own command ends, it is not the launcher's argument at all.
   Posture observed = emptyDirPosture({});
   observed.init_command.insert(observed.init_command.begin() + 1, "--confine");
-  EXPECT_FALSE(assertPosture(observed, required()).empty());
+  EXPECT_THAT(assertPosture(observed, required()),
+              Contains(HasSubstr("tmpfs /tmp must be mounted noexec")));
   EXPECT_TRUE(launcherConfines({"python3", "-I", "l.py", "--session", "--confine"}, 3));
   EXPECT_FALSE(launcherConfines({"python3", "-I", "l.py", "--deadline", "--confine"}, 3));
   EXPECT_FALSE(launcherConfines({"--confine", "-I", "l.py"}, 3));

@@ -59,7 +59,8 @@ std::vector<std::string> checkSandboxUser(const backend::Posture& observed, cons
 // outside its scratch space, with Landlock, in every process; PID 1 applies it before anything
 // else runs and ends the sandbox (125) on a kernel without Landlock, gVisor's included. That is
 // the evidence assertPosture() accepts, and nothing else, for scratch mounts an engine cannot
-// flag (an emptyDir): what noexec, nosuid and nodev give, the rules give everywhere outside /usr;
+// flag (an emptyDir): no execve outside /usr, set-user-ID or not, and no device node anywhere,
+// which is noexec, nosuid and nodev but for mmap(PROT_EXEC) of a dropped file (SECURITY.md, 2b);
 // and on a kernel with Landlock, RLIMIT_NPROC of the sandbox's own uid counts its host tasks as a
 // pids cgroup would, so no pids limit of the engine's is needed beside it.
 bool launcherConfines(const std::vector<std::string>& init_command, std::size_t first_argument);

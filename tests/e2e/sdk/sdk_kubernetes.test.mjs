@@ -31,8 +31,7 @@ describe('safe-code-sandbox on the kubernetes backend through the official MCP S
     while (!existsSync(kubeconfig)) {
       assert.ok(Date.now() < deadline, 'the API server double did not start');
       await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100));  // the file is written whole
+    }  // renamed into place whole
     const transport = new StdioClientTransport({
       command: binary,
       args: ['--backend', 'kubernetes', '--seccomp-profile', profile,
