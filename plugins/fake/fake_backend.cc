@@ -364,7 +364,7 @@ Status FakeBackend::deliverToSession(Sandbox& sandbox, const std::string& bytes)
     return Status{Code::kUnavailable, "fake: sandbox " + sandbox.id + " has already ended"};
   }
   if (bytes == "SCS-INTERRUPT\n") {
-    sandbox.interrupt = true;
+    (sandbox.runs.empty() ? sandbox.interrupt : sandbox.runs.back().interrupted) = true;
   } else {
     const std::size_t newline = bytes.find('\n');
     if (bytes.rfind("SCS-RUN ", 0) != 0 || newline == std::string::npos ||
@@ -372,7 +372,7 @@ Status FakeBackend::deliverToSession(Sandbox& sandbox, const std::string& bytes)
       return Status{Code::kRejected, "fake: a session delivery must be one whole frame"};
     }
     sandbox.archive = bytes.substr(newline + 1);
-    sandbox.runs.push_back(sandbox.archive);
+    sandbox.runs.push_back({sandbox.archive, false});
     sandbox.delivered = true;
   }
   cv_.notify_all();
@@ -569,9 +569,9 @@ void FakeBackend::playSession(const std::shared_ptr<Sandbox>& sandbox, backend::
       if (killed()) {
         break;
       }
-      archive = std::move(sandbox->runs.front());
+      archive = std::move(sandbox->runs.front().archive);
+      sandbox->interrupt = sandbox->runs.front().interrupted;
       sandbox->runs.pop_front();
-      sandbox->interrupt = false;
     }
     Script script;
     std::string main_py;

@@ -145,7 +145,13 @@ class FakeBackend : public backend::RuntimeBackend {
     std::atomic<int> finish_code{-1};  // finish() asked it to exit so; -1: not asked
     // A session's sandbox: the runs delivered and not yet played, an interrupt asked for, and
     // the namespace its runs share.
-    std::deque<std::string> runs;
+    // An interrupt that arrives after a run's frame and before that run starts to play is that
+    // run's, as the launcher, which reads its stdin in order, would take it.
+    struct QueuedRun {
+      std::string archive;
+      bool interrupted = false;
+    };
+    std::deque<QueuedRun> runs;
     bool interrupt = false;
     std::map<std::string, std::string> names;
     bool removing = false;
