@@ -20,6 +20,7 @@ namespace scs::kubernetes {
 namespace {
 
 using backend::Code;
+using backend::Status;
 
 // More than any list of one namespace's sandbox Pods, nodes or policies the backend reads.
 constexpr std::size_t kMaxAnswerBytes = 32u << 20;
@@ -153,54 +154,57 @@ void KubeClient::authorize(Poco::Net::HTTPRequest& request) const {
   }
 }
 
-std::istream& KubeClient::send(Poco::Net::HTTPSClientSession& session, const std::string& method,
-                               const std::string& path_and_query, const json::ObjectPtr& body,
-                               Poco::Net::HTTPResponse& response) const {
-  Poco::Net::HTTPRequest request(method, path_and_query, Poco::Net::HTTPMessage::HTTP_1_1);
-  request.set("Accept", "application/json");
-  authorize(request);
-  const std::string payload = body ? json::stringify(body) : std::string();
-  if (body) {
-    request.setContentType("application/json");
-    request.setContentLength(static_cast<std::streamsize>(payload.size()));
+Status KubeClient::exchange(const std::string& method, const std::string& path_and_query,
+                            const json::ObjectPtr& body, const std::string& silence,
+                            const Reader& read) const {
+  if (!error_.empty()) {
+    return {Code::kInternal, "kubernetes: " + error_};
   }
-  session.sendRequest(request) << payload;
-  return session.receiveResponse(response);
+  try {
+    const std::unique_ptr<Poco::Net::HTTPSClientSession> connection = session();
+    Poco::Net::HTTPRequest request(method, path_and_query, Poco::Net::HTTPMessage::HTTP_1_1);
+    request.set("Accept", "application/json");
+    authorize(request);
+    const std::string payload = body ? json::stringify(body) : std::string();
+    if (body) {
+      request.setContentType("application/json");
+      request.setContentLength(static_cast<std::streamsize>(payload.size()));
+    }
+    connection->sendRequest(request) << payload;
+    Poco::Net::HTTPResponse response;
+    std::istream& in = connection->receiveResponse(response);
+    return read(*connection, response, in);
+  } catch (const Poco::TimeoutException&) {
+    return {Code::kTimeout, "kubernetes: " + silence};
+  } catch (const Poco::Exception& error) {
+    return {Code::kUnavailable,
+            "kubernetes: the API server cannot be reached: " + error.displayText()};
+  }
 }
 
 ApiReply KubeClient::call(const std::string& method, const std::string& path_and_query,
                           const json::ObjectPtr& body) const {
   ApiReply reply;
-  if (!error_.empty()) {
-    reply.status = {Code::kInternal, "kubernetes: " + error_};
-    return reply;
-  }
-  try {
-    const std::unique_ptr<Poco::Net::HTTPSClientSession> connection = session();
-    Poco::Net::HTTPResponse response;
-    std::istream& in = send(*connection, method, path_and_query, body, response);
-    const std::optional<std::string> text = readCapped(in);
-    if (!text) {
-      reply.status = {Code::kInternal, "kubernetes: the API server's answer to " + method +
-                                           " is over " + std::to_string(kMaxAnswerBytes >> 20) +
-                                           " MiB"};
-      return reply;
-    }
-    reply.http_status = static_cast<int>(response.getStatus());
-    reply.body = json::parseObject(*text);
-    const Code code = codeOfHttpStatus(reply.http_status);
-    if (code != Code::kOk) {
-      reply.status = {code, "kubernetes: " + method + " " + Poco::URI(path_and_query).getPath() +
-                                ": " + std::to_string(reply.http_status) + " " +
-                                statusMessage(reply.body, response.getReason())};
-    }
-  } catch (const Poco::TimeoutException&) {
-    reply.status = {Code::kTimeout,
-                    "kubernetes: the API server did not answer " + method + " in time"};
-  } catch (const Poco::Exception& error) {
-    reply.status = {Code::kUnavailable,
-                    "kubernetes: the API server cannot be reached: " + error.displayText()};
-  }
+  reply.status = exchange(
+      method, path_and_query, body, "the API server did not answer " + method + " in time",
+      [&](Poco::Net::HTTPSClientSession&, Poco::Net::HTTPResponse& response,
+          std::istream& in) -> Status {
+        const std::optional<std::string> text = readCapped(in);
+        if (!text) {
+          return {Code::kInternal, "kubernetes: the API server's answer to " + method +
+                                       " is over " + std::to_string(kMaxAnswerBytes >> 20) +
+                                       " MiB"};
+        }
+        reply.http_status = static_cast<int>(response.getStatus());
+        reply.body = json::parseObject(*text);
+        const Code code = codeOfHttpStatus(reply.http_status);
+        if (code != Code::kOk) {
+          return {code, "kubernetes: " + method + " " + Poco::URI(path_and_query).getPath() + ": " +
+                            std::to_string(reply.http_status) + " " +
+                            statusMessage(reply.body, response.getReason())};
+        }
+        return {};
+      });
   return reply;
 }
 
@@ -208,78 +212,66 @@ KubeClient::WatchReply KubeClient::watch(
     const std::string& path_and_query,
     const std::function<bool(const json::ObjectPtr& event)>& on_event) const {
   WatchReply reply;
-  if (!error_.empty()) {
-    reply.status = {Code::kInternal, "kubernetes: " + error_};
-    return reply;
-  }
-  try {
-    const std::unique_ptr<Poco::Net::HTTPSClientSession> connection = session();
-    Poco::Net::HTTPResponse response;
-    std::istream& in = send(*connection, "GET", path_and_query, nullptr, response);
-    const int http_status = static_cast<int>(response.getStatus());
-    if (http_status != 200) {
-      const std::string text = readCapped(in).value_or("");
-      if (http_status == 410) {
-        reply.expired = true;
-        return reply;
-      }
-      reply.status = {codeOfHttpStatus(http_status),
-                      "kubernetes: watch " + Poco::URI(path_and_query).getPath() + ": " +
-                          std::to_string(http_status) + " " +
-                          statusMessage(json::parseObject(text), response.getReason())};
-      return reply;
-    }
-    // One event per line (the API server's JSON stream), each at most the cap of any answer.
-    // Poco's stream keeps a failure while the body is read to itself (networkException()), so
-    // an end that is not the server's is told apart here: a broken stream, or a last line cut
-    // short, is kUnavailable, and the caller lists again.
-    std::string line;
-    while (true) {
-      line.clear();
-      int c = 0;
-      while ((c = in.get()) != std::char_traits<char>::eof() && c != '\n' &&
-             line.size() <= kMaxAnswerBytes) {
-        line.push_back(static_cast<char>(c));
-      }
-      if (line.size() > kMaxAnswerBytes) {
-        reply.status = {Code::kInternal, "kubernetes: a watch event is over the answer cap"};
-        return reply;
-      }
-      if (c == std::char_traits<char>::eof()) {
-        if (in.bad() || connection->networkException() != nullptr || !line.empty()) {
-          reply.status = {Code::kUnavailable,
-                          "kubernetes: the watch broke before the API server ended it"};
+  reply.status = exchange(
+      "GET", path_and_query, nullptr, "the API server's watch went silent",
+      [&](Poco::Net::HTTPSClientSession& connection, Poco::Net::HTTPResponse& response,
+          std::istream& in) -> Status {
+        const int http_status = static_cast<int>(response.getStatus());
+        if (http_status != 200) {
+          const std::string text = readCapped(in).value_or("");
+          if (http_status == 410) {
+            reply.expired = true;
+            return {};
+          }
+          return {codeOfHttpStatus(http_status),
+                  "kubernetes: watch " + Poco::URI(path_and_query).getPath() + ": " +
+                      std::to_string(http_status) + " " +
+                      statusMessage(json::parseObject(text), response.getReason())};
         }
-        return reply;  // ended by the server (its timeoutSeconds)
-      }
-      if (line.empty()) {
-        continue;
-      }
-      const json::ObjectPtr event = json::parseObject(line);
-      if (!event) {
-        reply.status = {Code::kUnavailable,
-                        "kubernetes: the API server sent a watch event that is not a JSON object"};
-        return reply;
-      }
-      if (json::string(event, "type") == std::string("ERROR")) {
-        const json::ObjectPtr status = json::object(event, "object");
-        reply.expired = json::integer(status, "code") == 410;
-        if (!reply.expired) {
-          reply.status = {Code::kUnavailable,
-                          "kubernetes: the watch ended in error: " + statusMessage(status, "")};
+        // One event per line (the API server's JSON stream), each at most the cap of any
+        // answer. Poco's stream keeps a failure while the body is read to itself
+        // (networkException()), so an end that is not the server's is told apart here: a broken
+        // stream, or a last line cut short, is kUnavailable, and the caller lists again.
+        std::string line;
+        while (true) {
+          line.clear();
+          int c = 0;
+          while ((c = in.get()) != std::char_traits<char>::eof() && c != '\n' &&
+                 line.size() <= kMaxAnswerBytes) {
+            line.push_back(static_cast<char>(c));
+          }
+          if (line.size() > kMaxAnswerBytes) {
+            return {Code::kInternal, "kubernetes: a watch event is over the answer cap"};
+          }
+          if (c == std::char_traits<char>::eof()) {
+            if (in.bad() || connection.networkException() != nullptr || !line.empty()) {
+              return {Code::kUnavailable,
+                      "kubernetes: the watch broke before the API server ended it"};
+            }
+            return {};  // ended by the server (its timeoutSeconds)
+          }
+          if (line.empty()) {
+            continue;
+          }
+          const json::ObjectPtr event = json::parseObject(line);
+          if (!event) {
+            return {Code::kUnavailable,
+                    "kubernetes: the API server sent a watch event that is not a JSON object"};
+          }
+          if (json::string(event, "type") == std::string("ERROR")) {
+            const json::ObjectPtr status = json::object(event, "object");
+            reply.expired = json::integer(status, "code") == 410;
+            if (!reply.expired) {
+              return {Code::kUnavailable,
+                      "kubernetes: the watch ended in error: " + statusMessage(status, "")};
+            }
+            return {};
+          }
+          if (!on_event(event)) {
+            return {};  // the caller has what it waited for; the connection closes here
+          }
         }
-        return reply;
-      }
-      if (!on_event(event)) {
-        return reply;  // the caller has what it waited for; the connection closes here
-      }
-    }
-  } catch (const Poco::TimeoutException&) {
-    reply.status = {Code::kTimeout, "kubernetes: the API server's watch went silent"};
-  } catch (const Poco::Exception& error) {
-    reply.status = {Code::kUnavailable,
-                    "kubernetes: the API server cannot be reached: " + error.displayText()};
-  }
+      });
   return reply;
 }
 

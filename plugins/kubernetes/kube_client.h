@@ -66,11 +66,15 @@ class KubeClient {
   void authorize(Poco::Net::HTTPRequest& request) const;
 
  private:
-  // Sends `method` on `path_and_query`, with `body` as JSON when given, over `session`: the
-  // answer's head goes to `response`, and its body is read from the stream returned.
-  std::istream& send(Poco::Net::HTTPSClientSession& session, const std::string& method,
-                     const std::string& path_and_query, const json::ObjectPtr& body,
-                     Poco::Net::HTTPResponse& response) const;
+  // Sends `method` on `path_and_query`, with `body` as JSON when given, over a new session, and
+  // has `read` take the answer: its head, its body, and the session (networkException()).
+  // Answers itself what call() and watch() answer alike: the client's own set-up error, no
+  // answer in time (kTimeout, `silence`), a server that cannot be reached (kUnavailable).
+  using Reader = std::function<backend::Status(Poco::Net::HTTPSClientSession&,
+                                               Poco::Net::HTTPResponse&, std::istream&)>;
+  backend::Status exchange(const std::string& method, const std::string& path_and_query,
+                           const json::ObjectPtr& body, const std::string& silence,
+                           const Reader& read) const;
 
   // The bearer token now: the access's, read again from its file once a minute, as client-go
   // does, since a service account's token is rotated (about hourly); the last one read while

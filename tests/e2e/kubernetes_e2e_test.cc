@@ -104,12 +104,6 @@ class ServingKubernetesE2eTest : public KubernetesE2eTest {
     return process;
   }
 
-  static Object::Ptr call(McpProcess& process, const std::string& tool, Object::Ptr arguments) {
-    Object::Ptr result = process.callTool(tool, arguments);
-    EXPECT_FALSE(result->optValue<bool>("isError", false)) << toolText(result);
-    return result->getObject("structuredContent");
-  }
-
   // Starts `code` and long-polls until its report is final.
   static Object::Ptr runToEnd(McpProcess& process, const std::string& code,
                               Object::Ptr limits = nullptr) {
@@ -117,21 +111,8 @@ class ServingKubernetesE2eTest : public KubernetesE2eTest {
     if (limits) {
       arguments->set("limits", limits);
     }
-    const std::string run_id =
-        call(process, "start_run", arguments)->getValue<std::string>("run_id");
-    const auto deadline = std::chrono::steady_clock::now() + 60s;
-    while (std::chrono::steady_clock::now() < deadline) {
-      Object::Ptr report =
-          call(process, "get_result", object({{"run_id", run_id}, {"wait_seconds", 5}}));
-      const std::string status = report->getValue<std::string>("status");
-      if (status != "queued" && status != "running") {
-        return report;
-      }
-    }
-    const std::string log = process.stderrText();
-    ADD_FAILURE() << "run " << run_id << " did not finish; the server logged, last:\n"
-                  << log.substr(log.size() > 4000 ? log.size() - 4000 : 0);
-    return object({{"status", "unfinished"}});
+    return finalReport(process,
+                       callOk(process, "start_run", arguments)->getValue<std::string>("run_id"));
   }
 };
 
@@ -162,18 +143,17 @@ TEST_F(ServingKubernetesE2eTest, EveryStatusOfARunComesFromItsPod) {
   EXPECT_EQ(late->getValue<std::string>("status"), "timed_out");
 
   const std::string hanging =
-      call(*server, "start_run", object({{"code", "#fake: stdout=started\n#fake: hang\n"}}))
+      callOk(*server, "start_run", object({{"code", "#fake: stdout=started\n#fake: hang\n"}}))
           ->getValue<std::string>("run_id");
   const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (
-      call(*server, "get_result", object({{"run_id", hanging}}))->getValue<std::string>("status") !=
-          "running" &&
-      std::chrono::steady_clock::now() < deadline) {
+  while (callOk(*server, "get_result", object({{"run_id", hanging}}))
+                 ->getValue<std::string>("status") != "running" &&
+         std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(50ms);
   }
-  call(*server, "stop_run", object({{"run_id", hanging}}));
+  callOk(*server, "stop_run", object({{"run_id", hanging}}));
   const Object::Ptr stopped =
-      call(*server, "get_result", object({{"run_id", hanging}, {"wait_seconds", 20}}));
+      callOk(*server, "get_result", object({{"run_id", hanging}, {"wait_seconds", 20}}));
   EXPECT_EQ(stopped->getValue<std::string>("status"), "stopped");
 
   server->closeStdin();

@@ -28,8 +28,6 @@ using namespace std::chrono_literals;
 const std::string kBinary = SCS_BINARY;
 const std::string kBadAbiPlugin = std::string(SCS_TEST_PLUGIN_DIR) + "/libscs_backend_badabi.so";
 
-bool isFinal(const std::string& status) { return status != "queued" && status != "running"; }
-
 // A server with the fake backend, initialised.
 class Session {
  public:
@@ -47,11 +45,7 @@ class Session {
   }
 
   Object::Ptr call(const std::string& tool, Object::Ptr arguments) {
-    Object::Ptr result = process_.callTool(tool, arguments);
-    EXPECT_FALSE(result->optValue<bool>("isError", false)) << toolText(result);
-    Object::Ptr structured = result->getObject("structuredContent");
-    EXPECT_FALSE(structured.isNull()) << toolText(result);
-    return structured;
+    return callOk(process_, tool, arguments);
   }
 
   Object::Ptr start(const std::string& code, Object::Ptr limits = nullptr) {
@@ -70,17 +64,8 @@ class Session {
     return call("stop_run", object({{"run_id", run_id}}));
   }
 
-  // Long-polls until the run's status is final.
   Object::Ptr finalReport(const std::string& run_id) {
-    const auto deadline = std::chrono::steady_clock::now() + 60s;
-    while (std::chrono::steady_clock::now() < deadline) {
-      Object::Ptr report = get(run_id, 5);
-      if (isFinal(report->getValue<std::string>("status"))) {
-        return report;
-      }
-    }
-    ADD_FAILURE() << "run " << run_id << " did not finish";
-    return get(run_id);
+    return testing::finalReport(process_, run_id);
   }
 
   Object::Ptr runToEnd(const std::string& code, Object::Ptr limits = nullptr) {

@@ -5,10 +5,12 @@
 #include <Poco/Pipe.h>
 #include <Poco/PipeStream.h>
 #include <Poco/Process.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -239,6 +241,31 @@ Poco::JSON::Object::Ptr object(
 
 std::string toolText(const Poco::JSON::Object::Ptr& result) {
   return result->getArray("content")->getObject(0)->getValue<std::string>("text");
+}
+
+Poco::JSON::Object::Ptr callOk(McpProcess& process, const std::string& tool,
+                               Poco::JSON::Object::Ptr arguments) {
+  Poco::JSON::Object::Ptr result = process.callTool(tool, arguments);
+  EXPECT_FALSE(result->optValue<bool>("isError", false)) << toolText(result);
+  Poco::JSON::Object::Ptr structured = result->getObject("structuredContent");
+  EXPECT_FALSE(structured.isNull()) << toolText(result);
+  return structured;
+}
+
+Poco::JSON::Object::Ptr finalReport(McpProcess& process, const std::string& run_id) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  Poco::JSON::Object::Ptr report;
+  while (std::chrono::steady_clock::now() < deadline) {
+    report = callOk(process, "get_result", object({{"run_id", run_id}, {"wait_seconds", 5}}));
+    const std::string status = report->getValue<std::string>("status");
+    if (status != "queued" && status != "running") {
+      return report;
+    }
+  }
+  const std::string log = process.stderrText();
+  ADD_FAILURE() << "run " << run_id << " did not finish; the server logged, last:\n"
+                << log.substr(log.size() > 4000 ? log.size() - 4000 : 0);
+  return report;
 }
 
 std::vector<std::string> fakeArgs(std::vector<std::string> extra) {

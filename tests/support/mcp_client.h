@@ -70,6 +70,15 @@ Poco::JSON::Object::Ptr object(
 // The text of a CallToolResult's first content item.
 std::string toolText(const Poco::JSON::Object::Ptr& result);
 
+// tools/call of `tool` that must not be an error (a test failure otherwise); its
+// structuredContent.
+Poco::JSON::Object::Ptr callOk(McpProcess& process, const std::string& tool,
+                               Poco::JSON::Object::Ptr arguments);
+
+// get_result on `run_id`, long-polled until the run's status is final; a test failure and the
+// last report when it is not within 60 s.
+Poco::JSON::Object::Ptr finalReport(McpProcess& process, const std::string& run_id);
+
 // The server's arguments for the fake backend with debug logs, then `extra`.
 std::vector<std::string> fakeArgs(std::vector<std::string> extra = {});
 
