@@ -50,7 +50,9 @@ install_missing_packages() {
                 # the kubernetes backend writes
                 python3-kubernetes
                 # kubeconfig files, for the kubernetes backend
-                libyaml-cpp-dev)
+                libyaml-cpp-dev
+                # the launcher's own Python is linted in the unit tier
+                python3-pyflakes)
   # clang with libFuzzer for ./scripts/fuzz, which ./scripts/test runs.
   [[ "${SCS_WITH_FUZZ:-1}" == 0 ]] || wanted+=(clang libclang-rt-14-dev)
   # Node may come from elsewhere (nodesource, nvm): Debian's nodejs only when there is no node.

@@ -332,6 +332,12 @@ const std::vector<Flag>& flags() {
        intSetter<std::chrono::seconds>(
            "start-wait-seconds", 0, 60,
            [](Config& c) -> std::chrono::seconds& { return c.start_wait; })},
+      {"max-waiting-per-tenant", "N",
+       "Calls with wait_seconds (start_run, get_result) one tenant may have waiting at once; "
+       "one more is a tool error, so that no client's long-polls hold what others need.",
+       [](const Config& c) { return std::to_string(c.max_waiting_per_tenant); },
+       intSetter<std::size_t>("max-waiting-per-tenant", 1, 100'000,
+                              [](Config& c) -> std::size_t& { return c.max_waiting_per_tenant; })},
       {"session-idle-seconds", "S",
        "A session (open_session) without a run this long is closed and its sandbox removed.",
        [](const Config& c) { return std::to_string(c.runs.sessions.idle.count()); },
@@ -520,6 +526,13 @@ const std::vector<Flag>& flags() {
        intSetter<std::size_t>(
            "max-sessions-per-tenant", 1, 10'000'000,
            [](Config& c) -> std::size_t& { return c.http.max_sessions_per_tenant; })},
+      {"max-requests-per-tenant", "N",
+       "HTTP only: requests one tenant may have in flight at once (answers not yet sent); one "
+       "more is refused with 429 before it takes a worker.",
+       [](const Config& c) { return std::to_string(c.http.max_requests_per_tenant); },
+       intSetter<std::size_t>(
+           "max-requests-per-tenant", 1, 100'000,
+           [](Config& c) -> std::size_t& { return c.http.max_requests_per_tenant; })},
       {"self-test", "",
        "Run the sandbox audit (see `safe-code-sandbox audit`) once at startup and refuse to "
        "serve (exit 1) when any check fails.",
@@ -668,7 +681,7 @@ Problem checkLimitPair(const Config& config, const std::set<std::string>& given,
 
 Problem checkHttpFlags(const Config& config, const std::set<std::string>& given) {
   for (const char* flag : {"token-file", "allowed-origins", "allowed-hosts", "max-http-body-bytes",
-                           "max-sessions", "max-sessions-per-tenant"}) {
+                           "max-sessions", "max-sessions-per-tenant", "max-requests-per-tenant"}) {
     if (config.http.listen.empty() && given.count(flag) != 0) {
       return flagName(flag) + " applies to HTTP only; give --http ADDR:PORT too";
     }

@@ -31,10 +31,11 @@ struct Config {
   policy::FileSettings files;
   std::size_t max_message_bytes = std::size_t{16} << 20;
   std::string log_level = "info";
-  std::string log_format = "text";     // text or json
-  mcp::HttpSettings http;              // http.listen set: Streamable HTTP instead of stdio
-  std::string metrics_listen;          // ADDR:PORT of GET /metrics; empty: no metrics listener
-  std::chrono::seconds start_wait{0};  // start_run\'s wait when the call gives none
+  std::string log_format = "text";          // text or json
+  mcp::HttpSettings http;                   // http.listen set: Streamable HTTP instead of stdio
+  std::string metrics_listen;               // ADDR:PORT of GET /metrics; empty: no metrics listener
+  std::chrono::seconds start_wait{0};       // start_run\'s wait when the call gives none
+  std::size_t max_waiting_per_tenant = 16;  // calls with wait_seconds one tenant has at once
   bool self_test = false;  // run the audit once at startup; refuse to serve when it fails
 };
 

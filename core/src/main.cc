@@ -9,6 +9,7 @@
 #include <exception>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -80,6 +81,7 @@ struct Engine {
   backend::RuntimeBackendPtr backend;
   std::filesystem::path plugin;
   std::optional<policy::LimitPolicy> limits;
+  std::map<std::string, std::string> versions;  // what the engine says of itself
 };
 
 std::unique_ptr<Engine> loadEngine(config::Config& config, Poco::Logger& log) {
@@ -112,6 +114,7 @@ std::unique_ptr<Engine> loadEngine(config::Config& config, Poco::Logger& log) {
     log.information(adjustment);
   }
   config.runs.host_memory_bytes = capacity.capacity.memory_bytes;
+  engine->versions = capacity.versions;
   config.runs.prepared_limits = engine->limits->defaults();
 
   const backend::Status supported = engine->backend->supports(policy::requiredPosture(
@@ -148,8 +151,10 @@ audit::Report auditAsRunsGetIt(runs::RunManager& manager, const Engine& engine,
     log.warning("no prepared sandbox was ready within " +
                 std::to_string(kPreparedPatience.count()) + " s; auditing one created for the run");
   }
-  return audit::run(manager, audit::auditLimits(engine.limits->defaults()), config.sandbox,
-                    config.files);
+  audit::Report report = audit::run(manager, audit::auditLimits(engine.limits->defaults()),
+                                    config.sandbox, config.files);
+  report.versions = engine.versions;
+  return report;
 }
 
 int runAudit(config::Config& config, Poco::Logger& log) {
@@ -241,6 +246,7 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
   info.version = SCS_VERSION;
   info.run_retention = config.runs.retention;
   info.tools.start_wait = config.start_wait;
+  info.tools.max_waiting_per_tenant = config.max_waiting_per_tenant;
   info.tools.sessions = config.runs.sessions;
   mcp::Server server(manager, *engine->limits, config.files, info);
   if (http) {

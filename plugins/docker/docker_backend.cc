@@ -30,9 +30,11 @@ struct DockerBackend::Sandbox {
   bool removing = false;        // remove() has begun; no new thread may start
   bool die_event = false;       // the event stream reported the container's exit
   bool oom_event = false;       // the event stream reported an OOM kill
+  std::int64_t oom_events = 0;  // how many
   bool kill_event = false;      // the event stream reported a kill (ours or anyone's)
   bool kill_requested = false;  // kill() was called for it
   bool cgroup_oom = false;
+  std::int64_t cgroup_oom_kills = 0;  // the cgroup's oom_kill counter, as last read
   std::int64_t memory_limit = 0;
   std::optional<std::int64_t> peak_memory_bytes;
   std::optional<double> cpu_seconds;
@@ -251,6 +253,7 @@ backend::CapacityReply DockerBackend::capacity() {
     reply.status = info.status;
     reply.capacity.cores = info.value.cpus;
     reply.capacity.memory_bytes = info.value.memory_bytes;
+    reply.versions = info.value.versions;
     return reply;
   });
 }
@@ -567,6 +570,7 @@ backend::ProgressReply DockerBackend::progress(const std::string& id) {
     std::lock_guard<std::mutex> lock(mu_);
     reply.oom_known = read;
     reply.oom_killed = sandbox->cgroup_oom || sandbox->oom_event;
+    reply.oom_kills = std::max(sandbox->cgroup_oom_kills, sandbox->oom_events);
     reply.peak_memory_bytes = sandbox->peak_memory_bytes;
     reply.cpu_seconds = sandbox->cpu_seconds;
     return reply;
@@ -742,6 +746,7 @@ void DockerBackend::handleEvent(const std::string& line, std::string* since) {
     }
     if (action == "oom") {
       found->second->oom_event = true;
+      ++found->second->oom_events;
     } else if (action == "kill") {
       found->second->kill_event = true;
     } else if (action == "die") {
@@ -797,6 +802,7 @@ bool DockerBackend::sampleOne(Sandbox& sandbox) {
   }
   if (oom_kills && *oom_kills > 0) {
     sandbox.cgroup_oom = true;
+    sandbox.cgroup_oom_kills = std::max(sandbox.cgroup_oom_kills, *oom_kills);
   }
   if (cpu_nanos) {
     sandbox.cpu_seconds = static_cast<double>(*cpu_nanos) / 1e9;

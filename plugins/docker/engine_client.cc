@@ -151,6 +151,20 @@ Status EngineClient::negotiate() {
   const Negotiation negotiation = negotiateApiVersion(reply.body);
   if (negotiation.status.ok()) {
     version_ = negotiation.version;
+    const json::ObjectPtr about = json::parseObject(reply.body);
+    if (const auto engine = json::string(about, "Version")) {
+      versions_["engine"] = *engine;
+    }
+    for (const json::ObjectPtr& component : json::objects(json::array(about, "Components"))) {
+      const auto name = json::string(component, "Name");
+      const auto version = json::string(component, "Version");
+      if (name && version && *name != "Engine") {
+        std::string key = *name;
+        std::transform(key.begin(), key.end(), key.begin(),
+                       [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+        versions_[key] = *version;
+      }
+    }
   }
   return negotiation.status;
 }
@@ -171,6 +185,14 @@ Result<EngineInfo> EngineClient::info() {
   result.value.memory_bytes = *memory;
   // Absent before API 1.40, when only cgroup v1 existed.
   result.value.cgroup_version = json::string(info, "CgroupVersion").value_or("1") == "2" ? 2 : 1;
+  result.value.versions = versions_;
+  if (const json::ObjectPtr runtimes = json::object(info, "Runtimes")) {
+    for (const std::string& name : runtimes->getNames()) {
+      if (const auto path = json::string(json::object(runtimes, name), "path")) {
+        result.value.versions[name + " path"] = *path;
+      }
+    }
+  }
   for (const auto& option : json::strings(json::array(info, "SecurityOptions"))) {
     if (option.rfind("name=seccomp", 0) == 0 &&
         option.find("profile=unconfined") == std::string::npos) {

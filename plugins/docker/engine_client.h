@@ -52,6 +52,9 @@ struct EngineInfo {
   std::int64_t memory_bytes = 0;
   int cgroup_version = 1;
   bool default_seccomp = false;  // SecurityOptions lists a seccomp profile other than unconfined
+  // "engine" and each component GET /version lists (containerd, runc, docker-init), lower case,
+  // to its version; "<runtime> path" for each runtime of GET /info.
+  std::map<std::string, std::string> versions;
 };
 
 struct WaitOutcome {
@@ -105,6 +108,7 @@ class EngineClient {
   HttpTransport& transport_;
   std::chrono::milliseconds timeout_;
   ApiVersion version_;
+  std::map<std::string, std::string> versions_;  // from GET /version, set by negotiate()
 };
 
 // Escapes `text` for use as a query value or path segment.

@@ -1,5 +1,7 @@
 #include "fake_backend.h"
 
+#include <scs/backend/launcher_protocol.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -17,6 +19,8 @@
 
 namespace scs::fake {
 namespace {
+
+namespace launcher = backend::launcher;
 
 using backend::Code;
 using backend::Status;
@@ -105,12 +109,16 @@ std::string tracebackOf(const std::pair<std::string, std::string>& exception) {
 
 // What the launcher writes after the program ends, `program_exit` being how its process ended
 // ({"code":N} or {"signal":N}).
+std::string endMarkerOf(const std::string& nonce) {
+  return std::string(launcher::kEndPrefix) + nonce + std::string(launcher::kMarkerEnd);
+}
+
 std::string trailerOf(const std::string& nonce, const Script& script,
                       const std::string& program_exit,
                       const std::optional<std::string>& result = std::nullopt) {
-  std::string trailer("\n\0SCS-TRAILER-", 14);
+  std::string trailer(launcher::kTrailerPrefix);
   trailer += nonce;
-  trailer.push_back('\0');
+  trailer += launcher::kMarkerEnd;
   if (script.trailer_json) {
     return trailer + *script.trailer_json + "\n";
   }
@@ -363,12 +371,14 @@ Status FakeBackend::deliverToSession(Sandbox& sandbox, const std::string& bytes)
   if (sandbox.state == State::kExited || (sandbox.state != State::kCreated && sandbox.killed)) {
     return Status{Code::kUnavailable, "fake: sandbox " + sandbox.id + " has already ended"};
   }
-  if (bytes == "SCS-INTERRUPT\n") {
+  if (bytes == std::string(launcher::kInterruptFrame) + "\n") {
     (sandbox.runs.empty() ? sandbox.interrupt : sandbox.runs.back().interrupted) = true;
   } else {
     const std::size_t newline = bytes.find('\n');
-    if (bytes.rfind("SCS-RUN ", 0) != 0 || newline == std::string::npos ||
-        std::to_string(bytes.size() - newline - 1) != bytes.substr(8, newline - 8)) {
+    const std::string run = std::string(launcher::kRunFrame) + " ";
+    if (bytes.rfind(run, 0) != 0 || newline == std::string::npos ||
+        std::to_string(bytes.size() - newline - 1) !=
+            bytes.substr(run.size(), newline - run.size())) {
       return Status{Code::kRejected, "fake: a session delivery must be one whole frame"};
     }
     sandbox.archive = bytes.substr(newline + 1);
@@ -547,8 +557,7 @@ void FakeBackend::playRun(const std::shared_ptr<Sandbox>& sandbox, backend::Exit
     sandbox->sink->write(backend::Stream::kStderr, tracebackOf(*script.exception));
   }
   if (!sandbox->killed && !sandbox->nonce.empty() && !script.engine_error) {
-    std::string end_of_stderr("\0SCS-END-", 9);
-    sandbox->sink->write(backend::Stream::kStderr, end_of_stderr + sandbox->nonce + '\0');
+    sandbox->sink->write(backend::Stream::kStderr, endMarkerOf(sandbox->nonce));
     sandbox->sink->write(backend::Stream::kStdout, trailerOf(sandbox->nonce, script, program_exit));
   }
   if (script.linger && !sandbox->killed) {
@@ -632,7 +641,7 @@ void FakeBackend::playSession(const std::shared_ptr<Sandbox>& sandbox, backend::
       sink.write(backend::Stream::kStderr, tracebackOf(*script.exception));
     }
     if (!nonce.empty()) {
-      sink.write(backend::Stream::kStderr, std::string("\0SCS-END-", 9) + nonce + '\0');
+      sink.write(backend::Stream::kStderr, endMarkerOf(nonce));
       sink.write(backend::Stream::kStdout, trailerOf(nonce, script, program_exit, result));
     }
     if (dies) {
@@ -643,6 +652,7 @@ void FakeBackend::playSession(const std::shared_ptr<Sandbox>& sandbox, backend::
     if (script.child_oom) {
       std::lock_guard<std::mutex> lock(mu_);
       sandbox->exit.oom_killed = true;  // seen by progress(); the interpreter lives on
+      ++sandbox->oom_kills;
     }
   }
   exit.exit_code = kKilledExitCode;
@@ -685,6 +695,8 @@ backend::ProgressReply FakeBackend::progress(const std::string& id) {
     backend::ProgressReply reply;
     reply.oom_known = true;
     reply.oom_killed = sandbox->delivered && (sandbox->script.oom || sandbox->script.child_oom);
+    reply.oom_kills = sandbox->spec.session ? sandbox->oom_kills : (reply.oom_killed ? 1 : 0);
+    reply.oom_killed = reply.oom_killed || sandbox->oom_kills > 0;
     reply.peak_memory_bytes = sandbox->script.peak_memory_bytes;
     reply.cpu_seconds = sandbox->script.cpu_seconds;
     return reply;

@@ -157,6 +157,7 @@ class FakeBackend : public backend::RuntimeBackend {
     bool removing = false;
     bool removed = false;
     std::uint64_t waits = 0;
+    std::int64_t oom_kills = 0;  // a session's children the scripts had the OOM killer end
     backend::Exit exit;
     backend::OutputSink* sink = nullptr;
     std::thread worker;

@@ -1,5 +1,7 @@
 #include "pod_readback.h"
 
+#include <scs/backend/launcher_protocol.h>
+
 #include <algorithm>
 #include <charconv>
 #include <limits>
@@ -8,6 +10,8 @@
 #include <utility>
 
 namespace scs::kubernetes {
+
+namespace launcher = backend::launcher;
 namespace {
 
 using backend::Posture;
@@ -104,8 +108,8 @@ backend::Posture postureFromPod(const json::ObjectPtr& pod, const PodSettings& s
   // The resource limits are the launcher's, from its command line (containerCommand()).
   readLauncherLimits(p.init_command, &p);
   // And the paths the launcher finds masked and read-only before anything runs.
-  p.masked_paths = launcherPaths(p.init_command, "--masked");
-  p.readonly_paths = launcherPaths(p.init_command, "--readonly");
+  p.masked_paths = launcherPaths(p.init_command, std::string(launcher::kFlagMasked));
+  p.readonly_paths = launcherPaths(p.init_command, std::string(launcher::kFlagReadonly));
 
   std::map<std::string, ObjectPtr> volumes;
   for (const ObjectPtr& volume : objects(json::array(spec, "volumes"))) {

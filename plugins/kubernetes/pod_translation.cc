@@ -1,5 +1,7 @@
 #include "pod_translation.h"
 
+#include <scs/backend/launcher_protocol.h>
+
 #include <algorithm>
 #include <limits>
 #include <set>
@@ -8,6 +10,8 @@
 #include "text.h"
 
 namespace scs::kubernetes {
+
+namespace launcher = backend::launcher;
 namespace {
 
 using backend::Code;
@@ -206,17 +210,17 @@ std::vector<std::string> containerCommand(const backend::SandboxSpec& spec) {
   for (const rlimits::Rlimit& limit : rlimits::of(p)) {
     limits.push_back(limit.name + "=" + std::to_string(limit.value));
   }
-  command.insert(command.end(), {"--rlimits", text::join(limits, ",")});
-  for (const auto& [flag, paths] :
-       {std::pair{"--masked", &p.masked_paths}, std::pair{"--readonly", &p.readonly_paths}}) {
+  command.insert(command.end(), {std::string(launcher::kFlagRlimits), text::join(limits, ",")});
+  for (const auto& [flag, paths] : {std::pair{launcher::kFlagMasked, &p.masked_paths},
+                                    std::pair{launcher::kFlagReadonly, &p.readonly_paths}}) {
     if (!paths->empty()) {
-      command.insert(command.end(), {flag, text::join(*paths, ",")});
+      command.insert(command.end(), {std::string(flag), text::join(*paths, ",")});
     }
   }
   // What no Pod field carries, Landlock gives from PID 1 on: nothing is execve'd from the
   // emptyDirs, and the kubelet's termination log and /etc/hosts, files of the node's disk, are not
   // written (docs/SECURITY.md, 2b). The core accepts the emptyDirs only with this flag.
-  command.push_back("--confine");
+  command.emplace_back(launcher::kFlagConfine);
   return command;
 }
 
@@ -238,7 +242,8 @@ std::vector<std::string> launcherPaths(const std::vector<std::string>& command,
 }
 
 void readLauncherLimits(const std::vector<std::string>& command, backend::Posture* posture) {
-  const std::optional<std::string_view> value = lastValue(command, "--rlimits");
+  const std::optional<std::string_view> value =
+      lastValue(command, std::string(launcher::kFlagRlimits));
   if (!value) {
     return;
   }

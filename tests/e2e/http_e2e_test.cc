@@ -4,6 +4,7 @@
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
+#include <Poco/Net/StreamSocket.h>
 #include <Poco/StreamCopier.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -125,6 +126,7 @@ class HttpServer {
   }
 
   McpProcess& process() { return process_; }
+  std::uint16_t port() const { return port_; }
 
  private:
   static std::vector<std::string> arguments(std::vector<std::string> extra) {
@@ -359,6 +361,117 @@ TEST(HttpE2eTest, SigtermEndsALongPollAndEveryRunWithinTwoSeconds) {
   const std::string log = server.process().stderrText();
   EXPECT_THAT(log, HasSubstr("run " + run_id + " finished: stopped"));
   EXPECT_THAT(log, HasSubstr("every run stopped; exiting"));
+}
+
+// Issue 23: one tenant's long-polls neither starve another tenant nor hold every worker. Alice
+// sends 70 get_result calls that wait at once on a run that never ends: 16 wait (the
+// --max-waiting-per-tenant default), the rest are answered at once (a tool error, or 429 past
+// her 32 requests in flight); meanwhile Bob opens a session and a run of his ends, and the
+// probes answer.
+TEST(HttpE2eTest, OneTenantsLongPollsNeitherStarveAnotherNorHoldEveryWorker) {
+  const TokenFile tokens;
+  HttpServer server({"--token-file", tokens.path()});
+  ASSERT_TRUE(server.waitListening()) << server.process().stderrText();
+  const auto alice = server.open(kAliceToken);
+  const std::string run_id = runId(server.call(alice, "start_run", R"({"code":"#fake: hang"})"));
+  const std::string poll = R"({"jsonrpc":"2.0","id":9,"method":"tools/call","params":)"
+                           R"({"name":"get_result","arguments":{"run_id":")" +
+                           run_id + R"(","wait_seconds":30}}})";
+  std::vector<std::future<Answer>> polls;
+  for (int i = 0; i < 70; ++i) {
+    polls.push_back(std::async(std::launch::async, [&] { return server.post(poll, alice); }));
+  }
+  std::this_thread::sleep_for(1s);  // every poll has arrived
+
+  const auto began = std::chrono::steady_clock::now();
+  const Answer health = server.send("GET", "", {}, "/healthz");
+  EXPECT_EQ(health.status, 200);
+  const auto bob = server.open(kBobToken);
+  const Object::Ptr bobs =
+      server.call(bob, "start_run", R"({"code":"#fake: exit=0","wait_seconds":10})");
+  EXPECT_EQ(bobs->getObject("structuredContent")->getValue<std::string>("status"), "succeeded");
+  EXPECT_LT(std::chrono::steady_clock::now() - began, 3s) << "Bob waited behind Alice";
+
+  int answered_at_once = 0;
+  int refused_in_flight = 0;
+  int waiting = 0;
+  for (auto& answer : polls) {
+    if (answer.wait_for(0s) != std::future_status::ready) {
+      ++waiting;
+      continue;
+    }
+    const Answer got = answer.get();
+    refused_in_flight += got.status == 429 ? 1 : 0;
+    if (got.status == 200) {
+      const Object::Ptr result = got.json()->getObject("result");
+      EXPECT_TRUE(result->getValue<bool>("isError")) << got.body;
+      EXPECT_THAT(toolText(result), HasSubstr("calls waiting at once"));
+      ++answered_at_once;
+    }
+  }
+  EXPECT_EQ(waiting, 16);
+  EXPECT_EQ(answered_at_once + refused_in_flight, 70 - 16);
+  EXPECT_TRUE(server.call(alice, "stop_run", R"({"run_id":")" + run_id + R"("})"));
+  for (auto& answer : polls) {
+    if (answer.valid()) {
+      EXPECT_EQ(answer.wait_for(10s), std::future_status::ready);
+    }
+  }
+  server.process().signal(SIGTERM);
+  EXPECT_EQ(server.process().waitExit(5s), 0);
+}
+
+// Issue 23: connections that send part of a request head, or nothing, hold neither the MCP
+// port, nor the probes, nor the metrics listener; each is answered 408 once its head is late.
+TEST(HttpE2eTest, IdleAndSlowConnectionsHoldNeitherThePortNorTheProbesNorTheMetrics) {
+  const TokenFile tokens;
+  HttpServer server({"--token-file", tokens.path(), "--metrics", "127.0.0.1:0"});
+  ASSERT_TRUE(server.waitListening()) << server.process().stderrText();
+  std::smatch match;
+  const std::string log = server.process().stderrText();
+  ASSERT_TRUE(std::regex_search(
+      log, match, std::regex(R"(serving metrics at http://127\.0\.0\.1:(\d+)/metrics)")));
+  const auto metrics_port = static_cast<std::uint16_t>(std::stoi(match[1]));
+  const std::string port = std::to_string(server.port());
+  std::vector<Poco::Net::StreamSocket> idle;
+  for (int i = 0; i < 300; ++i) {
+    idle.emplace_back(Poco::Net::SocketAddress("127.0.0.1", server.port()));
+    if (i % 2 == 0) {
+      const std::string partial = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:" + port + "\r\n";
+      idle.back().sendBytes(partial.data(), static_cast<int>(partial.size()));
+    }
+  }
+  for (int i = 0; i < 50; ++i) {
+    idle.emplace_back(Poco::Net::SocketAddress("127.0.0.1", metrics_port));
+  }
+  std::this_thread::sleep_for(200ms);
+
+  const auto began = std::chrono::steady_clock::now();
+  EXPECT_EQ(server.send("GET", "", {}, "/healthz").status, 200);
+  const auto bob = server.open(kBobToken);
+  const Object::Ptr run =
+      server.call(bob, "start_run", R"({"code":"#fake: exit=0","wait_seconds":10})");
+  EXPECT_EQ(run->getObject("structuredContent")->getValue<std::string>("status"), "succeeded");
+  Poco::Net::HTTPClientSession scrape("127.0.0.1", metrics_port);
+  scrape.setTimeout(Poco::Timespan(5, 0));
+  Poco::Net::HTTPRequest request("GET", "/metrics", Poco::Net::HTTPRequest::HTTP_1_1);
+  scrape.sendRequest(request);
+  Poco::Net::HTTPResponse response;
+  std::string text;
+  Poco::StreamCopier::copyToString(scrape.receiveResponse(response), text);
+  EXPECT_EQ(response.getStatus(), Poco::Net::HTTPResponse::HTTP_OK);
+  EXPECT_LT(std::chrono::steady_clock::now() - began, 2s);
+
+  // The newest idle connections are still waiting for their heads; past the deadline the gate
+  // answers them.
+  Poco::Net::StreamSocket& late = idle[298];
+  late.setReceiveTimeout(Poco::Timespan(15, 0));
+  char buffer[512] = {};
+  const int got = late.receiveBytes(buffer, sizeof(buffer) - 1);
+  EXPECT_THAT(std::string(buffer, got > 0 ? static_cast<std::size_t>(got) : 0),
+              HasSubstr("408 Request Timeout"));
+  server.process().signal(SIGTERM);
+  EXPECT_EQ(server.process().waitExit(5s), 0);
 }
 
 }  // namespace

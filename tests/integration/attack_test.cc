@@ -317,6 +317,25 @@ with multiprocessing.Pool(48) as pool:
 say("pool", workers, total)
 )PY";
 
+// What runc's 2025 masked-path breakouts (CVE-2025-31133, -52565, -52881) need from inside:
+// a /dev entry the program can replace or create, a console, or a mount shared with another
+// mount namespace, through which its writes could reach another container's set-up.
+const char* const kRuntimeSetupProbe = R"PY(
+attempt("create /dev/scs-probe", lambda: open("/dev/scs-probe", "w").close())
+attempt("rename /dev/null", lambda: os.rename("/dev/null", "/dev/null.old"))
+attempt("symlink /dev/console", lambda: os.symlink("/proc/sysrq-trigger", "/dev/console"))
+say("exists /dev/console", os.path.lexists("/dev/console"))
+say("tty", any(os.isatty(fd) for fd in (0, 1, 2)))
+
+def propagation(tag):
+    with open("/proc/self/mountinfo") as mounts:
+        return [line.split()[4] for line in mounts
+                if any(t.startswith(tag) for t in line.split(" - ")[0].split()[6:])]
+
+say("shared mounts", len(propagation("shared:")))
+say("slave mounts", len(propagation("master:")), *propagation("master:"))
+)PY";
+
 bool hostHas(const std::string& path) {
   std::error_code ec;
   return std::filesystem::exists(path, ec);
@@ -354,6 +373,7 @@ class AttackTest : public BatchedIntegrationTest<AttackTest> {
     probe("identity", kIdentityProbe, probe_limits);
     probe("filesystem", kFilesystemProbe, probe_limits);
     probe("proc", kProcProbe, probe_limits);
+    probe("runtime_setup", kRuntimeSetupProbe, probe_limits);
     probe("syscalls", kSyscallProbe, probe_limits);
     probe("tmpfs_fill", kTmpfsFillProbe, probe_limits);
     probe("tmpfs_fill_small_memory", kTmpfsFillProbe,
@@ -566,6 +586,28 @@ TEST_F(AttackTest, SensitiveProcFilesAreMasked) {
   EXPECT_THAT(verdict(report, "list /proc/acpi"), AnyOf("0", "ENOENT"));
 }
 
+TEST_F(AttackTest, NothingTheMaskedPathBreakoutsOfRuncNeedIsInReach) {
+  const auto report = probeReport("runtime_setup");
+  // /dev belongs to root (a tmpfs under runc, gVisor's own under runsc): no entry of it can be
+  // created, replaced or renamed by the sandbox's uid.
+  for (const char* attempt :
+       {"create /dev/scs-probe", "rename /dev/null", "symlink /dev/console"}) {
+    EXPECT_THAT(verdict(report, attempt), AnyOf("EACCES", "EPERM", "EROFS")) << attempt;
+  }
+  EXPECT_EQ(verdict(report, "exists /dev/console"), "False");
+  EXPECT_EQ(verdict(report, "tty"), "False");
+  // No mount propagates anything out of the sandbox. Under runc, on a host whose own root is
+  // shared (systemd's), the read-only root is a slave of it: it receives the host's mount
+  // events and sends none; the program can mount nothing (no CAP_SYS_ADMIN, and both seccomp
+  // filters refuse mount).
+  EXPECT_EQ(verdict(report, "shared mounts"), "0");
+  if (underGvisor()) {
+    EXPECT_EQ(verdict(report, "slave mounts"), "0");
+  } else {
+    EXPECT_THAT(verdict(report, "slave mounts"), AnyOf("0", "1 /"));
+  }
+}
+
 TEST_F(AttackTest, ProcSysAndSysAreReadOnly) {
   const auto report = probeReport("proc");
   if (underGvisor()) {
@@ -600,17 +642,18 @@ TEST_F(AttackTest, DangerousSyscallsAreRefused) {
   const auto report = probeReport("syscalls");
   if (underGvisor()) {
     // Every one of these is served by gVisor's Sentry, never by the host kernel: its own
-    // minimal keyrings (EACCES), and its own io_uring implementation (set-up succeeds). mount
-    // and bpf need CAP_SYS_ADMIN in the Sentry too. unshare is refused by the launcher's
-    // filter: a new user namespace would exempt its processes from the process cap, and would
-    // give them every capability inside it (bpf then answers ENOSYS instead of EPERM).
+    // minimal keyrings (EACCES). mount and bpf need CAP_SYS_ADMIN in the Sentry too. unshare
+    // and io_uring are refused by the launcher's filter: a new user namespace would exempt its
+    // processes from the process cap, and would give them every capability inside it (bpf then
+    // answers ENOSYS instead of EPERM); the Sentry's own io_uring, which the engine's profile
+    // does not reach here, is refused as the engine's profile refuses the kernel's under runc.
     const std::vector<std::pair<const char*, const char*>> expected{
         {"mount", "EPERM"},
         {"unshare CLONE_NEWUSER", "EPERM"},
         {"unshare CLONE_NEWNS", "EPERM"},
         {"keyctl", "EACCES"},
         {"bpf", "EPERM"},
-        {"io_uring_setup", "ALLOWED"}};
+        {"io_uring_setup", "EPERM"}};
     for (const auto& [label, answer] : expected) {
       EXPECT_EQ(verdict(report, std::string("syscall ") + label), answer) << label;
     }

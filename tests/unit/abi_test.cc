@@ -55,6 +55,9 @@ const std::map<std::uint32_t, std::string> kFingerprints = {
     {7, "dc9d749044da2ed296d5c1cc3c8bd1fbfb1c89edb7ab3fc3e1fd1cd9eb9fbdb1"},
     // 8: RuntimeBackend::supports(), so a backend refuses at startup what it cannot carry.
     {8, "c56d0a5eca2a232077e24a0f989b1c7c93fb9028a912771809a76da31958d69d"},
+    // 9: ProgressReply::oom_kills (a session's run tells the kills it saw) and
+    // CapacityReply::versions (the audit names the runtime's version).
+    {9, "d4c1aff7f279b539209fd76b7bb80d45d249b61aff5a980d5a5905019138109f"},
 };
 
 TEST(AbiTest, TheHeaderMatchesTheFingerprintOfItsAbiVersion) {

@@ -66,7 +66,8 @@ TEST(RequiredPostureTest, CarriesEveryControlAndTheLimits) {
   EXPECT_EQ(posture.nano_cpus, 2'000'000'000);
   // Under gVisor the host's pids cgroup counts the Sentry's tasks; RLIMIT_NPROC is the cap.
   EXPECT_EQ(posture.processes_limit, 256);
-  EXPECT_EQ(posture.pids_limit, 256 * 8 + 256);
+  EXPECT_EQ(posture.pids_limit,
+            kRunscSentryThreads + 256 * kRunscStubTasksPerProcess + kRunscSpareTasks);
   EXPECT_EQ(posture.open_files_limit, 1024);
   EXPECT_EQ(posture.file_size_limit_bytes, 256 << 20);
   EXPECT_EQ(posture.masked_paths, requiredMaskedPaths());
@@ -83,7 +84,9 @@ TEST(RequiredPostureTest, UnderRuncTheHostPidsLimitIsTheProcessCap) {
   EXPECT_EQ(posture.runtime, "runc");
   EXPECT_EQ(posture.pids_limit, 256);
   EXPECT_EQ(posture.processes_limit, 256);
-  EXPECT_EQ(hostTaskLimit("runsc", 64), 64 * kRunscHostTasksPerProcess + kRunscSentryTasks);
+  EXPECT_EQ(hostTaskLimit("runsc", 64),
+            kRunscSentryThreads + 64 * kRunscStubTasksPerProcess + kRunscSpareTasks);
+  EXPECT_EQ(hostTaskLimit("runsc", 256), 10768);
 }
 
 TEST(RequiredPostureTest, SmallMemoryShrinksScratchSpaceToWholePages) {

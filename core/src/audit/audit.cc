@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 #include <variant>
 
@@ -250,13 +251,67 @@ int exitCode(const Report& report) {
   return passed(report) ? kExitPassed : kExitFailed;
 }
 
+namespace {
+
+std::string versionOf(const Report& report, const std::string& name) {
+  const auto found = report.versions.find(name);
+  return found == report.versions.end() ? std::string() : found->second;
+}
+
+}  // namespace
+
+std::string describeRuntime(const Report& report) {
+  const std::string own = versionOf(report, report.runtime);
+  std::vector<std::string> about;
+  if (own.empty()) {
+    const std::string path = versionOf(report, report.runtime + " path");
+    about.push_back("version not reported by the engine" + (path.empty() ? "" : "; " + path));
+  }
+  for (const char* name : {"engine", "containerd"}) {
+    if (!versionOf(report, name).empty()) {
+      about.push_back(std::string(name) + " " + versionOf(report, name));
+    }
+  }
+  std::string text = report.runtime + (own.empty() ? "" : " " + own);
+  for (std::size_t i = 0; i < about.size(); ++i) {
+    text += (i == 0 ? " (" : ", ") + about[i] + (i + 1 == about.size() ? ")" : "");
+  }
+  return text;
+}
+
+std::string runtimeNote(const Report& report) {
+  // runc before 1.2.8 (and 1.3 before 1.3.3) lacks the fixes for CVE-2025-31133, -52565 and
+  // -52881, which need an attacker who controls the image or a mount another container shares.
+  const std::string own = versionOf(report, report.runtime);
+  int major = 0;
+  int minor = 0;
+  int patch = 0;
+  if (report.runtime != "runc" ||
+      std::sscanf(own.c_str(), "%d.%d.%d", &major, &minor, &patch) != 3) {
+    return {};
+  }
+  const bool fixed =
+      major > 1 ||
+      (major == 1 && (minor > 3 || (minor == 3 && patch >= 3) || (minor == 2 && patch >= 8)));
+  if (fixed) {
+    return {};
+  }
+  return "Note: runc " + own +
+         " predates the fixes for CVE-2025-31133, CVE-2025-52565 and CVE-2025-52881 (runc "
+         "1.2.8, 1.3.3); docs/SECURITY.md section 5 says why they do not reach these sandboxes. "
+         "Upgrade runc where you can.";
+}
+
 std::string formatTable(const Report& report) {
   std::ostringstream out;
-  out << "Sandbox audit: runtime " << report.runtime << ", image " << report.image;
+  out << "Sandbox audit: runtime " << describeRuntime(report) << ", image " << report.image;
   if (!report.run_id.empty()) {
     out << ", run " << report.run_id;
   }
   out << "\n";
+  if (const std::string note = runtimeNote(report); !note.empty()) {
+    out << note << "\n";
+  }
   if (!report.run_id.empty()) {
     out << "Sandbox: "
         << (report.prepared_sandbox ? "prepared ahead of the run (--prepared)"

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -33,6 +34,8 @@ struct Check {
 
 struct Report {
   std::string runtime;
+  // What the engine says of itself and its runtimes (backend::CapacityReply::versions).
+  std::map<std::string, std::string> versions;
   std::string image;
   std::string run_id;
   bool prepared_sandbox = false;  // the audited sandbox was prepared ahead of the run
@@ -68,6 +71,12 @@ bool passed(const Report& report);
 
 // kExitPassed, kExitFailed or kExitSetupFailed.
 int exitCode(const Report& report);
+
+// The runtime as the audit names it: "runc 1.1.5 (engine 20.10.24, containerd 1.6.20)".
+std::string describeRuntime(const Report& report);
+// A line on the 2025 runc CVEs when the runtime's version predates their fixes
+// (docs/SECURITY.md 5); empty otherwise.
+std::string runtimeNote(const Report& report);
 
 // The readable table: check, expected, observed, PASS/FAIL, then a summary line.
 std::string formatTable(const Report& report);

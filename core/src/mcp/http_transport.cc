@@ -5,14 +5,12 @@
 #include <Poco/Logger.h>
 #include <Poco/Net/HTTPRequestHandler.h>
 #include <Poco/Net/HTTPRequestHandlerFactory.h>
-#include <Poco/Net/HTTPServer.h>
 #include <Poco/Net/HTTPServerParams.h>
 #include <Poco/Net/HTTPServerRequest.h>
 #include <Poco/Net/HTTPServerResponse.h>
 #include <Poco/Net/IPAddress.h>
 #include <Poco/Net/ServerSocket.h>
 #include <Poco/SHA2Engine.h>
-#include <Poco/ThreadPool.h>
 #include <Poco/Timespan.h>
 #include <Poco/URI.h>
 #include <sys/stat.h>
@@ -31,6 +29,7 @@
 #include <utility>
 
 #include "mcp/message_id.h"
+#include "net/http_gate.h"
 #include "runs/tenant_share.h"
 
 namespace scs::mcp {
@@ -47,7 +46,16 @@ constexpr const char* kReadyPath = "/readyz";
 constexpr const char* kSessionHeader = "Mcp-Session-Id";
 constexpr const char* kVersionHeader = "MCP-Protocol-Version";
 constexpr const char* kRealm = "safe-code-sandbox";
-constexpr int kMaxThreads = 64;
+// The gate's lanes (net/http_gate.h): MCP requests of authenticated tenants, each tenant at most
+// HttpEndpoint::max_requests_per_tenant of them; the health probes, which answer whatever the
+// MCP lane does; requests without a valid token, which get their 401 from workers of their own.
+constexpr std::size_t kMcpLane = 0;
+constexpr std::size_t kProbeLane = 1;
+constexpr std::size_t kRefusalLane = 2;
+constexpr std::size_t kMcpWorkers = 128;
+constexpr int kListenBacklog = 256;
+// How long a request's body may pause between two reads before its connection is dropped.
+constexpr long kBodyReadTimeoutSeconds = 10;
 constexpr auto kSessionIdleLimit = std::chrono::hours(24);
 // Bytes of an unwanted request body read to keep a connection in step; beyond, it is closed.
 constexpr std::size_t kMaxDrainBytes = 64 * 1024;
@@ -522,6 +530,7 @@ std::variant<HttpEndpoint, std::string> resolveHttpSettings(const HttpSettings& 
   endpoint.max_body_bytes = settings.max_body_bytes;
   endpoint.max_sessions = settings.max_sessions;
   endpoint.max_sessions_per_tenant = settings.max_sessions_per_tenant;
+  endpoint.max_requests_per_tenant = settings.max_requests_per_tenant;
   return endpoint;
 }
 
@@ -551,8 +560,7 @@ struct HttpTransport::Impl {
   Impl(Server& server, HttpEndpoint endpoint)
       : server_(server),
         endpoint_(std::move(endpoint)),
-        sessions_(endpoint_.max_sessions, endpoint_.max_sessions_per_tenant),
-        pool_("scs-http", 2, kMaxThreads + 2) {}
+        sessions_(endpoint_.max_sessions, endpoint_.max_sessions_per_tenant) {}
 
   void handle(HTTPServerRequest& request, HTTPServerResponse& response);
   void serve(HTTPServerRequest& request, Reply& reply, std::string* tenant);
@@ -562,15 +570,17 @@ struct HttpTransport::Impl {
   bool hostAllowed(const std::string& header) const;
   bool originAllowed(const std::string& header) const;
   std::optional<std::string> authenticate(HTTPServerRequest& request, Reply& reply) const;
+  // The tenant of an Authorization header's bearer token; none without a valid one.
+  std::optional<std::string> tenantOfAuthorization(const std::string& header) const;
+  // Where the gate sends a request, by its head alone.
+  net::GateAdmission classify(const Poco::Net::HTTPRequest& head) const;
   void deriveAllowLists();
 
   Server& server_;
   HttpEndpoint endpoint_;
   Sessions sessions_;
-  Poco::ThreadPool pool_;  // declared before http_, which uses it and is destroyed first
   Poco::Net::SocketAddress bound_;
-  std::unique_ptr<Poco::Net::HTTPServer> http_;
-  std::once_flag stopped_;
+  std::unique_ptr<net::HttpGate> gate_;
 };
 
 void HttpTransport::Impl::handle(HTTPServerRequest& request, HTTPServerResponse& response) {
@@ -702,12 +712,7 @@ std::optional<std::string> HttpTransport::Impl::authenticate(HTTPServerRequest& 
     return std::string(runs::kLocalTenant);
   }
   const std::string header = trim(request.get("Authorization", ""));
-  const std::string scheme = lower(header.substr(0, header.find(' ')));
-  std::optional<std::string> tenant;
-  if (scheme == "bearer" && header.find(' ') != std::string::npos) {
-    tenant = endpoint_.tokens->tenantOf(trim(header.substr(header.find(' '))));
-  }
-  if (tenant) {
+  if (std::optional<std::string> tenant = tenantOfAuthorization(header)) {
     return tenant;
   }
   const bool presented = !header.empty();
@@ -722,6 +727,36 @@ std::optional<std::string> HttpTransport::Impl::authenticate(HTTPServerRequest& 
                presented ? "the bearer token is not valid."
                          : "this server needs 'Authorization: Bearer <token>'.");
   return std::nullopt;
+}
+
+std::optional<std::string> HttpTransport::Impl::tenantOfAuthorization(
+    const std::string& text) const {
+  const std::string header = trim(text);
+  const std::string scheme = lower(header.substr(0, header.find(' ')));
+  if (scheme != "bearer" || header.find(' ') == std::string::npos) {
+    return std::nullopt;
+  }
+  return endpoint_.tokens->tenantOf(trim(header.substr(header.find(' '))));
+}
+
+net::GateAdmission HttpTransport::Impl::classify(const Poco::Net::HTTPRequest& head) const {
+  std::string path;
+  try {
+    path = Poco::URI(head.getURI()).getPath();
+  } catch (const Poco::Exception&) {
+    return {kRefusalLane, std::nullopt};  // answered 400 there
+  }
+  if (path == kHealthPath || path == kReadyPath) {
+    return {kProbeLane, std::nullopt};
+  }
+  if (!endpoint_.tokens) {
+    return {kMcpLane, std::string(runs::kLocalTenant)};
+  }
+  std::optional<std::string> tenant = tenantOfAuthorization(head.get("Authorization", ""));
+  if (!tenant) {
+    return {kRefusalLane, std::nullopt};
+  }
+  return {kMcpLane, std::move(tenant)};
 }
 
 void HttpTransport::Impl::post(HTTPServerRequest& request, Reply& reply,
@@ -919,7 +954,7 @@ std::optional<std::string> HttpTransport::start() {
   Poco::Net::ServerSocket socket;
   try {
     socket.bind(impl.endpoint_.address, true);
-    socket.listen(kMaxThreads);
+    socket.listen(kListenBacklog);
   } catch (const Poco::Exception& e) {
     return "cannot listen on " + impl.endpoint_.address.toString() + ": " + e.displayText();
   }
@@ -934,14 +969,16 @@ std::optional<std::string> HttpTransport::start() {
   }
 
   Poco::AutoPtr<Poco::Net::HTTPServerParams> params(new Poco::Net::HTTPServerParams);
-  params->setMaxThreads(kMaxThreads);
-  params->setMaxQueued(kMaxThreads);
-  params->setKeepAlive(true);
-  params->setKeepAliveTimeout(Poco::Timespan(10, 0));
-  params->setTimeout(Poco::Timespan(30, 0));
-  impl.http_ =
-      std::make_unique<Poco::Net::HTTPServer>(new Impl::Factory(impl), impl.pool_, socket, params);
-  impl.http_->start();
+  params->setKeepAlive(false);  // one request per connection: see net/http_gate.h
+  params->setTimeout(Poco::Timespan(kBodyReadTimeoutSeconds, 0));
+  net::GateSettings gate;
+  gate.lanes = {{"MCP", kMcpWorkers, 256}, {"probe", 2, 32}, {"unauthenticated", 4, 64}};
+  gate.max_in_flight_per_tenant = impl.endpoint_.max_requests_per_tenant;
+  impl.gate_ = std::make_unique<net::HttpGate>(
+      gate, new Impl::Factory(impl), params,
+      [&impl](const Poco::Net::HTTPRequest& head) { return impl.classify(head); },
+      [](const std::string& message) { return Server::refusal(message); });
+  impl.gate_->start(std::move(socket));
   logger().information(
       "listening on " + url() +
       (impl.endpoint_.tokens
@@ -958,14 +995,15 @@ std::string HttpTransport::url() const {
 }
 
 void HttpTransport::stop() {
-  if (impl_->http_) {
-    std::call_once(impl_->stopped_, [this] { impl_->http_->stopAll(true); });
+  if (impl_->gate_) {
+    impl_->gate_->stop();
   }
 }
 
 void HttpTransport::finish() {
-  impl_->pool_.joinAll();
-  impl_->http_.reset();
+  if (impl_->gate_) {
+    impl_->gate_->join();
+  }
 }
 
 }  // namespace scs::mcp

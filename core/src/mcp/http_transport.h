@@ -25,6 +25,7 @@ struct HttpSettings {
   std::size_t max_body_bytes = std::size_t{16} << 20;
   std::size_t max_sessions = 10000;  // all tenants together
   std::size_t max_sessions_per_tenant = 1000;
+  std::size_t max_requests_per_tenant = 32;  // in flight at once; past it, 429
 };
 
 // Parses a --http (or --metrics) value: "ADDR:PORT", "[IPV6]:PORT", ":PORT" or "PORT" (the
@@ -91,6 +92,9 @@ struct HttpEndpoint {
   // at the total, the tenant holding the most does (runs/tenant_share.h).
   std::size_t max_sessions = 10000;
   std::size_t max_sessions_per_tenant = 1000;
+  // Requests of one tenant in flight at once (their answers not yet sent): one more is
+  // refused with 429 before it takes a worker, so no tenant can hold every worker.
+  std::size_t max_requests_per_tenant = 32;
   // The checks of GET /readyz, called on each request from any thread; none: ready while it
   // serves.
   std::function<std::vector<ReadinessCheck>()> readiness;

@@ -353,7 +353,9 @@ struct Message::Detail {
 
 Server::Server(runs::RunManager& runs, const policy::LimitPolicy& limits,
                const policy::FileSettings& files, ServerInfo info)
-    : runs_(runs), limits_(limits), files_(files), info_(std::move(info)) {}
+    : runs_(runs), limits_(limits), files_(files), info_(std::move(info)) {
+  info_.tools.waiting = std::make_shared<net::TenantSlots>(info_.tools.max_waiting_per_tenant);
+}
 
 Message Server::parse(std::string_view text) {
   Message message;

@@ -241,6 +241,10 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallConte
   if (std::string message = parseWait(arguments, kStartRun, &wait); !message.empty()) {
     return refuse(message);
   }
+  auto slot = waitSlot(wait, context);
+  if (auto* refused = std::get_if<Poco::JSON::Object::Ptr>(&slot)) {
+    return *refused;  // before the run starts: nothing is left running unasked
+  }
   auto limits = limits_.resolve(argument(arguments, "limits"));
   if (auto* rejection = std::get_if<policy::LimitRejection>(&limits)) {
     return refuse(rejection->message, runs::RunEvents::Refusal::kLimits);
@@ -277,6 +281,21 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallConte
     return toolSuccess(snapshotToJson(snapshot));
   }
   return waitForReport(snapshot.run_id, wait, {}, false, context);
+}
+
+std::variant<std::optional<net::TenantSlots::Slot>, Poco::JSON::Object::Ptr> Tools::waitSlot(
+    std::chrono::milliseconds wait, const CallContext& context) const {
+  if (wait.count() == 0 || !options_.waiting) {
+    return std::optional<net::TenantSlots::Slot>();
+  }
+  std::optional<net::TenantSlots::Slot> slot = options_.waiting->take(context.tenant);
+  if (!slot) {
+    return toolError("You already have " + std::to_string(options_.waiting->cap()) +
+                     " calls waiting at once (wait_seconds), the most one client may have. "
+                     "Wait for one of them to return, or call with wait_seconds 0 and poll "
+                     "with get_result.");
+  }
+  return slot;
 }
 
 Poco::JSON::Object::Ptr Tools::waitForReport(const std::string& id, std::chrono::milliseconds wait,
@@ -317,6 +336,10 @@ Poco::JSON::Object::Ptr Tools::getResult(const Object& arguments,
   std::chrono::milliseconds wait{0};
   if (std::string message = parseWait(arguments, kGetResult, &wait); !message.empty()) {
     return toolError(message);
+  }
+  auto slot = waitSlot(wait, context);
+  if (auto* refused = std::get_if<Poco::JSON::Object::Ptr>(&slot)) {
+    return *refused;
   }
 
   runs::OutputOffsets from;

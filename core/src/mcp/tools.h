@@ -5,9 +5,13 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
+#include <variant>
 
 #include "mcp/report_json.h"
+#include "net/tenant_slots.h"
 #include "policy/files.h"
 #include "policy/limits.h"
 #include "runs/run_manager.h"
@@ -39,6 +43,11 @@ struct ToolOptions {
   // How long start_run waits for the run to end when the call does not say (wait_seconds).
   std::chrono::milliseconds start_wait{0};
   runs::SessionSettings sessions;  // quoted in the session tools' descriptions
+  // Calls of one tenant that wait (wait_seconds above 0) at once; one more is a tool error, so
+  // that one client's long-polls cannot hold what every client needs.
+  std::size_t max_waiting_per_tenant = 16;
+  // The count of those calls, shared by every Tools of one server (Server makes it).
+  std::shared_ptr<net::TenantSlots> waiting;
 };
 
 // The five tools: their definitions for tools/list and their execution for tools/call.
@@ -73,6 +82,10 @@ class Tools {
                                       const CallContext& context) const;
   Poco::JSON::Object::Ptr closeSession(const Poco::JSON::Object& arguments,
                                        const CallContext& context) const;
+  // A slot of the tenant's calls that wait, when `wait` is above 0 (nullopt inside: none
+  // needed); a tool error when the tenant holds every one.
+  std::variant<std::optional<net::TenantSlots::Slot>, Poco::JSON::Object::Ptr> waitSlot(
+      std::chrono::milliseconds wait, const CallContext& context) const;
   // Waits up to `wait` for run `id` to end, reporting progress through the context; the
   // report then (or now, when it is still going). An error result for an unknown id.
   Poco::JSON::Object::Ptr waitForReport(const std::string& id, std::chrono::milliseconds wait,

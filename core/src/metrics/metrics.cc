@@ -1,7 +1,9 @@
 #include "metrics/metrics.h"
 
 #include <prometheus/text_serializer.h>
+#include <unistd.h>
 
+#include <fstream>
 #include <sstream>
 
 namespace scs::metrics {
@@ -18,6 +20,17 @@ const Histogram::BucketBoundaries kLatencyBuckets = {0.025, 0.05, 0.1, 0.25, 0.5
                                                      5,     10,   30,  60,   120, 300, 600};
 const Histogram::BucketBoundaries kQueueWaitBuckets = {0.001, 0.01, 0.1, 0.5, 1,
                                                        5,     10,   30,  60,  300};
+
+// VmRSS of /proc/self/statm, in bytes; 0 where it cannot be read.
+std::int64_t residentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::int64_t size = 0;
+  std::int64_t resident = 0;
+  if (!(statm >> size >> resident)) {
+    return 0;
+  }
+  return resident * ::sysconf(_SC_PAGESIZE);
+}
 
 }  // namespace
 
@@ -83,6 +96,35 @@ Metrics::Metrics(const std::string& version, const std::string& backend)
       prepared_ready_(BuildGauge()
                           .Name("scs_prepared_sandboxes_ready")
                           .Help("Prepared sandboxes ready to take a run.")
+                          .Register(*registry_)
+                          .Add({})),
+      runs_known_(BuildGauge()
+                      .Name("scs_runs_known")
+                      .Help("Runs the server holds a record of: queued, running, and reported "
+                            "within their retention.")
+                      .Register(*registry_)
+                      .Add({})),
+      reports_retained_(BuildGauge()
+                            .Name("scs_reports_retained")
+                            .Help("Finished reports kept for get_result, within the "
+                                  "--max-retained budgets.")
+                            .Register(*registry_)
+                            .Add({})),
+      report_bytes_retained_(BuildGauge()
+                                 .Name("scs_report_bytes_retained")
+                                 .Help("Bytes of output and files those reports hold, within "
+                                       "the --max-retained-bytes budgets.")
+                                 .Register(*registry_)
+                                 .Add({})),
+      sessions_known_(BuildGauge()
+                          .Name("scs_sessions_known")
+                          .Help("Sessions the server holds a record of, open or ended "
+                                "within their retention.")
+                          .Register(*registry_)
+                          .Add({})),
+      resident_bytes_(BuildGauge()
+                          .Name("scs_process_resident_bytes")
+                          .Help("The server process's resident memory.")
                           .Register(*registry_)
                           .Add({})),
       latency_(BuildHistogram()
@@ -155,6 +197,11 @@ std::string Metrics::render(const runs::RunLoad& load) {
   queued_.Set(static_cast<double>(load.queued));
   executing_.Set(static_cast<double>(load.executing));
   prepared_ready_.Set(static_cast<double>(load.prepared_ready));
+  runs_known_.Set(static_cast<double>(load.runs_known));
+  reports_retained_.Set(static_cast<double>(load.reports_retained));
+  report_bytes_retained_.Set(static_cast<double>(load.report_bytes_retained));
+  sessions_known_.Set(static_cast<double>(load.sessions_known));
+  resident_bytes_.Set(static_cast<double>(residentBytes()));
   std::ostringstream out;
   prometheus::TextSerializer().Serialize(out, registry_->Collect());
   return out.str();

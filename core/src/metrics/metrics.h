@@ -67,6 +67,11 @@ class Metrics final : public runs::RunEvents {
   prometheus::Gauge& queued_;
   prometheus::Gauge& executing_;
   prometheus::Gauge& prepared_ready_;
+  prometheus::Gauge& runs_known_;
+  prometheus::Gauge& reports_retained_;
+  prometheus::Gauge& report_bytes_retained_;
+  prometheus::Gauge& sessions_known_;
+  prometheus::Gauge& resident_bytes_;
   prometheus::Histogram& latency_;
   prometheus::Histogram& queue_wait_;
 };

@@ -18,7 +18,7 @@ using Poco::Net::HTTPResponse;
 using Poco::Net::HTTPServerRequest;
 using Poco::Net::HTTPServerResponse;
 
-constexpr int kThreads = 2;  // a scraper or two; more wait in the listen queue
+constexpr std::size_t kThreads = 2;  // a scraper or two; more wait in the gate's queue
 
 void answer(HTTPServerResponse& response, HTTPResponse::HTTPStatus status,
             const std::string& content_type, const std::string& body) {
@@ -72,7 +72,7 @@ class MetricsEndpoint::Factory final : public Poco::Net::HTTPRequestHandlerFacto
 
 MetricsEndpoint::MetricsEndpoint(Poco::Net::SocketAddress address,
                                  std::function<std::string()> render)
-    : address_(std::move(address)), render_(std::move(render)), pool_(1, kThreads) {}
+    : address_(std::move(address)), render_(std::move(render)) {}
 
 MetricsEndpoint::~MetricsEndpoint() { stop(); }
 
@@ -80,26 +80,31 @@ std::optional<std::string> MetricsEndpoint::start() {
   Poco::Net::ServerSocket socket;
   try {
     socket.bind(address_, true);
-    socket.listen(16);
+    socket.listen(64);
   } catch (const Poco::Exception& e) {
     return "cannot listen for /metrics on " + address_.toString() + ": " + e.displayText();
   }
   bound_ = socket.address();
   Poco::AutoPtr<Poco::Net::HTTPServerParams> params(new Poco::Net::HTTPServerParams);
-  params->setMaxThreads(kThreads);
-  params->setMaxQueued(16);
   params->setKeepAlive(false);
   params->setTimeout(Poco::Timespan(10, 0));
-  http_ = std::make_unique<Poco::Net::HTTPServer>(new Factory(render_), pool_, socket, params);
-  http_->start();
+  // Behind the gate, so that idle or slow connections never delay a scrape.
+  net::GateSettings gate;
+  gate.lanes = {{"metrics", kThreads, 16}};
+  gate.max_pending = 64;
+  gate_ = std::make_unique<net::HttpGate>(
+      gate, new Factory(render_), params,
+      [](const Poco::Net::HTTPRequest&) { return net::GateAdmission{}; },
+      [](const std::string& message) { return "{\"error\":\"" + message + "\"}"; });
+  gate_->start(std::move(socket));
   return std::nullopt;
 }
 
 void MetricsEndpoint::stop() {
-  if (http_) {
-    http_->stopAll(true);
-    pool_.joinAll();
-    http_.reset();
+  if (gate_) {
+    gate_->stop();
+    gate_->join();
+    gate_.reset();
   }
 }
 

@@ -6,14 +6,14 @@
 // only the scraper reaches it (loopback by default, a private interface for a Prometheus on
 // another host); it asks for no token. Any other path is 404, any other method 405.
 
-#include <Poco/Net/HTTPServer.h>
 #include <Poco/Net/SocketAddress.h>
-#include <Poco/ThreadPool.h>
 
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+
+#include "net/http_gate.h"
 
 namespace scs::metrics {
 
@@ -41,8 +41,7 @@ class MetricsEndpoint {
   Poco::Net::SocketAddress address_;
   std::function<std::string()> render_;
   Poco::Net::SocketAddress bound_;
-  Poco::ThreadPool pool_;  // declared before http_, which uses it and is destroyed first
-  std::unique_ptr<Poco::Net::HTTPServer> http_;
+  std::unique_ptr<net::HttpGate> gate_;
 };
 
 }  // namespace scs::metrics

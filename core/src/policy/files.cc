@@ -2,6 +2,7 @@
 
 #include <Poco/Base64Decoder.h>
 #include <Poco/Base64Encoder.h>
+#include <scs/backend/launcher_protocol.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -22,7 +23,7 @@ namespace {
 
 constexpr std::string_view kMain = "main.py";
 // Reserved for the sandbox's control files (runs/side_channel.h).
-constexpr std::string_view kControlDirectory = ".scs";
+constexpr std::string_view kControlDirectory = backend::launcher::kControlDirectory;
 constexpr std::size_t kMaxComponentBytes = 255;  // NAME_MAX
 constexpr std::size_t kBlock = 512;
 constexpr std::size_t kNameField = 100;

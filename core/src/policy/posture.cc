@@ -1,5 +1,7 @@
 #include "policy/posture.h"
 
+#include <scs/backend/launcher_protocol.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -243,12 +245,15 @@ const std::vector<std::string>& requiredReadonlyPaths() {
 
 std::int64_t hostTaskLimit(const std::string& runtime, std::int64_t processes) {
   // Under runc a task in the sandbox is a task on the host. The gVisor Sentry runs each
-  // sandboxed process in a host stub process with a thread for each Sentry thread that ran it,
-  // and keeps them: 255 processes at the RLIMIT_NPROC cap of 256 peaked at 1523 host tasks here
-  // (2 cores), threads at about 0.2 each. So the host limit leaves room for 8 per process plus
-  // the Sentry's own, and RLIMIT_NPROC is the cap a program meets.
+  // sandboxed task in a host stub and serves them from the threads of its Go runtime, which
+  // grow with the tasks blocked in the host at once: a program whose processes each fork 16
+  // times (a fork bomb within the RLIMIT_NPROC cap of 256) peaked at 7285 host tasks here
+  // (2 cores), and a limit of 2304 made the Sentry fail to start a thread and end the sandbox
+  // (exit code 2). A working Sentry never holds more than Go lets it (it ends itself past
+  // kRunscSentryThreads) plus its stubs, so that is the limit: it never binds a working Sentry,
+  // and RLIMIT_NPROC is the cap a program meets.
   if (runtime == "runsc") {
-    return processes * kRunscHostTasksPerProcess + kRunscSentryTasks;
+    return kRunscSentryThreads + processes * kRunscStubTasksPerProcess + kRunscSpareTasks;
   }
   return processes;
 }
@@ -319,10 +324,10 @@ bool launcherConfines(const std::vector<std::string>& init_command, std::size_t 
   // The launcher's grammar (parse_arguments()): these two take no value, every other flag one.
   for (std::size_t at = first_argument; at < init_command.size(); ++at) {
     const std::string& flag = init_command[at];
-    if (flag == "--confine") {
+    if (flag == backend::launcher::kFlagConfine) {
       return true;
     }
-    if (flag != "--session") {
+    if (flag != backend::launcher::kFlagSession) {
       ++at;  // its value
     }
   }

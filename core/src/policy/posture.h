@@ -38,10 +38,13 @@ const std::vector<std::string>& requiredMaskedPaths();
 const std::vector<std::string>& requiredReadonlyPaths();
 
 // Host tasks (the pids cgroup's limit) a sandbox of `runtime` may hold when its processes are
-// capped at `processes` by RLIMIT_NPROC: the same under runc; under gVisor room for the
-// Sentry's host tasks, which stub every sandboxed process (docs/SECURITY.md, Processes).
-inline constexpr std::int64_t kRunscHostTasksPerProcess = 8;
-inline constexpr std::int64_t kRunscSentryTasks = 256;
+// capped at `processes` by RLIMIT_NPROC: the same under runc; under gVisor room for every host
+// task a working Sentry can have (docs/SECURITY.md, Processes): the threads of its Go runtime,
+// which ends the Sentry itself past kRunscSentryThreads (Go's default SetMaxThreads), and the
+// stubs that run each sandboxed task.
+inline constexpr std::int64_t kRunscSentryThreads = 10000;
+inline constexpr std::int64_t kRunscStubTasksPerProcess = 2;
+inline constexpr std::int64_t kRunscSpareTasks = 256;
 std::int64_t hostTaskLimit(const std::string& runtime, std::int64_t processes);
 
 // The posture the core demands for a run with these limits, in a sandbox of host uid `uid`

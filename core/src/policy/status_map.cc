@@ -77,6 +77,9 @@ Verdict decide(const Evidence& evidence, const Limits& limits) {
     verdict.reason =
         "Killed from outside the server: the container engine or an operator killed or removed "
         "the sandbox; the program did not cause it.";
+  } else if (!evidence.launcher_refusal.empty()) {
+    verdict.status = RunStatus::kFailed;
+    verdict.reason = "Nothing of this run executed: " + evidence.launcher_refusal + ".";
   } else if (evidence.oom_killed && evidence.exit_code != 0) {
     verdict.status = RunStatus::kOutOfMemory;
     // The OOM killer sends SIGKILL: to the program, as the launcher saw, or to the sandbox.

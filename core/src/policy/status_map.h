@@ -37,6 +37,9 @@ struct Evidence {
   bool program_reported = false;
   std::optional<int> program_exit_code;
   std::optional<int> program_signal;
+  // The launcher did not start a session's run, for a reason the program made (the session's
+  // workspace cannot take the run's files); non-empty: why.
+  std::string launcher_refusal;
 };
 
 struct Verdict {

@@ -1,5 +1,6 @@
 #include "runs/bring_up.h"
 
+#include <scs/backend/launcher_protocol.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,7 +49,7 @@ backend::SandboxSpec SandboxBringUp::sessionSpec(const std::string& label_id,
   policy::Limits whole_life = limits;
   whole_life.timeout_seconds = static_cast<double>(lifetime.count());
   backend::SandboxSpec session = spec(label_id, whole_life, required, false);
-  session.command.push_back("--session");
+  session.command.emplace_back(backend::launcher::kFlagSession);
   session.posture.init_command = session.command;
   session.session = true;
   return session;
@@ -79,13 +80,14 @@ backend::SandboxSpec SandboxBringUp::spec(const std::string& label_run_id,
   spec.labels.emplace(kLabelUid, required.user.substr(0, required.user.find(':')));
   // The launcher is PID 1 and ends the sandbox at this deadline, should the server die first.
   spec.command = required.init_command;
-  spec.command.insert(spec.command.end(), {"--deadline", std::to_string(watchdog_seconds)});
+  spec.command.insert(spec.command.end(), {std::string(backend::launcher::kFlagDeadline),
+                                           std::to_string(watchdog_seconds)});
   if (prepared && !warm_modules_.empty()) {
     std::string list;
     for (const std::string& name : warm_modules_) {
       list += (list.empty() ? "" : ",") + name;
     }
-    spec.command.insert(spec.command.end(), {"--warm", list});
+    spec.command.insert(spec.command.end(), {std::string(backend::launcher::kFlagWarm), list});
   }
   spec.env = {
       "PATH=/usr/local/bin:/usr/bin:/bin",

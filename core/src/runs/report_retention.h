@@ -40,6 +40,7 @@ class ReportRetention {
   std::vector<std::string> expire(SteadyTime now);
 
   std::size_t bytes() const { return bytes_; }
+  std::size_t count() const { return kept_.size(); }
   std::size_t bytes(const std::string& tenant) const;
   std::size_t count(const std::string& tenant) const;
 

@@ -327,7 +327,15 @@ bool RunManager::Impl::preparedHealthy() {
 
 RunLoad RunManager::Impl::load() {
   std::lock_guard lock(mutex_);
-  return {queue_.queued(), queue_.executing(), pool_.ready()};
+  RunLoad load;
+  load.queued = queue_.queued();
+  load.executing = queue_.executing();
+  load.prepared_ready = pool_.ready();
+  load.runs_known = runs_.size();
+  load.reports_retained = retention_.count();
+  load.report_bytes_retained = retention_.bytes();
+  load.sessions_known = sessions_.size();
+  return load;
 }
 
 void RunManager::Impl::admitLocked() {

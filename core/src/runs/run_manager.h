@@ -156,6 +156,12 @@ struct RunLoad {
   std::size_t queued = 0;
   std::size_t executing = 0;       // runs holding a slot
   std::size_t prepared_ready = 0;  // prepared sandboxes ready for a run
+  // Where the server's memory goes: runs it knows of (reports included), the finished reports
+  // it keeps and their bytes of output and files, the sessions it keeps a record of.
+  std::size_t runs_known = 0;
+  std::size_t reports_retained = 0;
+  std::size_t report_bytes_retained = 0;
+  std::size_t sessions_known = 0;
 };
 
 // Owns every run: the queue, the concurrency cap, deadlines, the registry of reports, and

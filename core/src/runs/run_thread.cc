@@ -31,6 +31,10 @@ Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
 void keepOnlyTheLaunchersWord(RunResults& results, Outcome& outcome) {
   policy::Evidence& evidence = outcome.evidence;
   evidence.killed_outside = outcome.exit.killed_outside;
+  if (results.refused) {
+    evidence.launcher_refusal = "the session's sandbox could not take its files (" +
+                                *results.refused + "); the code of an earlier run made it so";
+  }
   if (results.exit) {
     evidence.program_reported = true;
     evidence.program_exit_code = results.exit->code;
@@ -395,6 +399,12 @@ RunResults& RunManager::Impl::launcherResults(Run& run, Outcome& outcome) {
 
 void RunManager::Impl::decideLocked(Run& run, Outcome& outcome, RunResults results) {
   keepOnlyTheLaunchersWord(results, outcome);
+  const bool launcher_failed = results.launcher_error.has_value();
+  if (launcher_failed) {
+    // The launcher's own traceback: the operator's to read, never the program's output.
+    logger().error("run " + run.id + ": the sandbox's launcher failed: " + *results.launcher_error);
+    results.launcher_error.reset();
+  }
   policy::Verdict verdict;
   try {
     verdict = policy::decide(outcome.evidence, run.limits);
@@ -402,6 +412,11 @@ void RunManager::Impl::decideLocked(Run& run, Outcome& outcome, RunResults resul
     logger().error("run " + run.id + ": deciding the status failed: " + e.what());
     verdict.status = policy::RunStatus::kSandboxError;
     verdict.reason = "The server could not decide how this run ended.";
+  }
+  if (launcher_failed && verdict.status == policy::RunStatus::kSandboxError) {
+    verdict.reason =
+        "Sandbox error: the sandbox's launcher failed (the server's log has its error); this "
+        "is not caused by your code.";
   }
   if (run.session) {
     sessionVerdict(run, outcome, verdict);

@@ -393,6 +393,9 @@ void RunManager::Impl::runInSession(Run& run, std::vector<policy::File> files, O
     run.sandbox_id = sandbox_id;
     run.phase = Phase::kExecuting;  // a stop from now on interrupts it
   }
+  // The OOM killer may end a process the session's code left running, during this run: the
+  // run's report says so, as a one-shot run's does for its children.
+  const backend::ProgressReply before = backend_.progress(sandbox_id);
   session.sink.bind(run.capture.get());
   const backend::Status delivered = backend_.deliver(
       sandbox_id, sessionRunFrame(policy::buildArchive(files, kArchiveOwner, kArchiveOwner)));
@@ -412,6 +415,11 @@ void RunManager::Impl::runInSession(Run& run, std::vector<policy::File> files, O
     if (!outcome.trailer_considered && run.capture->outputComplete()) {
       outcome.trailer_considered = true;
       RunResults& results = launcherResults(run, outcome);
+      if (results.refused && !results.session_over) {
+        // Nothing ran; the interpreter waits for the next run.
+        sealEvidenceLocked(run, outcome.evidence);
+        break;
+      }
       if (results.exit && results.exit->code && !results.session_over) {
         // The interpreter is back and waits for the next run.
         outcome.evidence.exit_code = results.exit->code;
@@ -500,10 +508,17 @@ void RunManager::Impl::runInSession(Run& run, std::vector<policy::File> files, O
              (!interrupted_at && !run.kill_sent_at && run.cause != Cause::kNone);
     });
   }
+  const bool answered = !run.capture->hasEnded() && outcome.evidence.exit_code.has_value();
   lock.unlock();
   session.sink.bind(nullptr);
   run.capture->close();
   outcome.ended = clock_.now();
+  if (answered && before.status.ok() && before.oom_known) {
+    const backend::ProgressReply after = backend_.progress(sandbox_id);
+    if (after.status.ok() && after.oom_known && after.oom_kills > before.oom_kills) {
+      outcome.evidence.oom_killed = true;
+    }
+  }
 }
 
 }  // namespace scs::runs

@@ -4,11 +4,13 @@
 #include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
 #include <Poco/JSON/Parser.h>
+#include <scs/backend/launcher_protocol.h>
 
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <sstream>
+#include <tuple>
 #include <utility>
 
 #include "runs/output.h"
@@ -16,6 +18,7 @@
 namespace scs::runs {
 namespace {
 
+namespace launcher = backend::launcher;
 using Poco::Dynamic::Var;
 using Poco::JSON::Array;
 using Poco::JSON::Object;
@@ -24,6 +27,8 @@ constexpr std::size_t kMaxTypeBytes = 256;
 constexpr std::size_t kMaxMessageBytes = 8 << 10;
 constexpr std::size_t kMaxTracebackBytes = 8 << 10;
 constexpr std::size_t kMaxOutPathBytes = 4096;
+constexpr std::size_t kMaxRefusalBytes = 1024;
+constexpr std::size_t kMaxLauncherErrorBytes = 8 << 10;
 // Per file: JSON keys, the escaped path and the size; once: the exception and the flags.
 constexpr std::size_t kTrailerSlackPerFile = 32 << 10;
 constexpr std::size_t kTrailerSlack = 256 << 10;
@@ -156,16 +161,16 @@ bool looksLikeSvg(std::string_view content) {
 }  // namespace
 
 std::string trailerMarker(std::string_view nonce) {
-  std::string marker("\n\0SCS-TRAILER-", 14);
+  std::string marker(launcher::kTrailerPrefix);
   marker.append(nonce);
-  marker.push_back('\0');
+  marker.append(launcher::kMarkerEnd);
   return marker;
 }
 
 std::string stderrEndMarker(std::string_view nonce) {
-  std::string marker("\0SCS-END-", 9);
+  std::string marker(launcher::kEndPrefix);
   marker.append(nonce);
-  marker.push_back('\0');
+  marker.append(launcher::kMarkerEnd);
   return marker;
 }
 
@@ -176,7 +181,8 @@ std::size_t trailerCapBytes(const OutFileCaps& caps) {
 }
 
 std::string sessionRunFrame(std::string_view archive) {
-  std::string frame = "SCS-RUN " + std::to_string(archive.size()) + "\n";
+  std::string frame =
+      std::string(launcher::kRunFrame) + " " + std::to_string(archive.size()) + "\n";
   frame.append(archive);
   return frame;
 }
@@ -185,14 +191,17 @@ std::vector<policy::File> controlFiles(std::string_view nonce, const OutFileCaps
                                        std::int64_t watchdog_seconds,
                                        const std::optional<std::string>& stdin_data) {
   Object::Ptr control = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
-  control->set("nonce", std::string(nonce));
-  control->set("out_dir", std::string(kOutDirectory));
-  control->set("max_files", static_cast<std::uint64_t>(caps.max_files));
-  control->set("max_file_bytes", static_cast<std::uint64_t>(caps.max_file_bytes));
-  control->set("max_total_bytes", static_cast<std::uint64_t>(caps.max_total_bytes));
-  control->set("stdin", stdin_data.has_value());
-  control->set("watchdog_seconds", watchdog_seconds);
-  control->set("result_cap", static_cast<std::uint64_t>(kMaxResultBytes));
+  const auto key = [](std::string_view name) { return std::string(name); };
+  control->set(key(launcher::kControlNonce), std::string(nonce));
+  control->set(key(launcher::kControlOutDir), std::string(kOutDirectory));
+  control->set(key(launcher::kControlMaxFiles), static_cast<std::uint64_t>(caps.max_files));
+  control->set(key(launcher::kControlMaxFileBytes),
+               static_cast<std::uint64_t>(caps.max_file_bytes));
+  control->set(key(launcher::kControlMaxTotalBytes),
+               static_cast<std::uint64_t>(caps.max_total_bytes));
+  control->set(key(launcher::kControlStdin), stdin_data.has_value());
+  control->set(key(launcher::kControlWatchdog), watchdog_seconds);
+  control->set(key(launcher::kControlResultCap), static_cast<std::uint64_t>(kMaxResultBytes));
   std::ostringstream json;
   control->stringify(json);
   std::vector<policy::File> files{{kControlPath, json.str()}};
@@ -224,7 +233,7 @@ std::variant<RunResults, std::string> parseTrailer(std::string_view trailer,
   const Object& root = *parsed.extract<Object::Ptr>();
 
   RunResults results;
-  if (root.has("exit")) {
+  if (root.has("exit") && !root.get("exit").isEmpty()) {
     auto exit = readExit(root.get("exit"));
     if (auto* problem = std::get_if<std::string>(&exit)) {
       return *problem;
@@ -245,6 +254,17 @@ std::variant<RunResults, std::string> parseTrailer(std::string_view trailer,
     }
     // Valid UTF-8 and within the cap whatever the sandbox sent.
     results.result = toValidUtf8(capHead(result.toString(), kMaxResultBytes + 64));
+  }
+  for (const auto& [key, field, cap] :
+       {std::tuple{"refused", &results.refused, kMaxRefusalBytes},
+        std::tuple{"launcher_error", &results.launcher_error, kMaxLauncherErrorBytes}}) {
+    if (root.has(key) && !root.get(key).isEmpty()) {
+      const Var text = root.get(key);
+      if (!text.isString()) {
+        return "\"" + std::string(key) + "\" is not a string";
+      }
+      *field = toValidUtf8(capTail(text.toString(), cap));
+    }
   }
   if (root.has("session_over")) {
     const Var over = root.get("session_over");

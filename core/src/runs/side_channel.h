@@ -22,8 +22,7 @@
 namespace scs::runs {
 
 inline constexpr const char* kOutDirectory = "/workspace/out";
-inline constexpr const char* kControlDirectory = ".scs";
-inline constexpr const char* kControlPath = ".scs/control.json";
+inline constexpr const char* kControlPath = ".scs/control.json";  // launcher_protocol.h's names
 inline constexpr const char* kStdinPath = ".scs/stdin";
 
 // Operator caps on the files a run returns from /workspace/out.
@@ -64,6 +63,11 @@ struct RunResults {
   std::optional<std::string> result;
   // A session's run during which its interpreter ended: the session ends with it.
   bool session_over = false;
+  // A session's run the launcher did not start, and why: its files could not be placed in the
+  // session's sandbox (the code of an earlier run made that so). Nothing of the run executed.
+  std::optional<std::string> refused;
+  // The launcher's own failure (its traceback, for the server's log; never the user's).
+  std::optional<std::string> launcher_error;
 };
 
 // The most of a session run's `result` the launcher sends (control.json's result_cap).
@@ -71,7 +75,7 @@ inline constexpr std::size_t kMaxResultBytes = std::size_t{64} << 10;
 
 // A session's sandbox reads frames on its stdin (SandboxSpec::session): a run is
 // "SCS-RUN <bytes>\n" and its archive; an interrupt of the run in progress is this line.
-inline constexpr std::string_view kSessionInterrupt = "SCS-INTERRUPT\n";
+inline constexpr std::string_view kSessionInterrupt = "SCS-INTERRUPT\n";  // kInterruptFrame
 std::string sessionRunFrame(std::string_view archive);
 
 // "\n\0SCS-TRAILER-<nonce>\0": where the trailer starts in stdout.

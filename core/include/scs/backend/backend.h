@@ -33,7 +33,7 @@
 namespace scs::backend {
 
 // Bumped on any change to a type or a signature in this folder.
-inline constexpr std::uint32_t kAbiVersion = 8;
+inline constexpr std::uint32_t kAbiVersion = 9;
 
 // Exported by every plugin under kAbiSymbol. The loader reads it before anything else.
 struct AbiStamp {
@@ -154,6 +154,10 @@ struct Capacity {
 struct CapacityReply {
   Status status;
   Capacity capacity;
+  // What the engine says of itself and of the runtime that runs the sandboxes, name to
+  // version (e.g. {"engine": "20.10.24", "runc": "1.1.5"}); the audit prints them. Empty when
+  // it says nothing.
+  std::map<std::string, std::string> versions;
 };
 
 struct CreateReply {
@@ -190,6 +194,9 @@ struct ProgressReply {
   // (for Docker: when it reads the sandbox's cgroup counters); false: only wait() can tell.
   bool oom_known = false;
   bool oom_killed = false;  // it has, so far
+  // How many processes it has killed so far, where the backend can count them (0 otherwise):
+  // a session's runs tell which of them saw a kill.
+  std::int64_t oom_kills = 0;
   std::optional<std::int64_t> peak_memory_bytes;
   std::optional<double> cpu_seconds;
 };

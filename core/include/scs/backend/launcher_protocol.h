@@ -1,0 +1,70 @@
+#pragma once
+
+// The launcher protocol: what the core (and a backend that stands in for the launcher, as the
+// fake does, or that must put the launcher's flags on a command line, as the kubernetes
+// backend does) and PID 1 of every sandbox say to each other over its stdin, stdout and stderr.
+// docker/scs_launcher/protocol.py is the launcher's copy; tests/unit/launcher_protocol_test.cc
+// fails when the two disagree. Constants only: no change here changes the plugin ABI
+// (backend.h), but every change must be made on both sides at once.
+//
+// In: the bundle, an uncompressed ustar with main.py, the run's files and, under
+// kControlDirectory, the control file (JSON: the run's nonce, the caps on returned files, its
+// watchdog and result cap) and the run's stdin, which PID 1 keeps in memory and never writes to
+// disk. A session's sandbox reads frames instead: kRunFrame, a space, the bundle's size in
+// decimal and "\n", then the bundle; or kInterruptFrame and "\n".
+// Out: once every process of the run has ended (in a session: once its code has), PID 1 writes
+// to stderr kEndPrefix, the nonce and kMarkerEnd, and then to stdout kTrailerPrefix, the
+// nonce, kMarkerEnd, one line of JSON (the kTrailer* keys) and "\n". PID 1 exits with the
+// program's exit code, 128 + N when signal N killed it, and kRejectedExit when it refused to
+// run anything (a malformed bundle or flag, a posture check of its own that failed).
+
+#include <cstdint>
+#include <string_view>
+
+namespace scs::backend::launcher {
+
+using namespace std::string_view_literals;
+
+inline constexpr int kRejectedExit = 125;
+
+inline constexpr std::string_view kControlDirectory = ".scs";
+inline constexpr std::string_view kControlFile = "control.json";
+inline constexpr std::string_view kStdinFile = "stdin";
+
+inline constexpr std::string_view kControlNonce = "nonce";
+inline constexpr std::string_view kControlOutDir = "out_dir";
+inline constexpr std::string_view kControlMaxFiles = "max_files";
+inline constexpr std::string_view kControlMaxFileBytes = "max_file_bytes";
+inline constexpr std::string_view kControlMaxTotalBytes = "max_total_bytes";
+inline constexpr std::string_view kControlStdin = "stdin";
+inline constexpr std::string_view kControlWatchdog = "watchdog_seconds";
+inline constexpr std::string_view kControlResultCap = "result_cap";
+
+inline constexpr std::string_view kRunFrame = "SCS-RUN";
+inline constexpr std::string_view kInterruptFrame = "SCS-INTERRUPT";
+inline constexpr std::size_t kMaxFrameHeaderBytes = 64;
+inline constexpr std::uint64_t kMaxFrameBytes = 2147483648;
+
+inline constexpr std::string_view kTrailerPrefix = "\n\0SCS-TRAILER-"sv;
+inline constexpr std::string_view kEndPrefix = "\0SCS-END-"sv;
+inline constexpr std::string_view kMarkerEnd = "\0"sv;
+
+inline constexpr std::string_view kTrailerExit = "exit";
+inline constexpr std::string_view kTrailerException = "exception";
+inline constexpr std::string_view kTrailerFiles = "files";
+inline constexpr std::string_view kTrailerFilesTruncated = "files_truncated";
+inline constexpr std::string_view kTrailerFilesOmitted = "files_omitted";
+inline constexpr std::string_view kTrailerResult = "result";
+inline constexpr std::string_view kTrailerSessionOver = "session_over";
+inline constexpr std::string_view kTrailerRefused = "refused";
+inline constexpr std::string_view kTrailerLauncherError = "launcher_error";
+
+inline constexpr std::string_view kFlagDeadline = "--deadline";
+inline constexpr std::string_view kFlagWarm = "--warm";
+inline constexpr std::string_view kFlagRlimits = "--rlimits";
+inline constexpr std::string_view kFlagMasked = "--masked";
+inline constexpr std::string_view kFlagReadonly = "--readonly";
+inline constexpr std::string_view kFlagConfine = "--confine";
+inline constexpr std::string_view kFlagSession = "--session";
+
+}  // namespace scs::backend::launcher

@@ -1,0 +1,119 @@
+"""A run's interpreter: `python3 -I main.py`, as PID 1 starts it ahead of the code, with an
+uncaught exception also reported over a pipe.
+
+`python3 -I -c STUB ROOT scs_launcher.child.program REPORT_FD GO_FD WARM`. Started before the
+bundle is read (in a sandbox prepared ahead of its run, long before), it imports the modules of
+WARM (comma-separated, maybe none) with their output and warnings discarded, then waits for one
+byte on GO_FD: "0" runs /workspace/main.py with stdin on /dev/null, "1" with the stdin PID 1
+gave it, nothing (PID 1 gave up) exits. main.py starts with the namespace, sys.argv and sys.path
+it would have; what the program can tell is the time its own imports take, sys.modules, the
+threads those modules started (OpenBLAS's), and that the objects the imports made are frozen out
+of the garbage collector's view (gc.get_freeze_count()). Those threads are started with every
+signal blocked, so a signal sent to the process reaches the program's own threads as in a fresh
+interpreter (a thread that did not block SIGRTMIN would be killed by one the program queues to
+itself with SIGRTMIN blocked, and the whole process with it)."""
+
+import os
+import signal
+import sys
+
+from . import record
+
+PATH = "/workspace/main.py"
+PACKAGE = __name__.split(".")[0]
+
+
+# This package's modules, alive while the code runs, though no longer in sys.modules.
+KEPT = []
+
+
+def forget_launcher(root):
+    """The program's sys.path and sys.modules as a script's: nothing of this package in them."""
+    if sys.path and sys.path[0] == root:
+        del sys.path[0]
+    mine = [name for name in sys.modules if name == PACKAGE or name.startswith(PACKAGE + ".")]
+    KEPT.extend(sys.modules.pop(name) for name in mine)
+
+
+def warm(names):
+    import importlib
+    import warnings
+
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    saved = [os.dup(1), os.dup(2)]
+    null = os.open("/dev/null", os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.close(null)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for name in names:
+                try:
+                    importlib.import_module(name)
+                except Exception:
+                    pass  # not in this image: nothing to warm
+    finally:
+        # What the imports made lives as long as the interpreter: the collector need not
+        # look at it again, and the interpreter's exit need not (about 100 ms with pandas).
+        import gc
+
+        gc.collect()
+        gc.freeze()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def report(fd, exception):
+    import json
+
+    view = memoryview(json.dumps(exception).encode("ascii") + b"\n")
+    try:
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError:
+        pass
+
+
+def main():
+    root, fd, go, names = sys.argv[1], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+    forget_launcher(root)
+    os.set_inheritable(fd, False)
+    if names:
+        warm(names.split(","))
+    word = os.read(go, 1)
+    os.close(go)
+    if word not in (b"0", b"1"):
+        os._exit(0)
+    if word == b"0":
+        null = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+    owner = os.getpid()
+    sys.argv[:] = ["main.py"]
+    sys.stdout.reconfigure(line_buffering=True)
+    namespace = sys.modules["__main__"].__dict__
+    namespace["__file__"] = PATH
+    namespace["__cached__"] = None
+    namespace["__loader__"] = sys.modules["_frozen_importlib_external"].SourceFileLoader(
+        "__main__", PATH)
+    try:
+        with open(PATH, "rb") as source:
+            code = compile(source.read(), PATH, "exec", dont_inherit=True)
+        exec(code, namespace)
+    except SystemExit:
+        raise
+    except BaseException as error:
+        exception = record.uncaught(error, PATH)
+        if os.getpid() == owner:
+            report(fd, exception)
+        if isinstance(error, KeyboardInterrupt):
+            sys.stdout.flush()
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        raise SystemExit(1)

@@ -1,0 +1,56 @@
+"""The launcher protocol: what the server and PID 1 say to each other over the sandbox's stdin,
+stdout and stderr. core/include/scs/backend/launcher_protocol.h is the other side's copy, and
+tests/unit/launcher_protocol_test.cc fails when the two disagree: keep every constant here a
+plain literal assignment, one per line.
+
+In: the bundle, an uncompressed ustar with main.py, the run's files and, under CONTROL_DIRECTORY, the
+control file (JSON: the run's nonce, the caps on returned files, its watchdog and result cap)
+and the run's stdin, which PID 1 keeps in memory and never writes to disk. A session's sandbox
+reads frames instead: RUN_FRAME, a space, the bundle's size in decimal and "\\n", then the
+bundle; or INTERRUPT_FRAME and "\\n".
+Out: once every process of the run has ended (in a session: once its code has), PID 1 writes to
+stderr END_PREFIX, the nonce and MARKER_END, and then to stdout TRAILER_PREFIX, the nonce,
+MARKER_END, one line of JSON (the TRAILER_* keys) and "\\n".
+"""
+
+REJECTED_EXIT = 125
+
+CONTROL_DIRECTORY = ".scs"
+CONTROL_FILE = "control.json"
+STDIN_FILE = "stdin"
+
+CONTROL_NONCE = "nonce"
+CONTROL_OUT_DIR = "out_dir"
+CONTROL_MAX_FILES = "max_files"
+CONTROL_MAX_FILE_BYTES = "max_file_bytes"
+CONTROL_MAX_TOTAL_BYTES = "max_total_bytes"
+CONTROL_STDIN = "stdin"
+CONTROL_WATCHDOG = "watchdog_seconds"
+CONTROL_RESULT_CAP = "result_cap"
+
+RUN_FRAME = "SCS-RUN"
+INTERRUPT_FRAME = "SCS-INTERRUPT"
+MAX_FRAME_HEADER_BYTES = 64
+MAX_FRAME_BYTES = 2147483648
+
+TRAILER_PREFIX = "\n\0SCS-TRAILER-"
+END_PREFIX = "\0SCS-END-"
+MARKER_END = "\0"
+
+TRAILER_EXIT = "exit"
+TRAILER_EXCEPTION = "exception"
+TRAILER_FILES = "files"
+TRAILER_FILES_TRUNCATED = "files_truncated"
+TRAILER_FILES_OMITTED = "files_omitted"
+TRAILER_RESULT = "result"
+TRAILER_SESSION_OVER = "session_over"
+TRAILER_REFUSED = "refused"
+TRAILER_LAUNCHER_ERROR = "launcher_error"
+
+FLAG_DEADLINE = "--deadline"
+FLAG_WARM = "--warm"
+FLAG_RLIMITS = "--rlimits"
+FLAG_MASKED = "--masked"
+FLAG_READONLY = "--readonly"
+FLAG_CONFINE = "--confine"
+FLAG_SESSION = "--session"

@@ -1,0 +1,342 @@
+"""PID 1 for a session's sandbox: one interpreter (child/session.py) for every run, until stdin
+ends, the interpreter dies or the deadline passes.
+
+Stdin carries frames (protocol.py). Each run's bundle is unpacked over /workspace (files of
+earlier runs stay; a file sent again is replaced); one that cannot be placed (the code made a
+directory where a file goes, filled the workspace) is that run's refusal, and the session goes
+on. The interpreter's stdout and stderr are pipes to PID 1, which passes them on while a run is
+in progress and drops them between runs, so PID 1 alone writes the sandbox's stdout: no process
+the session left running can write into a trailer. The interpreter answers over a socket whose
+messages carry the kernel's credentials; only its own count, and only for the run in progress.
+The interpreter ending (os._exit, a signal, the OOM killer) ends the session, with a last
+trailer for the run it was in."""
+
+import io
+import json
+import os
+import signal
+import socket
+import struct
+import traceback
+
+from . import bundle, files_out, processes, protocol, report
+from .child import STUB
+from .rejection import Rejected, reject
+
+CHUNK = 1 << 16
+MAX_ANSWER_BYTES = 1 << 20  # far above what the interpreter writes: its texts are capped
+MAX_DRAIN_BYTES = 16 << 20  # of a stream after the answer, should the session's processes write on
+CREDENTIALS = struct.Struct("iII")
+MORE, LAST = b"+", b"."
+
+
+def read_answer(value, result_cap):
+    """The interpreter's account of a run, checked: anything malformed is a failed run."""
+    failed = {"exit": {"code": 1}, "exception": None, "result": None}
+    if not isinstance(value, dict):
+        return failed
+    exit = value.get("exit")
+    if not (isinstance(exit, dict) and type(exit.get("code")) is int and 0 <= exit["code"] < 256):
+        return failed
+    exception = value.get("exception")
+    result = value.get("result")
+    if isinstance(result, str):
+        result = report.clean(result).encode("utf-8")[:result_cap + 64].decode("utf-8", "ignore")
+    else:
+        result = None
+    return {"exit": {"code": exit["code"]}, "exception": report.exception_record(exception),
+            "result": result}
+
+
+class Frames:
+    """The server's frames, from stdin's bytes as they arrive."""
+
+    def __init__(self):
+        self.buffer = bytearray()
+        self.size = None  # of the bundle whose header was read
+
+    def feed(self, data):
+        """The frames `data` completes, in order: a run's bundle (bytes), or None for an
+        interrupt. Raises Rejected for anything else: only the server writes stdin."""
+        self.buffer += data
+        frames = []
+        while True:
+            if self.size is None:
+                end = self.buffer.find(b"\n")
+                if end < 0:
+                    if len(self.buffer) > protocol.MAX_FRAME_HEADER_BYTES:
+                        raise Rejected("a frame header is too long")
+                    return frames
+                header = bytes(self.buffer[:end])
+                del self.buffer[:end + 1]
+                if header == protocol.INTERRUPT_FRAME.encode():
+                    frames.append(None)
+                    continue
+                kind, _, size = header.partition(b" ")
+                if (kind != protocol.RUN_FRAME.encode() or not size.isdigit()
+                        or int(size) > protocol.MAX_FRAME_BYTES):
+                    raise Rejected(f"unknown frame {header[:32]!r}")
+                self.size = int(size)
+            if len(self.buffer) < self.size:
+                return frames
+            frames.append(bytes(self.buffer[:self.size]))
+            del self.buffer[:self.size]
+            self.size = None
+
+
+class Run:
+    def __init__(self, seq, control, before):
+        self.seq = seq
+        self.control = control
+        self.before = before
+        self.started = False
+        self.interrupt = False  # asked for before the code started
+        self.feed = None
+
+
+class Session:
+    def __init__(self, root):
+        self.loop = processes.Loop()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        self.child = processes.spawn(
+            [processes.PYTHON, "-I", "-c", STUB, root, "scs_launcher.child.session",
+             str(theirs.fileno())],
+            fds=[theirs.fileno()], stdout_fd=out_w, stderr_fd=err_w)
+        self.loop.watch(self.child)
+        for fd in (out_w, err_w):
+            os.close(fd)
+        theirs.close()
+        self.channel = ours
+        self.channel.setblocking(False)
+        self.streams = {out_r: 1, err_r: 2}
+        for fd in self.streams:
+            os.set_blocking(fd, False)
+            self.loop.add(fd, processes.READABLE, lambda _, fd=fd: self.pump(fd))
+        self.loop.add(self.channel.fileno(), processes.READABLE, self.on_channel)
+        self.loop.add(0, processes.READABLE, self.on_stdin)
+        self.inbox = Frames()
+        self.frames = []
+        self.pieces = bytearray()
+        self.pieces_broken = False
+        self.stdin_ended = False
+        self.current = None
+        self.seq = 0
+
+    # Stdin: frames from the server.
+
+    def on_stdin(self, _):
+        try:
+            data = os.read(0, CHUNK)
+        except OSError:
+            data = b""
+        if not data:
+            self.stdin_ended = True
+            self.loop.remove(0)
+            return
+        try:
+            frames = self.inbox.feed(data)
+        except Rejected as why:
+            reject(f"session: {why}")
+        # In order: an interrupt is for the run whose frame came last before it.
+        for frame in frames:
+            if frame is not None:
+                self.frames.append([frame, False])
+                self.next_run()
+            elif self.frames:
+                self.frames[-1][1] = True
+            else:
+                self.interrupt()
+
+    def next_run(self):
+        if self.current is None and self.frames:
+            data, interrupted = self.frames.pop(0)
+            self.begin(data)
+            if interrupted and self.current is not None:
+                self.current.interrupt = True
+
+    def interrupt(self):
+        """For the run in progress; one that comes between runs was meant for a run already
+        over. One that comes before the code has started waits for it to start."""
+        if self.current is None:
+            return
+        if self.current.started:
+            self.signal_interpreter()
+        else:
+            self.current.interrupt = True
+
+    def signal_interpreter(self):
+        try:
+            os.kill(self.child, signal.SIGINT)
+        except ProcessLookupError:
+            pass
+
+    # A run's beginning and end.
+
+    def begin(self, data):
+        self.seq += 1
+        try:
+            control = bundle.read_control(bundle.control_members(data).get(protocol.CONTROL_FILE))
+        except Rejected as why:
+            reject(f"session: {why}")
+        if control is None:
+            reject("session: a run without its control file")
+        try:
+            members = bundle.unpack(io.BytesIO(data), replace=True)
+            out_dir = control[protocol.CONTROL_OUT_DIR]
+            try:
+                bundle.make_out_dir(out_dir)
+            except OSError as error:
+                raise Rejected(f"cannot make {out_dir}: {error}") from None
+            before = files_out.state(out_dir)
+            run = Run(self.seq, control, before)
+            stdin_r, stdin_w = os.pipe()
+            command = json.dumps({"run": run.seq,
+                                  "result_cap": control[protocol.CONTROL_RESULT_CAP]})
+            try:
+                socket.send_fds(self.channel, [command.encode("ascii")], [stdin_r])
+            except BlockingIOError:
+                os.close(stdin_w)
+                raise Rejected("the session's interpreter is not taking runs") from None
+            except OSError:
+                pass  # it is gone: the loop sees it end
+            finally:
+                os.close(stdin_r)
+            run.feed = processes.Feed(self.loop, stdin_w, members.get(protocol.STDIN_FILE) or b"")
+        except Rejected as why:
+            self.refuse(control, str(why))
+            return
+        self.current = run
+
+    def refuse(self, control, why):
+        try:
+            report.write_trailer(control[protocol.CONTROL_NONCE], None,
+                                 extra={protocol.TRAILER_REFUSED: why})
+        except OSError:
+            pass
+        self.next_run()
+
+    def finish(self, answer=None, died=None):
+        """Ends the run in progress: its output so far passed on, its files collected, its
+        trailer written; then the next run, if one is waiting."""
+        run, self.current = self.current, None
+        for fd in self.streams:
+            self.pump(fd, bound=MAX_DRAIN_BYTES, forward=True)
+        if run.feed is not None:
+            run.feed.close()
+        control = run.control
+        files, omitted = files_out.collect(control[protocol.CONTROL_OUT_DIR], control,
+                                           unchanged=run.before)
+        if died is None:
+            answer = read_answer(answer, control[protocol.CONTROL_RESULT_CAP])
+            exit, exception, result = answer["exit"], answer["exception"], answer["result"]
+        else:
+            exit, exception, result = report.exit_record(died), None, None
+        try:
+            report.write_trailer(control[protocol.CONTROL_NONCE], exit, exception, files, omitted,
+                                 extra={protocol.TRAILER_RESULT: result,
+                                        protocol.TRAILER_SESSION_OVER: died is not None})
+        except OSError:
+            pass
+        if died is None:
+            self.next_run()
+
+    # The interpreter's output and answers.
+
+    def pump(self, fd, bound=CHUNK, forward=None):
+        """Reads what `fd` holds (up to `bound` bytes) and passes it on while a run is in
+        progress; drops it between runs."""
+        if fd not in self.streams:
+            return
+        forward = self.current is not None if forward is None else forward
+        taken = 0
+        while taken < bound:
+            try:
+                data = os.read(fd, CHUNK)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:  # every process that held it has ended
+                self.loop.remove(fd)
+                os.close(fd)
+                del self.streams[fd]
+                return
+            taken += len(data)
+            if forward:
+                report.write_all(data, self.streams[fd])
+
+    def on_channel(self, _):
+        while True:
+            try:
+                message, ancillary, flags, _ = self.channel.recvmsg(
+                    CHUNK, socket.CMSG_SPACE(CREDENTIALS.size))
+            except BlockingIOError:
+                return
+            except OSError:
+                message, ancillary, flags = b"", [], 0
+            if not message:  # the interpreter's end closed: its exit says the rest
+                self.loop.remove(self.channel.fileno())
+                return
+            if self.sender(ancillary) != self.child:
+                continue  # not the interpreter: a process the code left, or one it forked
+            self.pieces_broken |= bool(flags & socket.MSG_TRUNC)
+            self.pieces += message[1:]
+            if len(self.pieces) > MAX_ANSWER_BYTES:
+                self.pieces_broken = True
+                self.pieces.clear()
+            if message[:1] == LAST:
+                value = None if self.pieces_broken else report.parse_json(bytes(self.pieces))
+                self.pieces.clear()
+                self.pieces_broken = False
+                self.on_message(value)
+
+    @staticmethod
+    def sender(ancillary):
+        for level, kind, data in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+                return CREDENTIALS.unpack(data[:CREDENTIALS.size])[0]
+        return None
+
+    def on_message(self, value):
+        run = self.current
+        if run is None:
+            return
+        if isinstance(value, dict) and value.get("started") == run.seq:
+            run.started = True
+            if run.interrupt:
+                self.signal_interpreter()
+        elif isinstance(value, dict) and value.get("run") == run.seq:
+            self.finish(answer=value)
+        elif value is None:
+            self.finish(answer=None)  # from the interpreter itself, but not an answer
+
+    def serve(self):
+        self.loop.run(lambda: self.child in self.loop.exits or self.stdin_ended)
+        if self.child in self.loop.exits:
+            status = self.loop.exits[self.child]
+            if self.current is not None:
+                self.finish(died=status)
+            processes.end_every_process()
+            report.exit_like(report.exit_record(status))
+        processes.end_every_process()
+        os._exit(0)
+
+
+def serve(root):
+    session = Session(root)
+    try:
+        session.serve()
+    except Exception:
+        processes.end_every_process()
+        if session.current is not None:
+            try:
+                report.write_trailer(
+                    session.current.control[protocol.CONTROL_NONCE], None,
+                    extra={protocol.TRAILER_SESSION_OVER: True,
+                           protocol.TRAILER_LAUNCHER_ERROR: traceback.format_exc()[-4096:]})
+            except OSError:
+                pass
+        os._exit(protocol.REJECTED_EXIT)

@@ -1,0 +1,217 @@
+// Realistic notebook sessions (tests/integration/notebooks/, README there), each replayed cell
+// by cell in one session at an agent's pace, under the runtime of SCS_TEST_RUNTIME: every
+// cell's report is checked, and the session must live through every cell that does not end it.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "integration/harness.h"
+
+namespace scs::integration {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+// The pause between cells: an agent reads a report before it sends the next cell.
+constexpr auto kAgentPace = std::chrono::milliseconds(300);
+
+struct Cell {
+  int line = 0;  // of its header, for failure messages
+  std::string status;
+  std::map<std::string, std::string> expect;  // key (with its "=" or "~") -> value
+  std::string code;
+};
+
+// `key=value` and `key~value` items of a header; a value is a bare word or a quoted string.
+std::map<std::string, std::string> parseExpectations(const std::string& text, int line) {
+  std::map<std::string, std::string> items;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    while (at < text.size() && text[at] == ' ') {
+      ++at;
+    }
+    if (at >= text.size()) {
+      break;
+    }
+    const std::size_t op = text.find_first_of("=~", at);
+    if (op == std::string::npos) {
+      throw std::runtime_error("line " + std::to_string(line) + ": no = or ~ in " + text);
+    }
+    const std::string key = text.substr(at, op - at) + text[op];
+    std::string value;
+    at = op + 1;
+    if (at < text.size() && text[at] == '"') {
+      for (++at; at < text.size() && text[at] != '"'; ++at) {
+        if (text[at] == '\\' && at + 1 < text.size()) {
+          const char escaped = text[++at];
+          value.push_back(escaped == 'n' ? '\n' : escaped);
+        } else {
+          value.push_back(text[at]);
+        }
+      }
+      ++at;
+    } else {
+      const std::size_t end = text.find(' ', at);
+      value = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+      at = end == std::string::npos ? text.size() : end;
+    }
+    items[key] = value;
+  }
+  return items;
+}
+
+std::vector<Cell> readNotebook(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::vector<Cell> cells;
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.rfind("# %% ", 0) == 0) {
+      Cell cell;
+      cell.line = number;
+      const std::string header = line.substr(5);
+      const std::size_t space = header.find(' ');
+      cell.status = header.substr(0, space);
+      if (space != std::string::npos) {
+        cell.expect = parseExpectations(header.substr(space + 1), number);
+      }
+      cells.push_back(std::move(cell));
+    } else if (!cells.empty()) {
+      cells.back().code += line + "\n";
+    }
+  }
+  return cells;
+}
+
+std::vector<std::string> notebooks() {
+  std::vector<std::string> names;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(SCS_SOURCE_DIR "/tests/integration/notebooks")) {
+    if (entry.path().extension() == ".py") {
+      names.push_back(entry.path().stem().string());
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+class NotebookTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { ASSERT_THAT(engineProblem(), IsEmpty()); }
+
+  static testing::McpProcess& server() {
+    static std::unique_ptr<testing::McpProcess> shared = launchServer({"--prepared", "0"});
+    return *shared;
+  }
+};
+
+std::string filesOf(const Poco::JSON::Object::Ptr& report) {
+  std::vector<std::string> names;
+  if (const auto files = report->getArray("files")) {
+    for (std::size_t i = 0; i < files->size(); ++i) {
+      names.push_back(files->getObject(i)->getValue<std::string>("path"));
+    }
+  }
+  std::sort(names.begin(), names.end());
+  std::string joined;
+  for (const std::string& name : names) {
+    joined += (joined.empty() ? "" : ",") + name;
+  }
+  return joined;
+}
+
+std::size_t imagesOf(const Poco::JSON::Object::Ptr& result) {
+  std::size_t images = 0;
+  if (const auto content = result->getArray("content")) {
+    for (std::size_t i = 0; i < content->size(); ++i) {
+      images += content->getObject(i)->getValue<std::string>("type") == "image" ? 1 : 0;
+    }
+  }
+  return images;
+}
+
+TEST_P(NotebookTest, EveryCellReportsWhatItDidAndTheSessionLivesThroughIt) {
+  const std::vector<Cell> cells =
+      readNotebook(SCS_SOURCE_DIR "/tests/integration/notebooks/" + GetParam() + ".py");
+  ASSERT_GE(cells.size(), 8u);
+  Poco::JSON::Object::Ptr limits = new Poco::JSON::Object;
+  limits->set("memory_gb", 2);
+  Poco::JSON::Object::Ptr open = new Poco::JSON::Object;
+  open->set("limits", limits);
+  const std::string session = text(callToolOk(server(), "open_session", open), "session_id");
+
+  for (const Cell& cell : cells) {
+    std::this_thread::sleep_for(kAgentPace);
+    const std::string where = GetParam() + ".py:" + std::to_string(cell.line);
+    Poco::JSON::Object::Ptr arguments = new Poco::JSON::Object;
+    arguments->set("session_id", session);
+    arguments->set("code", cell.code);
+    arguments->set("wait_seconds", 60);
+    const auto& expect = cell.expect;
+    Poco::JSON::Object::Ptr run_limits = new Poco::JSON::Object;
+    run_limits->set("timeout_seconds",
+                    expect.count("timeout=") ? std::stod(expect.at("timeout=")) : 60.0);
+    arguments->set("limits", run_limits);
+    if (expect.count("stdin=")) {
+      arguments->set("stdin", expect.at("stdin="));
+    }
+    Poco::JSON::Object::Ptr result = server().callTool("start_run", arguments);
+    Poco::JSON::Object::Ptr report = result->getObject("structuredContent");
+    ASSERT_TRUE(report) << where;
+    if (!isFinalStatus(text(report, "status"))) {
+      report = awaitFinal(server(), text(report, "run_id"));
+      result = nullptr;  // its content blocks came with get_result
+    }
+    const std::string status = text(report, "status");
+    EXPECT_EQ(status, cell.status) << where << ": " << describe(report);
+    for (const auto& [key, value] : expect) {
+      if (key == "result=") {
+        EXPECT_EQ(absentOrNull(report, "result") ? "" : text(report, "result"), value) << where;
+      } else if (key == "result~") {
+        EXPECT_THAT(absentOrNull(report, "result") ? "" : text(report, "result"), HasSubstr(value))
+            << where;
+      } else if (key == "stdout~" || key == "stderr~") {
+        const std::string stream = key.substr(0, 6);
+        EXPECT_THAT(absentOrNull(report, stream) ? "" : text(report, stream), HasSubstr(value))
+            << where << ": " << describe(report);
+      } else if (key == "exception=") {
+        const auto exception = report->getObject("exception");
+        ASSERT_TRUE(exception) << where << ": no exception in " << describe(report);
+        EXPECT_EQ(exception->getValue<std::string>("type"), value) << where;
+      } else if (key == "files=") {
+        EXPECT_EQ(filesOf(report), value) << where;
+      } else if (key == "images=") {
+        if (result) {
+          EXPECT_EQ(imagesOf(result), std::stoul(value)) << where;
+        }
+      } else if (key == "alive=") {
+        EXPECT_EQ(flag(report, "session_alive"), value == "true") << where;
+      } else if (key != "timeout=" && key != "stdin=") {
+        ADD_FAILURE() << where << ": unknown expectation " << key;
+      }
+    }
+    if (!expect.count("alive=")) {
+      ASSERT_TRUE(flag(report, "session_alive"))
+          << where << ": the session ended: " << describe(report);
+    }
+  }
+  Poco::JSON::Object::Ptr close = new Poco::JSON::Object;
+  close->set("session_id", session);
+  callToolOk(server(), "close_session", close);
+}
+
+INSTANTIATE_TEST_SUITE_P(Notebooks, NotebookTest, ::testing::ValuesIn(notebooks()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace scs::integration
