@@ -60,6 +60,11 @@ class Session {
     return call("get_result", object({{"run_id", run_id}, {"wait_seconds", wait_seconds}}));
   }
 
+  // The report with every field (get_result's verbose).
+  Object::Ptr verbose(const std::string& run_id) {
+    return call("get_result", object({{"run_id", run_id}, {"verbose", true}}));
+  }
+
   Object::Ptr stop(const std::string& run_id) {
     return call("stop_run", object({{"run_id", run_id}}));
   }
@@ -125,8 +130,10 @@ TEST(StdioE2eTest, StartsPollsAndStopsARun) {
   Object::Ptr started = session.start("#fake: stdout=partial hang\n");
   const std::string run_id = started->getValue<std::string>("run_id");
   EXPECT_EQ(started->getValue<std::string>("status"), "running");
-  EXPECT_EQ(started->getObject("limits")->getValue<int>("processes"), 256);
-  EXPECT_EQ(started->getObject("limits")->getValue<double>("memory_gb"), 5);
+  EXPECT_FALSE(started->has("limits"));  // the defaults, which the tools list already says
+  Object::Ptr verbose = session.verbose(run_id);
+  EXPECT_EQ(verbose->getObject("limits")->getValue<int>("processes"), 256);
+  EXPECT_EQ(verbose->getObject("limits")->getValue<double>("memory_gb"), 5);
 
   EXPECT_EQ(session.get(run_id)->getValue<std::string>("status"), "running");
   Object::Ptr stopped = session.stop(run_id);
@@ -145,8 +152,10 @@ TEST(StdioE2eTest, StoppingAFinishedRunReportsItUnchanged) {
   Object::Ptr stopped = session.stop(report->getValue<std::string>("run_id"));
   EXPECT_EQ(stopped->getValue<std::string>("status"), "succeeded");
   EXPECT_EQ(stopped->getValue<std::string>("stdout"), "done");
-  EXPECT_EQ(stopped->getValue<std::string>("finished_at"),
-            report->getValue<std::string>("finished_at"));
+  EXPECT_EQ(stopped->getValue<double>("duration_seconds"),
+            report->getValue<double>("duration_seconds"));
+  const Object::Ptr full = session.verbose(report->getValue<std::string>("run_id"));
+  EXPECT_FALSE(full->getValue<std::string>("finished_at").empty());
 }
 
 struct StatusCase {
@@ -186,10 +195,17 @@ TEST_P(StatusE2eTest, ReportsTheStatusFromTheEvidence) {
     EXPECT_FALSE(report->has("signal") && !report->isNull("signal"));
   }
   EXPECT_THAT(report->getValue<std::string>("reason"), HasSubstr(c.reason_part));
+  // The compact report leaves out what tells nothing (empty streams, false flags, default
+  // limits, timestamps); the verbose one has every field.
+  EXPECT_TRUE(report->has("duration_seconds"));
+  EXPECT_FALSE(report->has("stdout_truncated"));
+  EXPECT_FALSE(report->has("started_at"));
+  EXPECT_EQ(report->has("limits"), c.timeout_seconds > 0);
+  const Object::Ptr full = session.verbose(report->getValue<std::string>("run_id"));
   for (const char* field :
        {"started_at", "finished_at", "duration_seconds", "queued_seconds", "stdout", "stderr",
         "stdout_bytes", "stderr_bytes", "stdout_truncated", "stderr_truncated", "limits"}) {
-    EXPECT_TRUE(report->has(field)) << field;
+    EXPECT_TRUE(full->has(field)) << field;
   }
   const std::string log = session.finish();
   if (c.user_code_started) {
@@ -230,9 +246,13 @@ TEST(StdioE2eTest, ReportsTheScriptedOutput) {
   Object::Ptr report = session.runToEnd("#fake: stdout=hello\\n stderr=warn\\sme exit=3\n");
   EXPECT_EQ(report->getValue<std::string>("stdout"), "hello\n");
   EXPECT_EQ(report->getValue<std::string>("stderr"), "warn me");
-  EXPECT_EQ(report->getValue<int>("stdout_bytes"), 6);
-  EXPECT_EQ(report->getValue<int>("stderr_bytes"), 7);
-  EXPECT_FALSE(report->getValue<bool>("stdout_truncated"));
+  // Whole streams: their counts and flags would say nothing the text does not.
+  EXPECT_FALSE(report->has("stdout_bytes"));
+  EXPECT_FALSE(report->has("stdout_truncated"));
+  const Object::Ptr full = session.verbose(report->getValue<std::string>("run_id"));
+  EXPECT_EQ(full->getValue<int>("stdout_bytes"), 6);
+  EXPECT_EQ(full->getValue<int>("stderr_bytes"), 7);
+  EXPECT_FALSE(full->getValue<bool>("stdout_truncated"));
 }
 
 TEST(StdioE2eTest, KeepsTheOutputOfARunKilledByItsTimeout) {
@@ -251,7 +271,7 @@ TEST(StdioE2eTest, TruncatesAFloodAndCountsEveryByte) {
   EXPECT_TRUE(report->getValue<bool>("stdout_truncated"));
   EXPECT_EQ(report->getValue<std::int64_t>("stdout_bytes"), 5000000);
   EXPECT_LT(report->getValue<std::string>("stdout").size(), 1100000u);
-  EXPECT_FALSE(report->getValue<bool>("stderr_truncated"));
+  EXPECT_FALSE(report->has("stderr_truncated"));
 }
 
 TEST(StdioE2eTest, QueuesRunsBeyondTheConcurrencyCap) {
@@ -310,7 +330,7 @@ TEST_P(PostureFaultE2eTest, FailsTheRunBeforeUserCodeStarts) {
   Object::Ptr report = session.runToEnd("#fake: stdout=escaped\n");
   EXPECT_EQ(report->getValue<std::string>("status"), "sandbox_error");
   EXPECT_THAT(report->getValue<std::string>("reason"), HasSubstr("posture"));
-  EXPECT_EQ(report->getValue<std::string>("stdout"), "");
+  EXPECT_FALSE(report->has("stdout"));
   const std::string log = session.finish();
   EXPECT_THAT(log, HasSubstr("fake: created"));
   EXPECT_THAT(log, HasSubstr("fake: removed"));

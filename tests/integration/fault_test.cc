@@ -326,7 +326,7 @@ TEST_F(EngineRestartTest, RunEndsAsSandboxErrorServerKeepsServingAndRecovers) {
   const std::string during = startRun(*server, {"print('during')\n", {}, nullptr});
   const auto during_report = awaitFinal(*server, during, seconds(90));
   EXPECT_EQ(text(during_report, "status"), "sandbox_error") << describe(during_report);
-  EXPECT_THAT(text(during_report, "stdout"), ::testing::Not(HasSubstr("during")));
+  EXPECT_THAT(stream(during_report, "stdout"), ::testing::Not(HasSubstr("during")));
   const auto listed = server->request("tools/list", new Poco::JSON::Object, seconds(10));
   EXPECT_TRUE(listed->has("result"));
 
@@ -338,7 +338,7 @@ TEST_F(EngineRestartTest, RunEndsAsSandboxErrorServerKeepsServingAndRecovers) {
   const auto after_report = awaitFinal(*server, after, seconds(120));
   EXPECT_EQ(text(after_report, "status"), "succeeded") << describe(after_report) << "\n"
                                                        << tail(server->stderrText());
-  EXPECT_EQ(text(after_report, "stdout"), "back\n");
+  EXPECT_EQ(stream(after_report, "stdout"), "back\n");
 
   server->closeStdin();
   EXPECT_EQ(server->waitExit(seconds(5)).value_or(-1), 0);

@@ -340,6 +340,10 @@ bool absentOrNull(const Poco::JSON::Object::Ptr& report, const std::string& key)
   return !report->has(key) || report->isNull(key);
 }
 
+std::string stream(const Poco::JSON::Object::Ptr& report, const std::string& name) {
+  return report->has(name) && !report->isNull(name) ? report->getValue<std::string>(name) : "";
+}
+
 std::string verdict(const Poco::JSON::Object::Ptr& report, const std::string& label) {
   const std::string out = report->has("stdout") ? report->getValue<std::string>("stdout") : "";
   std::istringstream lines(out);

@@ -136,6 +136,13 @@ bool absentOrNull(const Poco::JSON::Object::Ptr& report, const std::string& key)
 // space, or a description of what was printed when no such line exists.
 std::string verdict(const Poco::JSON::Object::Ptr& report, const std::string& label);
 
+// stdout or stderr of a report; "" when the report leaves the stream out, as a compact report
+// does with an empty one.
+std::string stream(const Poco::JSON::Object::Ptr& report, const std::string& name);
+
+// The bytes of a returned file, from the CallToolResult's content blocks (support/mcp_client.h).
+using scs::testing::fileContent;
+
 // One line with status, exit code, signal, reason, and the heads of stdout and stderr.
 std::string describe(const Poco::JSON::Object::Ptr& report);
 

@@ -194,7 +194,7 @@ TEST_F(IsolationTest, NothingOfTheProgramOutlivesMainPyOrWritesAfterTheReport) {
   EXPECT_EQ(files->getObject(0)->getValue<std::string>("path"), "kept.txt");
   // The late writer began once main.py's process was gone: it was ended at once (in the
   // moment the launcher takes to see main.py end), not 2000 lines later.
-  const std::string out = text(report, "stdout");
+  const std::string out = stream(report, "stdout");
   const auto done = out.find("main done\n");
   ASSERT_NE(done, std::string::npos) << tail(out);
   std::size_t late = 0;

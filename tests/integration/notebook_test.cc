@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -113,6 +114,19 @@ class NotebookTest : public ::testing::TestWithParam<std::string> {
     static std::unique_ptr<testing::McpProcess> shared = launchServer({"--prepared", "0"});
     return *shared;
   }
+
+  // What a model is handed as text for each cell, in characters (issue 24), told at the end.
+  static void TearDownTestSuite() {
+    if (text_sizes_.empty()) {
+      return;
+    }
+    std::sort(text_sizes_.begin(), text_sizes_.end());
+    std::cout << "notebook cells: " << text_sizes_.size() << " text blocks, median "
+              << text_sizes_[text_sizes_.size() / 2].first << " characters, max "
+              << text_sizes_.back().first << " (" << text_sizes_.back().second << ")\n";
+  }
+
+  static inline std::vector<std::pair<std::size_t, std::string>> text_sizes_;
 };
 
 std::string filesOf(const Poco::JSON::Object::Ptr& report) {
@@ -128,6 +142,27 @@ std::string filesOf(const Poco::JSON::Object::Ptr& report) {
     joined += (joined.empty() ? "" : ",") + name;
   }
   return joined;
+}
+
+// Every file's bytes are in its own content block only: none is repeated in the text block.
+void expectEachFileOnce(const Poco::JSON::Object::Ptr& result, const std::string& where) {
+  const auto content = result->getArray("content");
+  ASSERT_TRUE(content && content->size() > 0) << where;
+  const std::string text = content->getObject(0)->getValue<std::string>("text");
+  for (std::size_t i = 1; i < content->size(); ++i) {
+    const auto block = content->getObject(i);
+    std::string bytes;
+    if (block->getValue<std::string>("type") == "image") {
+      bytes = block->getValue<std::string>("data");
+    } else if (const auto resource = block->getObject("resource")) {
+      bytes = resource->has("text") ? resource->getValue<std::string>("text")
+                                    : resource->getValue<std::string>("blob");
+    }
+    if (bytes.size() >= 32) {
+      EXPECT_EQ(text.find(bytes.substr(0, 32)), std::string::npos)
+          << where << ": a file's content is in the text block too";
+    }
+  }
 }
 
 std::size_t imagesOf(const Poco::JSON::Object::Ptr& result) {
@@ -174,6 +209,11 @@ TEST_P(NotebookTest, EveryCellReportsWhatItDidAndTheSessionLivesThroughIt) {
     }
     const std::string status = text(report, "status");
     EXPECT_EQ(status, cell.status) << where << ": " << describe(report);
+    if (result) {
+      expectEachFileOnce(result, where);
+      text_sizes_.emplace_back(
+          result->getArray("content")->getObject(0)->getValue<std::string>("text").size(), where);
+    }
     for (const auto& [key, value] : expect) {
       if (key == "result=") {
         EXPECT_EQ(absentOrNull(report, "result") ? "" : text(report, "result"), value) << where;

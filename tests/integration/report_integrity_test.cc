@@ -102,7 +102,7 @@ TEST_F(ReportIntegrityTest, AForkedChildNeverAnswersTheNextRun) {
             "succeeded");
   const auto second = run(session, "time.sleep(4)\nprint('run2')\n");
   EXPECT_EQ(text(second, "status"), "succeeded") << describe(second);
-  EXPECT_EQ(text(second, "stdout"), "run2\n");
+  EXPECT_EQ(stream(second, "stdout"), "run2\n");
   EXPECT_GE(number(second, "duration_seconds"), 3.9);
   close(session);
 }
@@ -156,7 +156,7 @@ if ctypes.CDLL(None).fork() == 0:
 print(len(fds))
 )PY");
   ASSERT_EQ(text(planted, "status"), "succeeded") << describe(planted);
-  EXPECT_NE(text(planted, "stdout"), "0\n") << "the interpreter's socket was not found";
+  EXPECT_NE(stream(planted, "stdout"), "0\n") << "the interpreter's socket was not found";
   const auto next = run(session, "import sys, time\ntime.sleep(3)\nsys.exit(3)\n");
   EXPECT_EQ(text(next, "status"), "failed") << describe(next);
   EXPECT_EQ(integer(next, "exit_code"), 3);
@@ -214,7 +214,7 @@ TEST_F(ReportIntegrityTest, AHostileRecordOnEveryInheritedDescriptorLeavesTheRun
   EXPECT_EQ(text(nested, "status"), "failed") << describe(nested);
   EXPECT_EQ(integer(nested, "exit_code"), 1);
   EXPECT_TRUE(absentOrNull(nested, "exception"));
-  EXPECT_THAT(text(nested, "stderr"), Not(HasSubstr("launcher")));
+  EXPECT_THAT(stream(nested, "stderr"), Not(HasSubstr("launcher")));
 }
 
 TEST_F(ReportIntegrityTest, ASessionsCodeCannotLeavePid1UnableToServeTheNextRun) {
@@ -228,7 +228,7 @@ TEST_F(ReportIntegrityTest, ASessionsCodeCannotLeavePid1UnableToServeTheNextRun)
   file->set("content", "a,b\n");
   files->add(file);
   const auto placed = run(session, "print(open('data/x.csv').read(), end='')\n", 60, "", files);
-  EXPECT_EQ(text(placed, "stdout"), "a,b\n") << describe(placed);
+  EXPECT_EQ(stream(placed, "stdout"), "a,b\n") << describe(placed);
 
   // A directory where a run's file goes: that run is refused, and said so; the session lives.
   ASSERT_EQ(text(run(session, "import os\nos.makedirs('/workspace/data/x.csv/inner')\n"), "status"),
@@ -241,7 +241,7 @@ TEST_F(ReportIntegrityTest, ASessionsCodeCannotLeavePid1UnableToServeTheNextRun)
   EXPECT_THAT(text(refused, "reason"), HasSubstr("Nothing of this run executed"));
   EXPECT_THAT(text(refused, "reason"), HasSubstr("is a directory"));
   EXPECT_TRUE(flag(refused, "session_alive"));
-  EXPECT_EQ(text(refused, "stdout"), "");
+  EXPECT_EQ(stream(refused, "stdout"), "");
 
   // Every process the session's uid may have, taken: PID 1 starts no thread or process for a
   // run, so the next run and its stdin are served.
@@ -261,7 +261,7 @@ TEST_F(ReportIntegrityTest, ASessionsCodeCannotLeavePid1UnableToServeTheNextRun)
   EXPECT_EQ(text(forks, "status"), "succeeded") << describe(forks);
   const auto with_stdin = run(session, "import sys\nprint(sys.stdin.read())\n", 60, "hello");
   EXPECT_EQ(text(with_stdin, "status"), "succeeded") << describe(with_stdin);
-  EXPECT_EQ(text(with_stdin, "stdout"), "hello\n");
+  EXPECT_EQ(stream(with_stdin, "stdout"), "hello\n");
   close(session);
 }
 
@@ -283,7 +283,7 @@ TEST_F(ReportIntegrityTest, AForkBombWithinTheProcessCapLeavesTheProgramRunning)
                         "print('the first process goes on')\n",
                         120, "", nullptr, 2);
   EXPECT_EQ(text(bomb, "status"), "succeeded") << describe(bomb);
-  EXPECT_EQ(text(bomb, "stdout"), "the first process goes on\n");
+  EXPECT_EQ(stream(bomb, "stdout"), "the first process goes on\n");
 }
 
 // Under runc the OOM killer picks a child the session left running; the run that saw it says

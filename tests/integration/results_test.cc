@@ -133,7 +133,7 @@ TEST_F(ResultsTest, OutputPrintedEarlyIsVisibleBeforeTheRunEnds) {
   const bool seen = eventually(
       [&] {
         live = snapshot(*server_, runId("live"));
-        return live->has("stdout") && text(live, "stdout") == "early line\n";
+        return live->has("stdout") && stream(live, "stdout") == "early line\n";
       },
       120s);
   ASSERT_TRUE(seen) << describe(live);
@@ -143,12 +143,12 @@ TEST_F(ResultsTest, OutputPrintedEarlyIsVisibleBeforeTheRunEnds) {
   Object::Ptr arguments = argumentsOf(runId("live"));
   arguments->set("stdout_offset", 6);
   const Object::Ptr from_offset = callToolOk(*server_, "get_result", arguments);
-  EXPECT_EQ(text(from_offset, "stdout"), "line\n");
+  EXPECT_EQ(stream(from_offset, "stdout"), "line\n");
   EXPECT_EQ(integer(from_offset, "stdout_offset"), 6);
 
   const Object::Ptr stopped = callToolOk(*server_, "stop_run", argumentsOf(runId("live")));
   EXPECT_EQ(text(stopped, "status"), "stopped");
-  EXPECT_EQ(text(stopped, "stdout"), "early line\n");
+  EXPECT_EQ(stream(stopped, "stdout"), "early line\n");
 }
 
 TEST_F(ResultsTest, AMatplotlibChartComesBackAsAPngImageBlock) {
@@ -172,13 +172,17 @@ TEST_F(ResultsTest, AMatplotlibChartComesBackAsAPngImageBlock) {
   EXPECT_GT(png.size(), 1000u);
   EXPECT_EQ(static_cast<std::int64_t>(png.size()),
             files->getObject(0)->getValue<std::int64_t>("size"));
+  // Once: the image block holds the bytes, the text block only the listing.
+  const std::string text_block = content->getObject(0)->getValue<std::string>("text");
+  EXPECT_LE(text_block.size(), 1000u) << text_block;
+  EXPECT_EQ(fileContent(result, "plot.png"), png);
 }
 
 TEST_F(ResultsTest, TheScientificStackImportsAndUsageIsReported) {
   const Object::Ptr structured = report("imports");
   ASSERT_EQ(text(structured, "status"), "succeeded")
       << describe(structured) << "\nIs the scientific image built? Run docker/build-image.sh.";
-  EXPECT_THAT(text(structured, "stdout"), StartsWith("ok agg "));
+  EXPECT_THAT(stream(structured, "stdout"), StartsWith("ok agg "));
   ASSERT_TRUE(structured->has("peak_memory_bytes")) << describe(structured);
   ASSERT_TRUE(structured->has("cpu_seconds")) << describe(structured);
   EXPECT_GT(integer(structured, "peak_memory_bytes"), 150'000'000);  // 20 M doubles
@@ -189,17 +193,17 @@ TEST_F(ResultsTest, AnUncaughtValueErrorIsStructured) {
   const Object::Ptr structured = report("exception");
   EXPECT_EQ(text(structured, "status"), "failed") << describe(structured);
   EXPECT_EQ(integer(structured, "exit_code"), 1);
-  EXPECT_EQ(text(structured, "stdout"), "before\n");
+  EXPECT_EQ(stream(structured, "stdout"), "before\n");
   const Object::Ptr exception = structured->getObject("exception");
   ASSERT_TRUE(exception) << describe(structured);
   EXPECT_EQ(exception->getValue<std::string>("type"), "ValueError");
   EXPECT_EQ(exception->getValue<std::string>("message"), "bad input 42");
-  const std::string traceback = exception->getValue<std::string>("traceback");
-  EXPECT_THAT(traceback, StartsWith("Traceback (most recent call last):\n"
-                                    "  File \"/workspace/main.py\", line 5, in <module>\n"));
-  EXPECT_THAT(traceback, HasSubstr("in check"));
-  const std::string stderr_text = text(structured, "stderr");
-  EXPECT_EQ(stderr_text, traceback);
+  // The traceback is stderr, where Python printed it, and not repeated in the exception.
+  EXPECT_FALSE(exception->has("traceback"));
+  const std::string stderr_text = stream(structured, "stderr");
+  EXPECT_THAT(stderr_text, StartsWith("Traceback (most recent call last):\n"
+                                      "  File \"/workspace/main.py\", line 5, in <module>\n"));
+  EXPECT_THAT(stderr_text, HasSubstr("in check"));
   EXPECT_THAT(stderr_text, HasSubstr("ValueError: bad input 42"));
   EXPECT_THAT(stderr_text, Not(HasSubstr("runpy")));
   EXPECT_THAT(stderr_text, Not(HasSubstr("<string>")));
@@ -216,20 +220,21 @@ TEST_F(ResultsTest, ASegfaultStillEndsWithTheSignalNamed) {
 TEST_F(ResultsTest, StdinReachesTheProgram) {
   const Object::Ptr structured = report("stdin");
   EXPECT_EQ(text(structured, "status"), "succeeded") << describe(structured);
-  EXPECT_EQ(text(structured, "stdout"), "11 HELLO\nWORLD\n");
+  EXPECT_EQ(stream(structured, "stdout"), "11 HELLO\nWORLD\n");
 }
 
 TEST_F(ResultsTest, AGigabyteFloodIsCountedExactlyWithoutTheTrailer) {
-  const Object::Ptr structured = report("flood");
+  const Object::Ptr result = finalResult("flood");
+  const Object::Ptr structured = result->getObject("structuredContent");
   EXPECT_EQ(text(structured, "status"), "succeeded") << describe(structured);
   EXPECT_EQ(integer(structured, "stdout_bytes"), std::int64_t{1} << 30);
   EXPECT_TRUE(flag(structured, "stdout_truncated"));
-  EXPECT_THAT(text(structured, "stdout"), Not(HasSubstr("SCS-TRAILER")));
-  EXPECT_EQ(text(structured, "stdout").back(), 'x');
+  EXPECT_THAT(stream(structured, "stdout"), Not(HasSubstr("SCS-TRAILER")));
+  EXPECT_EQ(stream(structured, "stdout").back(), 'x');
   const Array::Ptr files = structured->getArray("files");
   ASSERT_TRUE(files) << describe(structured);
   ASSERT_EQ(files->size(), 1u);
-  EXPECT_EQ(files->getObject(0)->getValue<std::string>("content"), "flooded");
+  EXPECT_EQ(fileContent(result, files->getObject(0)->getValue<std::string>("path")), "flooded");
 }
 
 TEST_F(ResultsTest, ASymlinkInOutIsNotFollowed) {

@@ -70,7 +70,7 @@ TEST_F(SessionIntegrationTest, StateCarriesBetweenRunsAndTheLastExpressionComesB
                          "open('/workspace/out/first.txt', 'w').write('1')\n"
                          "print('set')\n");
   ASSERT_EQ(text(first, "status"), "succeeded") << describe(first);
-  EXPECT_EQ(text(first, "stdout"), "set\n");
+  EXPECT_EQ(stream(first, "stdout"), "set\n");
   EXPECT_TRUE(absentOrNull(first, "result"));
   EXPECT_TRUE(flag(first, "session_alive"));
 
@@ -80,7 +80,7 @@ TEST_F(SessionIntegrationTest, StateCarriesBetweenRunsAndTheLastExpressionComesB
                           "{'x': x + 1}\n");
   ASSERT_EQ(text(second, "status"), "succeeded") << describe(second);
   EXPECT_EQ(text(second, "result"), "{'x': 42}");
-  EXPECT_EQ(text(second, "stdout"), "kept\n");
+  EXPECT_EQ(stream(second, "stdout"), "kept\n");
   // Only what a run wrote under /workspace/out comes back with it.
   ASSERT_TRUE(first->getArray("files"));
   EXPECT_EQ(first->getArray("files")->size(), 1u);
@@ -110,7 +110,7 @@ TEST_F(SessionIntegrationTest, ATimeoutInterruptsTheCodeAndTheSessionLivesOn) {
   const auto timed_out = run(session, "import time\nwhile True:\n    time.sleep(0.05)\n", 2);
   EXPECT_EQ(text(timed_out, "status"), "timed_out") << describe(timed_out);
   EXPECT_THAT(text(timed_out, "reason"), HasSubstr("interrupted (KeyboardInterrupt)"));
-  EXPECT_THAT(text(timed_out, "stderr"), HasSubstr("KeyboardInterrupt"));
+  EXPECT_THAT(stream(timed_out, "stderr"), HasSubstr("KeyboardInterrupt"));
   EXPECT_TRUE(flag(timed_out, "session_alive"));
   EXPECT_EQ(text(run(session, "x\n"), "result"), "'still here'");
   close(session);

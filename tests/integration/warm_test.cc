@@ -95,8 +95,8 @@ TEST(WarmInterpreterTest, TheProgramSeesTheSameWorldAsInAFreshSandboxButForItsMo
   ASSERT_THAT(warm->stderrText(), HasSubstr("in prepared sandbox"));
   const auto fresh_report = awaitFinal(*fresh, startRun(*fresh, {kProbe, Limits{}, nullptr}));
 
-  std::map<std::string, std::string> in_warm = linesOf(text(warm_report, "stdout"));
-  std::map<std::string, std::string> in_fresh = linesOf(text(fresh_report, "stdout"));
+  std::map<std::string, std::string> in_warm = linesOf(stream(warm_report, "stdout"));
+  std::map<std::string, std::string> in_fresh = linesOf(stream(fresh_report, "stdout"));
   EXPECT_EQ(in_warm["modules"], "(True, True, True)") << describe(warm_report);
   EXPECT_EQ(in_warm["frozen"], "True");
   // --warm-modules applies to prepared sandboxes only: a fresh one imports nothing ahead.

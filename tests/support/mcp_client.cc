@@ -18,6 +18,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "support/base64.h"
+
 namespace scs::testing {
 
 struct McpProcess::Impl {
@@ -237,6 +239,46 @@ Poco::JSON::Object::Ptr object(
     result->set(key, value);
   }
   return result;
+}
+
+namespace {
+
+std::vector<Poco::JSON::Object::Ptr> fileBlocks(const Poco::JSON::Object::Ptr& result,
+                                                const std::string& path) {
+  std::vector<Poco::JSON::Object::Ptr> found;
+  const Poco::JSON::Array::Ptr content = result->getArray("content");
+  for (std::size_t i = 0; content && i < content->size(); ++i) {
+    const Poco::JSON::Object::Ptr block = content->getObject(i);
+    const Poco::JSON::Object::Ptr meta = block ? block->getObject("_meta") : nullptr;
+    if (meta && meta->has("io.scs/path") && meta->getValue<std::string>("io.scs/path") == path) {
+      found.push_back(block);
+    }
+  }
+  return found;
+}
+
+}  // namespace
+
+std::optional<std::string> fileContent(const Poco::JSON::Object::Ptr& result,
+                                       const std::string& path) {
+  const auto blocks = fileBlocks(result, path);
+  if (blocks.empty()) {
+    return std::nullopt;
+  }
+  const Poco::JSON::Object::Ptr& block = blocks.front();
+  if (block->getValue<std::string>("type") == "image") {
+    return base64Decode(block->getValue<std::string>("data"));
+  }
+  const Poco::JSON::Object::Ptr resource = block->getObject("resource");
+  if (!resource) {
+    return std::nullopt;
+  }
+  return resource->has("text") ? resource->getValue<std::string>("text")
+                               : base64Decode(resource->getValue<std::string>("blob"));
+}
+
+std::size_t fileBlockCount(const Poco::JSON::Object::Ptr& result, const std::string& path) {
+  return fileBlocks(result, path).size();
 }
 
 std::string toolText(const Poco::JSON::Object::Ptr& result) {

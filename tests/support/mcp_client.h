@@ -70,6 +70,15 @@ Poco::JSON::Object::Ptr object(
 // The text of a CallToolResult's first content item.
 std::string toolText(const Poco::JSON::Object::Ptr& result);
 
+// The bytes of the file at `path` (relative to /workspace/out) from a CallToolResult's content
+// blocks, decoded: its image block or embedded resource, found by _meta["io.scs/path"];
+// nullopt when no block carries it. Where a report's file content is, since issue 24.
+std::optional<std::string> fileContent(const Poco::JSON::Object::Ptr& result,
+                                       const std::string& path);
+
+// How many content blocks carry the file at `path` (it must be exactly one).
+std::size_t fileBlockCount(const Poco::JSON::Object::Ptr& result, const std::string& path);
+
 // tools/call of `tool` that must not be an error (a test failure otherwise); its
 // structuredContent.
 Poco::JSON::Object::Ptr callOk(McpProcess& process, const std::string& tool,

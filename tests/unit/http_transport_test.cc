@@ -269,12 +269,18 @@ class HttpTransportTest : public ::testing::Test {
            R"(","arguments":)" + arguments + extra + "}}";
   }
 
-  void expectRefused(const Answer& answer, int status, const std::string& text) {
+  // `id`: the id the error must answer, when the request's id could be read (-1: null).
+  void expectRefused(const Answer& answer, int status, const std::string& text, int id = -1) {
     EXPECT_EQ(answer.status, status) << answer.body;
     EXPECT_EQ(answer.header("content-type"), "application/json");
     const Object::Ptr error = answer.json()->getObject("error");
     ASSERT_FALSE(error.isNull()) << answer.body;
     EXPECT_THAT(error->getValue<std::string>("message"), HasSubstr(text));
+    if (id >= 0) {
+      EXPECT_EQ(answer.json()->getValue<int>("id"), id) << answer.body;
+    } else {
+      EXPECT_TRUE(answer.json()->isNull("id")) << answer.body;
+    }
   }
 
   void expectServing() {
@@ -301,9 +307,10 @@ TEST_F(HttpTransportTest, InitializeOpensASessionThatEveryLaterMessageNeeds) {
   EXPECT_THAT(session, MatchesRegex("[0-9a-f]{32}"));
   EXPECT_NE(openSession(), session);
 
-  expectRefused(send("POST", kPing), 400, "Mcp-Session-Id header is missing");
+  // A request whose id could be read gets its refusal answered to that id.
+  expectRefused(send("POST", kPing), 400, "Mcp-Session-Id header is missing", 1);
   expectRefused(send("POST", kPing, {{"Mcp-Session-Id", std::string(32, 'a')}}), 404,
-                "unknown or expired session");
+                "unknown or expired session", 1);
   const Answer pong = send("POST", kPing, {{"Mcp-Session-Id", session}});
   EXPECT_EQ(pong.status, 200);
   EXPECT_EQ(pong.header("mcp-session-id"), "");
@@ -319,7 +326,7 @@ TEST_F(HttpTransportTest, DeleteEndsASession) {
   const Answer ended = send("DELETE", "", {{"Mcp-Session-Id", session}});
   EXPECT_EQ(ended.status, 204);
   EXPECT_EQ(ended.header("content-length"), "");
-  expectRefused(send("POST", kPing, as(session)), 404, "unknown or expired session");
+  expectRefused(send("POST", kPing, as(session)), 404, "unknown or expired session", 1);
   expectRefused(send("DELETE", "", {{"Mcp-Session-Id", session}}), 404, "unknown or expired");
   expectRefused(send("DELETE", "", {}), 400, "Mcp-Session-Id header is missing");
 }
@@ -335,7 +342,7 @@ TEST_F(HttpTransportTest, TheProtocolVersionHeaderIsChecked) {
   }
   expectRefused(
       send("POST", kPing, {{"Mcp-Session-Id", session}, {"MCP-Protocol-Version", "2099-01-01"}}),
-      400, "unsupported MCP-Protocol-Version '2099-01-01'; supported: 2025-11-25, 2025-06-18");
+      400, "unsupported MCP-Protocol-Version '2099-01-01'; supported: 2025-11-25, 2025-06-18", 1);
 }
 
 TEST_F(HttpTransportTest, WithTokensEveryRequestNeedsAValidBearerToken) {
@@ -358,7 +365,7 @@ TEST_F(HttpTransportTest, WithTokensEveryRequestNeedsAValidBearerToken) {
   expectRefused(send("POST", kPing, {{"Mcp-Session-Id", session}}), 401, "Bearer");
   EXPECT_EQ(send("POST", kPing, as(session, kAliceToken)).status, 200);
   // A session belongs to the tenant that opened it.
-  expectRefused(send("POST", kPing, as(session, kBobToken)), 404, "unknown or expired session");
+  expectRefused(send("POST", kPing, as(session, kBobToken)), 404, "unknown or expired session", 1);
 }
 
 TEST_F(HttpTransportTest, ARunIsUnknownToAnotherTenant) {

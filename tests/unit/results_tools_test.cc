@@ -7,10 +7,12 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -115,12 +117,19 @@ TEST_F(ResultsToolsTest, AnUncaughtExceptionIsReportedAndTheTrailerIsNotOutput) 
   EXPECT_EQ(report->getValue<std::string>("status"), "failed");
   EXPECT_EQ(report->getValue<int>("exit_code"), 1);
   EXPECT_EQ(report->getValue<std::string>("stdout"), "before\n");
-  EXPECT_EQ(report->getValue<int>("stdout_bytes"), 7);
+  EXPECT_FALSE(report->has("stdout_bytes"));  // the whole stream: its count says nothing more
   const Object::Ptr exception = report->getObject("exception");
   ASSERT_TRUE(exception) << compact(report);
   EXPECT_EQ(exception->getValue<std::string>("type"), "ValueError");
   EXPECT_EQ(exception->getValue<std::string>("message"), "bad value");
-  EXPECT_THAT(exception->getValue<std::string>("traceback"), HasSubstr("ValueError: bad value"));
+  // The traceback is on stderr, where Python printed it; the report does not repeat it unless
+  // asked for every field.
+  EXPECT_THAT(report->getValue<std::string>("stderr"), HasSubstr("ValueError: bad value"));
+  EXPECT_FALSE(exception->has("traceback"));
+  const Object::Ptr full =
+      structured("get_result", call("get_result", R"({"run_id":")" + id + R"(","verbose":true})"));
+  EXPECT_THAT(full->getObject("exception")->getValue<std::string>("traceback"),
+              HasSubstr("ValueError: bad value"));
   EXPECT_FALSE(report->has("files"));
   EXPECT_EQ(result->getArray("content")->size(), 1u);
 }
@@ -134,48 +143,106 @@ TEST_F(ResultsToolsTest, UsageReachesTheReport) {
   EXPECT_FALSE(report->has("exception"));
 }
 
-TEST_F(ResultsToolsTest, FilesComeBackAsTextOrBase64AndImagesAsImageBlocks) {
+TEST_F(ResultsToolsTest, EachFileComesOnceAsAnImageOrAResourceListedWithoutItsBytes) {
   const std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\"/>";
   const std::string id =
       start(R"({"code":"#fake:outfile=notes.txt:h\\xc3\\xa9llo\n)"
             R"(#fake:outfile=plot.png:\\x89PNG\\r\\n\\x1a\\n\\x00\\x01\\xfe\n)"
             R"(#fake:outfile=sub/chart.svg:<svg\\sxmlns=\"http://www.w3.org/2000/svg\"/>\n)"
-            R"(#fake:outfile=fake.png:hello"})");
+            R"(#fake:outfile=fake.png:hello\n)"
+            R"(#fake:outfile=data.bin:\\xff\\xfe"})");
   const Object::Ptr result = finalResult(id);
   const Object::Ptr report = structured("get_result", result);
   EXPECT_EQ(report->getValue<std::string>("status"), "succeeded");
   const Array::Ptr files = report->getArray("files");
   ASSERT_TRUE(files) << compact(report);
-  ASSERT_EQ(files->size(), 4u);
+  ASSERT_EQ(files->size(), 5u);
+  // Listed by path, size, media type and digest; the bytes are in the content blocks only.
   const Object::Ptr notes = files->getObject(0);
   EXPECT_EQ(notes->getValue<std::string>("path"), "notes.txt");
   EXPECT_EQ(notes->getValue<int>("size"), 6);
-  EXPECT_EQ(notes->getValue<std::string>("encoding"), "utf-8");
-  EXPECT_EQ(notes->getValue<std::string>("content"), "h\xC3\xA9llo");
   EXPECT_EQ(notes->getValue<std::string>("mime_type"), "text/plain");
+  EXPECT_EQ(notes->getValue<std::string>("sha256"),
+            "3c48591d8d098a4538f5e013dfcf406e948eac4d3277b10bf614e295d6068179");
+  EXPECT_FALSE(notes->has("content"));
   EXPECT_EQ(files->getObject(1)->getValue<std::string>("path"), "plot.png");
-  EXPECT_EQ(files->getObject(1)->getValue<std::string>("encoding"), "base64");
-  EXPECT_EQ(files->getObject(1)->getValue<std::string>("content"), kPngBase64);
   EXPECT_EQ(files->getObject(1)->getValue<int>("size"), 11);
   EXPECT_EQ(files->getObject(1)->getValue<std::string>("mime_type"), "image/png");
-  EXPECT_EQ(files->getObject(2)->getValue<std::string>("encoding"), "utf-8");
-  EXPECT_EQ(files->getObject(2)->getValue<std::string>("content"), svg);
   EXPECT_EQ(files->getObject(2)->getValue<std::string>("mime_type"), "image/svg+xml");
   EXPECT_EQ(files->getObject(3)->getValue<std::string>("mime_type"), "application/octet-stream");
-  EXPECT_FALSE(report->getValue<bool>("files_truncated"));
+  EXPECT_FALSE(report->has("files_truncated"));
+  // Nothing of a file's content is in the text block.
+  const std::string text = result->getArray("content")->getObject(0)->getValue<std::string>("text");
+  EXPECT_THAT(text, Not(HasSubstr(kPngBase64)));
+  EXPECT_THAT(text, Not(HasSubstr("svg xmlns")));
 
-  // Text first, then one image block per raster image, in file order. The SVG, which the
-  // program wrote and which can carry script, is a file only.
+  // Text first, then one block per file in file order: an image block for the raster image,
+  // an embedded resource for every other file. The SVG, which the program wrote and which can
+  // carry script, is never an image block.
   const Array::Ptr content = result->getArray("content");
-  ASSERT_EQ(content->size(), 2u) << compact(result);
-  const Object::Ptr png = content->getObject(1);
+  ASSERT_EQ(content->size(), 6u) << compact(result);
+  const auto path = [&](std::size_t i) {
+    return content->getObject(i)->getObject("_meta")->getValue<std::string>("io.scs/path");
+  };
+  const Object::Ptr text_file = content->getObject(1);
+  EXPECT_EQ(path(1), "notes.txt");
+  EXPECT_EQ(text_file->getValue<std::string>("type"), "resource");
+  EXPECT_EQ(text_file->getObject("resource")->getValue<std::string>("text"), "h\xC3\xA9llo");
+  EXPECT_EQ(text_file->getObject("resource")->getValue<std::string>("uri"),
+            "scs://runs/" + id + "/out/notes.txt");
+  EXPECT_FALSE(text_file->has("annotations"));
+  const Object::Ptr png = content->getObject(2);
+  EXPECT_EQ(path(2), "plot.png");
   EXPECT_EQ(png->getValue<std::string>("type"), "image");
   EXPECT_EQ(png->getValue<std::string>("mimeType"), "image/png");
   EXPECT_EQ(base64Decode(png->getValue<std::string>("data")), kPngBytes);
+  const Object::Ptr chart = content->getObject(3);
+  EXPECT_EQ(path(3), "sub/chart.svg");
+  EXPECT_EQ(chart->getValue<std::string>("type"), "resource");
+  EXPECT_EQ(chart->getObject("resource")->getValue<std::string>("text"), svg);
+  EXPECT_EQ(chart->getObject("resource")->getValue<std::string>("mimeType"), "image/svg+xml");
+  EXPECT_EQ(compact(chart->getObject("annotations")), R"({"audience":["user"]})");
+  // Named .png but not one: a file, never an image block.
+  const Object::Ptr fake = content->getObject(4);
+  EXPECT_EQ(path(4), "fake.png");
+  EXPECT_EQ(fake->getValue<std::string>("type"), "resource");
+  EXPECT_EQ(fake->getObject("resource")->getValue<std::string>("text"), "hello");
+  const Object::Ptr binary = content->getObject(5);
+  EXPECT_EQ(path(5), "data.bin");
+  EXPECT_EQ(base64Decode(binary->getObject("resource")->getValue<std::string>("blob")), "\xff\xfe");
+  EXPECT_EQ(compact(binary->getObject("annotations")), R"({"audience":["user"]})");
 
   // stop_run on the finished run answers the same way.
   const Object::Ptr stopped = call("stop_run", R"({"run_id":")" + id + R"("})");
-  EXPECT_EQ(stopped->getArray("content")->size(), 2u);
+  EXPECT_EQ(stopped->getArray("content")->size(), 6u);
+}
+
+// Issue 24's target: a report with one 200 KB PNG hands a model a text block of at most 1,000
+// characters, and the whole result is at most 1.4 times the PNG's base64: the bytes once.
+TEST_F(ResultsToolsTest, APlotIsHandedOverOnceInFewCharacters) {
+  std::string png("\x89PNG\r\n\x1a\n", 8);
+  std::mt19937 random(7);
+  while (png.size() < 200 * 1024) {
+    png.push_back(static_cast<char>(random() & 0xff));
+  }
+  std::string code = "#fake:outfile=plot.png:";
+  for (const unsigned char byte : png) {
+    char escape[8];
+    std::snprintf(escape, sizeof escape, "\\\\x%02x", byte);
+    code += escape;
+  }
+  const std::string id = start(R"({"code":")" + code + R"("})");
+  const Object::Ptr result = finalResult(id);
+  const Object::Ptr report = structured("get_result", result);
+  ASSERT_EQ(report->getArray("files")->size(), 1u) << compact(report);
+  const std::string text = result->getArray("content")->getObject(0)->getValue<std::string>("text");
+  const std::size_t base64_size = (png.size() + 2) / 3 * 4;
+  EXPECT_LE(text.size(), 1000u) << text;
+  EXPECT_LE(static_cast<double>(compact(result).size()), 1.4 * static_cast<double>(base64_size))
+      << compact(result).size() << " characters for " << base64_size << " of base64";
+  EXPECT_EQ(result->getArray("content")->size(), 2u);
+  EXPECT_EQ(base64Decode(result->getArray("content")->getObject(1)->getValue<std::string>("data")),
+            png);
 }
 
 TEST_F(ResultsToolsTest, AMalformedTrailerIsIgnoredAndStillStrippedFromStdout) {
@@ -266,9 +333,8 @@ TEST_F(ResultsToolsTest, BadOffsetsAreToolErrors) {
 TEST_F(ResultsToolsTest, ToolsListTeachesTheResultsFeatures) {
   const Object::Ptr start_tool = toolDefinition("start_run");
   const std::string start_text = compact(start_tool);
-  for (const char* needle :
-       {"/workspace/out", "image", "exception", "stdin", "numpy", "pandas", "scipy", "matplotlib",
-        "sympy", "default image includes", "import sys; sys.path.insert(0, "}) {
+  for (const char* needle : {"/workspace/out", "stdin", "numpy", "pandas", "scipy", "matplotlib",
+                             "sympy", "minimal image", "sys.path.insert(0, "}) {
     EXPECT_THAT(start_text, HasSubstr(needle));
   }
   const Object::Ptr start_input = start_tool->getObject("inputSchema")->getObject("properties");
@@ -277,7 +343,7 @@ TEST_F(ResultsToolsTest, ToolsListTeachesTheResultsFeatures) {
   const Object::Ptr get_tool = toolDefinition("get_result");
   const std::string get_text = compact(get_tool);
   for (const char* needle : {"stdout_offset", "stderr_offset", "running", "peak_memory_bytes",
-                             "cpu_seconds", "exception", "files", "/workspace/out"}) {
+                             "cpu_seconds", "exception", "files", "verbose", "sandbox_error"}) {
     EXPECT_THAT(get_text, HasSubstr(needle));
   }
   const Object::Ptr get_input = get_tool->getObject("inputSchema")->getObject("properties");
@@ -290,6 +356,8 @@ TEST_F(ResultsToolsTest, ToolsListTeachesTheResultsFeatures) {
     EXPECT_TRUE(output->has(key)) << key;
   }
   EXPECT_THAT(compact(output->getObject("files")), HasSubstr("mime_type"));
+  EXPECT_THAT(compact(output->getObject("files")), HasSubstr("sha256"));
+  EXPECT_THAT(compact(output->getObject("files")), Not(HasSubstr("content")));
   EXPECT_THAT(start_text, Not(HasSubstr("standard library only. There")));
 }
 
@@ -326,13 +394,13 @@ TEST_F(SessionToolsTest, ASessionFromOpenToClose) {
   EXPECT_FALSE(opened->getValue<std::string>("expires_at").empty());
 
   const std::string in_session = R"(,"session_id":")" + id + R"(","wait_seconds":20})";
-  EXPECT_EQ(structured("start_run", call("start_run", R"({"code":"#fake:set=df=frame")" +
-                                                           in_session))
-                ->getValue<std::string>("status"),
-            "succeeded");
+  EXPECT_EQ(
+      structured("start_run", call("start_run", R"({"code":"#fake:set=df=frame")" + in_session))
+          ->getValue<std::string>("status"),
+      "succeeded");
   const Object::Ptr second = structured(
-      "start_run", call("start_run", R"({"code":"#fake:get=df","limits":{"timeout_seconds":5})" +
-                                         in_session));
+      "start_run",
+      call("start_run", R"({"code":"#fake:get=df","limits":{"timeout_seconds":5})" + in_session));
   EXPECT_EQ(second->getValue<std::string>("result"), "frame");
   EXPECT_EQ(second->getValue<std::string>("session_id"), id);
   EXPECT_TRUE(second->getValue<bool>("session_alive"));
@@ -350,8 +418,7 @@ TEST_F(SessionToolsTest, ASessionFromOpenToClose) {
       structured("close_session", call("close_session", R"({"session_id":")" + id + R"("})"));
   EXPECT_EQ(closed->getValue<std::string>("status"), "ended");
   EXPECT_EQ(closed->getValue<std::string>("reason"), "it was closed by close_session");
-  EXPECT_THAT(errorText(call("start_run", R"({"code":"x")" + in_session)),
-              HasSubstr("has ended"));
+  EXPECT_THAT(errorText(call("start_run", R"({"code":"x")" + in_session)), HasSubstr("has ended"));
   EXPECT_THAT(errorText(call("close_session", R"({"session_id":"nope"})")),
               HasSubstr("Unknown session_id"));
   EXPECT_THAT(errorText(call("start_run", R"({"code":"x","session_id":"nope"})")),

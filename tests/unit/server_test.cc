@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -279,8 +280,8 @@ TEST_F(ServerTest, ToolsListDescribesFiveToolsForAModel) {
     // What the tool is for and the workflow, in a few short lines: details are in the
     // parameters, so that a form (the Inspector) stays in view.
     const std::string description = tool->getValue<std::string>("description");
-    EXPECT_GT(description.size(), 100u);
-    EXPECT_LE(description.size(), 700u);
+    EXPECT_GT(description.size(), 70u);
+    EXPECT_LE(description.size(), 500u);
     const Object::Ptr input = tool->getObject("inputSchema");
     EXPECT_EQ(input->getValue<std::string>("type"), "object");
     EXPECT_FALSE(input->getValue<bool>("additionalProperties"));
@@ -308,14 +309,14 @@ TEST_F(ServerTest, ToolsListDescribesFiveToolsForAModel) {
   EXPECT_THAT(names,
               ElementsAre("start_run", "get_result", "stop_run", "open_session", "close_session"));
 
+  // Only the hints that differ from the specification's defaults (readOnlyHint false,
+  // destructiveHint true, idempotentHint false, openWorldHint true).
   EXPECT_EQ(compact(tools->getObject(0)->getObject("annotations")),
-            R"({"readOnlyHint":false,"destructiveHint":false,"idempotentHint":false,)"
-            R"("openWorldHint":false})");
+            R"({"destructiveHint":false,"openWorldHint":false})");
   EXPECT_EQ(compact(tools->getObject(1)->getObject("annotations")),
             R"({"readOnlyHint":true,"idempotentHint":true,"openWorldHint":false})");
   EXPECT_EQ(compact(tools->getObject(2)->getObject("annotations")),
-            R"({"readOnlyHint":false,"destructiveHint":true,"idempotentHint":true,)"
-            R"("openWorldHint":false})");
+            R"({"idempotentHint":true,"openWorldHint":false})");
 
   const Object::Ptr start_input = tools->getObject(0)->getObject("inputSchema");
   EXPECT_THAT(stringsOf(start_input->get("required")), ElementsAre("code"));
@@ -344,6 +345,40 @@ TEST_F(ServerTest, ToolsListDescribesFiveToolsForAModel) {
   for (const std::string fact : {"succeeded", "failed", "timed_out", "out_of_memory", "stopped",
                                  "sandbox_error", "head and tail", "1 hour"}) {
     EXPECT_THAT(get, HasSubstr(fact));
+  }
+}
+
+// What a model is handed before it calls anything: the whole tools/list, compact, within
+// 12 KiB (issue 24), and instructions that name only tools the server lists, and all of them.
+TEST_F(ServerTest, ToolsListAndInstructionsAreSmallAndTrue) {
+  const Object::Ptr listed = request("tools/list", "{}")->getObject("result");
+  EXPECT_LE(compact(listed).size(), 12u * 1024) << compact(listed).size();
+  std::set<std::string> listed_names;
+  const Array::Ptr tools = listed->getArray("tools");
+  for (std::size_t i = 0; i < tools->size(); ++i) {
+    listed_names.insert(tools->getObject(i)->getValue<std::string>("name"));
+  }
+  const std::string instructions =
+      request("initialize", R"({"protocolVersion":"2025-11-25","capabilities":{},)"
+                            R"("clientInfo":{"name":"t","version":"1"}})")
+          ->getObject("result")
+          ->getValue<std::string>("instructions");
+  std::set<std::string> named;
+  const std::regex tool_name(R"(\b([a-z]+_[a-z_]+)\b)");
+  for (auto it = std::sregex_iterator(instructions.begin(), instructions.end(), tool_name);
+       it != std::sregex_iterator(); ++it) {
+    const std::string word = (*it)[1];
+    if (word != "wait_seconds" && word != "run_id" && word != "session_id" && word != "timed_out" &&
+        word != "out_of_memory" && word != "sandbox_error") {
+      named.insert(word);
+    }
+  }
+  EXPECT_EQ(named, listed_names) << instructions;
+  for (const char* stale : {"standard library only", "returns a run_id at once"}) {
+    EXPECT_THAT(instructions, Not(HasSubstr(stale)));
+  }
+  for (const char* fact : {"wait_seconds", "open_session", "/workspace/out", "without network"}) {
+    EXPECT_THAT(instructions, HasSubstr(fact));
   }
 }
 
@@ -377,29 +412,46 @@ TEST_F(ServerTest, StartPollAndStopARun) {
   const std::string run_id = started->getValue<std::string>("run_id");
   EXPECT_FALSE(run_id.empty());
   EXPECT_THAT(started->getValue<std::string>("status"), ::testing::AnyOf("queued", "running"));
-  EXPECT_EQ(compact(started->getObject("limits")),
-            R"({"memory_gb":5,"timeout_seconds":600,"cpus":2,"processes":256})");
+  EXPECT_FALSE(started->has("limits"));  // the defaults
 
-  const Object::Ptr report = structured(
-      "get_result", callTool("get_result", R"({"run_id":")" + run_id + R"(","wait_seconds":20})"));
+  const Object::Ptr final_result =
+      callTool("get_result", R"({"run_id":")" + run_id + R"(","wait_seconds":20})");
+  const Object::Ptr report = structured("get_result", final_result);
   EXPECT_EQ(report->getValue<std::string>("run_id"), run_id);
   EXPECT_EQ(report->getValue<std::string>("status"), "succeeded");
   EXPECT_EQ(report->getValue<int>("exit_code"), 0);
   EXPECT_FALSE(report->has("signal"));
   EXPECT_FALSE(report->getValue<std::string>("reason").empty());
   EXPECT_EQ(report->getValue<std::string>("stdout"), "hi\n");
-  EXPECT_EQ(report->getValue<std::string>("stderr"), "");
-  EXPECT_EQ(report->getValue<int>("stdout_bytes"), 3);
-  EXPECT_EQ(report->getValue<int>("stderr_bytes"), 0);
-  EXPECT_FALSE(report->getValue<bool>("stdout_truncated"));
-  EXPECT_FALSE(report->getValue<bool>("stderr_truncated"));
   EXPECT_GE(report->getValue<double>("duration_seconds"), 0);
-  EXPECT_GE(report->getValue<double>("queued_seconds"), 0);
-  const std::regex rfc3339(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)");
-  EXPECT_TRUE(std::regex_match(report->getValue<std::string>("started_at"), rfc3339));
-  EXPECT_TRUE(std::regex_match(report->getValue<std::string>("finished_at"), rfc3339));
   EXPECT_EQ(report->getValue<std::int64_t>("peak_memory_bytes"), 1 << 20);
   EXPECT_FALSE(report->has("queue_position"));
+  // What tells nothing is left out of the compact report: an empty stream, whole streams'
+  // counts and false flags, the default limits and the timestamps.
+  for (const char* absent : {"stderr", "stdout_bytes", "stderr_bytes", "stdout_truncated",
+                             "stderr_truncated", "limits", "started_at", "finished_at"}) {
+    EXPECT_FALSE(report->has(absent)) << absent;
+  }
+  // A trivial report in few characters (issue 24: at most 250).
+  EXPECT_LE(final_result->getArray("content")->getObject(0)->getValue<std::string>("text").size(),
+            250u);
+
+  // verbose: every field.
+  const Object::Ptr full = structured(
+      "get_result", callTool("get_result", R"({"run_id":")" + run_id + R"(","verbose":true})"));
+  EXPECT_EQ(full->getValue<std::string>("stderr"), "");
+  EXPECT_EQ(full->getValue<int>("stdout_bytes"), 3);
+  EXPECT_EQ(full->getValue<int>("stderr_bytes"), 0);
+  EXPECT_FALSE(full->getValue<bool>("stdout_truncated"));
+  EXPECT_FALSE(full->getValue<bool>("stderr_truncated"));
+  EXPECT_GE(full->getValue<double>("queued_seconds"), 0);
+  EXPECT_EQ(compact(full->getObject("limits")),
+            R"({"memory_gb":5,"timeout_seconds":600,"cpus":2,"processes":256})");
+  const std::regex rfc3339(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)");
+  EXPECT_TRUE(std::regex_match(full->getValue<std::string>("started_at"), rfc3339));
+  EXPECT_TRUE(std::regex_match(full->getValue<std::string>("finished_at"), rfc3339));
+  EXPECT_THAT(toolError(callTool("get_result", R"({"run_id":")" + run_id + R"(","verbose":1})")),
+              HasSubstr("verbose"));
 
   // Stopping a finished run changes nothing.
   const Object::Ptr stopped =
@@ -413,8 +465,9 @@ TEST_F(ServerTest, StoppingARunningRunReportsStopped) {
   const Object::Ptr polled =
       structured("get_result", callTool("get_result", R"({"run_id":")" + run_id + R"("})"));
   EXPECT_THAT(polled->getValue<std::string>("status"), ::testing::AnyOf("queued", "running"));
-  // A running run shows its output so far (issue 7); a queued one has none.
-  EXPECT_EQ(polled->has("stdout"), polled->getValue<std::string>("status") == "running");
+  // A running run shows its output so far (issue 7), here none yet, and its byte counts, the
+  // offsets to ask from next; a queued one has neither.
+  EXPECT_EQ(polled->has("stdout_bytes"), polled->getValue<std::string>("status") == "running");
 
   const Object::Ptr stopped =
       structured("stop_run", callTool("stop_run", R"({"run_id":")" + run_id + R"("})"));

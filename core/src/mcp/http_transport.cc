@@ -829,12 +829,13 @@ void HttpTransport::Impl::post(HTTPServerRequest& request, Reply& reply,
     if (!request.has(kSessionHeader)) {
       reply.json(HTTPResponse::HTTP_BAD_REQUEST,
                  Server::refusal("the Mcp-Session-Id header is missing; send initialize first "
-                                 "and then the session id it returned."));
+                                 "and then the session id it returned.",
+                                 &message));
       return;
     }
     if (!sessions_.touch(request.get(kSessionHeader), tenant)) {
       reply.json(HTTPResponse::HTTP_NOT_FOUND,
-                 Server::refusal("unknown or expired session; send initialize again."));
+                 Server::refusal("unknown or expired session; send initialize again.", &message));
       return;
     }
     const std::string version = request.get(kVersionHeader, "");
@@ -845,7 +846,8 @@ void HttpTransport::Impl::post(HTTPServerRequest& request, Reply& reply,
       }
       reply.json(HTTPResponse::HTTP_BAD_REQUEST,
                  Server::refusal("unsupported MCP-Protocol-Version '" + version +
-                                 "'; supported: " + supported + "."));
+                                     "'; supported: " + supported + ".",
+                                 &message));
       return;
     }
   }

@@ -1,7 +1,10 @@
 #include "mcp/report_json.h"
 
 #include <Poco/DateTimeFormatter.h>
+#include <Poco/DigestEngine.h>
+#include <Poco/SHA2Engine.h>
 #include <Poco/Timestamp.h>
+#include <Poco/URI.h>
 
 #include <cmath>
 #include <cstdint>
@@ -27,25 +30,54 @@ Var timestampOrNull(const std::optional<std::chrono::system_clock::time_point>& 
   return time ? Var(formatTimestamp(*time)) : Var();
 }
 
-void setOutput(Object& object, const runs::RunSnapshot& snapshot, bool with_offsets) {
-  object.set("stdout", runs::toValidUtf8(snapshot.stdout_output.text));
-  object.set("stderr", runs::toValidUtf8(snapshot.stderr_output.text));
-  object.set("stdout_bytes", snapshot.stdout_output.bytes);
-  object.set("stderr_bytes", snapshot.stderr_output.bytes);
-  object.set("stdout_truncated", snapshot.stdout_output.truncated);
-  object.set("stderr_truncated", snapshot.stderr_output.truncated);
-  if (with_offsets) {
-    object.set("stdout_offset", snapshot.stdout_output.offset);
-    object.set("stderr_offset", snapshot.stderr_output.offset);
+bool sameLimits(const policy::Limits& a, const policy::Limits& b) {
+  return a.memory_gb == b.memory_gb && a.timeout_seconds == b.timeout_seconds && a.cpus == b.cpus &&
+         a.processes == b.processes;
+}
+
+void setStream(Object& object, const std::string& name, const runs::CapturedOutput& stream,
+               bool running, const ReportOptions& options) {
+  // Asked from an offset, an empty text says that nothing is new.
+  if (options.verbose || options.with_offsets || !stream.text.empty()) {
+    object.set(name, runs::toValidUtf8(stream.text));
+  }
+  // The count tells the agent something while a run runs (the next offset), when the text is
+  // only a part, or when it asked for offsets.
+  if (options.verbose || running || stream.truncated || options.with_offsets) {
+    object.set(name + "_bytes", stream.bytes);
+  }
+  if (options.with_offsets) {
+    object.set(name + "_offset", stream.offset);
+  }
+  if (options.verbose || stream.truncated) {
+    object.set(name + "_truncated", stream.truncated);
   }
 }
 
-void setResults(Object& object, const runs::RunResults& results) {
+void setOutput(Object& object, const runs::RunSnapshot& snapshot, const ReportOptions& options) {
+  const bool running = snapshot.status == policy::RunStatus::kRunning;
+  setStream(object, "stdout", snapshot.stdout_output, running, options);
+  setStream(object, "stderr", snapshot.stderr_output, running, options);
+}
+
+std::string sha256Hex(const std::string& bytes) {
+  Poco::SHA2Engine engine(Poco::SHA2Engine::SHA_256);
+  engine.update(bytes);
+  return Poco::DigestEngine::digestToHex(engine.digest());
+}
+
+void setResults(Object& object, const runs::RunSnapshot& snapshot, const ReportOptions& options) {
+  const runs::RunResults& results = snapshot.results;
   if (results.exception) {
     Object::Ptr exception = newObject();
     exception->set("type", runs::toValidUtf8(results.exception->type));
     exception->set("message", runs::toValidUtf8(results.exception->message));
-    exception->set("traceback", runs::toValidUtf8(results.exception->traceback));
+    // Python prints the traceback to stderr too; a second copy only costs the agent tokens.
+    const std::string traceback = runs::toValidUtf8(results.exception->traceback);
+    const std::string stderr_text = runs::toValidUtf8(snapshot.stderr_output.text);
+    if (options.verbose || stderr_text.find(traceback) == std::string::npos) {
+      exception->set("traceback", traceback);
+    }
     object.set("exception", exception);
   }
   if (results.files.empty() && !results.files_truncated) {
@@ -56,17 +88,29 @@ void setResults(Object& object, const runs::RunResults& results) {
     Object::Ptr entry = newObject();
     entry->set("path", runs::toValidUtf8(file.path));
     entry->set("size", static_cast<std::uint64_t>(file.content.size()));
-    const bool text = runs::toValidUtf8(file.content) == file.content;
-    entry->set("encoding", text ? "utf-8" : "base64");
-    entry->set("content", text ? file.content : policy::encodeBase64(file.content));
     entry->set("mime_type", runs::mimeTypeOf(file.path, file.content));
+    entry->set("sha256", sha256Hex(file.content));
     files->add(entry);
   }
   object.set("files", files);
-  object.set("files_truncated", results.files_truncated);
+  if (options.verbose || results.files_truncated) {
+    object.set("files_truncated", results.files_truncated);
+  }
   if (results.files_omitted > 0) {
     object.set("files_omitted", results.files_omitted);
   }
+}
+
+void setLimits(Object& object, const runs::RunSnapshot& snapshot, const ReportOptions& options) {
+  if (options.verbose || !options.defaults || !sameLimits(snapshot.limits, *options.defaults)) {
+    object.set("limits", limitsToJson(snapshot.limits));
+  }
+}
+
+std::string fileUri(const std::string& run_id, const std::string& path) {
+  std::string encoded;
+  Poco::URI::encode(path, "?#[]@!$&'()*+,;=%", encoded);
+  return "scs://runs/" + run_id + "/out/" + encoded;
 }
 
 }  // namespace
@@ -80,23 +124,45 @@ Poco::JSON::Object::Ptr limitsToJson(const policy::Limits& limits) {
   return object;
 }
 
-Poco::JSON::Array::Ptr imageBlocks(const runs::RunSnapshot& snapshot) {
+Poco::JSON::Array::Ptr fileBlocks(const runs::RunSnapshot& snapshot) {
   Array::Ptr blocks = new Array;
   for (const runs::OutFile& file : snapshot.results.files) {
     const std::string mime = runs::mimeTypeOf(file.path, file.content);
-    if (!runs::isDisplayableImage(mime, file.content)) {
-      continue;
-    }
+    const std::string path = runs::toValidUtf8(file.path);
+    Object::Ptr meta = newObject();
+    meta->set("io.scs/path", path);
     Object::Ptr block = newObject();
-    block->set("type", "image");
-    block->set("data", policy::encodeBase64(file.content));
-    block->set("mimeType", mime);
+    if (runs::isDisplayableImage(mime, file.content)) {
+      block->set("type", "image");
+      block->set("data", policy::encodeBase64(file.content));
+      block->set("mimeType", mime);
+    } else {
+      Object::Ptr resource = newObject();
+      resource->set("uri", fileUri(snapshot.run_id, path));
+      resource->set("mimeType", mime);
+      const bool text = runs::toValidUtf8(file.content) == file.content;
+      resource->set(text ? "text" : "blob",
+                    text ? file.content : policy::encodeBase64(file.content));
+      block->set("type", "resource");
+      block->set("resource", resource);
+      // Vector images and binary files are for the user's client to show or save; a model
+      // reads neither well.
+      if (!text || mime == "image/svg+xml") {
+        Object::Ptr annotations = newObject();
+        Array::Ptr audience = new Array;
+        audience->add("user");
+        annotations->set("audience", audience);
+        block->set("annotations", annotations);
+      }
+    }
+    block->set("_meta", meta);
     blocks->add(block);
   }
   return blocks;
 }
 
-Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot, bool with_offsets) {
+Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot,
+                                       const ReportOptions& options) {
   Object::Ptr object = newObject();
   object->set("run_id", runs::toValidUtf8(snapshot.run_id));
   object->set("status", std::string(policy::statusName(snapshot.status)));
@@ -108,9 +174,9 @@ Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot, bool w
     if (snapshot.queue_position) {
       object->set("queue_position", static_cast<std::uint64_t>(*snapshot.queue_position));
     }
-    object->set("limits", limitsToJson(snapshot.limits));
+    setLimits(*object, snapshot, options);
     if (snapshot.status == policy::RunStatus::kRunning) {
-      setOutput(*object, snapshot, with_offsets);
+      setOutput(*object, snapshot, options);
     }
     return object;
   }
@@ -119,19 +185,23 @@ Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot, bool w
     object->set("signal", runs::toValidUtf8(*snapshot.signal));
   }
   object->set("reason", runs::toValidUtf8(snapshot.reason));
-  setOutput(*object, snapshot, with_offsets);
+  setOutput(*object, snapshot, options);
   object->set("duration_seconds", milliRound(snapshot.duration_seconds));
-  object->set("queued_seconds", milliRound(snapshot.queued_seconds));
-  object->set("limits", limitsToJson(snapshot.limits));
-  object->set("started_at", timestampOrNull(snapshot.started_at));
-  object->set("finished_at", timestampOrNull(snapshot.finished_at));
+  if (options.verbose || milliRound(snapshot.queued_seconds) > 0) {
+    object->set("queued_seconds", milliRound(snapshot.queued_seconds));
+  }
+  setLimits(*object, snapshot, options);
+  if (options.verbose) {
+    object->set("started_at", timestampOrNull(snapshot.started_at));
+    object->set("finished_at", timestampOrNull(snapshot.finished_at));
+  }
   if (snapshot.peak_memory_bytes) {
     object->set("peak_memory_bytes", *snapshot.peak_memory_bytes);
   }
   if (snapshot.cpu_seconds) {
     object->set("cpu_seconds", milliRound(*snapshot.cpu_seconds));
   }
-  setResults(*object, snapshot.results);
+  setResults(*object, snapshot, options);
   if (snapshot.results.result) {
     object->set("result", *snapshot.results.result);
   }

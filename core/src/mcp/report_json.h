@@ -1,7 +1,7 @@
 #pragma once
 
 // A run's snapshot as the tools return it: the JSON of structuredContent (and of the text
-// block), and the image content blocks of the files it returned.
+// block), and the content blocks of the files it returned.
 
 #include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
@@ -14,11 +14,22 @@
 
 namespace scs::mcp {
 
-// {run_id, status, limits, queue_position?} while queued, plus the output so far while
-// running; the full report once final (with exception and files when the launcher reported
-// them). `with_offsets` adds stdout_offset and stderr_offset.
+// What a report leaves out. A compact report (the default) carries only what tells the agent
+// something: no empty stream, no false flag, no byte counts it could not use, no limits equal
+// to the defaults, no timestamps, and an exception's traceback only when stderr does not
+// already end with it. `verbose` (get_result's argument) gives every field.
+struct ReportOptions {
+  bool with_offsets = false;  // stdout_offset and stderr_offset (and the byte counts)
+  bool verbose = false;
+  // The limits a run gets when it asks for none; nullptr: the limits are always shown.
+  const policy::Limits* defaults = nullptr;
+};
+
+// {run_id, status, queue_position?} while queued, plus the output so far while running; the
+// report once final (with exception and files when the launcher reported them). A file is
+// listed by path, size, media type and SHA-256; its bytes travel once, in its content block.
 Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot,
-                                       bool with_offsets = false);
+                                       const ReportOptions& options = {});
 
 // {session_id, status (open or ended), reason once ended, limits, opened_at, idle_expires_at,
 // expires_at}.
@@ -27,8 +38,11 @@ Poco::JSON::Object::Ptr sessionToJson(const runs::SessionSnapshot& session);
 // The effective limits: {memory_gb, timeout_seconds, cpus, processes}.
 Poco::JSON::Object::Ptr limitsToJson(const policy::Limits& limits);
 
-// One image content block per returned file a client can display, in file order.
-Poco::JSON::Array::Ptr imageBlocks(const runs::RunSnapshot& snapshot);
+// The content blocks of a final report's files, in file order: an image block for each raster
+// image a client can display, an embedded resource (text or base64 blob, at
+// scs://runs/<run_id>/out/<path>) for every other file. Each carries its path in
+// _meta["io.scs/path"].
+Poco::JSON::Array::Ptr fileBlocks(const runs::RunSnapshot& snapshot);
 
 // RFC 3339 in UTC with milliseconds: "2026-11-30T12:34:56.789Z".
 std::string formatTimestamp(std::chrono::system_clock::time_point time);

@@ -28,11 +28,13 @@ constexpr const char* kLogLevels[] = {"debug", "info",     "notice", "warning",
                                       "error", "critical", "alert",  "emergency"};
 
 constexpr const char* kInstructions =
-    "Runs untrusted Python 3 (standard library only, no network) in a locked-down, throwaway "
-    "sandbox. Workflow: start_run(code, files?, limits?) returns a run_id at once; call "
+    "Runs Python 3 in a locked-down, throwaway sandbox without network; the default image has "
+    "numpy, pandas, matplotlib and more. start_run(code, wait_seconds) answers with the final "
+    "report when the run ends within wait_seconds, otherwise with its run_id: then call "
     "get_result(run_id, wait_seconds) until the status is final (succeeded, failed, timed_out, "
-    "out_of_memory, stopped or sandbox_error); stop_run(run_id) cancels a run you no longer "
-    "need.";
+    "out_of_memory, stopped or sandbox_error). Files saved under /workspace/out come back, "
+    "images as images. For work in steps, open_session keeps variables and files between runs "
+    "(pass its session_id to start_run; close_session when done). stop_run cancels a run.";
 
 enum class ErrorKind { kParse, kInvalidRequest, kMethodNotFound, kInvalidParams, kInternal };
 
@@ -476,8 +478,9 @@ std::string Server::oversizedMessageError(std::size_t limit, const std::optional
                        Var());
 }
 
-std::string Server::refusal(const std::string& message) {
-  return errorResponse(Var(), ErrorKind::kInvalidRequest, "Invalid Request: " + message, Var());
+std::string Server::refusal(const std::string& message, const Message* refused) {
+  const Var id = refused && refused->detail_ ? refused->detail_->id : Var();
+  return errorResponse(id, ErrorKind::kInvalidRequest, "Invalid Request: " + message, Var());
 }
 
 bool isSupportedProtocolVersion(std::string_view version) {

@@ -88,9 +88,10 @@ class Server {
   static std::string oversizedMessageError(std::size_t limit,
                                            const std::optional<Poco::Dynamic::Var>& id = {});
 
-  // The answer to a message a transport refuses before handling it (JSON-RPC -32600, id
-  // null), e.g. an HTTP request without its session; `message` says what is wrong.
-  static std::string refusal(const std::string& message);
+  // The answer to a message a transport refuses before handling it (JSON-RPC -32600), e.g. an
+  // HTTP request without its session; `message` says what is wrong. To the message's id when
+  // it is a request whose id could be read (`refused`), otherwise to id null.
+  static std::string refusal(const std::string& message, const Message* refused = nullptr);
 
  private:
   runs::RunManager& runs_;

@@ -54,15 +54,17 @@ Object::Ptr toolError(const std::string& message) {
   return result;
 }
 
-Object::Ptr toolSuccess(const Object::Ptr& structured, const Array::Ptr& images = nullptr) {
+// The result of a call that succeeded: the compact JSON of `structured` as its text block (for
+// clients without structured content) and `blocks` (a report's files) after it.
+Object::Ptr toolSuccess(const Object::Ptr& structured, const Array::Ptr& blocks = nullptr) {
   Object::Ptr text = newObject();
   text->set("type", "text");
   text->set("text", compact(structured));
   Array::Ptr content = new Array;
   content->add(text);
-  if (images) {
-    for (const Var& image : *images) {
-      content->add(image);
+  if (blocks) {
+    for (const Var& block : *blocks) {
+      content->add(block);
     }
   }
   Object::Ptr result = newObject();
@@ -278,9 +280,9 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallConte
   }
   const runs::RunSnapshot& snapshot = std::get<runs::RunSnapshot>(started);
   if (wait.count() == 0) {
-    return toolSuccess(snapshotToJson(snapshot));
+    return toolSuccess(snapshotToJson(snapshot, reportOptions()));
   }
-  return waitForReport(snapshot.run_id, wait, {}, false, context);
+  return waitForReport(snapshot.run_id, wait, {}, reportOptions(), context);
 }
 
 std::variant<std::optional<net::TenantSlots::Slot>, Poco::JSON::Object::Ptr> Tools::waitSlot(
@@ -298,8 +300,13 @@ std::variant<std::optional<net::TenantSlots::Slot>, Poco::JSON::Object::Ptr> Too
   return slot;
 }
 
+ReportOptions Tools::reportOptions(bool with_offsets, bool verbose) const {
+  return {.with_offsets = with_offsets, .verbose = verbose, .defaults = &limits_.defaults()};
+}
+
 Poco::JSON::Object::Ptr Tools::waitForReport(const std::string& id, std::chrono::milliseconds wait,
-                                             const runs::OutputOffsets& from, bool with_offsets,
+                                             const runs::OutputOffsets& from,
+                                             const ReportOptions& report,
                                              const CallContext& context) const {
   // Without on_wait the whole wait is one slice.
   const std::chrono::milliseconds slice =
@@ -313,7 +320,7 @@ Poco::JSON::Object::Ptr Tools::waitForReport(const std::string& id, std::chrono:
     }
     waited += next;
     if (policy::isFinal(snapshot->status) || waited >= wait) {
-      return toolSuccess(snapshotToJson(*snapshot, with_offsets), imageBlocks(*snapshot));
+      return toolSuccess(snapshotToJson(*snapshot, report), fileBlocks(*snapshot));
     }
     context.on_wait(
         static_cast<double>(waited.count()) / 1000, static_cast<double>(wait.count()) / 1000,
@@ -324,7 +331,8 @@ Poco::JSON::Object::Ptr Tools::waitForReport(const std::string& id, std::chrono:
 Poco::JSON::Object::Ptr Tools::getResult(const Object& arguments,
                                          const CallContext& context) const {
   if (std::string message = checkArgumentNames(
-          arguments, kGetResult, {"run_id", "wait_seconds", "stdout_offset", "stderr_offset"});
+          arguments, kGetResult,
+          {"run_id", "wait_seconds", "stdout_offset", "stderr_offset", "verbose"});
       !message.empty()) {
     return toolError(message);
   }
@@ -362,7 +370,13 @@ Poco::JSON::Object::Ptr Tools::getResult(const Object& arguments,
     with_offsets = true;
   }
 
-  return waitForReport(run_id.toString(), wait, from, with_offsets, context);
+  const Var verbose = argument(arguments, "verbose");
+  if (!verbose.isEmpty() && !verbose.isBoolean()) {
+    return toolError("\"verbose\" must be true or false.");
+  }
+  return waitForReport(run_id.toString(), wait, from,
+                       reportOptions(with_offsets, !verbose.isEmpty() && verbose.convert<bool>()),
+                       context);
 }
 
 Poco::JSON::Object::Ptr Tools::stopRun(const Object& arguments, const CallContext& context) const {
@@ -378,7 +392,7 @@ Poco::JSON::Object::Ptr Tools::stopRun(const Object& arguments, const CallContex
   if (!snapshot) {
     return toolError(unknownRunMessage(id));
   }
-  return toolSuccess(snapshotToJson(*snapshot), imageBlocks(*snapshot));
+  return toolSuccess(snapshotToJson(*snapshot, reportOptions()), fileBlocks(*snapshot));
 }
 
 Poco::JSON::Object::Ptr Tools::openSession(const Object& arguments,

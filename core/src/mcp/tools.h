@@ -89,8 +89,11 @@ class Tools {
   // Waits up to `wait` for run `id` to end, reporting progress through the context; the
   // report then (or now, when it is still going). An error result for an unknown id.
   Poco::JSON::Object::Ptr waitForReport(const std::string& id, std::chrono::milliseconds wait,
-                                        const runs::OutputOffsets& from, bool with_offsets,
+                                        const runs::OutputOffsets& from,
+                                        const ReportOptions& report,
                                         const CallContext& context) const;
+  // How reports are written: compact unless `verbose`, limits left out when the defaults.
+  ReportOptions reportOptions(bool with_offsets = false, bool verbose = false) const;
 
   runs::RunManager& runs_;
   const policy::LimitPolicy& limits_;

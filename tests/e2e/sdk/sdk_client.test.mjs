@@ -93,13 +93,45 @@ describe('safe-code-sandbox through the official MCP SDK client', () => {
       code: '#fake: stdout=hello\\sfrom\\sthe\\sfake\\n\nprint("never run")\n',
     });
     assert.match(started.status, /^(queued|running)$/);
-    assert.equal(started.limits.processes, 256);
+    assert.equal(started.limits, undefined);  // the defaults
     const report = await finalReport(started.run_id);
     assert.equal(report.status, 'succeeded');
     assert.equal(report.exit_code, 0);
     assert.equal(report.stdout, 'hello from the fake\n');
-    assert.equal(report.stdout_bytes, 20);
-    assert.equal(report.stdout_truncated, false);
+    // The compact report: no count or flag of a whole stream, no empty stderr.
+    assert.equal(report.stdout_bytes, undefined);
+    assert.equal(report.stdout_truncated, undefined);
+    assert.equal(report.stderr, undefined);
+    const full = await call('get_result', { run_id: started.run_id, verbose: true });
+    assert.equal(full.stdout_bytes, 20);
+    assert.equal(full.stdout_truncated, false);
+    assert.equal(full.limits.processes, 256);
+  });
+
+  test('each file of a report comes once, in its own block, and is listed', async () => {
+    const result = await client.callTool({ name: 'start_run', arguments: {
+      code: '#fake: outfile=plot.png:\\x89PNG\\r\\n\\x1a\\n\\x00\\x00\\x00\\rIHDR ' +
+        'outfile=chart.svg:<svg/> outfile=table.csv:a,b\\n1,2\\n\n',
+      wait_seconds: 20 } });
+    assert.notEqual(result.isError, true, JSON.stringify(result.content));
+    const report = result.structuredContent;
+    assert.deepEqual(report.files.map((f) => f.path), ['plot.png', 'chart.svg', 'table.csv']);
+    for (const file of report.files) {
+      assert.match(file.sha256, /^[0-9a-f]{64}$/);
+      assert.equal(file.content, undefined);
+    }
+    const types = result.content.map((block) => block.type);
+    assert.deepEqual(types, ['text', 'image', 'resource', 'resource']);
+    const png = result.content[1];
+    assert.equal(png.mimeType, 'image/png');
+    assert.equal(png._meta['io.scs/path'], 'plot.png');
+    // The image's bytes are in its block only: not in the text a model reads.
+    assert.equal(result.content[0].text.includes(png.data), false);
+    assert.equal(result.content[0].text.includes('<svg'), false);
+    assert.equal(result.content[2].resource.text, '<svg/>');
+    assert.deepEqual(result.content[2].annotations, { audience: ['user'] });
+    assert.equal(result.content[3].resource.text, 'a,b\n1,2\n');
+    assert.match(result.content[3].resource.uri, /^scs:\/\/runs\/[0-9a-f]{32}\/out\/table\.csv$/);
   });
 
   test('stops a hanging run', async () => {
