@@ -22,6 +22,8 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 
+import { tenantSoak } from './tenants.mjs';
+
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '..');
 
@@ -44,10 +46,13 @@ const cfg = {
   throughput: envInt('BENCH_THROUGHPUT', quick ? 20 : 200),
   concurrency: envInt('BENCH_CONCURRENCY', 4),
   soak: envInt('BENCH_SOAK', quick ? 100 : 1000),
+  // The two-tenant soak (bench/tenants.mjs): its runs, and mallory's retained-bytes budget.
+  tenantSoak: envInt('BENCH_TENANT_SOAK', quick ? 200 : 1200),
+  tenantBudget: envInt('BENCH_TENANT_BUDGET', 32 * 1024 ** 2),
   floodMiB: envInt('BENCH_FLOOD_MB', 100),
   runsc: process.env.BENCH_RUNSC ?? 'auto',  // auto | 0 | 1
   phases: (process.env.BENCH_PHASES ??
-    'latency,analysis,burst,session,runsc,throughput,memory,soak')
+    'latency,analysis,burst,session,runsc,throughput,memory,soak,tenants')
     .split(','),
   analysisRuns: envInt('BENCH_ANALYSIS_RUNS', quick ? 5 : 20),
   burstRounds: envInt('BENCH_BURST_ROUNDS', quick ? 3 : 10),
@@ -1064,6 +1069,18 @@ function table() {
     targets.push(['soak: VmRSS growth, MiB', `${MiB(sk.growth)} (${MiB(sk.baseline_rss)} -> ${MiB(sk.end_rss)})`,
       '<= 5', verdict(mib(sk.growth) <= 5)]);
   }
+  const te = results.phases.tenants;
+  if (te) {
+    const all = (who) => Object.entries(te.statuses[who]).map(([s, n]) => `${n} ${s}`).join(', ');
+    targets.push([`tenants: ${te.runs} runs, alice / mallory`, `${all('alice')} / ${all('mallory')}`,
+      '', '']);
+    targets.push([`tenants: alice's print(1) p50 / p95 beside mallory, ${te.idle_connections} ` +
+      `idle connections, ${te.long_polls} long-polls (${te.polls.refused} refused)`,
+      `${ms(te.alice_p50)} / ${ms(te.alice_p95)} ms`, '', '']);
+    targets.push(['tenants: VmRSS half way -> end, MiB',
+      `${MiB(te.half_rss)} -> ${MiB(te.end_rss)} (from ${MiB(te.baseline_rss)})`, 'growth <= 5',
+      verdict(mib(te.end_rss - te.half_rss) <= 5)]);
+  }
   if (targets.length > 0) {
     lines.push('| measure | value | target | verdict |');
     lines.push('|---|---|---|---|');
@@ -1322,6 +1339,10 @@ async function main() {
     if (want('soak') && cfg.soak > 0) {
       progress(`soak: ${cfg.soak} runs, ${cfg.concurrency} at a time`);
       results.phases.soak = await soak();
+    }
+    if (want('tenants') && cfg.tenantSoak > 0) {
+      progress(`tenants: ${cfg.tenantSoak} runs of two tenants, one hostile`);
+      results.phases.tenants = await tenantSoak(cfg, { progress, procStatus, percentile });
     }
   } finally {
     // Never masks the error that ended the run.
