@@ -22,6 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 
+import { arrivals } from './arrivals.mjs';
 import { tenantSoak } from './tenants.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -49,10 +50,16 @@ const cfg = {
   // The two-tenant soak (bench/tenants.mjs): its runs, and mallory's retained-bytes budget.
   tenantSoak: envInt('BENCH_TENANT_SOAK', quick ? 200 : 1200),
   tenantBudget: envInt('BENCH_TENANT_BUDGET', 32 * 1024 ** 2),
+  // The arrival phases (bench/arrivals.mjs): runs per pattern and round, rounds, the length of a
+  // Poisson round, and which programs.
+  arrivalRuns: envInt('BENCH_ARRIVAL_RUNS', quick ? 8 : 12),
+  arrivalRounds: envInt('BENCH_ARRIVAL_ROUNDS', 2),
+  poissonSeconds: envInt('BENCH_POISSON_SECONDS', quick ? 10 : 30),
+  arrivalCodes: (process.env.BENCH_ARRIVAL_CODES ?? 'trivial,analysis').split(','),
   floodMiB: envInt('BENCH_FLOOD_MB', 100),
   runsc: process.env.BENCH_RUNSC ?? 'auto',  // auto | 0 | 1
   phases: (process.env.BENCH_PHASES ??
-    'latency,analysis,burst,session,runsc,throughput,memory,soak,tenants')
+    'arrivals,latency,analysis,burst,session,runsc,throughput,memory,soak,tenants')
     .split(','),
   analysisRuns: envInt('BENCH_ANALYSIS_RUNS', quick ? 5 : 20),
   burstRounds: envInt('BENCH_BURST_ROUNDS', quick ? 3 : 10),
@@ -952,7 +959,7 @@ function table() {
     lat.push(phase);
   }
   if (lat.length > 0) {
-    lines.push('| trivial run `print(1)`, ms | runtime | p50 | p95 | min | max |');
+    lines.push('| settled (the server idle and its pool ready before each run): trivial run `print(1)`, ms | runtime | p50 | p95 | min | max |');
     lines.push('|---|---|---:|---:|---:|---:|');
     const names = {
       mcp: 'server over MCP stdio (SDK client), prepared sandbox',
@@ -974,6 +981,25 @@ function table() {
     lines.push('');
   }
 
+  const ar = results.phases.arrivals;
+  if (ar) {
+    lines.push(`At clients' arrivals, never waiting for the server (${ar.rounds} rounds each, ` +
+      'alternating with `docker run --rm` at the same arrivals), ms per run:');
+    lines.push('');
+    lines.push('| arrivals, program | MCP p50 | MCP p95 | `docker run` p50 | `docker run` p95 | p50 ratio | p95 ratio |');
+    lines.push('|---|---:|---:|---:|---:|---:|---:|');
+    for (const [key, p] of Object.entries(ar.patterns)) {
+      lines.push(`| ${key} | ${ms(p.mcp.p50)} | ${ms(p.mcp.p95)} | ${ms(p.docker.p50)} | ` +
+        `${ms(p.docker.p95)} | ${ratio(p.ratio_p50)} | ${ratio(p.ratio_p95)} |`);
+    }
+    lines.push('');
+    const ladder = ar.capacity.ladder.map((l) => `${l.rate}/s: p95 ${ms(l.p95)}`).join(', ');
+    lines.push(`Capacity: ${ar.capacity.held_rate} trivial runs/s held with p95 under twice the ` +
+      `idle p50 (${ms(ar.capacity.idle_p50)} ms at one every 2 s; ${ladder}). open_session to ` +
+      `the first answered print(1): p50 ${ms(ar.session.p50)} ms, p95 ${ms(ar.session.p95)} ms.`);
+    lines.push('');
+  }
+
   if (results.phases.session) {
     const se = results.phases.session;
     lines.push('| one `start_run` with `wait_seconds`, ms | p50 | p95 | min | max |');
@@ -990,7 +1016,7 @@ function table() {
 
   if (results.phases.analysis) {
     const an = results.phases.analysis;
-    lines.push('| analysis snippet (pandas, numpy, matplotlib to a PNG), ms | p50 | p95 | min | max |');
+    lines.push('| settled: analysis snippet (pandas, numpy, matplotlib to a PNG), ms | p50 | p95 | min | max |');
     lines.push('|---|---:|---:|---:|---:|');
     for (const [key, name] of [['warm', 'server over MCP, prepared sandbox with a warm interpreter'],
       ['cold', 'the same, `--warm-modules none`'], ['docker', '`docker run --rm`, same controls']]) {
@@ -1310,6 +1336,10 @@ async function main() {
 
   const want = (name) => cfg.phases.includes(name);
   try {
+    if (want('arrivals')) {
+      results.phases.arrivals = await arrivals(cfg, { Server, dockerRun, progress, summary,
+        codes: { trivial: TRIVIAL, analysis: ANALYSIS } });
+    }
     if (want('latency')) {
       results.phases.latency = await latency('runc');
     }

@@ -10,6 +10,8 @@
 #                        "runsc" (--runtime runsc). auto (default): when apt offers the package;
 #                        1: always (fail without it); 0: never
 #   SCS_BUILD_DIR        build directory (default: build)
+#   SCS_BUILD_TARGETS    CMake targets to build (default: all); scripts/run builds only the
+#                        server and its plugins
 #   SCS_BUILD_TYPE       CMake build type of a new build directory (default: RelWithDebInfo)
 #   SCS_JOBS             parallel build jobs (default: nproc)
 #   SCS_WITH_FUZZ=0      do not install clang and libFuzzer (./scripts/fuzz needs them)
@@ -84,8 +86,13 @@ build() {
     log "configuring $build_dir"
     cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE="${SCS_BUILD_TYPE:-RelWithDebInfo}"
   fi
-  log "building in $build_dir (-j$jobs)"
-  cmake --build "$build_dir" -j"$jobs"
+  local targets=()
+  if [[ -n "${SCS_BUILD_TARGETS:-}" ]]; then
+    read -r -a targets <<<"$SCS_BUILD_TARGETS"
+    targets=(--target "${targets[@]}")
+  fi
+  log "building ${SCS_BUILD_TARGETS:-everything} in $build_dir (-j$jobs)"
+  cmake --build "$build_dir" -j"$jobs" "${targets[@]}"
 }
 
 # Registers runsc with the engine when it is installed: merges into daemon.json, never clobbers.

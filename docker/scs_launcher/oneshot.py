@@ -60,9 +60,10 @@ def serve(deadline, warm, root):
             failed_as_uncaught = exit in ({"code": 1}, {"signal": signal.SIGINT})
             exception = (report.last_exception_record(exception_pipe.chunks)
                          if failed_as_uncaught else None)
+            warm = report.warm_seconds(exception_pipe.chunks)
             try:
                 report.write_trailer(control[protocol.CONTROL_NONCE], exit, exception, files,
-                                     omitted)
+                                     omitted, extra={protocol.TRAILER_WARM_SECONDS: warm})
             except OSError:
                 pass
     except Exception:

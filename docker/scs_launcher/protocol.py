@@ -46,6 +46,9 @@ TRAILER_RESULT = "result"
 TRAILER_SESSION_OVER = "session_over"
 TRAILER_REFUSED = "refused"
 TRAILER_LAUNCHER_ERROR = "launcher_error"
+# A one-shot run's interpreter's warm imports: their seconds when they all finished before the
+# run arrived, else null. How the server's pool learns how long a sandbox takes to be ready.
+TRAILER_WARM_SECONDS = "warm_seconds"
 
 FLAG_DEADLINE = "--deadline"
 FLAG_WARM = "--warm"

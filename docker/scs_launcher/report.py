@@ -53,6 +53,15 @@ def last_exception_record(chunks):
     return exception_record(parse_json(lines[-2])) if len(lines) >= 2 else None
 
 
+def warm_seconds(chunks):
+    """The warm imports' seconds from the first line on the report pipe, which the interpreter
+    writes before any of the program's code runs; None when it says none."""
+    first = b"".join(chunks).split(b"\n", 1)
+    value = parse_json(first[0]) if len(first) == 2 else None
+    seconds = value.get("warm_seconds") if isinstance(value, dict) else None
+    return seconds if type(seconds) is float and 0 <= seconds < 3600 else None
+
+
 def write_all(data, fd=1):
     view = memoryview(data)
     while view:
@@ -70,8 +79,8 @@ def write_trailer(nonce, exit, exception=None, files=(), omitted=0, extra=None):
     """The end marker on stderr, then the trailer on stdout (stderr first: the engine carries the
     two streams apart, and the server takes the trailer as the end of everything only once
     stderr's end marker has arrived too). `extra`: the trailer's other keys (TRAILER_RESULT,
-    TRAILER_SESSION_OVER, TRAILER_REFUSED, TRAILER_LAUNCHER_ERROR), each left out when None or
-    False."""
+    TRAILER_SESSION_OVER, TRAILER_REFUSED, TRAILER_LAUNCHER_ERROR, TRAILER_WARM_SECONDS), each
+    left out when None or False."""
     for fd in (1, 2):
         blocking(fd)
     write_all((protocol.END_PREFIX + nonce + protocol.MARKER_END).encode("ascii"), fd=2)

@@ -30,6 +30,24 @@ class ExceptionRecordTest(unittest.TestCase):
         self.assertEqual(len(record["message"]), report.MAX_TEXT_BYTES)
 
 
+class WarmSecondsTest(unittest.TestCase):
+    def test_only_the_interpreters_first_line_says_how_long_the_warm_imports_took(self):
+        first = json.dumps({"warm_seconds": 0.75}).encode() + b"\n"
+        forged = json.dumps({"warm_seconds": 99.0}).encode() + b"\n"
+        self.assertEqual(report.warm_seconds([first, forged]), 0.75)
+        self.assertIsNone(report.warm_seconds([b'{"warm_seconds": null}\n', forged]))
+        for chunks in ([], [b'{"warm_seconds": 0.5}'], [b'{"warm_seconds": true}\n'],
+                       [b'{"warm_seconds": -1.0}\n'], [b'{"warm_seconds": 1e9}\n'],
+                       [b"[" * 5000 + b"\n"]):
+            with self.subTest(chunks=chunks):
+                self.assertIsNone(report.warm_seconds(chunks))
+        # An exception record after it is still the last one.
+        real = json.dumps({"type": "ValueError", "message": "no", "traceback": "tb"}).encode()
+        self.assertEqual(report.last_exception_record([first, real + b"\n"])["type"],
+                         "ValueError")
+        self.assertIsNone(report.last_exception_record([first]))
+
+
 class TrailerTest(unittest.TestCase):
     def test_the_end_marker_then_one_line_of_json(self):
         program = (

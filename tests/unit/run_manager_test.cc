@@ -1264,6 +1264,67 @@ TEST(DemandTest, TheLargestIsTheMostInFlightAtOnceInTheLastFiveMinutes) {
   EXPECT_EQ(demand.largest(t0 + 306s + 1ms), 0u);
 }
 
+TEST(DemandTest, TheRateIsArrivalsPerSecondOverTheLastMinuteAndAtLeastTenSeconds) {
+  Demand demand;
+  const SteadyTime t0{std::chrono::hours(1)};
+  EXPECT_EQ(demand.rate(t0), 0);
+  demand.record(t0, 1);
+  demand.record(t0 + 500ms, 1);
+  EXPECT_DOUBLE_EQ(demand.rate(t0 + 500ms), 0.2);  // two over the ten-second floor
+  for (int i = 2; i < 40; ++i) {
+    demand.record(t0 + i * 500ms, 1);
+  }
+  EXPECT_DOUBLE_EQ(demand.rate(t0 + 19500ms), 40 / 19.5);  // two a second
+  EXPECT_DOUBLE_EQ(demand.rate(t0 + 79500ms), 1 / 60.0);   // the last one, a minute ago
+  EXPECT_EQ(demand.rate(t0 + 80s), 0);
+}
+
+// Runs one after another at a pace faster than a sandbox is made need more than one ready:
+// as many as arrive while one is made.
+TEST(PreparedPoolTest, ThePoolWantsAsManyAsArriveWhileOneIsMade) {
+  PoolSettings settings;
+  settings.target = 1;
+  settings.ceiling = 4;
+  PreparedPool pool(settings);
+  const SteadyTime t0{std::chrono::hours(1)};
+  EXPECT_EQ(pool.wanted(t0), 1u);
+  pool.making(t0);
+  pool.made(std::make_unique<PreparedSandbox>(), t0 + 1500ms);
+  EXPECT_DOUBLE_EQ(pool.bringUp().count(), 1.5);
+  // One run every 2 s: each finds the one made after the last.
+  SteadyTime at = t0 + 2s;
+  for (int i = 0; i < 10; ++i, at += 2s) {
+    pool.demanded(at);
+    pool.demandEnded();
+  }
+  EXPECT_EQ(pool.wanted(at), 1u);
+  // Two a second: three arrive while one is made.
+  for (int i = 0; i < 120; ++i, at += 500ms) {
+    pool.demanded(at);
+    pool.demandEnded();
+  }
+  EXPECT_EQ(pool.wanted(at), 3u);
+  // A faster engine: fewer.
+  pool.making(at);
+  pool.made(std::make_unique<PreparedSandbox>(), at + 500ms);
+  EXPECT_NEAR(pool.bringUp().count(), 1.2, 1e-9);  // smoothed: 0.7 x 1.5 + 0.3 x 0.5
+  EXPECT_EQ(pool.wanted(at + 500ms), 3u);
+  // Its sandboxes then import for 0.8 s before they are warm, as a run's trailer says: ready
+  // only after 2 s, so four arrive meanwhile.
+  pool.claimEnded(0.8);
+  EXPECT_NEAR(pool.bringUp().count(), 2.0, 1e-9);
+  pool.claimEnded(std::nullopt);  // a run that found the imports still going says nothing
+  EXPECT_NEAR(pool.bringUp().count(), 2.0, 1e-9);
+  EXPECT_EQ(pool.wanted(at + 500ms), 4u);
+  // Never past the ceiling; and a minute without runs brings it back to its target.
+  for (int i = 0; i < 200; ++i, at += 100ms) {
+    pool.demanded(at);
+    pool.demandEnded();
+  }
+  EXPECT_EQ(pool.wanted(at), 4u);
+  EXPECT_EQ(pool.wanted(at + 301s), 1u);
+}
+
 TEST(DeferredSinkTest, HoldsWhatTheIdleSandboxWroteAndItsEndUntilBoundAndThenForwards) {
   DeferredSink deferred;
   mocks::RecordingSink target;

@@ -99,6 +99,16 @@ TEST(SideChannelTest, NullExceptionAndNoFilesIsAnEmptyResult) {
   EXPECT_FALSE(results.files_truncated);
 }
 
+TEST(SideChannelTest, TheWarmImportsSecondsAreReadAndOnlyADurationIs) {
+  EXPECT_DOUBLE_EQ(*parsedOk(R"({"warm_seconds":0.8})").warm_seconds, 0.8);
+  EXPECT_FALSE(parsedOk(R"({"warm_seconds":null})").warm_seconds);
+  EXPECT_FALSE(parsedOk(R"({})").warm_seconds);
+  for (const char* bad : {R"({"warm_seconds":-1})", R"({"warm_seconds":"1"})",
+                          R"({"warm_seconds":true})", R"({"warm_seconds":1e9})"}) {
+    EXPECT_THAT(parseProblem(bad), HasSubstr("warm_seconds")) << bad;
+  }
+}
+
 TEST(SideChannelTest, TheLaunchersOwnTruncationIsKept) {
   const RunResults results =
       parsedOk(R"({"exception":null,"files":[],"files_truncated":true,"files_omitted":4})");

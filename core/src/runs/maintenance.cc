@@ -50,7 +50,7 @@ void RunManager::Impl::maintenanceThread() {
       retireEndedLocked(lock);
       continue;
     }
-    pool_.making();
+    pool_.making(clock_.now());
     lock.unlock();
     PreparedPtr prepared = prepareOne();
     lock.lock();

@@ -3,6 +3,7 @@
 #include <Poco/Logger.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace scs::runs {
 namespace {
@@ -13,6 +14,12 @@ constexpr auto kFirstBackoff = std::chrono::seconds(1);
 constexpr auto kMaxBackoff = std::chrono::seconds(60);
 
 Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
+
+// Smoothed, so that one slow start (the engine busy with a flood) does not size the pool.
+std::chrono::duration<double> smoothed(std::chrono::duration<double> was,
+                                       std::chrono::duration<double> now) {
+  return was.count() == 0 ? now : 0.7 * was + 0.3 * now;
+}
 
 }  // namespace
 
@@ -81,9 +88,12 @@ PreparedPtr PreparedPool::claim(const PreparedSandbox* sandbox, SteadyTime now) 
   return claimed;
 }
 
-void PreparedPool::claimEnded() {
+void PreparedPool::claimEnded(std::optional<double> warm_seconds) {
   if (claimed_running_ > 0) {
     --claimed_running_;
+  }
+  if (warm_seconds) {
+    warmed_ = smoothed(warmed_, std::chrono::duration<double>(*warm_seconds));
   }
 }
 
@@ -113,6 +123,8 @@ bool PreparedPool::evictFor(std::int64_t needed, const PreparedSandbox* keep,
 }
 
 void Demand::record(SteadyTime now, std::size_t in_flight) {
+  recent_.push_back(now);
+  rate(now);  // forgets what is older than the window
   // Only a new high, or one past what is remembered, can matter: the memory stays small however
   // fast runs arrive.
   while (!arrivals_.empty() && arrivals_.back().second <= in_flight) {
@@ -127,6 +139,18 @@ std::size_t Demand::largest(SteadyTime now) {
   }
   // Kept in falling order of in-flight count: the front is the largest.
   return arrivals_.empty() ? 0 : arrivals_.front().second;
+}
+
+double Demand::rate(SteadyTime now) {
+  while (!recent_.empty() && now - recent_.front() > kRateWindow) {
+    recent_.pop_front();
+  }
+  if (recent_.empty()) {
+    return 0;
+  }
+  const std::chrono::duration<double> span =
+      std::clamp<SteadyTime::duration>(now - recent_.front(), kRateFloor, kRateWindow);
+  return static_cast<double>(recent_.size()) / span.count();
 }
 
 bool PreparedPool::serves(const policy::Limits& limits,
@@ -152,12 +176,17 @@ std::size_t PreparedPool::wanted(SteadyTime now) {
     return 0;
   }
   const std::size_t most = demand_.largest(now);
+  const double rate = demand_.rate(now);
+  // As many as arrive while one is made; a little of a run more counts as one more.
+  const auto pace = static_cast<std::size_t>(std::ceil(rate * bringUp().count() - 0.05));
   const std::size_t ceiling = std::max(settings_.ceiling, settings_.target);
-  const std::size_t wanted = std::clamp(most, settings_.target, ceiling);
+  const std::size_t wanted = std::clamp(std::max(most, pace), settings_.target, ceiling);
   if (wanted != wanted_) {
     logger().debug("prepared pool: " + std::to_string(wanted) + " wanted ready (at most " +
                    std::to_string(most) + " runs it serves in flight at once in the last " +
-                   std::to_string(Demand::kDemandMemory.count()) + " s; at least " +
+                   std::to_string(Demand::kDemandMemory.count()) + " s; " +
+                   policy::formatNumber(rate) + " runs/s arriving, " +
+                   policy::formatNumber(bringUp().count()) + " s to make one; at least " +
                    std::to_string(settings_.target) + ", at most " + std::to_string(ceiling) + ")");
     wanted_ = wanted;
   }
@@ -166,14 +195,25 @@ std::size_t PreparedPool::wanted(SteadyTime now) {
 
 bool PreparedPool::wantsAnother(SteadyTime now, bool memory_fits, bool runs_waiting) {
   const std::size_t have = ready_.size() + making_;
+  // The refill waits for the run that took the last sandbox, unless the next run is due before
+  // a sandbox made after it would be ready.
+  const bool due = demand_.rate(now) * bringUp().count() >= 1;
   return have < wanted(now) && (have < settings_.target || !runs_waiting) && now >= retry_at_ &&
-         memory_fits && (claimed_running_ == 0 || now - last_claim_ >= kRefillDelay);
+         memory_fits && (claimed_running_ == 0 || due || now - last_claim_ >= kRefillDelay);
 }
 
-void PreparedPool::making() { ++making_; }
+void PreparedPool::making(SteadyTime now) {
+  ++making_;
+  making_since_.push_back(now);
+}
 
 void PreparedPool::made(PreparedPtr sandbox, SteadyTime now) {
   --making_;
+  if (!making_since_.empty()) {
+    const std::chrono::duration<double> took = now - making_since_.front();
+    making_since_.pop_front();
+    started_ = smoothed(started_, took);
+  }
   made_any_ = true;
   last_failed_ = false;
   backoff_ = kFirstBackoff;
@@ -185,6 +225,9 @@ void PreparedPool::made(PreparedPtr sandbox, SteadyTime now) {
 
 void PreparedPool::failed(SteadyTime now) {
   --making_;
+  if (!making_since_.empty()) {
+    making_since_.pop_front();
+  }
   last_failed_ = true;
   retry_at_ = now + backoff_;
   backoff_ = std::min<std::chrono::seconds>(backoff_ * 2, kMaxBackoff);

@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -65,22 +66,31 @@ struct PoolSettings {
   std::chrono::seconds max_idle{300};
 };
 
-// How many sandboxes the pool wants ready: the most runs it could serve that were in flight at
-// once (queued or executing) in the last kDemandMemory, at least the target and at most the
-// ceiling. Runs that come one after another need one sandbox, refilled between them; an agent
-// that fans out four at once needs four. The memory of five minutes keeps the pool ready for
-// that agent's next fan-out, and then lets it shrink back to the target.
+// How many sandboxes the pool wants ready follows from two things it remembers of the runs it
+// could serve: the most that were in flight at once (queued or executing) in the last
+// kDemandMemory, and how fast they arrived in the last kRateWindow. An agent that fans out four
+// at once needs four; runs that come one after another need as many as arrive while one
+// sandbox is being made (the arrival rate times the pool's measured bring-up time), so that the
+// next run finds one ready instead of waiting for it. The memory of five minutes keeps the pool
+// ready for that agent's next fan-out, and then lets it shrink back to the target.
 class Demand {
  public:
   static constexpr std::chrono::seconds kDemandMemory{300};
+  static constexpr std::chrono::seconds kRateWindow{60};
+  // The shortest span a rate is taken over, so that the first two runs of a minute do not
+  // read as a flood.
+  static constexpr std::chrono::seconds kRateFloor{10};
 
   // A run arrived; `in_flight` such runs (itself included) are now queued or executing.
   void record(SteadyTime now, std::size_t in_flight);
   // The most in flight at once in the memory at `now`; forgets what is older.
   std::size_t largest(SteadyTime now);
+  // Arrivals per second over the last kRateWindow (over at least kRateFloor).
+  double rate(SteadyTime now);
 
  private:
   std::deque<std::pair<SteadyTime, std::size_t>> arrivals_;  // oldest first
+  std::deque<SteadyTime> recent_;                            // arrival times, oldest first
 };
 
 class PreparedPool {
@@ -101,8 +111,9 @@ class PreparedPool {
 
   // Takes `sandbox` (from find()) for a run that starts executing now.
   PreparedPtr claim(const PreparedSandbox* sandbox, SteadyTime now);
-  // A run that took a sandbox from here ended.
-  void claimEnded();
+  // A run that took a sandbox from here ended; `warm_seconds`, what its trailer said of the
+  // warm imports that sandbox made before the run arrived.
+  void claimEnded(std::optional<double> warm_seconds = std::nullopt);
 
   // Retires idle sandboxes other than `keep` until `fits(needed)` holds (`fits` counts this
   // pool's memory() as it shrinks); does nothing when even all of them would not make room.
@@ -125,9 +136,13 @@ class PreparedPool {
   // kRefillDelay for the run that took the last one, so that making it does not compete with
   // that run for the CPU, and after a failure a growing pause.
   bool wantsAnother(SteadyTime now, bool memory_fits, bool runs_waiting);
-  void making();                                   // counts one being made
+  void making(SteadyTime now);                     // counts one being made
   void made(PreparedPtr sandbox, SteadyTime now);  // it is ready
   void failed(SteadyTime now);                     // making it failed
+  // How long a sandbox takes to be ready for a run: from making() to made() (the engine's
+  // create and start) and then its warm imports (as the runs that took one said), each
+  // smoothed; zero before the first.
+  std::chrono::duration<double> bringUp() const { return started_ + warmed_; }
   // One sandbox has been made since the start, and the last attempt did not fail: the image
   // is there and sandboxes pass the posture check, whether or not one is idle now.
   bool healthy() const { return made_any_ && !last_failed_; }
@@ -152,6 +167,9 @@ class PreparedPool {
   std::size_t wanted_;             // as last logged
   std::deque<PreparedPtr> ready_;  // oldest first
   std::size_t making_ = 0;
+  std::deque<SteadyTime> making_since_;  // when each one being made was begun, oldest first
+  std::chrono::duration<double> started_{0};
+  std::chrono::duration<double> warmed_{0};
   std::size_t claimed_running_ = 0;  // runs executing in a sandbox from here
   SteadyTime last_claim_{};
   SteadyTime retry_at_{};  // the next attempt after a failure

@@ -416,7 +416,7 @@ void RunManager::Impl::finalizeLocked(Run& run, policy::Verdict verdict, RunResu
   if (held_slot) {
     queue_.ended(run.tenant);
     if (run.prepared) {
-      pool_.claimEnded();
+      pool_.claimEnded(run.report.results.warm_seconds);
     }
     pool_changed_.notify_all();  // the pool may refill now
   }

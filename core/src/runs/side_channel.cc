@@ -266,6 +266,16 @@ std::variant<RunResults, std::string> parseTrailer(std::string_view trailer,
       *field = toValidUtf8(capTail(text.toString(), cap));
     }
   }
+  if (const std::string warm(launcher::kTrailerWarmSeconds);
+      root.has(warm) && !root.get(warm).isEmpty()) {
+    const Var seconds = root.get(warm);
+    const double value =
+        seconds.isNumeric() && !seconds.isBoolean() ? seconds.convert<double>() : -1;
+    if (!(value >= 0 && value < 3600)) {
+      return std::string("\"warm_seconds\" is not a duration");
+    }
+    results.warm_seconds = value;
+  }
   if (root.has("session_over")) {
     const Var over = root.get("session_over");
     if (!over.isBoolean()) {

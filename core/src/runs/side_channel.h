@@ -68,6 +68,9 @@ struct RunResults {
   std::optional<std::string> refused;
   // The launcher's own failure (its traceback, for the server's log; never the user's).
   std::optional<std::string> launcher_error;
+  // How long the interpreter's warm imports took, when they all finished before the code
+  // arrived (a prepared sandbox's): what the pool learns its sandboxes' readiness from.
+  std::optional<double> warm_seconds;
 };
 
 // The most of a session run's `result` the launcher sends (control.json's result_cap).

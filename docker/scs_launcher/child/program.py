@@ -3,8 +3,10 @@ uncaught exception also reported over a pipe.
 
 `python3 -I -c STUB ROOT scs_launcher.child.program REPORT_FD GO_FD WARM`. Started before the
 bundle is read (in a sandbox prepared ahead of its run, long before), it imports the modules of
-WARM (comma-separated, maybe none) with their output and warnings discarded, then waits for one
-byte on GO_FD: "0" runs /workspace/main.py with stdin on /dev/null, "1" with the stdin PID 1
+WARM (comma-separated, maybe none) with their output and warnings discarded, one after another
+until the run's byte is there (a run that arrives while they import waits for the module being
+imported only, never for the rest: what is left the program imports itself if it needs it),
+then waits for one byte on GO_FD: "0" runs /workspace/main.py with stdin on /dev/null, "1" with the stdin PID 1
 gave it, nothing (PID 1 gave up) exits. main.py starts with the namespace, sys.argv and sys.path
 it would have; what the program can tell is the time its own imports take, sys.modules, the
 threads those modules started (OpenBLAS's), and that the objects the imports made are frozen out
@@ -35,10 +37,16 @@ def forget_launcher(root):
     KEPT.extend(sys.modules.pop(name) for name in mine)
 
 
-def warm(names):
+def warm(names, go):
+    """Imports `names` in order, and stops before the next one once `go` is readable. Their
+    seconds when all were imported, else None."""
     import importlib
+    import select
+    import time
     import warnings
 
+    started = time.monotonic()
+    complete = True
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
     saved = [os.dup(1), os.dup(2)]
     null = os.open("/dev/null", os.O_WRONLY)
@@ -49,6 +57,9 @@ def warm(names):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for name in names:
+                if select.select([go], [], [], 0)[0]:
+                    complete = False
+                    break  # the run is here: it waits for no more
                 try:
                     importlib.import_module(name)
                 except Exception:
@@ -67,6 +78,7 @@ def warm(names):
         for fd in saved:
             os.close(fd)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    return time.monotonic() - started if complete else None
 
 
 def report(fd, exception):
@@ -84,8 +96,10 @@ def main():
     root, fd, go, names = sys.argv[1], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
     forget_launcher(root)
     os.set_inheritable(fd, False)
-    if names:
-        warm(names.split(","))
+    # The first line on the report pipe, always this interpreter's, written before any of the
+    # program's code runs: how long the warm imports took (PID 1 reads no other as that).
+    seconds = warm(names.split(","), go) if names else None
+    report(fd, {"warm_seconds": seconds})
     word = os.read(go, 1)
     os.close(go)
     if word not in (b"0", b"1"):

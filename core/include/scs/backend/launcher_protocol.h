@@ -58,6 +58,9 @@ inline constexpr std::string_view kTrailerResult = "result";
 inline constexpr std::string_view kTrailerSessionOver = "session_over";
 inline constexpr std::string_view kTrailerRefused = "refused";
 inline constexpr std::string_view kTrailerLauncherError = "launcher_error";
+// A one-shot run's interpreter's warm imports: their seconds when they all finished before the
+// run arrived, else null. How the server's pool learns how long a sandbox takes to be ready.
+inline constexpr std::string_view kTrailerWarmSeconds = "warm_seconds";
 
 inline constexpr std::string_view kFlagDeadline = "--deadline";
 inline constexpr std::string_view kFlagWarm = "--warm";
