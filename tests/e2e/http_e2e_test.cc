@@ -204,17 +204,23 @@ TEST(HttpE2eTest, ReadyOnceThePreparedSandboxIsAndHealthyWithoutAToken) {
   EXPECT_EQ(engine_only.body, R"({"status":"ready","checks":{"engine":"ok"}})");
 }
 
+// The port of a server's --metrics 127.0.0.1:0 listener, from its log; 0 when it logged none.
+std::uint16_t metricsPortOf(HttpServer& server) {
+  std::smatch match;
+  const std::string log = server.process().stderrText();
+  return std::regex_search(log, match,
+                           std::regex(R"(serving metrics at http://127\.0\.0\.1:(\d+)/metrics)"))
+             ? static_cast<std::uint16_t>(std::stoi(match[1]))
+             : 0;
+}
+
 // Issue 15: GET /metrics on its own address, without a token; the MCP port does not serve it.
 TEST(HttpE2eTest, MetricsCountEachTenantsRunsOnTheirOwnAddress) {
   const TokenFile tokens;
   HttpServer server({"--token-file", tokens.path(), "--metrics", "127.0.0.1:0"});
   ASSERT_TRUE(server.waitListening()) << server.process().stderrText();
-  std::smatch match;
-  const std::string log = server.process().stderrText();
-  ASSERT_TRUE(std::regex_search(
-      log, match, std::regex(R"(serving metrics at http://127\.0\.0\.1:(\d+)/metrics)")))
-      << log;
-  const auto metricsPort = static_cast<std::uint16_t>(std::stoi(match[1]));
+  const std::uint16_t metricsPort = metricsPortOf(server);
+  ASSERT_NE(metricsPort, 0) << server.process().stderrText();
   const auto deadline = std::chrono::steady_clock::now() + 20s;
   while (server.send("GET", "", {}, "/readyz").status != 200 &&
          std::chrono::steady_clock::now() < deadline) {
@@ -427,11 +433,8 @@ TEST(HttpE2eTest, IdleAndSlowConnectionsHoldNeitherThePortNorTheProbesNorTheMetr
   const TokenFile tokens;
   HttpServer server({"--token-file", tokens.path(), "--metrics", "127.0.0.1:0"});
   ASSERT_TRUE(server.waitListening()) << server.process().stderrText();
-  std::smatch match;
-  const std::string log = server.process().stderrText();
-  ASSERT_TRUE(std::regex_search(
-      log, match, std::regex(R"(serving metrics at http://127\.0\.0\.1:(\d+)/metrics)")));
-  const auto metrics_port = static_cast<std::uint16_t>(std::stoi(match[1]));
+  const std::uint16_t metrics_port = metricsPortOf(server);
+  ASSERT_NE(metrics_port, 0) << server.process().stderrText();
   const std::string port = std::to_string(server.port());
   std::vector<Poco::Net::StreamSocket> idle;
   for (int i = 0; i < 300; ++i) {

@@ -229,6 +229,31 @@ Poco::JSON::Object::Ptr startRunArguments(const RunRequest& request) {
   return arguments;
 }
 
+Poco::JSON::Object::Ptr runToFinal(testing::McpProcess& server, Poco::JSON::Object::Ptr arguments) {
+  if (!arguments->has("wait_seconds")) {
+    arguments->set("wait_seconds", 60);
+  }
+  Poco::JSON::Object::Ptr report = callToolOk(server, "start_run", arguments);
+  return isFinalStatus(text(report, "status")) ? report
+                                               : awaitFinal(server, text(report, "run_id"));
+}
+
+std::string openSession(testing::McpProcess& server, std::optional<double> memory_gb) {
+  Poco::JSON::Object::Ptr arguments = new Poco::JSON::Object;
+  if (memory_gb) {
+    Poco::JSON::Object::Ptr limits = new Poco::JSON::Object;
+    limits->set("memory_gb", *memory_gb);
+    arguments->set("limits", limits);
+  }
+  return text(callToolOk(server, "open_session", arguments), "session_id");
+}
+
+Poco::JSON::Object::Ptr closeSession(testing::McpProcess& server, const std::string& session_id) {
+  Poco::JSON::Object::Ptr arguments = new Poco::JSON::Object;
+  arguments->set("session_id", session_id);
+  return callToolOk(server, "close_session", arguments);
+}
+
 Poco::JSON::Object::Ptr callToolOk(testing::McpProcess& server, const std::string& tool,
                                    Poco::JSON::Object::Ptr arguments) {
   Poco::JSON::Object::Ptr result = server.callTool(tool, arguments);

@@ -110,6 +110,17 @@ Poco::JSON::Object::Ptr callToolOk(testing::McpProcess& server, const std::strin
 // start_run; returns the run id.
 std::string startRun(testing::McpProcess& server, const RunRequest& request);
 
+// start_run with `arguments` (wait_seconds 60 unless they say), then get_result until the
+// status is final: the report.
+Poco::JSON::Object::Ptr runToFinal(testing::McpProcess& server, Poco::JSON::Object::Ptr arguments);
+
+// open_session with `memory_gb` (the default when none); its session_id.
+std::string openSession(testing::McpProcess& server,
+                        std::optional<double> memory_gb = std::nullopt);
+
+// close_session; its structuredContent.
+Poco::JSON::Object::Ptr closeSession(testing::McpProcess& server, const std::string& session_id);
+
 // get_result with wait_seconds up to 60, repeated until the status is final or `budget`
 // passes (then throws).
 Poco::JSON::Object::Ptr awaitFinal(testing::McpProcess& server, const std::string& run_id,
@@ -203,6 +214,20 @@ class BatchedIntegrationTest : public IntegrationTest {
   }
 
   static inline std::unique_ptr<RunBatch> batch_;
+};
+
+// A suite with a server of its own, started at its first use with `--prepared 0` (its runs and
+// sessions each take a fresh sandbox), after checking that the engine answers. `Base` is
+// ::testing::Test or a TestWithParam.
+template <class Base = ::testing::Test>
+class OwnServerTest : public Base {
+ protected:
+  void SetUp() override { ASSERT_EQ(engineProblem(), ""); }
+
+  static testing::McpProcess& server() {
+    static std::unique_ptr<testing::McpProcess> shared = launchServer({"--prepared", "0"});
+    return *shared;
+  }
 };
 
 }  // namespace scs::integration

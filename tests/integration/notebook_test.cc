@@ -20,7 +20,6 @@ namespace scs::integration {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::IsEmpty;
 
 // The pause between cells: an agent reads a report before it sends the next cell.
 constexpr auto kAgentPace = std::chrono::milliseconds(300);
@@ -106,15 +105,8 @@ std::vector<std::string> notebooks() {
   return names;
 }
 
-class NotebookTest : public ::testing::TestWithParam<std::string> {
+class NotebookTest : public OwnServerTest<::testing::TestWithParam<std::string>> {
  protected:
-  void SetUp() override { ASSERT_THAT(engineProblem(), IsEmpty()); }
-
-  static testing::McpProcess& server() {
-    static std::unique_ptr<testing::McpProcess> shared = launchServer({"--prepared", "0"});
-    return *shared;
-  }
-
   // What a model is handed as text for each cell, in characters (issue 24), told at the end.
   static void TearDownTestSuite() {
     if (text_sizes_.empty()) {
@@ -179,11 +171,7 @@ TEST_P(NotebookTest, EveryCellReportsWhatItDidAndTheSessionLivesThroughIt) {
   const std::vector<Cell> cells =
       readNotebook(SCS_SOURCE_DIR "/tests/integration/notebooks/" + GetParam() + ".py");
   ASSERT_GE(cells.size(), 8u);
-  Poco::JSON::Object::Ptr limits = new Poco::JSON::Object;
-  limits->set("memory_gb", 2);
-  Poco::JSON::Object::Ptr open = new Poco::JSON::Object;
-  open->set("limits", limits);
-  const std::string session = text(callToolOk(server(), "open_session", open), "session_id");
+  const std::string session = openSession(server(), 2);
 
   for (const Cell& cell : cells) {
     std::this_thread::sleep_for(kAgentPace);
@@ -245,9 +233,7 @@ TEST_P(NotebookTest, EveryCellReportsWhatItDidAndTheSessionLivesThroughIt) {
           << where << ": the session ended: " << describe(report);
     }
   }
-  Poco::JSON::Object::Ptr close = new Poco::JSON::Object;
-  close->set("session_id", session);
-  callToolOk(server(), "close_session", close);
+  closeSession(server(), session);
 }
 
 INSTANTIATE_TEST_SUITE_P(Notebooks, NotebookTest, ::testing::ValuesIn(notebooks()),

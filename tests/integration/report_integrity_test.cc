@@ -15,31 +15,13 @@ namespace scs::integration {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::IsEmpty;
 using ::testing::Not;
 
-class ReportIntegrityTest : public ::testing::Test {
+class ReportIntegrityTest : public OwnServerTest<> {
  protected:
-  void SetUp() override { ASSERT_THAT(engineProblem(), IsEmpty()); }
+  std::string open(double memory_gb = 1) { return openSession(server(), memory_gb); }
 
-  static testing::McpProcess& server() {
-    static std::unique_ptr<testing::McpProcess> shared = launchServer({"--prepared", "0"});
-    return *shared;
-  }
-
-  std::string open(double memory_gb = 1) {
-    Poco::JSON::Object::Ptr limits = new Poco::JSON::Object;
-    limits->set("memory_gb", memory_gb);
-    Poco::JSON::Object::Ptr arguments = new Poco::JSON::Object;
-    arguments->set("limits", limits);
-    return text(callToolOk(server(), "open_session", arguments), "session_id");
-  }
-
-  void close(const std::string& session) {
-    Poco::JSON::Object::Ptr arguments = new Poco::JSON::Object;
-    arguments->set("session_id", session);
-    callToolOk(server(), "close_session", arguments);
-  }
+  void close(const std::string& session) { closeSession(server(), session); }
 
   // A run, in `session` when it is given, waited for.
   Poco::JSON::Object::Ptr run(const std::string& session, const std::string& code,
@@ -58,10 +40,7 @@ class ReportIntegrityTest : public ::testing::Test {
     if (!stdin_text.empty()) {
       arguments->set("stdin", stdin_text);
     }
-    arguments->set("wait_seconds", 60);
-    Poco::JSON::Object::Ptr report = callToolOk(server(), "start_run", arguments);
-    return isFinalStatus(text(report, "status")) ? report
-                                                 : awaitFinal(server(), text(report, "run_id"));
+    return runToFinal(server(), arguments);
   }
 
   static std::string exceptionType(const Poco::JSON::Object::Ptr& report) {

@@ -19,28 +19,12 @@ using std::chrono::seconds;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-class SessionIntegrationTest : public ::testing::Test {
+class SessionIntegrationTest : public OwnServerTest<> {
  protected:
-  void SetUp() override { ASSERT_THAT(engineProblem(), IsEmpty()); }
-
-  static testing::McpProcess& server() {
-    static std::unique_ptr<testing::McpProcess> shared = launchServer({"--prepared", "0"});
-    return *shared;
-  }
-
-  // open_session; its session_id.
-  std::string open(double memory_gb = 1) {
-    Poco::JSON::Object::Ptr limits = new Poco::JSON::Object;
-    limits->set("memory_gb", memory_gb);
-    Poco::JSON::Object::Ptr arguments = new Poco::JSON::Object;
-    arguments->set("limits", limits);
-    return text(callToolOk(server(), "open_session", arguments), "session_id");
-  }
+  std::string open(double memory_gb = 1) { return openSession(server(), memory_gb); }
 
   Poco::JSON::Object::Ptr close(const std::string& session_id) {
-    Poco::JSON::Object::Ptr arguments = new Poco::JSON::Object;
-    arguments->set("session_id", session_id);
-    return callToolOk(server(), "close_session", arguments);
+    return closeSession(server(), session_id);
   }
 
   // A run in the session, waited for.
@@ -52,9 +36,7 @@ class SessionIntegrationTest : public ::testing::Test {
     arguments->set("limits", limits);
     arguments->set("session_id", session_id);
     arguments->set("wait_seconds", 30);
-    Poco::JSON::Object::Ptr report = callToolOk(server(), "start_run", arguments);
-    return isFinalStatus(text(report, "status")) ? report
-                                                 : awaitFinal(server(), text(report, "run_id"));
+    return runToFinal(server(), arguments);
   }
 
   static std::vector<std::string> sandboxOf(const std::string& session_id) {
@@ -194,8 +176,7 @@ TEST_F(SessionIntegrationTest, ClosingRemovesTheContainerBeforeItAnswers) {
 // stdin ended (the session's --deadline is the backstop for a server that hangs instead).
 TEST_F(SessionIntegrationTest, ASessionEndsWithItsSigkilledServer) {
   auto doomed = launchServer({"--prepared", "0"});
-  Poco::JSON::Object::Ptr arguments = new Poco::JSON::Object;
-  const std::string session = text(callToolOk(*doomed, "open_session", arguments), "session_id");
+  const std::string session = openSession(*doomed);
   const std::vector<std::string> ids = sandboxOf(session);
   ASSERT_EQ(ids.size(), 1u);
   doomed->signal(SIGKILL);
@@ -212,8 +193,7 @@ TEST_F(SessionIntegrationTest, ASessionOfAHungServerEndsAtItsDeadline) {
   constexpr int kGraceSeconds = 10;
   auto hung =
       launchServer({"--prepared", "0", "--session-max-seconds", std::to_string(kLifetimeSeconds)});
-  Poco::JSON::Object::Ptr arguments = new Poco::JSON::Object;
-  const std::string session = text(callToolOk(*hung, "open_session", arguments), "session_id");
+  const std::string session = openSession(*hung);
   const std::vector<std::string> ids = sandboxOf(session);
   ASSERT_EQ(ids.size(), 1u);
   const auto stopped_at = std::chrono::steady_clock::now();

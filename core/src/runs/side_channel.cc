@@ -232,75 +232,80 @@ std::variant<RunResults, std::string> parseTrailer(std::string_view trailer,
   }
   const Object& root = *parsed.extract<Object::Ptr>();
 
+  // A member of the trailer by its protocol key: nullopt when absent, the value (maybe null)
+  // when present.
+  const auto member = [&root](std::string_view key) -> std::optional<Var> {
+    const std::string name(key);
+    return root.has(name) ? std::optional<Var>(root.get(name)) : std::nullopt;
+  };
+  const auto given = [&member](std::string_view key) -> std::optional<Var> {
+    std::optional<Var> value = member(key);
+    return value && !value->isEmpty() ? value : std::nullopt;
+  };
+
   RunResults results;
-  if (root.has("exit") && !root.get("exit").isEmpty()) {
-    auto exit = readExit(root.get("exit"));
+  if (const auto value = given(launcher::kTrailerExit)) {
+    auto exit = readExit(*value);
     if (auto* problem = std::get_if<std::string>(&exit)) {
       return *problem;
     }
     results.exit = std::get<ProgramExit>(exit);
   }
-  if (root.has("exception") && !root.get("exception").isEmpty()) {
-    auto exception = readException(root.get("exception"));
+  if (const auto value = given(launcher::kTrailerException)) {
+    auto exception = readException(*value);
     if (auto* problem = std::get_if<std::string>(&exception)) {
       return *problem;
     }
     results.exception = std::move(std::get<RunException>(exception));
   }
-  if (root.has("result") && !root.get("result").isEmpty()) {
-    const Var result = root.get("result");
-    if (!result.isString()) {
+  if (const auto result = given(launcher::kTrailerResult)) {
+    if (!result->isString()) {
       return std::string("\"result\" is not a string");
     }
     // Valid UTF-8 and within the cap whatever the sandbox sent.
-    results.result = toValidUtf8(capHead(result.toString(), kMaxResultBytes + 64));
+    results.result = toValidUtf8(capHead(result->toString(), kMaxResultBytes + 64));
   }
   for (const auto& [key, field, cap] :
-       {std::tuple{"refused", &results.refused, kMaxRefusalBytes},
-        std::tuple{"launcher_error", &results.launcher_error, kMaxLauncherErrorBytes}}) {
-    if (root.has(key) && !root.get(key).isEmpty()) {
-      const Var text = root.get(key);
-      if (!text.isString()) {
+       {std::tuple{launcher::kTrailerRefused, &results.refused, kMaxRefusalBytes},
+        std::tuple{launcher::kTrailerLauncherError, &results.launcher_error,
+                   kMaxLauncherErrorBytes}}) {
+    if (const auto text = given(key)) {
+      if (!text->isString()) {
         return "\"" + std::string(key) + "\" is not a string";
       }
-      *field = toValidUtf8(capTail(text.toString(), cap));
+      *field = toValidUtf8(capTail(text->toString(), cap));
     }
   }
-  if (const std::string warm(launcher::kTrailerWarmSeconds);
-      root.has(warm) && !root.get(warm).isEmpty()) {
-    const Var seconds = root.get(warm);
+  if (const auto seconds = given(launcher::kTrailerWarmSeconds)) {
     const double value =
-        seconds.isNumeric() && !seconds.isBoolean() ? seconds.convert<double>() : -1;
+        seconds->isNumeric() && !seconds->isBoolean() ? seconds->convert<double>() : -1;
     if (!(value >= 0 && value < 3600)) {
       return std::string("\"warm_seconds\" is not a duration");
     }
     results.warm_seconds = value;
   }
-  if (root.has("session_over")) {
-    const Var over = root.get("session_over");
-    if (!over.isBoolean()) {
+  if (const auto over = member(launcher::kTrailerSessionOver)) {
+    if (!over->isBoolean()) {
       return std::string("\"session_over\" is not a boolean");
     }
-    results.session_over = over.convert<bool>();
+    results.session_over = over->convert<bool>();
   }
-  if (root.has("files_omitted")) {
-    const Var omitted = root.get("files_omitted");
+  if (const auto omitted = member(launcher::kTrailerFilesOmitted)) {
     // Poco counts a bool as an integer, and converting 2^63 or more to int64 throws.
-    if (!omitted.isInteger() || omitted.isBoolean() ||
-        (omitted.isSigned() && omitted.convert<std::int64_t>() < 0)) {
+    if (!omitted->isInteger() || omitted->isBoolean() ||
+        (omitted->isSigned() && omitted->convert<std::int64_t>() < 0)) {
       return std::string("\"files_omitted\" is not a count");
     }
-    results.files_omitted = omitted.convert<std::uint64_t>();
+    results.files_omitted = omitted->convert<std::uint64_t>();
   }
-  if (root.has("files_truncated")) {
-    const Var truncated = root.get("files_truncated");
-    if (!truncated.isBoolean()) {
+  if (const auto truncated = member(launcher::kTrailerFilesTruncated)) {
+    if (!truncated->isBoolean()) {
       return std::string("\"files_truncated\" is not a boolean");
     }
-    results.files_truncated = truncated.convert<bool>();
+    results.files_truncated = truncated->convert<bool>();
   }
-  if (root.has("files") && !root.get("files").isEmpty()) {
-    const Var files = root.get("files");
+  if (const auto given_files = given(launcher::kTrailerFiles)) {
+    const Var& files = *given_files;
     if (files.type() != typeid(Array::Ptr) || !files.extract<Array::Ptr>()) {
       return std::string("\"files\" is not an array");
     }
