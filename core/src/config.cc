@@ -282,10 +282,11 @@ const std::vector<Flag>& flags() {
        intSetter<std::size_t>("prepared", 0, 64,
                               [](Config& c) -> std::size_t& { return c.runs.prepared; })},
       {"prepared-max", "N",
-       "The most sandboxes kept prepared when runs with the default limits arrive together: the "
-       "pool follows the most such runs in flight at once in the last five minutes, between "
-       "--prepared and this, grows only while no run waits and memory allows, and shrinks back "
-       "to --prepared when the demand is gone.",
+       "The most sandboxes kept prepared when runs with the default limits arrive together or "
+       "fast: the pool follows the most such runs in flight at once in the last five minutes, "
+       "or as many as arrive while one sandbox is made, between --prepared and this, grows "
+       "only while no run waits and memory allows, and shrinks back to --prepared when the "
+       "demand is gone.",
        [](const Config& c) { return std::to_string(c.runs.prepared_max); },
        intSetter<std::size_t>("prepared-max", 0, 64,
                               [](Config& c) -> std::size_t& { return c.runs.prepared_max; })},
@@ -298,7 +299,8 @@ const std::vector<Flag>& flags() {
            [](Config& c) -> std::chrono::seconds& { return c.runs.prepared_max_idle; })},
       {"warm-modules", "LIST",
        "Modules a prepared sandbox's interpreter imports while it waits for its run, comma "
-       "separated (those the image lacks are skipped). A run then finds them loaded; it can "
+       "separated (those the image lacks are skipped), in order; a run that arrives meanwhile "
+       "waits for the one being imported only. A run then finds them loaded; it can "
        "tell only by timing, sys.modules and gc.get_freeze_count(). \"none\": none. Under "
        "--runtime runsc the default is none: gVisor copies a forked child's share of them "
        "early, so a program that forks many children needs far more memory.",
