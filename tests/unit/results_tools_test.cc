@@ -404,8 +404,13 @@ TEST_F(SessionToolsTest, ASessionFromOpenToClose) {
   EXPECT_EQ(second->getValue<std::string>("result"), "frame");
   EXPECT_EQ(second->getValue<std::string>("session_id"), id);
   EXPECT_TRUE(second->getValue<bool>("session_alive"));
-  EXPECT_EQ(second->getObject("limits")->getValue<double>("memory_gb"), 2);
-  EXPECT_EQ(second->getObject("limits")->getValue<double>("timeout_seconds"), 5);
+  // Its effective limits, the session's memory and its own timeout, only when asked for.
+  EXPECT_FALSE(second->has("limits"));
+  const Object::Ptr full = structured(
+      "get_result", call("get_result", R"({"run_id":")" + second->getValue<std::string>("run_id") +
+                                           R"(","verbose":true})"));
+  EXPECT_EQ(full->getObject("limits")->getValue<double>("memory_gb"), 2);
+  EXPECT_EQ(full->getObject("limits")->getValue<double>("timeout_seconds"), 5);
   // The session's files came with its first run.
   EXPECT_EQ(lastMembers().count("main.py"), 1u);
 

@@ -101,8 +101,12 @@ void setResults(Object& object, const runs::RunSnapshot& snapshot, const ReportO
   }
 }
 
+// A session run's limits are its session's, which open_session reported, and the timeout the
+// run asked for: shown only when verbose.
 void setLimits(Object& object, const runs::RunSnapshot& snapshot, const ReportOptions& options) {
-  if (options.verbose || !options.defaults || !sameLimits(snapshot.limits, *options.defaults)) {
+  const bool told = !snapshot.session_id.empty() ||
+                    (options.defaults && sameLimits(snapshot.limits, *options.defaults));
+  if (options.verbose || !told) {
     object.set("limits", limitsToJson(snapshot.limits));
   }
 }

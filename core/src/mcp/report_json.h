@@ -16,7 +16,7 @@ namespace scs::mcp {
 
 // What a report leaves out. A compact report (the default) carries only what tells the agent
 // something: no empty stream, no false flag, no byte counts it could not use, no limits equal
-// to the defaults, no timestamps, and an exception's traceback only when stderr does not
+// to the defaults (nor a session run's, which are its session's), no timestamps, and an exception's traceback only when stderr does not
 // already end with it. `verbose` (get_result's argument) gives every field.
 struct ReportOptions {
   bool with_offsets = false;  // stdout_offset and stderr_offset (and the byte counts)

@@ -57,6 +57,7 @@ describe('safe-code-sandbox through the official MCP SDK client', () => {
       code: '#fake:set=rows=3\n', session_id: session.session_id, wait_seconds: 20 });
     assert.equal(first.status, 'succeeded');
     assert.equal(first.session_alive, true);
+    assert.equal(first.limits, undefined);  // the session's, which open_session said
     assert.equal(first.result, undefined);
     const second = await call('start_run', {
       code: '#fake:get=rows\n', session_id: session.session_id, wait_seconds: 20 });
