@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <exception>
 #include <map>
 #include <sstream>
 #include <string>
@@ -88,6 +89,23 @@ TEST(WarmInterpreterTest, TheProgramSeesTheSameWorldAsInAFreshSandboxButForItsMo
     return ids.size() == 1 && containerState(ids[0]).rfind("running ", 0) == 0;
   };
   ASSERT_TRUE(eventually(idle, std::chrono::seconds(60)));
+  // Started is not yet warm: a run that arrives while the interpreter imports waits for the
+  // module being imported only, and one that arrives before the first finds none. Warm is when
+  // the imports' CPU use has stopped.
+  const auto quiet = [&] {
+    const std::vector<std::string> ids = containersOfServer(*warm);
+    if (ids.size() != 1) {
+      return false;
+    }
+    const CommandResult cpu =
+        runCommand("docker stats --no-stream --format '{{.CPUPerc}}' " + ids[0]);
+    try {
+      return cpu.exit_code == 0 && std::stod(cpu.output) < 2.0;  // "0.05%"
+    } catch (const std::exception&) {
+      return false;
+    }
+  };
+  ASSERT_TRUE(eventually(quiet, std::chrono::seconds(60)));
 
   const std::string warm_id = startRun(*warm, {kProbe, Limits{}, nullptr});
   const auto warm_report = awaitFinal(*warm, warm_id);
