@@ -16,6 +16,8 @@
 // own time from its start_run (or the CLI's start) to its final report (or the CLI's exit).
 // Then: the server's capacity (the highest rate of a ladder of Poisson rates at which its p95
 // stays under twice its every-2s p50), and open_session to the first answered print(1).
+// BENCH_ARRIVAL_PATTERNS names the parts to play (the patterns, `capacity`, `session`); all by
+// default.
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -95,8 +97,8 @@ export async function arrivals(cfg, { Server, dockerRun, progress, summary, code
   const results = { rounds: cfg.arrivalRounds, patterns: {} };
   for (const [codeName, code] of Object.entries(codes).filter(([name]) =>
     cfg.arrivalCodes.includes(name))) {
-    for (const [name, play] of patterns(cfg).filter(([name]) =>
-      codeName === 'trivial' || ANALYSIS_PATTERNS.includes(name))) {
+    for (const [name, play] of patterns(cfg).filter(([name]) => cfg.arrivalParts(name) &&
+      (codeName === 'trivial' || ANALYSIS_PATTERNS.includes(name)))) {
       const key = `${name} ${codeName}`;
       const server = await Server.start('runc', { logLevel: 'info' });
       const samples = { mcp: [], docker: [] };
@@ -129,8 +131,14 @@ export async function arrivals(cfg, { Server, dockerRun, progress, summary, code
         `${docker.p50.toFixed(0)} ms (${(mcp.p50 / docker.p50).toFixed(2)})`);
     }
   }
-  results.capacity = await capacity(cfg, { Server, progress, summary, codes });
-  results.session = await sessionStart(cfg, { Server, summary });
+  if (cfg.arrivalParts('capacity')) {
+    results.capacity = await capacity(cfg, { Server, progress, summary, codes });
+  }
+  if (cfg.arrivalParts('session')) {
+    results.session = await sessionStart(cfg, { Server, summary });
+    progress(`arrivals session: open_session to the first print(1) p50 ` +
+      `${results.session.p50.toFixed(0)} ms`);
+  }
   return results;
 }
 

@@ -56,6 +56,8 @@ const cfg = {
   arrivalRounds: envInt('BENCH_ARRIVAL_ROUNDS', 2),
   poissonSeconds: envInt('BENCH_POISSON_SECONDS', quick ? 10 : 30),
   arrivalCodes: (process.env.BENCH_ARRIVAL_CODES ?? 'trivial,analysis').split(','),
+  arrivalParts: (name) => !process.env.BENCH_ARRIVAL_PATTERNS ||
+    process.env.BENCH_ARRIVAL_PATTERNS.split(',').includes(name),
   floodMiB: envInt('BENCH_FLOOD_MB', 100),
   runsc: process.env.BENCH_RUNSC ?? 'auto',  // auto | 0 | 1
   phases: (process.env.BENCH_PHASES ??
@@ -993,10 +995,15 @@ function table() {
         `${ms(p.docker.p95)} | ${ratio(p.ratio_p50)} | ${ratio(p.ratio_p95)} |`);
     }
     lines.push('');
-    const ladder = ar.capacity.ladder.map((l) => `${l.rate}/s: p95 ${ms(l.p95)}`).join(', ');
-    lines.push(`Capacity: ${ar.capacity.held_rate} trivial runs/s held with p95 under twice the ` +
-      `idle p50 (${ms(ar.capacity.idle_p50)} ms at one every 2 s; ${ladder}). open_session to ` +
-      `the first answered print(1): p50 ${ms(ar.session.p50)} ms, p95 ${ms(ar.session.p95)} ms.`);
+    if (ar.capacity) {
+      const ladder = ar.capacity.ladder.map((l) => `${l.rate}/s: p95 ${ms(l.p95)}`).join(', ');
+      lines.push(`Capacity: ${ar.capacity.held_rate} trivial runs/s held with p95 under twice ` +
+        `the idle p50 (${ms(ar.capacity.idle_p50)} ms at one every 2 s; ${ladder}).`);
+    }
+    if (ar.session) {
+      lines.push(`open_session to the first answered print(1): p50 ${ms(ar.session.p50)} ms, ` +
+        `p95 ${ms(ar.session.p95)} ms.`);
+    }
     lines.push('');
   }
 

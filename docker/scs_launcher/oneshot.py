@@ -1,7 +1,11 @@
 """PID 1 for one run: the program's interpreter started at once (child/program.py), the bundle
 read from stdin and checked, the code started, the program waited for while its stdin is fed
 and its exception record read, then every process ended, the files collected and the trailer
-written. PID 1 exits with the program's exit code, or 128 + N when signal N killed it."""
+written. PID 1 exits with the program's exit code, or 128 + N when signal N killed it.
+
+A prepared sandbox's stdin may begin with the session frame instead (protocol.py): then the
+interpreter, which has imported modules but run no code, is ended, the deadline becomes the
+session's and PID 1 serves a session (session.py) from there."""
 
 import os
 import signal
@@ -13,6 +17,64 @@ from .child import STUB
 from .rejection import Rejected, reject
 
 MAX_EXCEPTION_BYTES = 1 << 16
+SESSION_PREFIX = (protocol.SESSION_FRAME + " ").encode("ascii")
+MAX_SESSION_SECONDS_DIGITS = 12
+
+
+class Prefixed:
+    """A stream of `head` and then what `raw` reads: the bundle, whose first bytes were read to
+    tell it from a session frame."""
+
+    def __init__(self, head, raw):
+        self.head, self.raw = head, raw
+
+    def read(self, size=-1):
+        if not self.head:
+            return self.raw.read(size)
+        size = len(self.head) if size is None or size < 0 else size
+        data, self.head = self.head[:size], self.head[size:]
+        return data
+
+
+def read_head(fd):
+    """The first bytes of `fd` (stdin), as many as the session frame's prefix (fewer only at its end)."""
+    head = b""
+    while len(head) < len(SESSION_PREFIX):
+        data = os.read(fd, len(SESSION_PREFIX) - len(head))
+        if not data:
+            break
+        head += data
+    return head
+
+
+def read_session_seconds(fd):
+    """The rest of the session frame after its prefix, from `fd` (stdin): the session's deadline in seconds, read a
+    byte at a time so that nothing of the frames after it is taken from stdin."""
+    line = b""
+    while not line.endswith(b"\n"):
+        if len(line) > MAX_SESSION_SECONDS_DIGITS:
+            raise Rejected("the session frame is too long")
+        data = os.read(fd, 1)
+        if not data:
+            raise Rejected("stdin ended within the session frame")
+        line += data
+    seconds = line[:-1]
+    if not seconds.isdigit() or int(seconds) == 0:
+        raise Rejected(f"the session frame's deadline {seconds[:16]!r} is not whole seconds")
+    return int(seconds)
+
+
+def become_session(loop, fds, deadline, seconds, root):
+    """Ends the warm interpreter (no code has reached it), then serves a session with the
+    session's deadline. Does not return."""
+    processes.end_every_process()
+    for fd in fds:
+        os.close(fd)
+    loop.close()
+    deadline.restart(seconds)
+    from . import session
+
+    session.serve(root)
 
 
 def serve(deadline, warm, root):
@@ -28,8 +90,12 @@ def serve(deadline, warm, root):
     for fd in (report_w, go_r, stdin_r):
         os.close(fd)
     try:
+        head = read_head(0)
+        if head == SESSION_PREFIX:
+            become_session(loop, (report_r, go_w, stdin_w), deadline,
+                           read_session_seconds(0), root)
         # Unbuffered, so that the end-of-archive block is seen even while stdin stays open.
-        members = bundle.unpack(sys.stdin.buffer.raw)
+        members = bundle.unpack(Prefixed(head, sys.stdin.buffer.raw))
         control = bundle.read_control(members.get(protocol.CONTROL_FILE))
     except Rejected as why:
         reject(str(why))

@@ -1,7 +1,8 @@
 """PID 1's sequence, in the order nothing may change: out of the program's reach first (not
 dumpable, no signal handled), then the checks an engine could not make, then the deadline's
 thread, and only then a program's interpreter, for one run (oneshot.py) or a session
-(session.py).
+(session.py; a sandbox prepared for a run becomes a session's when the server says so before
+anything else).
 
 Being PID 1 keeps the sandbox's deadline out of the program's reach. Linux delivers to a PID
 namespace's init no signal from inside the namespace that it does not handle, SIGSTOP and
@@ -57,6 +58,14 @@ class Deadline:
         with self._changed:
             at = time.monotonic() + seconds
             self._at = at if self._at is None else min(self._at, at)
+            self._changed.notify()
+
+    def restart(self, seconds):
+        """The sandbox becomes a session's: its deadline is the session's, counted from now. Only
+        before any program code has run (the session frame is the first thing on stdin, which
+        the server alone writes)."""
+        with self._changed:
+            self._at = time.monotonic() + seconds
             self._changed.notify()
 
     def _watch(self):

@@ -84,14 +84,20 @@ class Loop:
     reaped as they end (every other process is an orphan, reaped and forgotten)."""
 
     def __init__(self):
-        self._wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.signal(signal.SIGCHLD, _woken)
-        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
         self._poll = select.poll()
         self._poll.register(self._wake_r, select.POLLIN)
         self._handlers = {}  # fd -> (events, callback(revents))
         self._watched = set()
         self.exits = {}  # pid -> wait status, for the watched pids that ended
+
+    def close(self):
+        """Gives up the wakeup pipe, for another loop to take SIGCHLD."""
+        signal.set_wakeup_fd(-1)
+        os.close(self._wake_r)
+        os.close(self._wake_w)
 
     def watch(self, pid):
         self._watched.add(pid)

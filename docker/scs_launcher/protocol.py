@@ -7,7 +7,10 @@ In: the bundle, an uncompressed ustar with main.py, the run's files and, under C
 control file (JSON: the run's nonce, the caps on returned files, its watchdog and result cap)
 and the run's stdin, which PID 1 keeps in memory and never writes to disk. A session's sandbox
 reads frames instead: RUN_FRAME, a space, the bundle's size in decimal and "\\n", then the
-bundle; or INTERRUPT_FRAME and "\\n".
+bundle; or INTERRUPT_FRAME and "\\n". A sandbox prepared for a run becomes a session's when
+its stdin begins with SESSION_FRAME, a space, the session's deadline in seconds and "\\n"
+instead of a bundle (whose first member is always main.py): its warm interpreter, which has run
+no code, is ended and the session's is started.
 Out: once every process of the run has ended (in a session: once its code has), PID 1 writes to
 stderr END_PREFIX, the nonce and MARKER_END, and then to stdout TRAILER_PREFIX, the nonce,
 MARKER_END, one line of JSON (the TRAILER_* keys) and "\\n".
@@ -30,6 +33,7 @@ CONTROL_RESULT_CAP = "result_cap"
 
 RUN_FRAME = "SCS-RUN"
 INTERRUPT_FRAME = "SCS-INTERRUPT"
+SESSION_FRAME = "SCS-SESSION"
 MAX_FRAME_HEADER_BYTES = 64
 MAX_FRAME_BYTES = 2147483648
 

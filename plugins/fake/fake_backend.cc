@@ -336,6 +336,8 @@ backend::CreateReply FakeBackend::create(const backend::SandboxSpec& spec) {
     backend::CreateReply reply;
     auto sandbox = std::make_shared<Sandbox>();
     sandbox->spec = spec;
+    sandbox->serves_session = std::find(spec.command.begin(), spec.command.end(),
+                                        std::string(launcher::kFlagSession)) != spec.command.end();
     {
       std::lock_guard<std::mutex> lock(mu_);
       sandbox->id = "fake-" + std::to_string(next_id_++);
@@ -389,13 +391,33 @@ Status FakeBackend::deliverToSession(Sandbox& sandbox, const std::string& bytes)
   return Status{};
 }
 
+Status FakeBackend::becomeSession(Sandbox& sandbox, const std::string& frame) {
+  const std::string prefix = std::string(launcher::kSessionFrame) + " ";
+  const std::string seconds = frame.substr(prefix.size(), frame.size() - prefix.size() - 1);
+  if (frame.back() != '\n' || seconds.empty() ||
+      seconds.find_first_not_of("0123456789") != std::string::npos) {
+    return Status{Code::kRejected, "fake: a malformed session frame"};
+  }
+  if (sandbox.state == State::kExited || (sandbox.state != State::kCreated && sandbox.killed)) {
+    return Status{Code::kUnavailable, "fake: sandbox " + sandbox.id + " has already ended"};
+  }
+  sandbox.serves_session = true;
+  sandbox.archive = frame;
+  cv_.notify_all();  // wakes a sandbox started idle
+  return Status{};
+}
+
 Status FakeBackend::deliver(const std::string& id, const std::string& archive) {
   return guardStatus([&] {
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto sandbox = find(id);
-      if (sandbox && !sandbox->removed && sandbox->spec.session) {
+      if (sandbox && !sandbox->removed && sandbox->serves_session) {
         return deliverToSession(*sandbox, archive);
+      }
+      if (sandbox && !sandbox->removed && !sandbox->delivered &&
+          archive.rfind(std::string(launcher::kSessionFrame) + " ", 0) == 0) {
+        return becomeSession(*sandbox, archive);
       }
     }
     std::string main_py;
@@ -470,7 +492,17 @@ void FakeBackend::play(const std::shared_ptr<Sandbox>& sandbox) {
   backend::Exit exit;
   exit.exited = true;
   try {
-    if (sandbox->spec.session) {
+    bool session = false;
+    {
+      // Idle, like the launcher on its stdin, until it knows what it serves or it ends.
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] {
+        return sandbox->serves_session || sandbox->delivered || sandbox->killed.load() ||
+               sandbox->finish_code >= 0;
+      });
+      session = sandbox->serves_session;
+    }
+    if (session) {
       playSession(sandbox, exit);
     } else {
       playRun(sandbox, exit);
@@ -695,7 +727,7 @@ backend::ProgressReply FakeBackend::progress(const std::string& id) {
     backend::ProgressReply reply;
     reply.oom_known = true;
     reply.oom_killed = sandbox->delivered && (sandbox->script.oom || sandbox->script.child_oom);
-    reply.oom_kills = sandbox->spec.session ? sandbox->oom_kills : (reply.oom_killed ? 1 : 0);
+    reply.oom_kills = sandbox->serves_session ? sandbox->oom_kills : (reply.oom_killed ? 1 : 0);
     reply.oom_killed = reply.oom_killed || sandbox->oom_kills > 0;
     reply.peak_memory_bytes = sandbox->script.peak_memory_bytes;
     reply.cpu_seconds = sandbox->script.cpu_seconds;
@@ -777,6 +809,7 @@ FakeBackend::View FakeBackend::viewOf(const Sandbox& sandbox) {
   view.removed = sandbox.removed;
   view.removing = sandbox.removing;
   view.exited = sandbox.state == State::kExited;
+  view.serves_session = sandbox.serves_session;
   view.running = sandbox.state == State::kRunning && sandbox.delivered && !sandbox.killed &&
                  sandbox.finish_code < 0 && !sandbox.removed;
   view.exit = sandbox.exit;

@@ -101,6 +101,7 @@ class FakeBackend : public backend::RuntimeBackend {
     bool removing = false;  // remove() is blocked by holdRemovals()
     bool removed = false;
     bool exited = false;
+    bool serves_session = false;  // a session's, from its creation or (prepared) its frame
     // Started with its code, and its program has neither ended nor been told to (kill, finish).
     bool running = false;
     backend::Exit exit;       // once exited
@@ -143,6 +144,9 @@ class FakeBackend : public backend::RuntimeBackend {
     bool killed_outside = false;      // by killFromOutside()
     bool kill_seen = false;
     std::atomic<int> finish_code{-1};  // finish() asked it to exit so; -1: not asked
+    // Its launcher serves a session: its command says --session, or (a sandbox prepared for a
+    // run) the session frame reached it before any run.
+    bool serves_session = false;
     // A session's sandbox: the runs delivered and not yet played, an interrupt asked for, and
     // the namespace its runs share.
     // An interrupt that arrives after a run's frame and before that run starts to play is that
@@ -170,6 +174,7 @@ class FakeBackend : public backend::RuntimeBackend {
   void playRun(const std::shared_ptr<Sandbox>& sandbox, backend::Exit& exit);
   void playSession(const std::shared_ptr<Sandbox>& sandbox, backend::Exit& exit);
   backend::Status deliverToSession(Sandbox& sandbox, const std::string& bytes);  // requires mu_
+  backend::Status becomeSession(Sandbox& sandbox, const std::string& frame);     // requires mu_
   void log(backend::LogLevel level, const std::string& message);
   // cv_.wait_for(lock, timeout, done) on the backend's clock.
   template <typename Done>

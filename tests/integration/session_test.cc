@@ -2,12 +2,14 @@
 // between runs, a timeout interrupts the code and the session lives on, code that ignores
 // KeyboardInterrupt ends its session, an OOM of the interpreter ends it and one of a child does
 // not (under gVisor it does: the cap is the whole sandbox's), closing removes the container, and a
-// session outliving a SIGKILLed server ends at its deadline.
+// session outliving a SIGKILLed server ends at its deadline; one opened from the prepared pool
+// keeps all of that.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <string>
 
 #include "integration/harness.h"
@@ -37,6 +39,12 @@ class SessionIntegrationTest : public OwnServerTest<> {
     arguments->set("session_id", session_id);
     arguments->set("wait_seconds", 30);
     return runToFinal(server(), arguments);
+  }
+
+  static std::string userOf(const std::string& container) {
+    const std::string user =
+        runCommand("docker inspect -f '{{.Config.User}}' " + container).output;
+    return user.substr(0, user.find('\n'));  // "uid:gid"
   }
 
   static std::vector<std::string> sandboxOf(const std::string& session_id) {
@@ -204,6 +212,58 @@ TEST_F(SessionIntegrationTest, ASessionOfAHungServerEndsAtItsDeadline) {
   EXPECT_GE(std::chrono::steady_clock::now() - stopped_at, seconds(kLifetimeSeconds));
   hung->signal(SIGKILL);
   runCommand("docker rm -f " + ids[0]);
+}
+
+// A session opened while a sandbox is prepared begins in it (issue 25) and keeps every guarantee
+// of a session: its code runs under that sandbox's uid, which no other sandbox has (not the one
+// the pool makes next), its state carries between runs, and its deadline is the session's, not
+// the prepared sandbox's (which allows for 300 s idle): with its server hung, it ends at the
+// session's.
+TEST_F(SessionIntegrationTest, ASessionOpensInAPreparedSandboxAndKeepsItsUidStateAndDeadline) {
+  constexpr int kLifetimeSeconds = 3;
+  constexpr int kGraceSeconds = 10;
+  auto pooled = launchServer({"--prepared", "1", "--session-max-seconds",
+                              std::to_string(kLifetimeSeconds), "--log-level", "debug"});
+  ASSERT_TRUE(eventually([&] { return pooled->stderrText().find(" is ready") != std::string::npos; },
+                         seconds(60)))
+      << tail(pooled->stderrText());
+  const std::vector<std::string> prepared = containersOfServer(*pooled);
+  ASSERT_EQ(prepared.size(), 1u);
+  const std::string user = userOf(prepared[0]);
+
+  const std::string session = openSession(*pooled);
+  ASSERT_THAT(pooled->stderrText(), HasSubstr("opened in prepared sandbox " + prepared[0]));
+  const auto inSession = [&](const std::string& code) {
+    Poco::JSON::Object::Ptr arguments = startRunArguments({code, {}, nullptr});
+    arguments->set("session_id", session);
+    arguments->set("wait_seconds", 30);
+    return runToFinal(*pooled, arguments);
+  };
+  const auto first = inSession("import os\nuid = os.getuid()\nf'{uid}:{os.getgid()}'\n");
+  ASSERT_EQ(text(first, "status"), "succeeded") << describe(first);
+  EXPECT_EQ(text(first, "result"), "'" + user + "'");
+  EXPECT_EQ(text(inSession("uid\n"), "result"), user.substr(0, user.find(':')));
+
+  // The pool makes another, in another uid.
+  std::vector<std::string> others;
+  ASSERT_TRUE(eventually(
+      [&] {
+        others = containersOfServer(*pooled);
+        others.erase(std::remove(others.begin(), others.end(), prepared[0]), others.end());
+        return !others.empty();
+      },
+      seconds(60)));
+  EXPECT_NE(userOf(others[0]), user);
+
+  pooled->signal(SIGSTOP);
+  EXPECT_TRUE(eventually([&] { return containerState(prepared[0]) == "exited 137"; },
+                         seconds(kLifetimeSeconds + kGraceSeconds + 15)))
+      << containerState(prepared[0]);
+  pooled->signal(SIGKILL);
+  for (const std::string& id : containersOfServer(*pooled)) {
+    runCommand("docker rm -f " + id);
+  }
+  runCommand("docker rm -f " + prepared[0]);
 }
 
 }  // namespace

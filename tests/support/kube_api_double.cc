@@ -9,6 +9,7 @@
 #include <Poco/Net/NetException.h>
 #include <Poco/Net/WebSocket.h>
 #include <Poco/URI.h>
+#include <scs/backend/launcher_protocol.h>
 
 #include <algorithm>
 #include <atomic>
@@ -213,7 +214,8 @@ class ContainerOutput : public backend::OutputSink {
 // `#fake:` script of the code it is given as the sandbox's launcher would.
 struct Container {
   std::string id;  // in the fake engine
-  bool session = false;
+  bool session = false;    // its launcher serves a session: --session, or the session frame came
+  bool delivered = false;  // a run's bundle reached it
   ContainerOutput output;
   bool attached = false;  // stdinOnce: one attach a container (guarded by State::mutex)
 };
@@ -583,7 +585,8 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
     auto live = std::make_shared<Container>();
     backend::SandboxSpec spec;
     spec.run_id = key.second;
-    for (const std::string& word : json::strings(json::array(container, "command"))) {
+    spec.command = json::strings(json::array(container, "command"));
+    for (const std::string& word : spec.command) {
       spec.session = spec.session || word == "--session";
     }
     live->session = spec.session;
@@ -639,6 +642,21 @@ void sendMessage(Poco::Net::WebSocket& ws, int channel, const std::string& paylo
 
 // Takes each whole frame of a session's stdin ("SCS-RUN <bytes>\n" and the bundle, or
 // "SCS-INTERRUPT\n") off the front of `buffer`.
+// Whether `input` holds a whole ustar archive: headers and contents up to the two zero blocks
+// that end it. The launcher of a sandbox prepared for a run reads its bundle to that end, since
+// such a sandbox's stdin stays open (it could have become a session's).
+bool wholeArchive(const std::string& input) {
+  constexpr std::size_t kBlock = 512;
+  for (std::size_t at = 0; at + 2 * kBlock <= input.size();) {
+    if (input.compare(at, 2 * kBlock, std::string(2 * kBlock, '\0')) == 0) {
+      return true;
+    }
+    const std::size_t size = std::stoull(input.substr(at + 124, 11), nullptr, 8);
+    at += kBlock + (size + kBlock - 1) / kBlock * kBlock;
+  }
+  return false;
+}
+
 std::vector<std::string> takeFrames(std::string& buffer) {
   std::vector<std::string> frames;
   while (true) {
@@ -780,13 +798,26 @@ void KubeApiDouble::Handler::attach(Poco::Net::HTTPServerRequest& request,
         const std::string message(frame.begin(), frame.size());
         if (message.size() >= 1 && message[0] == 0) {
           input += message.substr(1);
+          const std::string becomes = std::string(backend::launcher::kSessionFrame) + " ";
+          if (!live->session && !live->delivered && input.rfind(becomes, 0) == 0 &&
+              input.find('\n') != std::string::npos) {
+            const std::size_t header = input.find('\n') + 1;
+            deliver(*live, input.substr(0, header));  // the prepared sandbox becomes a session's
+            input.erase(0, header);
+            live->session = true;
+          } else if (!live->session && !live->delivered && input.size() > becomes.size() &&
+                     input.rfind(becomes, 0) != 0 && wholeArchive(input)) {
+            live->delivered = true;
+            deliver(*live, input);
+          }
           if (live->session) {
             for (const std::string& one : takeFrames(input)) {
               deliver(*live, one);
             }
           }
         } else if (message == std::string("\xff\x00", 2)) {  // v5: stdin ends
-          if (!live->session) {
+          if (!live->session && !live->delivered) {
+            live->delivered = true;
             deliver(*live, input);
           }
           if (drop) {

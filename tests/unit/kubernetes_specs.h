@@ -19,8 +19,7 @@ class CoreSpecs {
     return labelled(bring_up_.spec(run_id, limits_, required_, false), deadline_unix);
   }
   backend::SandboxSpec session(const std::string& run_id, std::int64_t deadline_unix) const {
-    return labelled(bring_up_.sessionSpec(run_id, limits_, required_, std::chrono::seconds(300)),
-                    deadline_unix);
+    return labelled(bring_up_.sessionSpec(run_id, limits_, required_), deadline_unix);
   }
   const backend::Posture& required() const { return required_; }
 
@@ -36,7 +35,7 @@ class CoreSpecs {
   policy::Limits limits_{1, 30, 1, 256};
   backend::Posture required_ = policy::requiredPosture(limits_, sandbox_, sandbox_.uids.first);
   runs::SandboxBringUp bring_up_{unused_, sandbox_, "inst-9", std::chrono::seconds(300),
-                                 {},      clock_};
+                                 std::chrono::seconds(300), {}, clock_};
 };
 
 }  // namespace scs::kubernetes

@@ -1024,9 +1024,11 @@ TEST_F(PreparedRunManagerTest, APreparedSandboxIsCheckedAndStartedIdleBeforeAnyR
   backend::Posture required = policy::requiredPosture(request().limits, sandbox_, uidOf(spec));
   required.init_command = spec.command;
   EXPECT_EQ(spec.posture, required);
-  // The deadline and its label allow for the idle time: 30 + 10 + 300.
+  // The deadline allows for the idle time: 30 + 10 + 300; its label for the idle time and then
+  // a session's lifetime and grace, should it become a session's: 300 + 3600 + 10.
   EXPECT_EQ(spec.command.back(), "340");
-  EXPECT_EQ(spec.labels.at(kLabelDeadline), std::to_string(1'700'000'000 + 340 + 60));
+  EXPECT_EQ(spec.labels.at(kLabelDeadline), std::to_string(1'700'000'000 + 3910 + 60));
+  EXPECT_TRUE(spec.session);  // it takes the session frame and then a session's runs
   EXPECT_EQ(spec.labels.at(kLabelPrepared), "true");
   EXPECT_EQ(spec.labels.at(kLabelManaged), "true");
   EXPECT_EQ(spec.labels.at(kLabelInstance), "test-instance");

@@ -101,11 +101,11 @@ class SessionTest : public ::testing::Test {
     return snapshot.value_or(RunSnapshot{});
   }
 
-  // The session's sandbox, the one created with spec.session.
+  // The session's sandbox: created for it, or prepared and told to become it.
   std::optional<View> sessionSandbox(std::size_t index = 0) {
     std::size_t seen = 0;
     for (View& view : fake().sandboxes()) {
-      if (view.spec.session && seen++ == index) {
+      if (view.serves_session && seen++ == index) {
         return std::move(view);
       }
     }
@@ -298,16 +298,27 @@ TEST_F(SessionTest, ASessionsMemoryCountsAgainstTheHostWhileItIsOpen) {
   EXPECT_EQ(finalOf(waiting).status, policy::RunStatus::kSucceeded);
 }
 
-// A session's runs take no prepared sandbox (they run in the session's), and its queue counts
-// against the tenant's like the fair queue does.
-TEST_F(SessionTest, ItsRunsTakeNoPreparedSandboxAndCountAgainstTheTenantsQueue) {
+// A session whose limits a prepared sandbox was made for begins in it: no sandbox is created
+// for it, the launcher is told to serve a session with the session's deadline, and the pool
+// makes another. The session's runs take no prepared sandbox (they run in the session's), and
+// its queue counts against the tenant's like the fair queue does.
+TEST_F(SessionTest, OneOpensInAPreparedSandboxWhoseRunsTakeNoOtherAndCountInTheQueue) {
   settings_.prepared = 1;
   settings_.prepared_max = 1;
   settings_.prepared_limits = {1, 30, 1, 256};
   settings_.max_queue = 2;
   RunManager& runs = manager();
   ASSERT_TRUE(eventually([&] { return runs.awaitPrepared(1, 0ms); }));
+  const std::string prepared = fake().sandboxes().front().id;
   const std::string session = open();
+  const std::optional<View> sandbox = sessionSandbox();
+  ASSERT_TRUE(sandbox);
+  EXPECT_EQ(sandbox->id, prepared);
+  EXPECT_EQ(sandbox->spec.labels.at(kLabelPrepared), "true");
+  EXPECT_EQ(sandbox->archive, "SCS-SESSION 610\n");  // the lifetime, 600 s, and the grace
+  EXPECT_EQ(fake().sandboxes().size(), 1u);
+  ASSERT_TRUE(eventually([&] { return runs.awaitPrepared(1, 0ms); }));  // a new one
+
   const std::string first = run(session, "#fake:hang\n");
   run(session, "#fake:result=2\n");
   run(session, "#fake:result=3\n");
@@ -316,6 +327,29 @@ TEST_F(SessionTest, ItsRunsTakeNoPreparedSandboxAndCountAgainstTheTenantsQueue) 
   EXPECT_THAT(std::get<StartRefusal>(refused).message, HasSubstr("The queue is full"));
   EXPECT_TRUE(runs.awaitPrepared(1, 0ms));  // still there, unused
   runs.stop(kLocalTenant, first);
+}
+
+// A prepared sandbox that ended while it idled cannot become the session's: it is removed and
+// the session comes up in a fresh sandbox of another uid, never in one that shares the uid of a
+// sandbox not yet gone.
+TEST_F(SessionTest, OneWhosePreparedSandboxEndedIdleOpensInAFreshOneOfAnotherUid) {
+  settings_.prepared = 1;
+  settings_.prepared_max = 1;
+  settings_.prepared_limits = {1, 30, 1, 256};
+  RunManager& runs = manager();
+  ASSERT_TRUE(eventually([&] { return runs.awaitPrepared(1, 0ms); }));
+  const View prepared = fake().sandboxes().front();
+  ASSERT_TRUE(fake().finish(prepared.id, 0));
+  ASSERT_TRUE(fake().awaitSandboxes([&](const std::vector<View>& all) { return all[0].exited; }));
+
+  const std::string session = open();
+  const std::optional<View> sandbox = sessionSandbox();
+  ASSERT_TRUE(sandbox);
+  EXPECT_NE(sandbox->id, prepared.id);
+  EXPECT_EQ(sandbox->spec.command.back(), "--session");
+  EXPECT_NE(sandbox->spec.posture.user, prepared.spec.posture.user);
+  EXPECT_TRUE(fake().sandbox(prepared.id)->removed);
+  EXPECT_EQ(finalOf(run(session, "#fake:result=7\n")).results.result, "7");
 }
 
 TEST_F(SessionTest, ClosingStopsItsRunsAndRemovesItsSandboxAndShutdownRemovesTheRest) {

@@ -30,11 +30,13 @@ std::string joined(const std::vector<std::string>& parts) {
 SandboxBringUp::SandboxBringUp(backend::RuntimeBackend& backend,
                                const policy::SandboxSettings& sandbox, std::string instance_id,
                                std::chrono::seconds prepared_max_idle,
+                               std::chrono::seconds session_lifetime,
                                std::vector<std::string> warm_modules, const Clock& clock)
     : backend_(backend),
       sandbox_(sandbox),
       instance_id_(std::move(instance_id)),
       prepared_max_idle_(prepared_max_idle),
+      session_lifetime_(session_lifetime),
       warm_modules_(std::move(warm_modules)),
       clock_(clock) {}
 
@@ -42,12 +44,15 @@ long long SandboxBringUp::watchdogSeconds(const policy::Limits& limits) const {
   return ceilSeconds(limits.timeout_seconds) + sandbox_.deadline_grace_seconds;
 }
 
+long long SandboxBringUp::sessionDeadlineSeconds() const {
+  return static_cast<long long>(session_lifetime_.count()) + sandbox_.deadline_grace_seconds;
+}
+
 backend::SandboxSpec SandboxBringUp::sessionSpec(const std::string& label_id,
                                                  const policy::Limits& limits,
-                                                 const backend::Posture& required,
-                                                 std::chrono::seconds lifetime) const {
+                                                 const backend::Posture& required) const {
   policy::Limits whole_life = limits;
-  whole_life.timeout_seconds = static_cast<double>(lifetime.count());
+  whole_life.timeout_seconds = static_cast<double>(session_lifetime_.count());
   backend::SandboxSpec session = spec(label_id, whole_life, required, false);
   session.command.emplace_back(backend::launcher::kFlagSession);
   session.posture.init_command = session.command;
@@ -55,11 +60,20 @@ backend::SandboxSpec SandboxBringUp::sessionSpec(const std::string& label_id,
   return session;
 }
 
+std::string SandboxBringUp::sessionFrame() const {
+  return std::string(backend::launcher::kSessionFrame) + " " +
+         std::to_string(sessionDeadlineSeconds()) + "\n";
+}
+
 backend::SandboxSpec SandboxBringUp::spec(const std::string& label_run_id,
                                           const policy::Limits& limits,
                                           const backend::Posture& required, bool prepared) const {
-  const long long watchdog_seconds =
-      watchdogSeconds(limits) + (prepared ? static_cast<long long>(prepared_max_idle_.count()) : 0);
+  const long long idle = prepared ? static_cast<long long>(prepared_max_idle_.count()) : 0;
+  const long long watchdog_seconds = watchdogSeconds(limits) + idle;
+  // Labels cannot change once the sandbox exists, so a prepared one's says when it would end
+  // had it become a session's at the end of its time idle.
+  const long long label_seconds =
+      prepared ? std::max(watchdog_seconds, idle + sessionDeadlineSeconds()) : watchdog_seconds;
   const long long now_unix =
       std::chrono::duration_cast<std::chrono::seconds>(clock_.wallNow().time_since_epoch()).count();
   const std::string threads = std::to_string(std::max(1LL, ceilSeconds(limits.cpus)));
@@ -71,10 +85,11 @@ backend::SandboxSpec SandboxBringUp::spec(const std::string& label_run_id,
       {kLabelInstance, instance_id_},
       {kLabelRunId, label_run_id},
       {kLabelOwnerPid, std::to_string(::getpid())},
-      {kLabelDeadline, std::to_string(now_unix + watchdog_seconds + kDeadlineLabelSlackSeconds)},
+      {kLabelDeadline, std::to_string(now_unix + label_seconds + kDeadlineLabelSlackSeconds)},
   };
   if (prepared) {
     spec.labels.emplace(kLabelPrepared, "true");
+    spec.session = true;
   }
   // So that the next server's sweep knows the uid is taken while the sandbox lives on.
   spec.labels.emplace(kLabelUid, required.user.substr(0, required.user.find(':')));

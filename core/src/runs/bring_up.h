@@ -21,26 +21,32 @@ namespace scs::runs {
 
 class SandboxBringUp {
  public:
-  // A prepared sandbox's interpreter imports `warm_modules` while it waits for its run.
+  // A prepared sandbox's interpreter imports `warm_modules` while it waits for its run; a
+  // session lives at most `session_lifetime`.
   SandboxBringUp(backend::RuntimeBackend& backend, const policy::SandboxSettings& sandbox,
                  std::string instance_id, std::chrono::seconds prepared_max_idle,
-                 std::vector<std::string> warm_modules, const Clock& clock);
+                 std::chrono::seconds session_lifetime, std::vector<std::string> warm_modules,
+                 const Clock& clock);
 
   // When the in-sandbox watchdog ends a run whose server could not: the timeout and a grace.
   long long watchdogSeconds(const policy::Limits& limits) const;
 
   // The spec of a sandbox for `limits` that must have the posture `required`, labelled for
-  // `label_run_id`. A prepared sandbox's watchdog and deadline label also allow for its time
-  // idle (a sandbox idle longer is replaced), and its launcher is told the modules to warm.
+  // `label_run_id`. A prepared sandbox's watchdog allows for its time idle (a sandbox idle
+  // longer is replaced), its launcher is told the modules to warm, and it may become a
+  // session's (sessionFrame()): so it takes several deliveries (SandboxSpec::session) and its
+  // deadline label allows for its time idle and then a session's lifetime.
   backend::SandboxSpec spec(const std::string& label_run_id, const policy::Limits& limits,
                             const backend::Posture& required, bool prepared) const;
 
   // The spec of a session's sandbox: as a run's for `limits`, but its launcher keeps one
-  // interpreter for every run (`--session`), its deadline is the session's `lifetime` and a
+  // interpreter for every run (`--session`), its deadline is the session's lifetime and a
   // grace, and it takes several deliveries (SandboxSpec::session).
   backend::SandboxSpec sessionSpec(const std::string& label_id, const policy::Limits& limits,
-                                   const backend::Posture& required,
-                                   std::chrono::seconds lifetime) const;
+                                   const backend::Posture& required) const;
+  // What a prepared sandbox is sent first to become a session's: its launcher ends the warm
+  // interpreter and serves a session with sessionSpec()'s deadline, counted from then.
+  std::string sessionFrame() const;
 
   struct Steps {
     const std::string* archive = nullptr;  // the code, delivered before start; null: start idle
@@ -64,6 +70,7 @@ class SandboxBringUp {
                   const Steps& steps);
 
  private:
+  long long sessionDeadlineSeconds() const;  // the session's lifetime and a grace
   std::vector<std::string> violations(const backend::Posture& observed,
                                       const backend::Posture& required) const;
   // Each returns an empty string when the step succeeded, else why it failed.
@@ -77,6 +84,7 @@ class SandboxBringUp {
   const policy::SandboxSettings& sandbox_;
   const std::string instance_id_;
   const std::chrono::seconds prepared_max_idle_;
+  const std::chrono::seconds session_lifetime_;
   const std::vector<std::string> warm_modules_;
   const Clock& clock_;
 };

@@ -75,6 +75,14 @@ const PreparedSandbox* PreparedPool::find(const policy::Limits& limits,
   return found == ready_.end() ? nullptr : found->get();
 }
 
+const PreparedSandbox* PreparedPool::findForSession(const policy::Limits& limits,
+                                                    const policy::SandboxSettings& settings) const {
+  const auto found = std::find_if(ready_.begin(), ready_.end(), [&](const PreparedPtr& sandbox) {
+    return sandbox->posture == policy::requiredPosture(limits, settings, sandbox->uid);
+  });
+  return found == ready_.end() ? nullptr : found->get();
+}
+
 PreparedPtr PreparedPool::claim(const PreparedSandbox* sandbox, SteadyTime now) {
   const auto found = std::find_if(ready_.begin(), ready_.end(),
                                   [&](const PreparedPtr& ready) { return ready.get() == sandbox; });

@@ -108,6 +108,10 @@ class PreparedPool {
   // run's limits require (in a sandbox of its uid), and it allows as long a timeout.
   const PreparedSandbox* find(const policy::Limits& limits,
                               const policy::SandboxSettings& settings) const;
+  // A ready sandbox a session with these limits can use, or nullptr: its posture is the one
+  // they require, whatever timeout it allows (a session's launcher takes its own deadline).
+  const PreparedSandbox* findForSession(const policy::Limits& limits,
+                                        const policy::SandboxSettings& settings) const;
 
   // Takes `sandbox` (from find()) for a run that starts executing now.
   PreparedPtr claim(const PreparedSandbox* sandbox, SteadyTime now);

@@ -50,7 +50,7 @@ RunManager::Impl::Impl(backend::RuntimeBackend& backend, const RunSettings& sett
       events_(events),
       instance_id_(settings.instance_id.empty() ? randomHexId() : settings.instance_id),
       bring_up_(backend, sandbox_, instance_id_, settings.prepared_max_idle,
-                settings.prepared_warm_modules, clock),
+                settings.sessions.max_lifetime, settings.prepared_warm_modules, clock),
       uids_(sandbox.uids, settings.reserved_uids),
       removals_(backend, clock,
                 [this] {

@@ -110,6 +110,9 @@ struct Session {
   std::chrono::system_clock::time_point last_active_wall;
   std::optional<SteadyTime> ended;
   SessionSink sink;  // outlives the sandbox: the session record is dropped only after removal
+  // The prepared sandbox it took, if it began in one: its sink, which forwards to `sink`, is
+  // the backend's and so outlives the sandbox too.
+  PreparedPtr prepared;
   bool busy() const { return !current.empty() || !waiting.empty(); }
 };
 
@@ -251,6 +254,10 @@ struct RunManager::Impl {
 
   // Sessions (sessions.cc).
   std::variant<SessionSnapshot, StartRefusal> openSession(OpenSessionRequest request);
+  // The session's sandbox brought up afresh; or the prepared sandbox it took told to become
+  // the session's, and when that fails, removed and a fresh one brought up in another uid.
+  SandboxBringUp::Outcome bringUpSession(Session& session);
+  SandboxBringUp::Outcome openInPrepared(Session& session);
   std::optional<SessionSnapshot> closeSession(const std::string& tenant,
                                               const std::string& session_id);
   SessionSnapshot sessionSnapshotLocked(const Session& session) const;

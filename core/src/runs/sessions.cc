@@ -142,7 +142,16 @@ std::variant<SessionSnapshot, StartRefusal> RunManager::Impl::openSession(
           "with this one. Close one with close_session, or ask for less "
           "memory_gb."};
     }
-    if (!memoryFitsLocked(memory) && !pool_.evictFor(memory, nullptr, [this](std::int64_t more) {
+    if (pool_.serves(request.limits, sandbox_)) {
+      // An arrival the pool could serve: the rate it keeps sandboxes ready for counts it.
+      pool_.demanded(clock_.now());
+      pool_.demandEnded();
+    }
+    // A prepared sandbox of the session's posture already holds its memory and a uid of its
+    // own, and becomes the session's once its launcher is told so.
+    const PreparedSandbox* prepared = pool_.findForSession(request.limits, sandbox_);
+    const std::int64_t needed = memory - (prepared ? prepared->memory_bytes : 0);
+    if (!memoryFitsLocked(needed) && !pool_.evictFor(needed, prepared, [this](std::int64_t more) {
           return memoryFitsLocked(more);
         })) {
       return StartRefusal{"Not enough of the host's memory is free for a session of " +
@@ -151,13 +160,19 @@ std::variant<SessionSnapshot, StartRefusal> RunManager::Impl::openSession(
                           "some have finished, or ask for less memory_gb."};
     }
     pool_changed_.notify_all();  // evicted prepared sandboxes are removed
-    const std::optional<std::uint32_t> uid = uids_.take();
+    const std::optional<std::uint32_t> uid =
+        prepared ? std::optional<std::uint32_t>(prepared->uid) : uids_.take();
     if (!uid) {
       return StartRefusal{
           "The server cannot start another sandbox now: every uid of its "
           "sandbox range is in use. Try again later."};
     }
     session = std::make_shared<Session>();
+    if (prepared) {
+      session->prepared = pool_.claim(prepared, clock_.now());
+      session->sandbox_id = session->prepared->sandbox_id;
+      pool_.claimEnded();  // a session is no run the pool's refill should wait for
+    }
     session->id = unusedHexId(sessions_);
     session->tenant = std::move(request.tenant);
     session->limits = request.limits;
@@ -175,21 +190,8 @@ std::variant<SessionSnapshot, StartRefusal> RunManager::Impl::openSession(
     sessions_.emplace(session->id, session);
   }
 
-  const backend::Posture required =
-      policy::requiredPosture(session->limits, sandbox_, session->uid);
-  const backend::SandboxSpec spec = bring_up_.sessionSpec(
-      "session-" + session->id, session->limits, required, settings_.sessions.max_lifetime);
-  SandboxBringUp::Steps steps;
-  steps.sink = &session->sink;
-  steps.created = [&](const std::string& sandbox_id) {
-    std::lock_guard lock(mutex_);
-    session->sandbox_id = sandbox_id;
-  };
-  steps.stopped = [&] {
-    std::lock_guard lock(mutex_);
-    return shutting_down_;
-  };
-  const SandboxBringUp::Outcome brought = bring_up_.bringUp(spec, required, steps);
+  const SandboxBringUp::Outcome brought =
+      session->prepared ? openInPrepared(*session) : bringUpSession(*session);
 
   std::unique_lock lock(mutex_);
   session->opening = false;
@@ -206,8 +208,60 @@ std::variant<SessionSnapshot, StartRefusal> RunManager::Impl::openSession(
                         ". This is not caused by your code; do not retry in a loop."};
   }
   logger().information("session " + session->id + " of tenant " + session->tenant +
-                       " opened in sandbox " + session->sandbox_id);
+                       " opened in " + (session->prepared ? "prepared " : "") + "sandbox " +
+                       session->sandbox_id);
   return sessionSnapshotLocked(*session);
+}
+
+SandboxBringUp::Outcome RunManager::Impl::openInPrepared(Session& session) {
+  const std::string& sandbox_id = session.prepared->sandbox_id;
+  const backend::WaitReply idle = backend_.wait(sandbox_id, std::chrono::milliseconds(0));
+  const backend::Status delivered = !idle.status.ok() ? idle.status
+                                    : idle.exit.exited
+                                        ? backend::Status{backend::Code::kUnavailable, "it ended"}
+                                        : backend_.deliver(sandbox_id, bring_up_.sessionFrame());
+  SandboxBringUp::Outcome outcome;
+  if (delivered.ok()) {
+    // What the idle launcher wrote is dropped (no run is bound to the session's sink), and
+    // an end from now on is the session's.
+    session.prepared->sink.bind(&session.sink);
+    outcome.sandbox_id = sandbox_id;
+    return outcome;
+  }
+  const std::string why = "prepared sandbox " + sandbox_id +
+                          " could not become the session's (" + delivered.message + ")";
+  PreparedPtr failed;
+  {
+    std::lock_guard lock(mutex_);
+    const std::optional<std::uint32_t> uid = uids_.take();
+    if (!uid) {  // the session ends, and that sandbox goes with it
+      outcome.failure = why + ", and every uid of the sandbox range is in use";
+      return outcome;
+    }
+    session.uid = *uid;  // a fresh sandbox never shares the uid of one not yet removed
+    session.sandbox_id.clear();
+    failed = std::move(session.prepared);
+  }
+  logger().warning("session " + session.id + ": " + why + "; starting a fresh one");
+  removeSandbox(failed->sandbox_id, failed->uid, "prepared sandbox");
+  return bringUpSession(session);
+}
+
+SandboxBringUp::Outcome RunManager::Impl::bringUpSession(Session& session) {
+  const backend::Posture required = policy::requiredPosture(session.limits, sandbox_, session.uid);
+  const backend::SandboxSpec spec =
+      bring_up_.sessionSpec("session-" + session.id, session.limits, required);
+  SandboxBringUp::Steps steps;
+  steps.sink = &session.sink;
+  steps.created = [&](const std::string& sandbox_id) {
+    std::lock_guard lock(mutex_);
+    session.sandbox_id = sandbox_id;
+  };
+  steps.stopped = [&] {
+    std::lock_guard lock(mutex_);
+    return shutting_down_;
+  };
+  return bring_up_.bringUp(spec, required, steps);
 }
 
 std::optional<SessionSnapshot> RunManager::Impl::closeSession(const std::string& tenant,

@@ -11,7 +11,10 @@
 // kControlDirectory, the control file (JSON: the run's nonce, the caps on returned files, its
 // watchdog and result cap) and the run's stdin, which PID 1 keeps in memory and never writes to
 // disk. A session's sandbox reads frames instead: kRunFrame, a space, the bundle's size in
-// decimal and "\n", then the bundle; or kInterruptFrame and "\n".
+// decimal and "\n", then the bundle; or kInterruptFrame and "\n". A sandbox prepared for a run
+// becomes a session's when its stdin begins with kSessionFrame, a space, the session's deadline
+// in seconds and "\n" instead of a bundle (whose first member is always main.py): its warm
+// interpreter, which has run no code, is ended and the session's is started.
 // Out: once every process of the run has ended (in a session: once its code has), PID 1 writes
 // to stderr kEndPrefix, the nonce and kMarkerEnd, and then to stdout kTrailerPrefix, the
 // nonce, kMarkerEnd, one line of JSON (the kTrailer* keys) and "\n". PID 1 exits with the
@@ -42,6 +45,7 @@ inline constexpr std::string_view kControlResultCap = "result_cap";
 
 inline constexpr std::string_view kRunFrame = "SCS-RUN";
 inline constexpr std::string_view kInterruptFrame = "SCS-INTERRUPT";
+inline constexpr std::string_view kSessionFrame = "SCS-SESSION";
 inline constexpr std::size_t kMaxFrameHeaderBytes = 64;
 inline constexpr std::uint64_t kMaxFrameBytes = 2147483648;
 
