@@ -729,7 +729,8 @@ backend::ProgressReply FakeBackend::progress(const std::string& id) {
     reply.oom_killed = sandbox->delivered && (sandbox->script.oom || sandbox->script.child_oom);
     reply.oom_kills = sandbox->serves_session ? sandbox->oom_kills : (reply.oom_killed ? 1 : 0);
     reply.oom_killed = reply.oom_killed || sandbox->oom_kills > 0;
-    reply.peak_memory_bytes = sandbox->script.peak_memory_bytes;
+    reply.peak_memory_bytes =
+        sandbox->delivered ? sandbox->script.peak_memory_bytes : options_.idle_peak_bytes;
     reply.cpu_seconds = sandbox->script.cpu_seconds;
     return reply;
   });

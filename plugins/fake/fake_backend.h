@@ -28,6 +28,9 @@ struct Options {
   std::set<std::string> fail;  // "create", "inspect", "list", "capacity", "supports"
   std::string posture_field;   // inspect reads back a posture that differs in this field
   bool keep_removed = false;   // sandboxes() still shows removed sandboxes (in-process tests)
+  // progress() of a sandbox that has no code yet reports this peak, as an engine reports an
+  // idle launcher's (in-process tests).
+  std::optional<std::int64_t> idle_peak_bytes;
 };
 
 // Parses BackendContext::options; returns an error sentence for an unknown key or value.

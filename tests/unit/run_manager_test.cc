@@ -1024,10 +1024,10 @@ TEST_F(PreparedRunManagerTest, APreparedSandboxIsCheckedAndStartedIdleBeforeAnyR
   backend::Posture required = policy::requiredPosture(request().limits, sandbox_, uidOf(spec));
   required.init_command = spec.command;
   EXPECT_EQ(spec.posture, required);
-  // The deadline allows for the idle time: 30 + 10 + 300; its label for the idle time and then
-  // a session's lifetime and grace, should it become a session's: 300 + 3600 + 10.
+  // The deadline allows for the idle time: 30 + 10 + 300; its label for that and then a
+  // session's lifetime and grace, should it become a session's at the last moment: 3600 + 10.
   EXPECT_EQ(spec.command.back(), "340");
-  EXPECT_EQ(spec.labels.at(kLabelDeadline), std::to_string(1'700'000'000 + 3910 + 60));
+  EXPECT_EQ(spec.labels.at(kLabelDeadline), std::to_string(1'700'000'000 + 340 + 3610 + 60));
   EXPECT_TRUE(spec.session);  // it takes the session frame and then a session's runs
   EXPECT_EQ(spec.labels.at(kLabelPrepared), "true");
   EXPECT_EQ(spec.labels.at(kLabelManaged), "true");
@@ -1176,6 +1176,41 @@ TEST_F(PreparedRunManagerTest, PreparedSandboxesCountAgainstHostMemoryAndGiveWay
   finish(big, 0);
   EXPECT_EQ(finalOf(big).status, policy::RunStatus::kSucceeded);
   EXPECT_TRUE(awaitSandbox("fake-3", [](const View& view) { return view.started; }));
+}
+
+// Issue 25: an idle prepared sandbox holds its whole memory limit in admission until a run that
+// took one whose warm imports were done (here there are none) has told the engine's peak of it
+// idle; from then on that and a quarter, so that one is made beside a run where a limit's worth
+// would not fit. A run that takes one is still charged its whole limit.
+TEST_F(PreparedRunManagerTest, AnIdleSandboxHoldsItsMeasuredFootprintOnceARunHasToldIt) {
+  fake_options_.idle_peak_bytes = std::int64_t{80} << 20;
+  settings_.host_memory_bytes = 3 * policy::kBytesPerGb / 2;  // a run's 1 GB and half a run
+  const auto executing = [](const View& view) { return view.running && view.waits > 0; };
+  waitPrepared();
+  const std::string first = startOk().run_id;
+  ASSERT_TRUE(awaitSandbox("fake-1", executing));
+  advance(5s);
+  ASSERT_TRUE(clock_.awaitWaiters(2));
+  EXPECT_EQ(created(), 1u);  // 1 GB executing and 1 GB held would not fit
+  ASSERT_TRUE(fake().finish("fake-1", 0));
+  EXPECT_EQ(finalOf(first).status, policy::RunStatus::kSucceeded);
+  ASSERT_TRUE(awaitSandbox("fake-2", [](const View& view) { return view.started; }));
+  waitPrepared();
+
+  const std::string second = startOk().run_id;
+  ASSERT_TRUE(awaitSandbox("fake-2", executing));
+  advance(5s);
+  ASSERT_TRUE(awaitSandbox("fake-3", [](const View& view) { return view.started; }));
+  waitPrepared();  // 1 GB executing and 100 MiB held fit
+
+  // A third run may take fake-3 only with its whole 1 GB free: it waits for the second.
+  const std::string third = startOk().run_id;
+  EXPECT_EQ(statusOf(third), policy::RunStatus::kQueued);
+  ASSERT_TRUE(fake().finish("fake-2", 0));
+  EXPECT_EQ(finalOf(second).status, policy::RunStatus::kSucceeded);
+  ASSERT_TRUE(awaitSandbox("fake-3", executing));
+  manager().stop(kLocalTenant, third);
+  EXPECT_EQ(finalOf(third).status, policy::RunStatus::kStopped);
 }
 
 // Issue 14: the pool follows the most runs it could serve that were in flight at once, within

@@ -71,9 +71,9 @@ backend::SandboxSpec SandboxBringUp::spec(const std::string& label_run_id,
   const long long idle = prepared ? static_cast<long long>(prepared_max_idle_.count()) : 0;
   const long long watchdog_seconds = watchdogSeconds(limits) + idle;
   // Labels cannot change once the sandbox exists, so a prepared one's says when it would end
-  // had it become a session's at the end of its time idle.
+  // had it become a session's at the last moment its launcher could (its own deadline).
   const long long label_seconds =
-      prepared ? std::max(watchdog_seconds, idle + sessionDeadlineSeconds()) : watchdog_seconds;
+      prepared ? watchdog_seconds + sessionDeadlineSeconds() : watchdog_seconds;
   const long long now_unix =
       std::chrono::duration_cast<std::chrono::seconds>(clock_.wallNow().time_since_epoch()).count();
   const std::string threads = std::to_string(std::max(1LL, ceilSeconds(limits.cpus)));

@@ -35,7 +35,7 @@ class SandboxBringUp {
   // `label_run_id`. A prepared sandbox's watchdog allows for its time idle (a sandbox idle
   // longer is replaced), its launcher is told the modules to warm, and it may become a
   // session's (sessionFrame()): so it takes several deliveries (SandboxSpec::session) and its
-  // deadline label allows for its time idle and then a session's lifetime.
+  // deadline label allows for its whole watchdog and then a session's lifetime.
   backend::SandboxSpec spec(const std::string& label_run_id, const policy::Limits& limits,
                             const backend::Posture& required, bool prepared) const;
 

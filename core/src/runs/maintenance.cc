@@ -43,7 +43,7 @@ void RunManager::Impl::maintenanceThread() {
     if (pool_.retireStale(now)) {
       continue;
     }
-    if (!pool_.wantsAnother(now, memoryFitsLocked(pool_.settings().memory_bytes),
+    if (!pool_.wantsAnother(now, memoryFitsLocked(pool_.idleHold()),
                             queue_.next().has_value())) {
       clock_.waitUntil(pool_changed_, lock,
                        std::min(now + kRecheck, retry_at.value_or(now + kRecheck)));
@@ -116,7 +116,6 @@ PreparedPtr RunManager::Impl::prepareOne() {
   prepared->uid = *uid;
   prepared->posture = policy::requiredPosture(pool.limits, sandbox_, *uid);
   prepared->timeout_seconds = pool.limits.timeout_seconds;
-  prepared->memory_bytes = pool.memory_bytes;
   const backend::SandboxSpec spec =
       bring_up_.spec("prepared-" + randomHexId(), pool.limits, prepared->posture, true);
   SandboxBringUp::Steps steps;

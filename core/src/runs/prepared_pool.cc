@@ -59,11 +59,21 @@ void DeferredSink::bind(backend::OutputSink* target) {
 }
 
 std::int64_t PreparedPool::memory() const {
-  std::int64_t total = static_cast<std::int64_t>(making_) * settings_.memory_bytes;
-  for (const PreparedPtr& sandbox : ready_) {
-    total += sandbox->memory_bytes;
+  return static_cast<std::int64_t>(making_ + ready_.size()) * idleHold();
+}
+
+std::int64_t PreparedPool::idleHold() const {
+  return idle_peak_ == 0 ? settings_.memory_bytes
+                         : std::min(settings_.memory_bytes, idle_peak_ + idle_peak_ / 4);
+}
+
+void PreparedPool::measuredIdle(std::int64_t peak_bytes) {
+  if (peak_bytes > idle_peak_) {
+    idle_peak_ = peak_bytes;
+    logger().debug("prepared pool: an idle sandbox holds " +
+                   std::to_string(idleHold() >> 20) + " MiB in admission (measured peak " +
+                   std::to_string(peak_bytes >> 20) + " MiB)");
   }
-  return total;
 }
 
 const PreparedSandbox* PreparedPool::find(const policy::Limits& limits,
@@ -76,9 +86,11 @@ const PreparedSandbox* PreparedPool::find(const policy::Limits& limits,
 }
 
 const PreparedSandbox* PreparedPool::findForSession(const policy::Limits& limits,
-                                                    const policy::SandboxSettings& settings) const {
+                                                    const policy::SandboxSettings& settings,
+                                                    SteadyTime now) const {
   const auto found = std::find_if(ready_.begin(), ready_.end(), [&](const PreparedPtr& sandbox) {
-    return sandbox->posture == policy::requiredPosture(limits, settings, sandbox->uid);
+    return now - sandbox->ready_at <= settings_.max_idle &&
+           sandbox->posture == policy::requiredPosture(limits, settings, sandbox->uid);
   });
   return found == ready_.end() ? nullptr : found->get();
 }
@@ -107,12 +119,8 @@ void PreparedPool::claimEnded(std::optional<double> warm_seconds) {
 
 bool PreparedPool::evictFor(std::int64_t needed, const PreparedSandbox* keep,
                             const std::function<bool(std::int64_t)>& fits) {
-  std::int64_t idle = 0;
-  for (const PreparedPtr& sandbox : ready_) {
-    if (sandbox.get() != keep) {
-      idle += sandbox->memory_bytes;
-    }
-  }
+  const std::int64_t idle =
+      static_cast<std::int64_t>(ready_.size() - (keep != nullptr ? 1 : 0)) * idleHold();
   if (idle == 0 || !fits(needed - idle)) {
     return false;
   }

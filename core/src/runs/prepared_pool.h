@@ -51,7 +51,6 @@ struct PreparedSandbox {
   std::uint32_t uid = 0;       // its host uid, taken from the UidPool
   backend::Posture posture;    // the required posture its engine record passed
   double timeout_seconds = 0;  // the longest run its watchdog allows
-  std::int64_t memory_bytes = 0;
   SteadyTime ready_at;
   DeferredSink sink;  // outlives the sandbox: freed only after its removal
 };
@@ -62,7 +61,7 @@ struct PoolSettings {
   std::size_t target = 0;   // sandboxes kept ready at the least; 0 turns preparation off
   std::size_t ceiling = 0;  // the most kept ready when runs arrive together (>= target)
   policy::Limits limits;    // what each is made for
-  std::int64_t memory_bytes = 0;
+  std::int64_t memory_bytes = 0;  // their memory limit
   std::chrono::seconds max_idle{300};
 };
 
@@ -100,8 +99,19 @@ class PreparedPool {
 
   const PoolSettings& settings() const { return settings_; }
 
-  // Memory of the ready sandboxes and of the ones being made.
+  // What the ready sandboxes and the ones being made hold in the host's memory admission:
+  // idleHold() each.
   std::int64_t memory() const;
+  // What an idle sandbox holds in admission: its memory limit until the pool has measured the
+  // footprint of one whose warm imports had all finished, then that footprint and a quarter
+  // (never more than the limit). Nothing but PID 1 and the waiting interpreter runs in an idle
+  // sandbox, and once the imports are done its footprint stays; a run or session that takes one
+  // is charged its whole limit at admission (less this hold), as a fresh one is, so the limits
+  // of what executes never exceed the host.
+  std::int64_t idleHold() const;
+  // The engine's peak memory of a sandbox taken from here, read before its run's code arrived,
+  // once that run said its warm imports had all finished before (or there were none).
+  void measuredIdle(std::int64_t peak_bytes);
   std::size_t ready() const { return ready_.size(); }
 
   // A ready sandbox a run with these limits can use, or nullptr: its posture is the one the
@@ -109,9 +119,12 @@ class PreparedPool {
   const PreparedSandbox* find(const policy::Limits& limits,
                               const policy::SandboxSettings& settings) const;
   // A ready sandbox a session with these limits can use, or nullptr: its posture is the one
-  // they require, whatever timeout it allows (a session's launcher takes its own deadline).
+  // they require, whatever timeout it allows (a session's launcher takes its own deadline),
+  // and it has not idled past max_idle (its launcher's own deadline is near: retireStale()
+  // replaces it).
   const PreparedSandbox* findForSession(const policy::Limits& limits,
-                                        const policy::SandboxSettings& settings) const;
+                                        const policy::SandboxSettings& settings,
+                                        SteadyTime now) const;
 
   // Takes `sandbox` (from find()) for a run that starts executing now.
   PreparedPtr claim(const PreparedSandbox* sandbox, SteadyTime now);
@@ -174,6 +187,7 @@ class PreparedPool {
   std::deque<SteadyTime> making_since_;  // when each one being made was begun, oldest first
   std::chrono::duration<double> started_{0};
   std::chrono::duration<double> warmed_{0};
+  std::int64_t idle_peak_ = 0;  // the largest footprint measured of an idle, warm sandbox
   std::size_t claimed_running_ = 0;  // runs executing in a sandbox from here
   SteadyTime last_claim_{};
   SteadyTime retry_at_{};  // the next attempt after a failure

@@ -346,10 +346,10 @@ void RunManager::Impl::admitLocked() {
       return;
     }
     const std::shared_ptr<Run> run = runs_.at(next->id);
-    // A prepared sandbox the run can use already holds the run's memory.
+    // A prepared sandbox the run can use already holds part of the run's memory.
     const PreparedSandbox* prepared =
         pool_.ready() == 0 || run->session ? nullptr : pool_.find(run->limits, sandbox_);
-    const std::int64_t needed = run->memory_bytes - (prepared ? prepared->memory_bytes : 0);
+    const std::int64_t needed = run->memory_bytes - (prepared ? pool_.idleHold() : 0);
     if (!memoryFitsLocked(needed)) {
       // Idle prepared sandboxes give way to a run; otherwise the chosen run waits for memory
       // rather than be overtaken, so big runs are not starved.
@@ -416,7 +416,12 @@ void RunManager::Impl::finalizeLocked(Run& run, policy::Verdict verdict, RunResu
   if (held_slot) {
     queue_.ended(run.tenant);
     if (run.prepared) {
-      pool_.claimEnded(run.report.results.warm_seconds);
+      const std::optional<double>& warm_seconds = run.report.results.warm_seconds;
+      pool_.claimEnded(warm_seconds);
+      // Its footprint idle is the whole of one only if its imports had finished.
+      if (run.idle_peak_bytes && (warm_seconds || settings_.prepared_warm_modules.empty())) {
+        pool_.measuredIdle(*run.idle_peak_bytes);
+      }
     }
     pool_changed_.notify_all();  // the pool may refill now
   }

@@ -141,6 +141,8 @@ struct Run {
   std::unique_ptr<OutputCapture> capture;
   PreparedPtr prepared;       // taken at admission; freed once its sandbox is removed
   bool ran_prepared = false;  // its code went to the prepared sandbox
+  // The engine's peak memory of that sandbox before the code arrived: its idle footprint.
+  std::optional<std::int64_t> idle_peak_bytes;
   RunSnapshot report;         // the final fields, once final
   std::thread thread;
   std::shared_ptr<Session> session;  // a run in a session

@@ -224,6 +224,11 @@ bool RunManager::Impl::runInPrepared(Run& run, const std::string& archive, Outco
     run.phase = Phase::kExecuting;  // a stop from now on kills it
     run.ran_prepared = true;
   }
+  const backend::ProgressReply idle_progress = backend_.progress(sandbox_id);
+  if (idle_progress.status.ok() && idle_progress.peak_memory_bytes.value_or(0) > 0) {
+    std::lock_guard lock(mutex_);
+    run.idle_peak_bytes = idle_progress.peak_memory_bytes;
+  }
   run.prepared->sink.bind(run.capture.get());
   const backend::Status delivered = backend_.deliver(sandbox_id, archive);
   if (!delivered.ok()) {

@@ -147,10 +147,11 @@ std::variant<SessionSnapshot, StartRefusal> RunManager::Impl::openSession(
       pool_.demanded(clock_.now());
       pool_.demandEnded();
     }
-    // A prepared sandbox of the session's posture already holds its memory and a uid of its
-    // own, and becomes the session's once its launcher is told so.
-    const PreparedSandbox* prepared = pool_.findForSession(request.limits, sandbox_);
-    const std::int64_t needed = memory - (prepared ? prepared->memory_bytes : 0);
+    // A prepared sandbox of the session's posture already holds part of its memory and a uid
+    // of its own, and becomes the session's once its launcher is told so.
+    const PreparedSandbox* prepared =
+        pool_.findForSession(request.limits, sandbox_, clock_.now());
+    const std::int64_t needed = memory - (prepared ? pool_.idleHold() : 0);
     if (!memoryFitsLocked(needed) && !pool_.evictFor(needed, prepared, [this](std::int64_t more) {
           return memoryFitsLocked(more);
         })) {
