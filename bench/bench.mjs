@@ -230,6 +230,10 @@ class Server {
     const transport = new StdioClientTransport({ command: binary, args, stderr: 'pipe' });
     const server = new Server(transport);
     transport.stderr.on('data', (chunk) => server.onLog(chunk.toString()));
+    if (process.env.BENCH_SERVER_LOG) {  // a directory: each server's log, in start order
+      transport.stderr.pipe(fs.createWriteStream(path.join(process.env.BENCH_SERVER_LOG,
+        `server-${String(++Server.started).padStart(2, '0')}-${runtime}.log`)));
+    }
     server.client = new Client({ name: 'scs-bench', version: '1.0.0' });
     await server.client.connect(transport);
     await server.client.listTools();  // the SDK validates structuredContent against these
@@ -239,6 +243,8 @@ class Server {
     await settle([server]);  // its prepared sandboxes are ready before it is measured
     return server;
   }
+
+  static started = 0;
 
   constructor(transport) {
     this.transport = transport;
@@ -1240,7 +1246,14 @@ async function analysis(runtime = 'runc') {
 async function session() {
   progress('session: starting the server');
   const server = await Server.start('runc');
+  await settle([server]);  // the session begins in the prepared sandbox, as an agent's would
   const opened = await server.call('open_session', {});
+  // Its container keeps the prepared labels, so settle() counts it among the pool's.
+  const own = encodeURIComponent(JSON.stringify({ label: [`io.scs.owner-pid=${server.pid}`] }));
+  if (!(await engine('GET', `/containers/json?filters=${own}`))
+    .some((c) => c.Labels?.['io.scs.run-id']?.startsWith('session-'))) {
+    server.prepared += 1;
+  }
   const inSession = async (code) => server.final(await server.call('start_run',
     { code, session_id: opened.session_id, wait_seconds: 30 }));
   const fresh = async (code) => server.final(await server.call('start_run', { code, wait_seconds: 30 }));
