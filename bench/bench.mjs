@@ -601,9 +601,18 @@ async function settle(servers) {
       // A sandbox the engine reports running may be a few ms from the server's pool, and its
       // interpreter may still be importing the warm modules: wait until it idles.
       await sleep(20);
-      await quiet(listed.filter((c) => servers.some((server) => ours(c, server)))
-        .map((c) => c.Id));
-      return;
+      const ids = listed.filter((c) => servers.some((server) => ours(c, server))).map((c) => c.Id);
+      await quiet(ids);
+      // The last run is reported before its sandbox ends (the early report): one that looked
+      // like an idle prepared sandbox may have been that run's, ending now. Settled only if
+      // the same sandboxes are still there and still running.
+      const again = await engine('GET', `/containers/json?all=1&filters=${filters}`);
+      const still = again.filter((c) => servers.some((server) => ours(c, server)));
+      if (still.length === ids.length && still.every((c) => ids.includes(c.Id)) &&
+          servers.every((server) => settled(again, server))) {
+        return;
+      }
+      continue;
     }
     await sleep(5);
   }

@@ -21,6 +21,25 @@ std::chrono::duration<double> smoothed(std::chrono::duration<double> was,
   return was.count() == 0 ? now : 0.7 * was + 0.3 * now;
 }
 
+// The fewest sandboxes that the runs arriving while one is made, a Poisson count with mean
+// `expected`, outnumber at most one time in ten.
+std::size_t coveringArrivals(double expected) {
+  constexpr double kCovered = 0.9;
+  constexpr std::size_t kMost = 64;
+  if (!(expected > 0)) {
+    return 0;
+  }
+  double term = std::exp(-expected);  // P(N = 0)
+  double total = term;
+  std::size_t count = 0;
+  while (total < kCovered && count < kMost) {
+    ++count;
+    term *= expected / static_cast<double>(count);
+    total += term;
+  }
+  return count;
+}
+
 }  // namespace
 
 void DeferredSink::write(backend::Stream stream, std::string_view bytes) {
@@ -193,8 +212,7 @@ std::size_t PreparedPool::wanted(SteadyTime now) {
   }
   const std::size_t most = demand_.largest(now);
   const double rate = demand_.rate(now);
-  // As many as arrive while one is made; a little of a run more counts as one more.
-  const auto pace = static_cast<std::size_t>(std::ceil(rate * bringUp().count() - 0.05));
+  const std::size_t pace = coveringArrivals(rate * bringUp().count());
   const std::size_t ceiling = std::max(settings_.ceiling, settings_.target);
   const std::size_t wanted = std::clamp(std::max(most, pace), settings_.target, ceiling);
   if (wanted != wanted_) {

@@ -69,8 +69,11 @@ struct PoolSettings {
 // could serve: the most that were in flight at once (queued or executing) in the last
 // kDemandMemory, and how fast they arrived in the last kRateWindow. An agent that fans out four
 // at once needs four; runs that come one after another need as many as arrive while one
-// sandbox is being made (the arrival rate times the pool's measured bring-up time), so that the
-// next run finds one ready instead of waiting for it. The memory of five minutes keeps the pool
+// sandbox is being made, so that the next run finds one ready instead of waiting for it. Those
+// arrivals are counted as a Poisson count whose mean is the arrival rate times the pool's
+// measured bring-up time, and the pool keeps enough that they outnumber it at most one time in
+// ten: at one run a second and a second to make one, two rather than one, since runs that
+// arrive at random come close together as often as not. The memory of five minutes keeps the pool
 // ready for that agent's next fan-out, and then lets it shrink back to the target.
 class Demand {
  public:
