@@ -37,7 +37,8 @@ class Prefixed:
 
 
 def read_head(fd):
-    """The first bytes of `fd` (stdin), as many as the session frame's prefix (fewer only at its end)."""
+    """The first bytes of `fd` (stdin), as many as the session frame's prefix (fewer only at
+    its end)."""
     head = b""
     while len(head) < len(SESSION_PREFIX):
         data = os.read(fd, len(SESSION_PREFIX) - len(head))
@@ -48,8 +49,9 @@ def read_head(fd):
 
 
 def read_session_seconds(fd):
-    """The rest of the session frame after its prefix, from `fd` (stdin): the session's deadline in seconds, read a
-    byte at a time so that nothing of the frames after it is taken from stdin."""
+    """The rest of the session frame after its prefix, from `fd` (stdin): the session's
+    deadline in seconds, read a byte at a time so that nothing of the frames after it is taken
+    from stdin."""
     line = b""
     while not line.endswith(b"\n"):
         if len(line) > MAX_SESSION_SECONDS_DIGITS:

@@ -42,8 +42,7 @@ class SessionIntegrationTest : public OwnServerTest<> {
   }
 
   static std::string userOf(const std::string& container) {
-    const std::string user =
-        runCommand("docker inspect -f '{{.Config.User}}' " + container).output;
+    const std::string user = runCommand("docker inspect -f '{{.Config.User}}' " + container).output;
     return user.substr(0, user.find('\n'));  // "uid:gid"
   }
 
@@ -224,8 +223,8 @@ TEST_F(SessionIntegrationTest, ASessionOpensInAPreparedSandboxAndKeepsItsUidStat
   constexpr int kGraceSeconds = 10;
   auto pooled = launchServer({"--prepared", "1", "--session-max-seconds",
                               std::to_string(kLifetimeSeconds), "--log-level", "debug"});
-  ASSERT_TRUE(eventually([&] { return pooled->stderrText().find(" is ready") != std::string::npos; },
-                         seconds(60)))
+  ASSERT_TRUE(eventually(
+      [&] { return pooled->stderrText().find(" is ready") != std::string::npos; }, seconds(60)))
       << tail(pooled->stderrText());
   const std::vector<std::string> prepared = containersOfServer(*pooled);
   ASSERT_EQ(prepared.size(), 1u);

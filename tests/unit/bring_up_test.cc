@@ -38,9 +38,13 @@ class BringUpTest : public ::testing::Test {
   policy::SandboxSettings settings_;
   policy::Limits limits_{1, 30, 1, 256};
   backend::Posture required_ = policy::requiredPosture(limits_, settings_, settings_.uids.first);
-  SandboxBringUp bring_up_{
-      backend_, settings_,      "instance", std::chrono::seconds(300), std::chrono::seconds(3600),
-      {"numpy", "pandas"}, clock_};
+  SandboxBringUp bring_up_{backend_,
+                           settings_,
+                           "instance",
+                           std::chrono::seconds(300),
+                           std::chrono::seconds(3600),
+                           {"numpy", "pandas"},
+                           clock_};
   backend::SandboxSpec spec_;
   mocks::RecordingSink sink_;
   std::string created_;

@@ -43,8 +43,7 @@ void RunManager::Impl::maintenanceThread() {
     if (pool_.retireStale(now)) {
       continue;
     }
-    if (!pool_.wantsAnother(now, memoryFitsLocked(pool_.idleHold()),
-                            queue_.next().has_value())) {
+    if (!pool_.wantsAnother(now, memoryFitsLocked(pool_.idleHold()), queue_.next().has_value())) {
       clock_.waitUntil(pool_changed_, lock,
                        std::min(now + kRecheck, retry_at.value_or(now + kRecheck)));
       retireEndedLocked(lock);

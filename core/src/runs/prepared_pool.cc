@@ -89,26 +89,18 @@ std::int64_t PreparedPool::idleHold() const {
 void PreparedPool::measuredIdle(std::int64_t peak_bytes) {
   if (peak_bytes > idle_peak_) {
     idle_peak_ = peak_bytes;
-    logger().debug("prepared pool: an idle sandbox holds " +
-                   std::to_string(idleHold() >> 20) + " MiB in admission (measured peak " +
-                   std::to_string(peak_bytes >> 20) + " MiB)");
+    logger().debug("prepared pool: an idle sandbox holds " + std::to_string(idleHold() >> 20) +
+                   " MiB in admission (measured peak " + std::to_string(peak_bytes >> 20) +
+                   " MiB)");
   }
 }
 
 const PreparedSandbox* PreparedPool::find(const policy::Limits& limits,
-                                          const policy::SandboxSettings& settings) const {
+                                          const policy::SandboxSettings& settings, SteadyTime now,
+                                          bool for_session) const {
   const auto found = std::find_if(ready_.begin(), ready_.end(), [&](const PreparedPtr& sandbox) {
-    return limits.timeout_seconds <= sandbox->timeout_seconds &&
-           sandbox->posture == policy::requiredPosture(limits, settings, sandbox->uid);
-  });
-  return found == ready_.end() ? nullptr : found->get();
-}
-
-const PreparedSandbox* PreparedPool::findForSession(const policy::Limits& limits,
-                                                    const policy::SandboxSettings& settings,
-                                                    SteadyTime now) const {
-  const auto found = std::find_if(ready_.begin(), ready_.end(), [&](const PreparedPtr& sandbox) {
-    return now - sandbox->ready_at <= settings_.max_idle &&
+    return (for_session || limits.timeout_seconds <= sandbox->timeout_seconds) &&
+           now - sandbox->ready_at <= settings_.max_idle &&
            sandbox->posture == policy::requiredPosture(limits, settings, sandbox->uid);
   });
   return found == ready_.end() ? nullptr : found->get();

@@ -117,17 +117,12 @@ class PreparedPool {
   void measuredIdle(std::int64_t peak_bytes);
   std::size_t ready() const { return ready_.size(); }
 
-  // A ready sandbox a run with these limits can use, or nullptr: its posture is the one the
-  // run's limits require (in a sandbox of its uid), and it allows as long a timeout.
-  const PreparedSandbox* find(const policy::Limits& limits,
-                              const policy::SandboxSettings& settings) const;
-  // A ready sandbox a session with these limits can use, or nullptr: its posture is the one
-  // they require, whatever timeout it allows (a session's launcher takes its own deadline),
-  // and it has not idled past max_idle (its launcher's own deadline is near: retireStale()
-  // replaces it).
-  const PreparedSandbox* findForSession(const policy::Limits& limits,
-                                        const policy::SandboxSettings& settings,
-                                        SteadyTime now) const;
+  // A ready sandbox a run (or, with `for_session`, a session) with these limits can use, or
+  // nullptr: its posture is the one the limits require (in a sandbox of its uid), it has not
+  // idled past max_idle (its launcher's own deadline is near: retireStale() replaces it), and
+  // a run's timeout is no longer than it allows (a session's launcher takes its own deadline).
+  const PreparedSandbox* find(const policy::Limits& limits, const policy::SandboxSettings& settings,
+                              SteadyTime now, bool for_session = false) const;
 
   // Takes `sandbox` (from find()) for a run that starts executing now.
   PreparedPtr claim(const PreparedSandbox* sandbox, SteadyTime now);
@@ -190,7 +185,7 @@ class PreparedPool {
   std::deque<SteadyTime> making_since_;  // when each one being made was begun, oldest first
   std::chrono::duration<double> started_{0};
   std::chrono::duration<double> warmed_{0};
-  std::int64_t idle_peak_ = 0;  // the largest footprint measured of an idle, warm sandbox
+  std::int64_t idle_peak_ = 0;       // the largest footprint measured of an idle, warm sandbox
   std::size_t claimed_running_ = 0;  // runs executing in a sandbox from here
   SteadyTime last_claim_{};
   SteadyTime retry_at_{};  // the next attempt after a failure

@@ -347,8 +347,9 @@ void RunManager::Impl::admitLocked() {
     }
     const std::shared_ptr<Run> run = runs_.at(next->id);
     // A prepared sandbox the run can use already holds part of the run's memory.
-    const PreparedSandbox* prepared =
-        pool_.ready() == 0 || run->session ? nullptr : pool_.find(run->limits, sandbox_);
+    const PreparedSandbox* prepared = pool_.ready() == 0 || run->session
+                                          ? nullptr
+                                          : pool_.find(run->limits, sandbox_, clock_.now());
     const std::int64_t needed = run->memory_bytes - (prepared ? pool_.idleHold() : 0);
     if (!memoryFitsLocked(needed)) {
       // Idle prepared sandboxes give way to a run; otherwise the chosen run waits for memory

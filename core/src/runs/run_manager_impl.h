@@ -260,6 +260,9 @@ struct RunManager::Impl {
   // the session's, and when that fails, removed and a fresh one brought up in another uid.
   SandboxBringUp::Outcome bringUpSession(Session& session);
   SandboxBringUp::Outcome openInPrepared(Session& session);
+  // Whether a prepared sandbox still idles (run_thread.cc): not OK when it ended or the
+  // backend cannot tell.
+  backend::Status stillIdle(const std::string& sandbox_id);
   std::optional<SessionSnapshot> closeSession(const std::string& tenant,
                                               const std::string& session_id);
   SessionSnapshot sessionSnapshotLocked(const Session& session) const;

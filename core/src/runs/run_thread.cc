@@ -205,12 +205,19 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome, std::optional<Sandbox
   outcome.ended = clock_.now();
 }
 
+backend::Status RunManager::Impl::stillIdle(const std::string& sandbox_id) {
+  const backend::WaitReply idle = backend_.wait(sandbox_id, std::chrono::milliseconds(0));
+  if (idle.status.ok() && idle.exit.exited) {
+    return {backend::Code::kUnavailable, "it ended while idle"};
+  }
+  return idle.status;
+}
+
 // Runs the code in the run's prepared sandbox. False, with nothing delivered, when that
 // sandbox ended while it idled: the run then takes the normal path.
 bool RunManager::Impl::runInPrepared(Run& run, const std::string& archive, Outcome& outcome) {
   const std::string& sandbox_id = run.prepared->sandbox_id;
-  const backend::WaitReply idle = backend_.wait(sandbox_id, std::chrono::milliseconds(0));
-  if (!idle.status.ok() || idle.exit.exited) {
+  if (!stillIdle(sandbox_id).ok()) {
     logger().warning("run " + run.id + ": prepared sandbox " + sandbox_id +
                      " ended while idle; creating a fresh one");
     return false;

@@ -150,7 +150,7 @@ std::variant<SessionSnapshot, StartRefusal> RunManager::Impl::openSession(
     // A prepared sandbox of the session's posture already holds part of its memory and a uid
     // of its own, and becomes the session's once its launcher is told so.
     const PreparedSandbox* prepared =
-        pool_.findForSession(request.limits, sandbox_, clock_.now());
+        pool_.find(request.limits, sandbox_, clock_.now(), /*for_session=*/true);
     const std::int64_t needed = memory - (prepared ? pool_.idleHold() : 0);
     if (!memoryFitsLocked(needed) && !pool_.evictFor(needed, prepared, [this](std::int64_t more) {
           return memoryFitsLocked(more);
@@ -208,19 +208,17 @@ std::variant<SessionSnapshot, StartRefusal> RunManager::Impl::openSession(
     return StartRefusal{"The session's sandbox could not be started: " + why +
                         ". This is not caused by your code; do not retry in a loop."};
   }
-  logger().information("session " + session->id + " of tenant " + session->tenant +
-                       " opened in " + (session->prepared ? "prepared " : "") + "sandbox " +
-                       session->sandbox_id);
+  logger().information("session " + session->id + " of tenant " + session->tenant + " opened in " +
+                       (session->prepared ? "prepared " : "") + "sandbox " + session->sandbox_id);
   return sessionSnapshotLocked(*session);
 }
 
 SandboxBringUp::Outcome RunManager::Impl::openInPrepared(Session& session) {
   const std::string& sandbox_id = session.prepared->sandbox_id;
-  const backend::WaitReply idle = backend_.wait(sandbox_id, std::chrono::milliseconds(0));
-  const backend::Status delivered = !idle.status.ok() ? idle.status
-                                    : idle.exit.exited
-                                        ? backend::Status{backend::Code::kUnavailable, "it ended"}
-                                        : backend_.deliver(sandbox_id, bring_up_.sessionFrame());
+  backend::Status delivered = stillIdle(sandbox_id);
+  if (delivered.ok()) {
+    delivered = backend_.deliver(sandbox_id, bring_up_.sessionFrame());
+  }
   SandboxBringUp::Outcome outcome;
   if (delivered.ok()) {
     // What the idle launcher wrote is dropped (no run is bound to the session's sink), and
@@ -229,8 +227,8 @@ SandboxBringUp::Outcome RunManager::Impl::openInPrepared(Session& session) {
     outcome.sandbox_id = sandbox_id;
     return outcome;
   }
-  const std::string why = "prepared sandbox " + sandbox_id +
-                          " could not become the session's (" + delivered.message + ")";
+  const std::string why = "prepared sandbox " + sandbox_id + " could not become the session's (" +
+                          delivered.message + ")";
   PreparedPtr failed;
   {
     std::lock_guard lock(mutex_);
