@@ -276,8 +276,10 @@ const std::vector<Flag>& flags() {
                               [](Config& c) -> std::size_t& { return c.runs.max_queue_total; })},
       {"prepared", "N",
        "Sandboxes kept started ahead of need with the default limits, so a run with those "
-       "limits (or a shorter timeout) skips the engine's create and start. Each serves one run "
-       "and counts against host memory while idle. 0: off.",
+       "limits (or a shorter timeout) skips the engine's create and start, and a session with "
+       "those limits begins in one. Each serves one run or session and, while idle, counts "
+       "its measured footprint against host memory (its memory limit until one is measured). "
+       "0: off.",
        [](const Config& c) { return std::to_string(c.runs.prepared); },
        intSetter<std::size_t>("prepared", 0, 64,
                               [](Config& c) -> std::size_t& { return c.runs.prepared; })},
