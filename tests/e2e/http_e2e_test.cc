@@ -179,6 +179,114 @@ TEST(HttpE2eTest, ARunThroughHttpWithTheRightTokenAndNoneForAnyOtherCaller) {
   EXPECT_EQ(server.process().waitExit(5s), 0);
 }
 
+// Issue 27: a 2026-07-28 request is served on its own: no initialize, no Mcp-Session-Id; its
+// routing headers must repeat the body; the legacy sessions keep working beside it.
+std::string modernBody(int id, const std::string& method, const std::string& params) {
+  return R"({"jsonrpc":"2.0","id":)" + std::to_string(id) + R"(,"method":")" + method +
+         R"(","params":{)" + params + (params.empty() ? "" : ",") +
+         R"("_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",)"
+         R"("io.modelcontextprotocol/clientCapabilities":{}}}})";
+}
+
+std::map<std::string, std::string> modernHeaders(const std::string& token,
+                                                 const std::string& method,
+                                                 const std::string& name = "") {
+  std::map<std::string, std::string> headers = {{"Authorization", "Bearer " + token},
+                                                {"MCP-Protocol-Version", "2026-07-28"},
+                                                {"Mcp-Method", method}};
+  if (!name.empty()) {
+    headers["Mcp-Name"] = name;
+  }
+  return headers;
+}
+
+TEST(HttpE2eTest, AModernRequestNeedsNoSessionAndItsHeadersMustRepeatTheBody) {
+  const TokenFile tokens;
+  HttpServer server({"--token-file", tokens.path()});
+  ASSERT_TRUE(server.waitListening()) << server.process().stderrText();
+
+  const Answer discover = server.post(modernBody(1, "server/discover", ""),
+                                      modernHeaders(kAliceToken, "server/discover"));
+  ASSERT_EQ(discover.status, 200) << discover.body;
+  EXPECT_FALSE(discover.response.has("Mcp-Session-Id"));
+  EXPECT_EQ(discover.json()
+                ->getObject("result")
+                ->getArray("supportedVersions")
+                ->getElement<std::string>(0),
+            "2026-07-28");
+  // Unauthenticated, it is refused as every request is.
+  EXPECT_EQ(server
+                .post(modernBody(2, "server/discover", ""),
+                      {{"MCP-Protocol-Version", "2026-07-28"}, {"Mcp-Method", "server/discover"}})
+                .status,
+            401);
+
+  const Answer started = server.post(
+      modernBody(
+          3, "tools/call",
+          R"("name":"start_run","arguments":{"code":"#fake: stdout=hi\\n\n","wait_seconds":20})"),
+      modernHeaders(kAliceToken, "tools/call", "start_run"));
+  ASSERT_EQ(started.status, 200) << started.body;
+  const Object::Ptr result = started.json()->getObject("result");
+  EXPECT_EQ(result->getValue<std::string>("resultType"), "complete");
+  EXPECT_EQ(result->getObject("structuredContent")->getValue<std::string>("stdout"), "hi\n");
+  const std::string run_id = runId(result);
+
+  // The run is alice's whatever era asks: a legacy session of hers sees it, bob's does not.
+  const auto alice = server.open(kAliceToken);
+  EXPECT_FALSE(server.call(alice, "get_result", R"({"run_id":")" + run_id + R"("})")
+                   ->getValue<bool>("isError"));
+  const Answer stranger =
+      server.post(modernBody(4, "tools/call",
+                             R"("name":"get_result","arguments":{"run_id":")" + run_id + R"("})"),
+                  modernHeaders(kBobToken, "tools/call", "get_result"));
+  EXPECT_TRUE(stranger.json()->getObject("result")->getValue<bool>("isError")) << stranger.body;
+
+  // Routing headers that say something else than the body: 400, HeaderMismatch, nothing run.
+  for (const auto& headers : {modernHeaders(kAliceToken, "tools/call", "stop_run"),
+                              modernHeaders(kAliceToken, "tools/list", "start_run"),
+                              modernHeaders(kAliceToken, "tools/call")}) {
+    const Answer refused = server.post(
+        modernBody(5, "tools/call", R"js("name":"start_run","arguments":{"code":"print(1)"})js"),
+        headers);
+    EXPECT_EQ(refused.status, 400) << refused.body;
+    EXPECT_EQ(refused.json()->getObject("error")->getValue<int>("code"), -32020) << refused.body;
+    EXPECT_EQ(refused.json()->getValue<int>("id"), 5);
+  }
+  // Headers naming a version the body does not: 400, HeaderMismatch; an unknown version both
+  // say: 400, UnsupportedProtocolVersion.
+  auto other = modernHeaders(kAliceToken, "server/discover");
+  other["MCP-Protocol-Version"] = "2025-11-25";
+  EXPECT_EQ(server.post(modernBody(6, "server/discover", ""), other)
+                .json()
+                ->getObject("error")
+                ->getValue<int>("code"),
+            -32020);
+  auto unknown = modernHeaders(kAliceToken, "server/discover");
+  unknown["MCP-Protocol-Version"] = "v999";
+  std::string v999 = modernBody(7, "server/discover", "");
+  v999.replace(v999.find("2026-07-28"), 10, "v999");
+  const Answer unsupported = server.post(v999, unknown);
+  EXPECT_EQ(unsupported.status, 400);
+  EXPECT_EQ(unsupported.json()->getObject("error")->getValue<int>("code"), -32022);
+  // A modern header on a body without the envelope: 400, invalid params.
+  const Answer bare = server.post(R"({"jsonrpc":"2.0","id":8,"method":"tools/list"})",
+                                  modernHeaders(kAliceToken, "tools/list"));
+  EXPECT_EQ(bare.status, 400);
+  EXPECT_EQ(bare.json()->getObject("error")->getValue<int>("code"), -32602);
+  // Methods the revision removed, or that never were: 404, method not found.
+  for (const std::string method : {"initialize", "ping", "prompts/list"}) {
+    const Answer missing =
+        server.post(modernBody(9, method, ""), modernHeaders(kAliceToken, method));
+    EXPECT_EQ(missing.status, 404) << method;
+    EXPECT_EQ(missing.json()->getObject("error")->getValue<int>("code"), -32601) << method;
+  }
+  // No sessions to end in this revision.
+  EXPECT_EQ(server.send("DELETE", "", modernHeaders(kAliceToken, "")).status, 405);
+  server.process().signal(SIGTERM);
+  EXPECT_EQ(server.process().waitExit(5s), 0);
+}
+
 // Issue 15: the server's own readiness checks, probed without a token.
 TEST(HttpE2eTest, ReadyOnceThePreparedSandboxIsAndHealthyWithoutAToken) {
   const TokenFile tokens;

@@ -20,6 +20,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mcp/tools.h"
@@ -234,8 +235,9 @@ TEST_F(ServerTest, UnknownMethodsAreMethodNotFound) {
   expectError(response, -32601, "3");
   EXPECT_EQ(response->getObject("error")->getValue<std::string>("message"),
             "Method not found: foo/bar");
-  expectError(call(R"({"jsonrpc":"2.0","id":"d","method":"server/discover","params":{}})"), -32601,
-              R"("d")");
+  // The tasks methods exist in the modern revision only.
+  expectError(call(R"({"jsonrpc":"2.0","id":"d","method":"tasks/get","params":{"taskId":"x"}})"),
+              -32601, R"("d")");
 }
 
 TEST_F(ServerTest, NotificationsAndResponsesGetNoAnswer) {
@@ -727,6 +729,241 @@ TEST_F(ServerTest, RefusalIsAnInvalidRequestWithoutAnId) {
   expectError(response, -32600, "null");
   EXPECT_EQ(response->getObject("error")->getValue<std::string>("message"),
             "Invalid Request: missing Mcp-Session-Id header.");
+}
+
+// The modern revision (2026-07-28): no handshake, the version and capabilities in each
+// request's _meta.
+constexpr const char* kModernMeta =
+    R"("_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",)"
+    R"("io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},)"
+    R"("io.modelcontextprotocol/clientCapabilities":{}})";
+
+std::string modern(const std::string& method, const std::string& params = "") {
+  return R"({"jsonrpc":"2.0","id":"m1","method":")" + method + R"(","params":{)" + params +
+         (params.empty() ? "" : ",") + kModernMeta + "}}";
+}
+
+TEST_F(ServerTest, DiscoverNamesTheModernRevisionToolsAndServerWithoutAHandshake) {
+  const Object::Ptr result = call(modern("server/discover"))->getObject("result");
+  ASSERT_TRUE(result) << "no result";
+  EXPECT_EQ(result->getValue<std::string>("resultType"), "complete");
+  EXPECT_THAT(stringsOf(result->getArray("supportedVersions")), ElementsAre("2026-07-28"));
+  EXPECT_EQ(compact(result->getObject("capabilities")),
+            R"({"tools":{"listChanged":false},"extensions":{"io.modelcontextprotocol/tasks":{}}})");
+  EXPECT_GT(result->getValue<int>("ttlMs"), 0);
+  EXPECT_EQ(result->getValue<std::string>("cacheScope"), "public");
+  EXPECT_THAT(result->getValue<std::string>("instructions"), HasSubstr("start_run"));
+  EXPECT_EQ(
+      compact(result->getObject("_meta")),
+      R"({"io.modelcontextprotocol/serverInfo":{"name":"scs","title":"Scs","version":"1.2.3"}})");
+}
+
+TEST_F(ServerTest, ModernResultsSayTheirTypeAndListsHowLongTheyKeep) {
+  const Object::Ptr list = call(modern("tools/list"))->getObject("result");
+  ASSERT_TRUE(list);
+  EXPECT_EQ(list->getArray("tools")->size(), 5u);
+  EXPECT_EQ(list->getValue<std::string>("resultType"), "complete");
+  EXPECT_EQ(list->getValue<int>("ttlMs"),
+            call(modern("server/discover"))->getObject("result")->getValue<int>("ttlMs"));
+  EXPECT_EQ(list->getValue<std::string>("cacheScope"), "public");
+
+  const Object::Ptr run =
+      call(modern("tools/call",
+                  R"js("name":"start_run","arguments":{"code":"print(1)","wait_seconds":5})js"))
+          ->getObject("result");
+  ASSERT_TRUE(run);
+  EXPECT_EQ(run->getValue<std::string>("resultType"), "complete");
+  EXPECT_FALSE(run->getValue<bool>("isError"));
+  EXPECT_EQ(run->getObject("structuredContent")->getValue<std::string>("status"), "succeeded");
+  EXPECT_TRUE(run->getObject("_meta")->has("io.modelcontextprotocol/serverInfo"));
+
+  // The same call in the legacy era is answered as before: no resultType, no _meta.
+  const Object::Ptr legacy =
+      callTool("get_result",
+               R"({"run_id":")" +
+                   run->getObject("structuredContent")->getValue<std::string>("run_id") + R"("})");
+  EXPECT_FALSE(legacy->has("resultType"));
+  EXPECT_FALSE(legacy->has("_meta"));
+}
+
+TEST_F(ServerTest, AModernRequestWithoutItsEnvelopeIsInvalidParams) {
+  expectError(call(R"({"jsonrpc":"2.0","id":101,"method":"server/discover","params":{}})"), -32602,
+              "101");
+  expectError(call(R"({"jsonrpc":"2.0","id":102,"method":"server/discover"})"), -32602, "102");
+  expectError(call(R"({"jsonrpc":"2.0","id":104,"method":"tools/list","params":{"_meta":{)"
+                   R"("io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})"),
+              -32602, "104");
+  expectError(call(R"({"jsonrpc":"2.0","id":105,"method":"tools/list","params":{"_meta":{)"
+                   R"("io.modelcontextprotocol/protocolVersion":7,)"
+                   R"("io.modelcontextprotocol/clientCapabilities":{}}}})"),
+              -32602, "105");
+  // A transport that saw a modern header refuses a body without the envelope, whatever it is.
+  RequestContext context;
+  context.modern = true;
+  const std::optional<Server::Answer> answer =
+      server_.respond(Server::parse(R"({"jsonrpc":"2.0","id":3,"method":"tools/list"})"), context);
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->error_code, -32602);
+  // clientInfo is optional.
+  const Object::Ptr discover =
+      call(R"({"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{)"
+           R"("io.modelcontextprotocol/protocolVersion":"2026-07-28",)"
+           R"("io.modelcontextprotocol/clientCapabilities":{}}}})");
+  EXPECT_TRUE(discover->has("result")) << compact(discover);
+}
+
+TEST_F(ServerTest, AnUnsupportedModernVersionIsAnsweredWithTheSupportedOnes) {
+  const std::optional<Server::Answer> answer = server_.respond(
+      Server::parse(R"({"jsonrpc":"2.0","id":301,"method":"server/discover","params":{"_meta":{)"
+                    R"("io.modelcontextprotocol/protocolVersion":"v999.0.0",)"
+                    R"("io.modelcontextprotocol/clientCapabilities":{}}}})"));
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->error_code, -32022);
+  const Object::Ptr response = parseOrdered(answer->text);
+  expectError(response, -32022, "301");
+  EXPECT_EQ(compact(response->getObject("error")->getObject("data")),
+            R"({"supported":["2026-07-28"],"requested":"v999.0.0"})");
+}
+
+TEST_F(ServerTest, TheLegacyOnlyMethodsAreNotFoundInTheModernRevision) {
+  for (const std::string method : {"initialize", "ping", "logging/setLevel", "resources/subscribe",
+                                   "prompts/list", "unknown/method"}) {
+    const std::optional<Server::Answer> answer = server_.respond(Server::parse(modern(method)));
+    ASSERT_TRUE(answer) << method;
+    EXPECT_EQ(answer->error_code, -32601) << method;
+    expectError(parseOrdered(answer->text), -32601, "\"m1\"");
+  }
+  // The same server still answers a legacy client's handshake and ping.
+  EXPECT_TRUE(request("initialize", R"({"protocolVersion":"2025-11-25","capabilities":{}})")
+                  ->has("result"));
+  EXPECT_TRUE(call(R"({"jsonrpc":"2.0","id":2,"method":"ping"})")->has("result"));
+}
+
+TEST_F(ServerTest, ParseReadsWhatAnHttpTransportChecksItsHeadersAgainst) {
+  const Message call_message =
+      Server::parse(modern("tools/call", R"("name":"start_run","arguments":{})"));
+  EXPECT_TRUE(call_message.modern());
+  EXPECT_EQ(call_message.metaVersion(), "2026-07-28");
+  EXPECT_EQ(call_message.routingName(), "start_run");
+  const Message legacy = Server::parse(
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"start_run"}})");
+  EXPECT_FALSE(legacy.modern());
+  EXPECT_EQ(legacy.metaVersion(), "");
+  EXPECT_EQ(legacy.routingName(), "start_run");
+  EXPECT_TRUE(Server::parse(R"({"jsonrpc":"2.0","id":1,"method":"server/discover"})").modern());
+  const Object::Ptr mismatch =
+      parseOrdered(Server::headerMismatch("Mcp-Name header value 'a' ...", call_message));
+  expectError(mismatch, -32020, "\"m1\"");
+}
+
+// The tasks extension: a client that declares it gets a run that outlasts start_run's wait
+// as a task, and follows it with tasks/get and tasks/cancel.
+std::string withTasks(int id, const std::string& method, const std::string& params) {
+  return R"({"jsonrpc":"2.0","id":)" + std::to_string(id) + R"(,"method":")" + method +
+         R"(","params":{)" + params +
+         R"(,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",)"
+         R"("io.modelcontextprotocol/clientCapabilities":{"extensions":{)"
+         R"("io.modelcontextprotocol/tasks":{}}}}}})";
+}
+
+TEST_F(ServerTest, ARunThatOutlastsItsWaitIsATaskForAClientThatDeclaresTheExtension) {
+  EXPECT_TRUE(call(modern("server/discover"))
+                  ->getObject("result")
+                  ->getObject("capabilities")
+                  ->getObject("extensions")
+                  ->has("io.modelcontextprotocol/tasks"));
+
+  const Object::Ptr created =
+      call(withTasks(1, "tools/call",
+                     R"("name":"start_run","arguments":{"code":"#fake: sleep_ms=20000\n"})"))
+          ->getObject("result");
+  ASSERT_TRUE(created);
+  EXPECT_EQ(created->getValue<std::string>("resultType"), "task");
+  EXPECT_EQ(created->getValue<std::string>("status"), "working");
+  EXPECT_TRUE(std::regex_match(created->getValue<std::string>("createdAt"),
+                               std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)")));
+  EXPECT_EQ(created->getValue<Poco::Int64>("ttlMs"), 3600 * 1000);
+  EXPECT_EQ(created->getValue<int>("pollIntervalMs"), 1000);
+  EXPECT_FALSE(created->has("content"));
+  const std::string task_id = created->getValue<std::string>("taskId");
+
+  // The task is the run: get_result knows it by the same id.
+  EXPECT_THAT(structured("get_result", callTool("get_result", R"({"run_id":")" + task_id + R"("})"))
+                  ->getValue<std::string>("status"),
+              ::testing::AnyOf("queued", "running"));
+  const Object::Ptr working =
+      call(withTasks(2, "tasks/get", R"("taskId":")" + task_id + R"(")"))->getObject("result");
+  EXPECT_EQ(working->getValue<std::string>("resultType"), "complete");
+  EXPECT_EQ(working->getValue<std::string>("status"), "working");
+  EXPECT_FALSE(working->has("result"));
+
+  // Another tenant cannot see or cancel it.
+  RequestContext stranger;
+  stranger.tenant = "someone-else";
+  for (const std::string method : {"tasks/get", "tasks/cancel"}) {
+    const std::optional<Server::Answer> answer = server_.respond(
+        Server::parse(withTasks(3, method, R"("taskId":")" + task_id + R"(")")), stranger);
+    ASSERT_TRUE(answer);
+    EXPECT_EQ(answer->error_code, -32602) << method;
+  }
+
+  const Object::Ptr ack =
+      call(withTasks(4, "tasks/cancel", R"("taskId":")" + task_id + R"(")"))->getObject("result");
+  EXPECT_EQ(ack->getValue<std::string>("resultType"), "complete");
+  EXPECT_FALSE(ack->has("status"));
+  Object::Ptr ended;
+  for (int i = 0; i < 100; ++i) {
+    ended =
+        call(withTasks(5, "tasks/get", R"("taskId":")" + task_id + R"(")"))->getObject("result");
+    if (ended->getValue<std::string>("status") != "working") {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(ended->getValue<std::string>("status"), "cancelled");
+  EXPECT_EQ(
+      ended->getObject("result")->getObject("structuredContent")->getValue<std::string>("status"),
+      "stopped");
+  // Cancelling what has ended is acknowledged again.
+  EXPECT_TRUE(
+      call(withTasks(6, "tasks/cancel", R"("taskId":")" + task_id + R"(")"))->has("result"));
+
+  // A run that ends within its wait is answered as it is for any client.
+  const Object::Ptr quick =
+      call(withTasks(
+               7, "tools/call",
+               R"("name":"start_run","arguments":{"code":"#fake: stdout=x\n","wait_seconds":10})"))
+          ->getObject("result");
+  EXPECT_EQ(quick->getValue<std::string>("resultType"), "complete");
+  EXPECT_EQ(quick->getObject("structuredContent")->getValue<std::string>("stdout"), "x");
+}
+
+TEST_F(ServerTest, TaskMethodsNeedTheExtensionAndAKnownTask) {
+  const std::optional<Server::Answer> undeclared =
+      server_.respond(Server::parse(modern("tasks/get", R"("taskId":"x")")));
+  ASSERT_TRUE(undeclared);
+  EXPECT_EQ(undeclared->error_code, -32021);
+  EXPECT_EQ(compact(parseOrdered(undeclared->text)->getObject("error")->getObject("data")),
+            R"({"requiredCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}})");
+  expectError(call(withTasks(8, "tasks/get", R"("taskId":"00000000000000000000000000000000")")),
+              -32602, "8");
+  expectError(call(withTasks(9, "tasks/get", R"("taskId":7)")), -32602, "9");
+  // Removed by the extension's current revision, and never part of this server.
+  expectError(call(withTasks(10, "tasks/result", R"("taskId":"x")")), -32601, "10");
+  expectError(call(withTasks(11, "tasks/list", R"("cursor":"x")")), -32601, "11");
+  // Without the extension a long run is a run: its report, with its run_id.
+  const Object::Ptr plain =
+      call(modern("tools/call",
+                  R"("name":"start_run","arguments":{"code":"#fake: sleep_ms=20000\n"})"))
+          ->getObject("result");
+  EXPECT_EQ(plain->getValue<std::string>("resultType"), "complete");
+  const std::string run_id = plain->getObject("structuredContent")->getValue<std::string>("run_id");
+  EXPECT_EQ(
+      call(withTasks(12, "tasks/update", R"("taskId":")" + run_id + R"(","inputResponses":{})"))
+          ->getObject("error")
+          ->getValue<int>("code"),
+      -32602);
+  structured("stop_run", callTool("stop_run", R"({"run_id":")" + run_id + R"("})"));
 }
 
 TEST(FormatTimestampTest, IsRfc3339UtcWithMilliseconds) {

@@ -29,6 +29,7 @@
 #include <utility>
 
 #include "mcp/message_id.h"
+#include "mcp/routing_headers.h"
 #include "net/http_gate.h"
 #include "runs/tenant_share.h"
 
@@ -566,6 +567,9 @@ struct HttpTransport::Impl {
   void serve(HTTPServerRequest& request, Reply& reply, std::string* tenant);
   bool serveHealth(HTTPServerRequest& request, Reply& reply);
   void post(HTTPServerRequest& request, Reply& reply, const std::string& tenant);
+  // A message of the modern revision: no session; its routing headers checked first.
+  void postModern(HTTPServerRequest& request, Reply& reply, const std::string& tenant,
+                  const Message& message);
   void remove(HTTPServerRequest& request, Reply& reply, const std::string& tenant);
   bool hostAllowed(const std::string& header) const;
   bool originAllowed(const std::string& header) const;
@@ -684,7 +688,8 @@ void HttpTransport::Impl::serve(HTTPServerRequest& request, Reply& reply, std::s
   const std::string& method = request.getMethod();
   if (method == Poco::Net::HTTPRequest::HTTP_POST) {
     post(request, reply, *tenant);
-  } else if (method == Poco::Net::HTTPRequest::HTTP_DELETE) {
+  } else if (method == Poco::Net::HTTPRequest::HTTP_DELETE &&
+             !isModernProtocolVersion(trim(request.get(kVersionHeader, "")))) {
     remove(request, reply, *tenant);
   } else {
     reply.setHeader("Allow", "POST, DELETE");
@@ -692,7 +697,8 @@ void HttpTransport::Impl::serve(HTTPServerRequest& request, Reply& reply, std::s
                  method == Poco::Net::HTTPRequest::HTTP_GET
                      ? "this server sends nothing unasked, so there is no GET stream; POST "
                        "each message."
-                     : "use POST for messages and DELETE to end a session.");
+                     : "use POST for messages, and DELETE to end a session of protocol "
+                       "revision 2025-11-25 or earlier (2026-07-28 has none).");
   }
 }
 
@@ -819,6 +825,12 @@ void HttpTransport::Impl::post(HTTPServerRequest& request, Reply& reply,
     reply.json(HTTPResponse::HTTP_BAD_REQUEST, server_.handle(message).value_or(""));
     return;
   }
+  // The modern revision by the body's _meta or by the header; legacy by everything else
+  // (initialize, a session, a legacy or no MCP-Protocol-Version).
+  if (message.modern() || isModernProtocolVersion(trim(request.get(kVersionHeader, "")))) {
+    postModern(request, reply, tenant, message);
+    return;
+  }
   std::string new_session;
   if (message.kind() == Message::Kind::kRequest && message.method() == "initialize") {
     new_session = sessions_.open(tenant);
@@ -872,6 +884,45 @@ void HttpTransport::Impl::post(HTTPServerRequest& request, Reply& reply,
   } else {
     reply.json(HTTPResponse::HTTP_OK, answer, new_session);
   }
+}
+
+void HttpTransport::Impl::postModern(HTTPServerRequest& request, Reply& reply,
+                                     const std::string& tenant, const Message& message) {
+  if (message.kind() != Message::Kind::kRequest) {
+    server_.handle(message);
+    reply.empty(HTTPResponse::HTTP_ACCEPTED);
+    return;
+  }
+  if (std::string problem = routingHeaderProblem(request, message); !problem.empty()) {
+    reply.json(HTTPResponse::HTTP_BAD_REQUEST, Server::headerMismatch(problem, message));
+    return;
+  }
+  RequestContext context;
+  context.tenant = tenant;
+  context.modern = true;
+  context.on_progress = [&reply](const std::string& notification) {
+    if (notification.empty()) {
+      reply.sseComment("waiting");
+    } else {
+      reply.sseEvent(notification);
+    }
+  };
+  const Server::Answer answer = server_.respond(message, context).value_or(Server::Answer{});
+  if (reply.streaming()) {
+    reply.sseEvent(answer.text);
+    return;
+  }
+  // The revision's statuses: an unknown method is 404, any other refusal 400 (a client then
+  // reads the JSON-RPC error as the request's answer).
+  HTTPResponse::HTTPStatus status = HTTPResponse::HTTP_OK;
+  if (answer.error_code == -32601) {
+    status = HTTPResponse::HTTP_NOT_FOUND;
+  } else if (answer.error_code == -32603) {
+    status = HTTPResponse::HTTP_INTERNAL_SERVER_ERROR;
+  } else if (answer.error_code != 0) {
+    status = HTTPResponse::HTTP_BAD_REQUEST;
+  }
+  reply.json(status, answer.text);
 }
 
 void HttpTransport::Impl::remove(HTTPServerRequest& request, Reply& reply,

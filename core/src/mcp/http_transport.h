@@ -104,18 +104,22 @@ struct HttpEndpoint {
 // loopback has a token file. Returns the endpoint, or a sentence for the operator.
 std::variant<HttpEndpoint, std::string> resolveHttpSettings(const HttpSettings& settings);
 
-// MCP Streamable HTTP (2025-11-25, legacy sessions) on one endpoint, /mcp. A POST carries
-// one JSON-RPC message, answered by Server::handle: as application/json, or as an SSE stream
-// once the request has something to send ahead of its answer (a waiting get_result).
-// Notifications and responses get 202; GET gets 405 (the server never speaks first); DELETE
-// ends a session. Beside it, GET /healthz (200 while the process serves) and GET /readyz (200
-// when every HttpEndpoint::readiness check passes, else 503), each with a short JSON body,
-// answer anyone: no token, and no Host or Origin check (a load balancer's probe names an
-// address), since they tell nothing but that the server is up and ready. Every request is checked
-// in this order: Host and Origin against the allow-lists (DNS rebinding: 421, 403), the path (404),
-// the bearer token when there are tokens (401), then method, Accept, Content-Type, size, session
-// and MCP-Protocol-Version. Sessions are bound to the tenant that opened them. Request bodies are
-// read or the connection closed before an early answer, so a kept-alive connection stays in step.
+// MCP Streamable HTTP on one endpoint, /mcp, in both eras at once, chosen per request: the
+// modern revision (2026-07-28: a request whose _meta or MCP-Protocol-Version header names it;
+// no session; Mcp-Method and Mcp-Name checked against the body, 400 with -32020 otherwise; an
+// unknown method 404, other errors 400) and the legacy ones (2025-11-25 and earlier: sessions
+// opened by initialize, bound to their tenant). A POST carries one JSON-RPC message,
+// answered by Server::respond: as application/json, or as an SSE stream once the request has
+// something to send ahead of its answer (a waiting get_result). Notifications and responses
+// get 202; GET gets 405 (the server never speaks first); DELETE ends a legacy session. Beside it,
+// GET /healthz (200 while the process serves) and GET /readyz (200 when every
+// HttpEndpoint::readiness check passes, else 503), each with a short JSON body, answer anyone: no
+// token, and no Host or Origin check (a load balancer's probe names an address), since they tell
+// nothing but that the server is up and ready. Every request is checked in this order: Host and
+// Origin against the allow-lists (DNS rebinding: 421, 403), the path (404), the bearer token when
+// there are tokens (401), then method, Accept, Content-Type, size, session and
+// MCP-Protocol-Version. Sessions are bound to the tenant that opened them. Request bodies are read
+// or the connection closed before an early answer, so a kept-alive connection stays in step.
 class HttpTransport {
  public:
   HttpTransport(Server& server, HttpEndpoint endpoint);

@@ -14,7 +14,9 @@
 #include <stdexcept>
 #include <utility>
 
+#include "mcp/report_json.h"
 #include "mcp/tools.h"
+#include "policy/status_map.h"
 #include "runs/output.h"
 
 namespace scs::mcp {
@@ -36,7 +38,36 @@ constexpr const char* kInstructions =
     "images as images. For work in steps, open_session keeps variables and files between runs "
     "(pass its session_id to start_run; close_session when done). stop_run cancels a run.";
 
-enum class ErrorKind { kParse, kInvalidRequest, kMethodNotFound, kInvalidParams, kInternal };
+// The keys of a modern request's _meta, and of a modern result's.
+constexpr const char* kMetaVersion = "io.modelcontextprotocol/protocolVersion";
+constexpr const char* kMetaCapabilities = "io.modelcontextprotocol/clientCapabilities";
+constexpr const char* kMetaServerInfo = "io.modelcontextprotocol/serverInfo";
+constexpr const char* kDiscover = "server/discover";
+// The tasks extension of the modern revision: a start_run that does not end within its wait
+// answers a task (the run, taskId = run_id) for a client that declares it.
+constexpr const char* kTasksExtension = "io.modelcontextprotocol/tasks";
+constexpr int kTaskPollIntervalMs = 1000;
+
+bool isTaskMethod(const std::string& method) {
+  return method == "tasks/get" || method == "tasks/update" || method == "tasks/cancel";
+}
+
+// How long a client or a cache may keep server/discover and tools/list (the modern revision's
+// ttlMs). What they say changes only when the operator restarts the server with other flags;
+// ten minutes bounds how long a model may read limits that no longer hold (the server
+// enforces the new ones either way). Neither depends on the tenant: cacheScope "public".
+constexpr int kListTtlMs = 600000;
+
+enum class ErrorKind {
+  kParse,
+  kInvalidRequest,
+  kMethodNotFound,
+  kInvalidParams,
+  kInternal,
+  kHeaderMismatch,      // modern revision
+  kMissingCapability,   // modern revision
+  kUnsupportedVersion,  // modern revision
+};
 
 // The one map from error kind to JSON-RPC code; anything unexpected is an internal error.
 int errorCode(ErrorKind kind) {
@@ -49,6 +80,12 @@ int errorCode(ErrorKind kind) {
       return -32601;
     case ErrorKind::kInvalidParams:
       return -32602;
+    case ErrorKind::kHeaderMismatch:
+      return -32020;
+    case ErrorKind::kMissingCapability:
+      return -32021;
+    case ErrorKind::kUnsupportedVersion:
+      return -32022;
     case ErrorKind::kInternal:
       break;
   }
@@ -176,6 +213,12 @@ bool isObject(const Var& value) { return value.type() == typeid(Object::Ptr); }
 
 Object::Ptr asObject(const Var& value) { return value.extract<Object::Ptr>(); }
 
+bool declaresTasks(const Object::Ptr& capabilities) {
+  const Var extensions = capabilities->has("extensions") ? capabilities->get("extensions") : Var();
+  return isObject(extensions) && asObject(extensions)->has(kTasksExtension) &&
+         isObject(asObject(extensions)->get(kTasksExtension));
+}
+
 bool isUsableId(const Var& id) { return id.isString() || (id.isInteger() && !id.isBoolean()); }
 
 Var responseId(const Var& id) { return id.isString() ? Var(runs::toValidUtf8(id.toString())) : id; }
@@ -232,12 +275,17 @@ class Dispatcher {
  public:
   Dispatcher(runs::RunManager& runs, const policy::LimitPolicy& limits,
              const policy::FileSettings& files, const ServerInfo& info,
-             const RequestContext& context)
+             const RequestContext& context, bool modern, bool tasks)
       : tools_(runs, limits, files, info.run_retention, info.tools),
         info_(info),
-        context_(context) {}
+        context_(context),
+        modern_(modern),
+        tasks_(tasks) {}
 
   Object::Ptr dispatch(const std::string& method, const Object::Ptr& params) {
+    if (modern_) {
+      return dispatchModern(method, params);
+    }
     if (method == "initialize") {
       return initialize(params);
     }
@@ -259,6 +307,170 @@ class Dispatcher {
   }
 
  private:
+  // The modern revision: no handshake, no ping or logging/setLevel (it removed them), and
+  // every result says its resultType and names the server.
+  Object::Ptr dispatchModern(const std::string& method, const Object::Ptr& params) {
+    Object::Ptr result;
+    if (method == kDiscover) {
+      result = discover();
+    } else if (method == "tools/list") {
+      result = newObject();
+      result->set("tools", tools_.definitions());
+      result->set("ttlMs", kListTtlMs);
+      result->set("cacheScope", "public");
+    } else if (method == "tools/call") {
+      result = callTool(params);
+      if (tasks_ && params->getValue<std::string>("name") == kStartRun) {
+        result = taskOfStartedRun(result);
+      }
+    } else if (isTaskMethod(method)) {
+      result = taskRequest(method, params);
+    } else {
+      const bool legacy_only =
+          method == "initialize" || method == "ping" || method == "logging/setLevel";
+      throw RpcError(ErrorKind::kMethodNotFound,
+                     "Method not found: " + runs::toValidUtf8(method) +
+                         (legacy_only ? " is not part of protocol revision 2026-07-28, which "
+                                        "needs no handshake; this server answers "
+                                        "server/discover, tools/list and tools/call."
+                                      : "."));
+    }
+    if (!result->has("resultType")) {
+      result->set("resultType", "complete");
+    }
+    Object::Ptr meta = newObject();
+    meta->set(kMetaServerInfo, serverInfo());
+    result->set("_meta", meta);
+    return result;
+  }
+
+  Object::Ptr discover() {
+    Array::Ptr versions = new Array;
+    for (const char* version : kModernProtocolVersions) {
+      versions->add(std::string(version));
+    }
+    Object::Ptr tools = newObject();
+    tools->set("listChanged", false);  // the tool set is fixed for the process's lifetime
+    Object::Ptr capabilities = newObject();
+    capabilities->set("tools", tools);
+    Object::Ptr extensions = newObject();
+    extensions->set(kTasksExtension, newObject());
+    capabilities->set("extensions", extensions);
+    Object::Ptr result = newObject();
+    result->set("supportedVersions", versions);
+    result->set("capabilities", capabilities);
+    result->set("instructions", kInstructions);
+    result->set("ttlMs", kListTtlMs);
+    result->set("cacheScope", "public");
+    return result;
+  }
+
+  // A start_run's result for a client of the tasks extension: the task its run is while the
+  // run has not ended (taskId = run_id, so get_result and stop_run work on it too), else the
+  // report.
+  Object::Ptr taskOfStartedRun(const Object::Ptr& result) {
+    const Var structured =
+        result->has("structuredContent") ? result->get("structuredContent") : Var();
+    if (result->getValue<bool>("isError") || !isObject(structured) ||
+        !asObject(structured)->has("run_id")) {
+      return result;
+    }
+    const std::optional<Tools::RunView> view =
+        tools_.view(asObject(structured)->getValue<std::string>("run_id"), callContext());
+    if (!view) {
+      return result;
+    }
+    if (policy::isFinal(view->snapshot.status)) {
+      return view->result;
+    }
+    Object::Ptr task = taskObject(view->snapshot);
+    task->set("resultType", "task");
+    return task;
+  }
+
+  // tasks/get, tasks/update and tasks/cancel, for a client that declares the extension.
+  Object::Ptr taskRequest(const std::string& method, const Object::Ptr& params) {
+    if (!tasks_) {
+      Object::Ptr extensions = newObject();
+      extensions->set(kTasksExtension, newObject());
+      Object::Ptr required = newObject();
+      required->set("extensions", extensions);
+      Object::Ptr data = newObject();
+      data->set("requiredCapabilities", required);
+      throw RpcError(ErrorKind::kMissingCapability,
+                     "Missing required client capability: " + method + " needs the " +
+                         kTasksExtension + " extension declared in the request's " +
+                         kMetaCapabilities + ".",
+                     data);
+    }
+    const Var id = params && params->has("taskId") ? params->get("taskId") : Var();
+    if (!id.isString()) {
+      throw RpcError(ErrorKind::kInvalidParams,
+                     "Invalid params: " + method + " needs \"taskId\" (a string).");
+    }
+    const std::string task_id = id.toString();
+    const std::optional<Tools::RunView> view = tools_.view(task_id, callContext());
+    if (!view) {
+      throw RpcError(ErrorKind::kInvalidParams,
+                     "Invalid params: unknown or expired task \"" +
+                         runs::toValidUtf8(task_id.substr(0, 64)) +
+                         "\". Reports are kept for a limited time after a run ends.");
+    }
+    if (method == "tasks/update") {
+      throw RpcError(ErrorKind::kInvalidParams,
+                     "Invalid params: task " + task_id + " asks for no input.");
+    }
+    if (method == "tasks/cancel") {
+      if (!policy::isFinal(view->snapshot.status)) {
+        Object::Ptr arguments = newObject();
+        arguments->set("run_id", task_id);
+        tools_.call(kStopRun, arguments, callContext());
+      }
+      return newObject();  // an empty acknowledgement: the task ends as the run does
+    }
+    Object::Ptr task = taskObject(view->snapshot);
+    if (task->getValue<std::string>("status") != "working") {
+      task->set("result", view->result);
+    }
+    return task;
+  }
+
+  // The Task of the extension for a run: stopped is cancelled, any other end completed (a
+  // run that failed is a tool result, not a protocol error).
+  Object::Ptr taskObject(const runs::RunSnapshot& snapshot) const {
+    const bool final = policy::isFinal(snapshot.status);
+    const std::string status = !final                                           ? "working"
+                               : snapshot.status == policy::RunStatus::kStopped ? "cancelled"
+                                                                                : "completed";
+    const auto updated =
+        snapshot.finished_at.value_or(snapshot.started_at.value_or(snapshot.submitted_at));
+    Object::Ptr task = newObject();
+    task->set("taskId", snapshot.run_id);
+    task->set("status", status);
+    task->set("statusMessage", "Run " + snapshot.run_id + " is " +
+                                   std::string(policy::statusName(snapshot.status)) + ".");
+    task->set("createdAt", formatTimestamp(snapshot.submitted_at));
+    task->set("lastUpdatedAt", formatTimestamp(updated));
+    // Kept at least this long: a report lives the retention time after its run ends.
+    task->set("ttlMs", static_cast<Poco::Int64>(info_.run_retention.count()) * 1000);
+    task->set("pollIntervalMs", kTaskPollIntervalMs);
+    return task;
+  }
+
+  CallContext callContext() const {
+    CallContext call;
+    call.tenant = context_.tenant;
+    return call;
+  }
+
+  Object::Ptr serverInfo() const {
+    Object::Ptr server_info = newObject();
+    server_info->set("name", info_.name);
+    server_info->set("title", info_.title);
+    server_info->set("version", info_.version.empty() ? std::string("0.0.0") : info_.version);
+    return server_info;
+  }
+
   Object::Ptr initialize(const Object::Ptr& params) {
     const Var requested =
         params && params->has("protocolVersion") ? params->get("protocolVersion") : Var();
@@ -283,15 +495,11 @@ class Dispatcher {
     // Declared so that clients may set a level; the server has no log for them (its log goes
     // to stderr), and sending none is within the capability.
     capabilities->set("logging", newObject());
-    Object::Ptr server_info = newObject();
-    server_info->set("name", info_.name);
-    server_info->set("title", info_.title);
-    server_info->set("version", info_.version.empty() ? std::string("0.0.0") : info_.version);
 
     Object::Ptr result = newObject();
     result->set("protocolVersion", version);
     result->set("capabilities", capabilities);
-    result->set("serverInfo", server_info);
+    result->set("serverInfo", serverInfo());
     result->set("instructions", kInstructions);
     return result;
   }
@@ -343,6 +551,8 @@ class Dispatcher {
   Tools tools_;
   const ServerInfo& info_;
   const RequestContext& context_;
+  const bool modern_;
+  const bool tasks_;  // the request declares the tasks extension
 };
 
 }  // namespace
@@ -351,7 +561,37 @@ struct Message::Detail {
   Var id;                          // the usable id, or empty
   Object::Ptr params;              // a request's params, when given
   std::optional<ErrorInfo> error;  // set: the answer is this error
+  // The modern revision's per-request _meta: the version (a string) and capabilities (an
+  // object) it must carry; false when either is missing or of another type.
+  bool has_envelope = false;
+  bool tasks = false;  // its capabilities declare the tasks extension
 };
+
+namespace {
+
+// A modern request must carry its version and capabilities in _meta (-32602 otherwise) and
+// name a version this server serves (-32022, with the ones it does).
+void checkEnvelope(const Message& message, bool has_envelope) {
+  if (!has_envelope) {
+    throw RpcError(ErrorKind::kInvalidParams,
+                   std::string("Invalid params: a request of protocol revision 2026-07-28 "
+                               "carries params._meta with \"") +
+                       kMetaVersion + "\" (a string) and \"" + kMetaCapabilities +
+                       "\" (an object).");
+  }
+  if (!isModernProtocolVersion(message.metaVersion())) {
+    Array::Ptr supported = new Array;
+    for (const char* version : kModernProtocolVersions) {
+      supported->add(std::string(version));
+    }
+    Object::Ptr data = newObject();
+    data->set("supported", supported);
+    data->set("requested", message.metaVersion());
+    throw RpcError(ErrorKind::kUnsupportedVersion, "Unsupported protocol version", data);
+  }
+}
+
+}  // namespace
 
 Server::Server(runs::RunManager& runs, const policy::LimitPolicy& limits,
                const policy::FileSettings& files, ServerInfo info)
@@ -404,6 +644,25 @@ Message Server::parse(std::string_view text) {
       }
       detail->params = asObject(value);
     }
+    const Object::Ptr params = detail->params;
+    const Var meta_value = params && params->has("_meta") ? params->get("_meta") : Var();
+    if (isObject(meta_value)) {
+      const Object::Ptr meta = asObject(meta_value);
+      const Var version = meta->has(kMetaVersion) ? meta->get(kMetaVersion) : Var();
+      message.modern_ = meta->has(kMetaVersion);
+      message.meta_version_ = version.isString() ? runs::toValidUtf8(version.toString()) : "";
+      const Var capabilities = meta->has(kMetaCapabilities) ? meta->get(kMetaCapabilities) : Var();
+      detail->has_envelope = version.isString() && isObject(capabilities);
+      detail->tasks = isObject(capabilities) && declaresTasks(asObject(capabilities));
+    }
+    message.modern_ = message.modern_ || message.method_ == kDiscover;
+    const char* routing_key = message.method_ == "tools/call" ? "name"
+                              : isTaskMethod(message.method_) ? "taskId"
+                                                              : nullptr;
+    if (routing_key != nullptr && params && params->has(routing_key) &&
+        params->get(routing_key).isString()) {
+      message.routing_name_ = params->get(routing_key).toString();
+    }
   } catch (const RpcError& e) {
     if (e.kind() != ErrorKind::kInvalidParams) {
       message.kind_ = Message::Kind::kInvalid;
@@ -423,6 +682,15 @@ std::optional<std::string> Server::handle(std::string_view message, const Reques
 }
 
 std::optional<std::string> Server::handle(const Message& message, const RequestContext& context) {
+  std::optional<Answer> answer = respond(message, context);
+  if (!answer) {
+    return std::nullopt;
+  }
+  return std::move(answer->text);
+}
+
+std::optional<Server::Answer> Server::respond(const Message& message,
+                                              const RequestContext& context) {
   const Message::Detail* detail = message.detail_.get();
   if (message.kind() == Message::Kind::kResponse) {
     return std::nullopt;
@@ -449,8 +717,13 @@ std::optional<std::string> Server::handle(const Message& message, const RequestC
       logger().debug("request " + runs::toValidUtf8(message.method()));
     }
     try {
-      Dispatcher dispatcher(runs_, limits_, files_, info_, context);
-      return resultResponse(id, dispatcher.dispatch(message.method(), detail->params));
+      const bool modern = message.modern() || context.modern;
+      if (modern) {
+        checkEnvelope(message, detail->has_envelope);
+      }
+      Dispatcher dispatcher(runs_, limits_, files_, info_, context, modern,
+                            modern && detail->tasks);
+      return Answer{resultResponse(id, dispatcher.dispatch(message.method(), detail->params))};
     } catch (const RpcError& e) {
       kind = e.kind();
       error_message = e.what();
@@ -464,10 +737,12 @@ std::optional<std::string> Server::handle(const Message& message, const RequestC
     }
   }
   try {
-    return errorResponse(id, kind, error_message, data);
+    return Answer{errorResponse(id, kind, error_message, data), errorCode(kind)};
   } catch (const std::exception& e) {
     logError(std::string("cannot serialise an error answer: ") + e.what());
-    return R"({"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error"}})";
+    return Answer{
+        R"({"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error"}})",
+        errorCode(ErrorKind::kInternal)};
   }
 }
 
@@ -481,6 +756,20 @@ std::string Server::oversizedMessageError(std::size_t limit, const std::optional
 std::string Server::refusal(const std::string& message, const Message* refused) {
   const Var id = refused && refused->detail_ ? refused->detail_->id : Var();
   return errorResponse(id, ErrorKind::kInvalidRequest, "Invalid Request: " + message, Var());
+}
+
+std::string Server::headerMismatch(const std::string& message, const Message& refused) {
+  const Var id = refused.detail_ ? refused.detail_->id : Var();
+  return errorResponse(id, ErrorKind::kHeaderMismatch, "Header mismatch: " + message, Var());
+}
+
+bool isModernProtocolVersion(std::string_view version) {
+  for (const char* modern : kModernProtocolVersions) {
+    if (version == modern) {
+      return true;
+    }
+  }
+  return false;
 }
 
 bool isSupportedProtocolVersion(std::string_view version) {

@@ -15,11 +15,16 @@
 
 namespace scs::mcp {
 
+// The legacy revisions, negotiated once by initialize (stdio process or HTTP session).
 inline constexpr const char* kLatestProtocolVersion = "2025-11-25";
 inline constexpr const char* kSupportedProtocolVersions[] = {"2025-11-25", "2025-06-18",
                                                              "2025-03-26", "2024-11-05"};
+// The modern revisions: no handshake; every request names its version in
+// params._meta["io.modelcontextprotocol/protocolVersion"] and is served on its own.
+inline constexpr const char* kModernProtocolVersions[] = {"2026-07-28"};
 
-bool isSupportedProtocolVersion(std::string_view version);
+bool isSupportedProtocolVersion(std::string_view version);  // a legacy one
+bool isModernProtocolVersion(std::string_view version);
 
 struct ServerInfo {
   std::string name = "safe-code-sandbox";
@@ -42,6 +47,10 @@ struct RequestContext {
   // notifications/progress when the request carried a progressToken, otherwise an empty
   // string (nothing to report, the request is still alive).
   std::function<void(const std::string& notification)> on_progress;
+  // Set by a transport that knows the request is of the modern era whatever its body says (an
+  // HTTP MCP-Protocol-Version header naming a modern revision), so that a body without the
+  // per-request _meta is refused rather than served as legacy.
+  bool modern = false;
 };
 
 // One JSON-RPC message, parsed and classified once, so that a transport can route it (e.g.
@@ -58,6 +67,13 @@ class Message {
   Kind kind() const { return kind_; }
   // The method of a request or notification; empty otherwise.
   const std::string& method() const { return method_; }
+  // Of the modern era: its _meta names a protocol version, or its method is server/discover.
+  bool modern() const { return modern_; }
+  // The protocol version its _meta names (empty when none), and the name a request routes by
+  // (params.name of tools/call, params.taskId of tasks/get, tasks/update and tasks/cancel;
+  // empty otherwise): what an HTTP transport checks its routing headers against.
+  const std::string& metaVersion() const { return meta_version_; }
+  const std::string& routingName() const { return routing_name_; }
 
  private:
   friend class Server;
@@ -65,6 +81,9 @@ class Message {
 
   Kind kind_ = Kind::kInvalid;
   std::string method_;
+  bool modern_ = false;
+  std::string meta_version_;
+  std::string routing_name_;
   std::shared_ptr<const Detail> detail_;
 };
 
@@ -72,6 +91,13 @@ class Message {
 // five tools. Thread-safe: transports may call handle() concurrently.
 class Server {
  public:
+  // A serialised answer and, when it is an error, its JSON-RPC code (for a transport that maps
+  // codes to its own statuses: HTTP 400 or 404 for the modern revision).
+  struct Answer {
+    std::string text;  // one line, no newline
+    int error_code = 0;
+  };
+
   Server(runs::RunManager& runs, const policy::LimitPolicy& limits,
          const policy::FileSettings& files, ServerInfo info);
 
@@ -82,6 +108,8 @@ class Server {
   // or nullopt when the message needs none (a notification or a response).
   std::optional<std::string> handle(const Message& message, const RequestContext& context = {});
   std::optional<std::string> handle(std::string_view message, const RequestContext& context = {});
+  // The same, with the error code of an error answer.
+  std::optional<Answer> respond(const Message& message, const RequestContext& context = {});
 
   // The answer to a message over the transport's size cap (JSON-RPC -32600), to `id` when the
   // transport could read it (MessageIdScanner), otherwise to id null.
@@ -92,6 +120,11 @@ class Server {
   // HTTP request without its session; `message` says what is wrong. To the message's id when
   // it is a request whose id could be read (`refused`), otherwise to id null.
   static std::string refusal(const std::string& message, const Message* refused = nullptr);
+
+  // The modern revision's HeaderMismatch answer (JSON-RPC -32020) to `refused`: an HTTP
+  // routing header (MCP-Protocol-Version, Mcp-Method, Mcp-Name) missing or not what the body
+  // says; `message` says which.
+  static std::string headerMismatch(const std::string& message, const Message& refused);
 
  private:
   runs::RunManager& runs_;

@@ -379,6 +379,18 @@ Poco::JSON::Object::Ptr Tools::getResult(const Object& arguments,
                        context);
 }
 
+std::optional<Tools::RunView> Tools::view(const std::string& run_id,
+                                          const CallContext& context) const {
+  std::optional<runs::RunSnapshot> snapshot =
+      runs_.get(context.tenant, run_id, std::chrono::milliseconds(0), {});
+  if (!snapshot) {
+    return std::nullopt;
+  }
+  Object::Ptr result =
+      toolSuccess(snapshotToJson(*snapshot, reportOptions()), fileBlocks(*snapshot));
+  return RunView{std::move(*snapshot), result};
+}
+
 Poco::JSON::Object::Ptr Tools::stopRun(const Object& arguments, const CallContext& context) const {
   if (std::string message = checkArgumentNames(arguments, kStopRun, {"run_id"}); !message.empty()) {
     return toolError(message);

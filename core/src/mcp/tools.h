@@ -71,6 +71,15 @@ class Tools {
   Poco::JSON::Object::Ptr call(const std::string& name, const Poco::JSON::Object::Ptr& arguments,
                                const CallContext& context = {}) const;
 
+  // Run `run_id` now, as the tenant of `context` may see it, and the CallToolResult get_result
+  // would answer with (for the tasks extension, whose tasks are runs); nullopt when the run is
+  // unknown to the tenant or expired.
+  struct RunView {
+    runs::RunSnapshot snapshot;
+    Poco::JSON::Object::Ptr result;
+  };
+  std::optional<RunView> view(const std::string& run_id, const CallContext& context) const;
+
  private:
   Poco::JSON::Object::Ptr startRun(const Poco::JSON::Object& arguments,
                                    const CallContext& context) const;

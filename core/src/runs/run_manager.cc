@@ -127,6 +127,7 @@ std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest req
   run->files = std::move(request.files);
   run->stdin_data = std::move(request.stdin_data);
   run->enqueued_at = clock_.now();
+  run->report.submitted_at = clock_.wallNow();
   run->report.run_id = run->id;
   run->report.limits = run->limits;
   // Queued first and admitted by the one fair rule; only this run can start here, because

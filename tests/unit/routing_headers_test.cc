@@ -1,0 +1,108 @@
+#include "mcp/routing_headers.h"
+
+#include <Poco/Net/NameValueCollection.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "mcp/server.h"
+
+namespace scs::mcp {
+namespace {
+
+using ::testing::HasSubstr;
+
+Message toolsCall(const std::string& name) {
+  return Server::parse(
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":")" + name +
+      R"(","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",)"
+      R"("io.modelcontextprotocol/clientCapabilities":{}}}})");
+}
+
+Poco::Net::NameValueCollection headers(
+    std::initializer_list<std::pair<std::string, std::string>> entries) {
+  Poco::Net::NameValueCollection collection;
+  for (const auto& [name, value] : entries) {
+    collection.add(name, value);
+  }
+  return collection;
+}
+
+TEST(RoutingHeadersTest, HeadersThatRepeatTheBodyPassInAnyCaseOfTheirNames) {
+  EXPECT_EQ(routingHeaderProblem(headers({{"MCP-Protocol-Version", "2026-07-28"},
+                                          {"Mcp-Method", "tools/call"},
+                                          {"Mcp-Name", "start_run"}}),
+                                 toolsCall("start_run")),
+            "");
+  EXPECT_EQ(routingHeaderProblem(headers({{"mcp-protocol-version", "2026-07-28"},
+                                          {"MCP-METHOD", "tools/call"},
+                                          {"mcp-name", "  start_run  "}}),
+                                 toolsCall("start_run")),
+            "");
+  // The name may come as the transport's Base64 sentinel.
+  EXPECT_EQ(routingHeaderProblem(headers({{"MCP-Protocol-Version", "2026-07-28"},
+                                          {"Mcp-Method", "tools/call"},
+                                          {"Mcp-Name", "=?base64?c3RhcnRfcnVu?="}}),
+                                 toolsCall("start_run")),
+            "");
+}
+
+TEST(RoutingHeadersTest, AMissingOrDifferentHeaderIsNamed) {
+  const Message message = toolsCall("start_run");
+  EXPECT_THAT(routingHeaderProblem(
+                  headers({{"Mcp-Method", "tools/call"}, {"Mcp-Name", "start_run"}}), message),
+              HasSubstr("MCP-Protocol-Version header is missing"));
+  EXPECT_THAT(routingHeaderProblem(headers({{"MCP-Protocol-Version", "2025-11-25"},
+                                            {"Mcp-Method", "tools/call"},
+                                            {"Mcp-Name", "start_run"}}),
+                                   message),
+              HasSubstr("does not match _meta's protocol version '2026-07-28'"));
+  EXPECT_THAT(routingHeaderProblem(
+                  headers({{"MCP-Protocol-Version", "2026-07-28"}, {"Mcp-Name", "x"}}), message),
+              HasSubstr("Mcp-Method header is missing"));
+  EXPECT_THAT(routingHeaderProblem(headers({{"MCP-Protocol-Version", "2026-07-28"},
+                                            {"Mcp-Method", "TOOLS/CALL"},
+                                            {"Mcp-Name", "start_run"}}),
+                                   message),
+              HasSubstr("Mcp-Method header value 'TOOLS/CALL' does not match the method"));
+  EXPECT_THAT(
+      routingHeaderProblem(
+          headers({{"MCP-Protocol-Version", "2026-07-28"}, {"Mcp-Method", "tools/call"}}), message),
+      HasSubstr("Mcp-Name header is missing"));
+  EXPECT_THAT(routingHeaderProblem(headers({{"MCP-Protocol-Version", "2026-07-28"},
+                                            {"Mcp-Method", "tools/call"},
+                                            {"Mcp-Name", "stop_run"}}),
+                                   message),
+              HasSubstr("'stop_run' does not match params.name 'start_run'"));
+  // A Base64 method is not the method: only Mcp-Name may be encoded.
+  EXPECT_NE(routingHeaderProblem(headers({{"MCP-Protocol-Version", "2026-07-28"},
+                                          {"Mcp-Method", "=?base64?dG9vbHMvY2FsbA==?="},
+                                          {"Mcp-Name", "start_run"}}),
+                                 message),
+            "");
+}
+
+TEST(RoutingHeadersTest, ABodyWithoutAVersionLeavesItToTheServer) {
+  const Message message = Server::parse(R"({"jsonrpc":"2.0","id":1,"method":"tools/list"})");
+  EXPECT_EQ(
+      routingHeaderProblem(
+          headers({{"MCP-Protocol-Version", "2026-07-28"}, {"Mcp-Method", "tools/list"}}), message),
+      "");
+}
+
+TEST(RoutingHeadersTest, DecodesTheBase64SentinelAndRefusesWhatIsNotAHeaderValue) {
+  EXPECT_EQ(decodeHeaderValue("=?base64?SGVsbG8sIOS4lueVjA==?="),
+            "Hello, \xe4\xb8\x96\xe7\x95\x8c");
+  EXPECT_EQ(decodeHeaderValue(" us-west1 "), "us-west1");
+  EXPECT_EQ(decodeHeaderValue("SGVsbG8="), "SGVsbG8=");                    // no sentinel: as sent
+  EXPECT_EQ(decodeHeaderValue("=?base64?SGVsbG8="), "=?base64?SGVsbG8=");  // no suffix
+  EXPECT_EQ(decodeHeaderValue("=?base64?SGVsbG8?="), std::nullopt);        // bad padding
+  EXPECT_EQ(decodeHeaderValue("=?base64?SGVs!!!bG8=?="), std::nullopt);    // bad characters
+  EXPECT_EQ(decodeHeaderValue("=?base64?SGV===?="), std::nullopt);
+  EXPECT_EQ(decodeHeaderValue("a\x01z"), std::nullopt);
+  EXPECT_EQ(decodeHeaderValue("caf\xc3\xa9"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace scs::mcp
