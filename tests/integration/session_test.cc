@@ -231,7 +231,14 @@ TEST_F(SessionIntegrationTest, ASessionOpensInAPreparedSandboxAndKeepsItsUidStat
   const std::string user = userOf(prepared[0]);
 
   const std::string session = openSession(*pooled);
-  ASSERT_THAT(pooled->stderrText(), HasSubstr("opened in prepared sandbox " + prepared[0]));
+  // Logged before the answer, but read from the server's stderr pipe on a thread of its own.
+  ASSERT_TRUE(eventually(
+      [&] {
+        return pooled->stderrText().find("opened in prepared sandbox " + prepared[0]) !=
+               std::string::npos;
+      },
+      seconds(10)))
+      << tail(pooled->stderrText());
   const auto inSession = [&](const std::string& code) {
     Poco::JSON::Object::Ptr arguments = startRunArguments({code, {}, nullptr});
     arguments->set("session_id", session);
