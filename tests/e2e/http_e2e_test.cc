@@ -281,8 +281,83 @@ TEST(HttpE2eTest, AModernRequestNeedsNoSessionAndItsHeadersMustRepeatTheBody) {
     EXPECT_EQ(missing.status, 404) << method;
     EXPECT_EQ(missing.json()->getObject("error")->getValue<int>("code"), -32601) << method;
   }
-  // No sessions to end in this revision.
-  EXPECT_EQ(server.send("DELETE", "", modernHeaders(kAliceToken, "")).status, 405);
+  // Mcp-Name as the transport encodes it, and as Poco's parser alone would decode it: compared
+  // as sent, so what a proxy routed by is what was checked.
+  const std::string get_call = modernBody(
+      10, "tools/call", R"("name":"get_result","arguments":{"run_id":")" + run_id + R"("})");
+  EXPECT_EQ(
+      server.post(get_call, modernHeaders(kAliceToken, "tools/call", "=?base64?Z2V0X3Jlc3VsdA==?="))
+          .status,
+      200);
+  const Answer encoded_word = server.post(
+      get_call, modernHeaders(kAliceToken, "tools/call", "=?UTF-8?B?Z2V0X3Jlc3VsdA==?="));
+  EXPECT_EQ(encoded_word.status, 400) << encoded_word.body;
+  EXPECT_EQ(encoded_word.json()->getObject("error")->getValue<int>("code"), -32020);
+
+  // A notification is accepted as in every revision.
+  EXPECT_EQ(
+      server
+          .post(R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}})",
+                modernHeaders(kAliceToken, "notifications/cancelled"))
+          .status,
+      202);
+  // No sessions to end in this revision, even when a legacy one's id comes along.
+  auto ending = modernHeaders(kAliceToken, "");
+  ending["Mcp-Session-Id"] = alice.at("Mcp-Session-Id");
+  EXPECT_EQ(server.send("DELETE", "", ending).status, 405);
+  EXPECT_FALSE(server.call(alice, "get_result", R"({"run_id":")" + run_id + R"("})")
+                   ->getValue<bool>("isError"));
+  server.process().signal(SIGTERM);
+  EXPECT_EQ(server.process().waitExit(5s), 0);
+}
+
+// The tasks extension over HTTP: a run that outlasts its wait is a task of its tenant only,
+// routed by its taskId in Mcp-Name; a client that did not declare the extension gets 400, -32021.
+TEST(HttpE2eTest, ARunIsATaskOfItsTenantForAClientOfTheTasksExtension) {
+  const TokenFile tokens;
+  HttpServer server({"--token-file", tokens.path()});
+  ASSERT_TRUE(server.waitListening()) << server.process().stderrText();
+  const auto tasks = [](int id, const std::string& method, const std::string& params) {
+    return R"({"jsonrpc":"2.0","id":)" + std::to_string(id) + R"(,"method":")" + method +
+           R"(","params":{)" + params +
+           R"(,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",)"
+           R"("io.modelcontextprotocol/clientCapabilities":{"extensions":{)"
+           R"("io.modelcontextprotocol/tasks":{}}}}}})";
+  };
+  const Answer created =
+      server.post(tasks(1, "tools/call",
+                        R"("name":"start_run","arguments":{"code":"#fake: sleep_ms=20000\n"})"),
+                  modernHeaders(kAliceToken, "tools/call", "start_run"));
+  ASSERT_EQ(created.status, 200) << created.body;
+  const Object::Ptr task = created.json()->getObject("result");
+  ASSERT_EQ(task->getValue<std::string>("resultType"), "task") << created.body;
+  const std::string id = task->getValue<std::string>("taskId");
+
+  const std::string get = tasks(2, "tasks/get", R"("taskId":")" + id + R"(")");
+  const Answer got = server.post(get, modernHeaders(kAliceToken, "tasks/get", id));
+  ASSERT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(got.json()->getObject("result")->getValue<std::string>("status"), "working");
+  EXPECT_EQ(server.post(get, modernHeaders(kAliceToken, "tasks/get", "another-task")).status, 400);
+  const Answer stranger = server.post(get, modernHeaders(kBobToken, "tasks/get", id));
+  EXPECT_EQ(stranger.status, 400);
+  EXPECT_EQ(stranger.json()->getObject("error")->getValue<int>("code"), -32602);
+  const Answer undeclared = server.post(modernBody(3, "tasks/get", R"("taskId":")" + id + R"(")"),
+                                        modernHeaders(kAliceToken, "tasks/get", id));
+  EXPECT_EQ(undeclared.status, 400);
+  EXPECT_EQ(undeclared.json()->getObject("error")->getValue<int>("code"), -32021);
+
+  const Answer cancelled = server.post(tasks(4, "tasks/cancel", R"("taskId":")" + id + R"(")"),
+                                       modernHeaders(kAliceToken, "tasks/cancel", id));
+  EXPECT_EQ(cancelled.status, 200) << cancelled.body;
+  std::string status;
+  for (int i = 0; i < 100 && status != "cancelled"; ++i) {
+    status = server.post(get, modernHeaders(kAliceToken, "tasks/get", id))
+                 .json()
+                 ->getObject("result")
+                 ->getValue<std::string>("status");
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(status, "cancelled");
   server.process().signal(SIGTERM);
   EXPECT_EQ(server.process().waitExit(5s), 0);
 }

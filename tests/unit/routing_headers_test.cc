@@ -1,6 +1,5 @@
 #include "mcp/routing_headers.h"
 
-#include <Poco/Net/NameValueCollection.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -20,13 +19,13 @@ Message toolsCall(const std::string& name) {
       R"("io.modelcontextprotocol/clientCapabilities":{}}}})");
 }
 
-Poco::Net::NameValueCollection headers(
-    std::initializer_list<std::pair<std::string, std::string>> entries) {
-  Poco::Net::NameValueCollection collection;
+// A request head as a client sends it, with `entries` as its header lines.
+std::string headers(std::initializer_list<std::pair<std::string, std::string>> entries) {
+  std::string head = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:1\r\n";
   for (const auto& [name, value] : entries) {
-    collection.add(name, value);
+    head += (name.empty() ? value : name + ": " + value) + "\r\n";  // no name: a folded line
   }
-  return collection;
+  return head + "\r\n";
 }
 
 TEST(RoutingHeadersTest, HeadersThatRepeatTheBodyPassInAnyCaseOfTheirNames) {
@@ -81,6 +80,47 @@ TEST(RoutingHeadersTest, AMissingOrDifferentHeaderIsNamed) {
                                           {"Mcp-Name", "start_run"}}),
                                  message),
             "");
+}
+
+// What a proxy reads must be what the server checked: a value is compared as sent (Poco's
+// parser would decode an RFC 2047 word such as =?UTF-8?B?...?=, which a proxy does not), a
+// header sent twice is refused (proxies differ on which one counts), and so is a folded one.
+TEST(RoutingHeadersTest, TheHeadIsReadAsSentAndEachHeaderOnce) {
+  const Message message = toolsCall("start_run");
+  EXPECT_THAT(routingHeaderProblem(headers({{"MCP-Protocol-Version", "2026-07-28"},
+                                            {"Mcp-Method", "tools/call"},
+                                            {"Mcp-Name", "=?UTF-8?B?c3RhcnRfcnVu?="}}),
+                                   message),
+              HasSubstr("'=?UTF-8?B?c3RhcnRfcnVu?=' does not match params.name"));
+  EXPECT_THAT(routingHeaderProblem(headers({{"MCP-Protocol-Version", "2026-07-28"},
+                                            {"Mcp-Method", "=?x?Q?tools/call?="},
+                                            {"Mcp-Name", "start_run"}}),
+                                   message),
+              HasSubstr("does not match the method"));
+  EXPECT_THAT(routingHeaderProblem(headers({{"MCP-Protocol-Version", "2026-07-28"},
+                                            {"Mcp-Method", "tools/call"},
+                                            {"Mcp-Name", "get_result"},
+                                            {"mcp-name", "start_run"}}),
+                                   message),
+              HasSubstr("Mcp-Name header appears 2 times"));
+  EXPECT_THAT(routingHeaderProblem(headers({{"MCP-Protocol-Version", "2026-07-28"},
+                                            {"Mcp-Method", "tools/call"},
+                                            {"Mcp-Name", "start"},
+                                            {"", " _run"}}),
+                                   message),
+              HasSubstr("Mcp-Name header holds characters"));
+  EXPECT_THAT(routingHeaderProblem(headers({{"MCP-Protocol-Version", "2026-07-28"},
+                                            {"MCP-Protocol-Version", "2026-07-28"},
+                                            {"Mcp-Method", "tools/call"},
+                                            {"Mcp-Name", "start_run"}}),
+                                   message),
+              HasSubstr("appears 2 times"));
+  // Only the headers count: a body-like line after the head's end is not a header.
+  EXPECT_THAT(routingHeaderProblem(
+                  headers({{"MCP-Protocol-Version", "2026-07-28"}, {"Mcp-Method", "tools/call"}}) +
+                      "Mcp-Name: start_run\r\n",
+                  message),
+              HasSubstr("Mcp-Name header is missing"));
 }
 
 TEST(RoutingHeadersTest, ABodyWithoutAVersionLeavesItToTheServer) {

@@ -45,7 +45,6 @@ constexpr const char* kEndpointPath = "/mcp";
 constexpr const char* kHealthPath = "/healthz";
 constexpr const char* kReadyPath = "/readyz";
 constexpr const char* kSessionHeader = "Mcp-Session-Id";
-constexpr const char* kVersionHeader = "MCP-Protocol-Version";
 constexpr const char* kRealm = "safe-code-sandbox";
 // The gate's lanes (net/http_gate.h): MCP requests of authenticated tenants, each tenant at most
 // HttpEndpoint::max_requests_per_tenant of them; the health probes, which answer whatever the
@@ -570,6 +569,9 @@ struct HttpTransport::Impl {
   // A message of the modern revision: no session; its routing headers checked first.
   void postModern(HTTPServerRequest& request, Reply& reply, const std::string& tenant,
                   const Message& message);
+  // Server::respond's answer to `message` as the era's transport sends it.
+  void answer(Reply& reply, const Message& message, const std::string& tenant, bool modern,
+              const std::string& new_session);
   void remove(HTTPServerRequest& request, Reply& reply, const std::string& tenant);
   bool hostAllowed(const std::string& header) const;
   bool originAllowed(const std::string& header) const;
@@ -689,7 +691,7 @@ void HttpTransport::Impl::serve(HTTPServerRequest& request, Reply& reply, std::s
   if (method == Poco::Net::HTTPRequest::HTTP_POST) {
     post(request, reply, *tenant);
   } else if (method == Poco::Net::HTTPRequest::HTTP_DELETE &&
-             !isModernProtocolVersion(trim(request.get(kVersionHeader, "")))) {
+             !isModernProtocolVersion(trim(request.get(kProtocolVersionHeader, "")))) {
     remove(request, reply, *tenant);
   } else {
     reply.setHeader("Allow", "POST, DELETE");
@@ -827,7 +829,7 @@ void HttpTransport::Impl::post(HTTPServerRequest& request, Reply& reply,
   }
   // The modern revision by the body's _meta or by the header; legacy by everything else
   // (initialize, a session, a legacy or no MCP-Protocol-Version).
-  if (message.modern() || isModernProtocolVersion(trim(request.get(kVersionHeader, "")))) {
+  if (message.modern() || isModernProtocolVersion(trim(request.get(kProtocolVersionHeader, "")))) {
     postModern(request, reply, tenant, message);
     return;
   }
@@ -850,8 +852,8 @@ void HttpTransport::Impl::post(HTTPServerRequest& request, Reply& reply,
                  Server::refusal("unknown or expired session; send initialize again.", &message));
       return;
     }
-    const std::string version = request.get(kVersionHeader, "");
-    if (request.has(kVersionHeader) && !isSupportedProtocolVersion(version)) {
+    const std::string version = request.get(kProtocolVersionHeader, "");
+    if (request.has(kProtocolVersionHeader) && !isSupportedProtocolVersion(version)) {
       std::string supported;
       for (const char* known : kSupportedProtocolVersions) {
         supported += (supported.empty() ? "" : ", ") + std::string(known);
@@ -863,43 +865,31 @@ void HttpTransport::Impl::post(HTTPServerRequest& request, Reply& reply,
       return;
     }
   }
-  if (message.kind() != Message::Kind::kRequest) {
-    server_.handle(message);
-    reply.empty(HTTPResponse::HTTP_ACCEPTED);
-    return;
-  }
-
-  RequestContext context;
-  context.tenant = tenant;
-  context.on_progress = [&reply](const std::string& notification) {
-    if (notification.empty()) {
-      reply.sseComment("waiting");
-    } else {
-      reply.sseEvent(notification);
-    }
-  };
-  const std::string answer = server_.handle(message, context).value_or("");
-  if (reply.streaming()) {
-    reply.sseEvent(answer);
-  } else {
-    reply.json(HTTPResponse::HTTP_OK, answer, new_session);
-  }
+  answer(reply, message, tenant, false, new_session);
 }
 
 void HttpTransport::Impl::postModern(HTTPServerRequest& request, Reply& reply,
                                      const std::string& tenant, const Message& message) {
+  if (message.kind() == Message::Kind::kRequest) {
+    if (std::string problem = routingHeaderProblem(net::rawRequestHead(request), message);
+        !problem.empty()) {
+      reply.json(HTTPResponse::HTTP_BAD_REQUEST, Server::headerMismatch(problem, message));
+      return;
+    }
+  }
+  answer(reply, message, tenant, true, {});
+}
+
+void HttpTransport::Impl::answer(Reply& reply, const Message& message, const std::string& tenant,
+                                 bool modern, const std::string& new_session) {
   if (message.kind() != Message::Kind::kRequest) {
     server_.handle(message);
     reply.empty(HTTPResponse::HTTP_ACCEPTED);
     return;
   }
-  if (std::string problem = routingHeaderProblem(request, message); !problem.empty()) {
-    reply.json(HTTPResponse::HTTP_BAD_REQUEST, Server::headerMismatch(problem, message));
-    return;
-  }
   RequestContext context;
   context.tenant = tenant;
-  context.modern = true;
+  context.modern = modern;
   context.on_progress = [&reply](const std::string& notification) {
     if (notification.empty()) {
       reply.sseComment("waiting");
@@ -912,17 +902,17 @@ void HttpTransport::Impl::postModern(HTTPServerRequest& request, Reply& reply,
     reply.sseEvent(answer.text);
     return;
   }
-  // The revision's statuses: an unknown method is 404, any other refusal 400 (a client then
-  // reads the JSON-RPC error as the request's answer).
+  // The legacy revisions answer every JSON-RPC error with 200; the modern one an unknown method
+  // with 404 and any other refusal with 400 (its clients read the error as the answer).
   HTTPResponse::HTTPStatus status = HTTPResponse::HTTP_OK;
-  if (answer.error_code == -32601) {
+  if (modern && answer.error_code == Server::kMethodNotFound) {
     status = HTTPResponse::HTTP_NOT_FOUND;
-  } else if (answer.error_code == -32603) {
+  } else if (modern && answer.error_code == Server::kInternalError) {
     status = HTTPResponse::HTTP_INTERNAL_SERVER_ERROR;
-  } else if (answer.error_code != 0) {
+  } else if (modern && answer.error_code != 0) {
     status = HTTPResponse::HTTP_BAD_REQUEST;
   }
-  reply.json(status, answer.text);
+  reply.json(status, answer.text, new_session);
 }
 
 void HttpTransport::Impl::remove(HTTPServerRequest& request, Reply& reply,

@@ -117,9 +117,11 @@ std::variant<HttpEndpoint, std::string> resolveHttpSettings(const HttpSettings& 
 // token, and no Host or Origin check (a load balancer's probe names an address), since they tell
 // nothing but that the server is up and ready. Every request is checked in this order: Host and
 // Origin against the allow-lists (DNS rebinding: 421, 403), the path (404), the bearer token when
-// there are tokens (401), then method, Accept, Content-Type, size, session and
-// MCP-Protocol-Version. Sessions are bound to the tenant that opened them. Request bodies are read
-// or the connection closed before an early answer, so a kept-alive connection stays in step.
+// there are tokens (401), then method, Accept, Content-Type and size, then for a legacy request
+// its session and MCP-Protocol-Version, for a modern one its routing headers (read from the
+// head as sent: net::rawRequestHead). Sessions are bound to the tenant that opened them. Request
+// bodies are read or the connection closed before an early answer, so a kept-alive connection stays
+// in step.
 class HttpTransport {
  public:
   HttpTransport(Server& server, HttpEndpoint endpoint);

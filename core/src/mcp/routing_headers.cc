@@ -2,15 +2,16 @@
 
 #include <Poco/Base64Decoder.h>
 
+#include <algorithm>
 #include <cctype>
 #include <sstream>
+#include <vector>
 
 #include "runs/output.h"
 
 namespace scs::mcp {
 namespace {
 
-constexpr const char* kVersionHeader = "MCP-Protocol-Version";
 constexpr const char* kMethodHeader = "Mcp-Method";
 constexpr const char* kNameHeader = "Mcp-Name";
 constexpr std::string_view kBase64Prefix = "=?base64?";
@@ -24,6 +25,18 @@ std::string_view trimmed(std::string_view text) {
     return {};
   }
   return text.substr(first, text.find_last_not_of(" \t") - first + 1);
+}
+
+// A header value as sent, surrounding blanks dropped; nullopt when it holds a control or
+// non-ASCII byte.
+std::optional<std::string> plainHeaderValue(std::string_view value) {
+  for (const char c : value) {
+    const auto byte = static_cast<unsigned char>(c);
+    if ((byte < 0x20 && c != '\t') || byte > 0x7e) {
+      return std::nullopt;
+    }
+  }
+  return std::string(trimmed(value));
 }
 
 bool isBase64(std::string_view text) {
@@ -47,23 +60,77 @@ std::string quoted(std::string_view text) {
   return "'" + cut + (text.size() > kMaxQuoted ? "...'" : "'");
 }
 
-// The problem with header `name`, which must be present and say `expected` (after decoding,
-// where the transport lets it be Base64: Mcp-Name, not Mcp-Method).
-std::string mismatch(const Poco::Net::NameValueCollection& headers, const std::string& name,
-                     const std::string& expected, const std::string& source, bool base64) {
-  if (!headers.has(name)) {
+bool equalsIgnoringCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+// The values of header `name` in a raw head, each as sent; a folded value (a line continued
+// on the next, obsolete in HTTP/1.1) is marked with a leading newline so that it never
+// matches.
+std::vector<std::string> valuesOf(std::string_view head, std::string_view name) {
+  std::vector<std::string> values;
+  bool in_name = false;              // the previous line was one of `name`
+  std::size_t at = head.find('\n');  // past the request line
+  while (at != std::string_view::npos && at + 1 < head.size()) {
+    const std::size_t start = at + 1;
+    at = head.find('\n', start);
+    std::string_view line = head.substr(start, at == std::string_view::npos ? at : at - start);
+    if (!line.empty() && line.back() == '\r') {
+      line.remove_suffix(1);
+    }
+    if (line.empty()) {
+      break;  // the end of the head
+    }
+    if (line.front() == ' ' || line.front() == '\t') {
+      if (in_name && !values.empty()) {
+        values.back().insert(0, "\n");
+      }
+      continue;
+    }
+    const std::size_t colon = line.find(':');
+    in_name =
+        colon != std::string_view::npos && equalsIgnoringCase(trimmed(line.substr(0, colon)), name);
+    if (in_name) {
+      values.emplace_back(line.substr(colon + 1));
+    }
+  }
+  return values;
+}
+
+// Header `name` as sent once: its value (decoded from the Base64 sentinel where the transport
+// allows one: Mcp-Name, not the others) in `value`, or the sentence saying what is wrong.
+std::string single(std::string_view head, const std::string& name, const std::string& source,
+                   bool base64, std::string* value) {
+  const std::vector<std::string> values = valuesOf(head, name);
+  if (values.empty()) {
     return "the " + name + " header is missing; it must repeat " + source + ".";
   }
-  const std::string& raw = headers.get(name);
-  std::optional<std::string> value = decodeHeaderValue(raw);
-  if (value && !base64 && *value != trimmed(raw)) {
-    value = std::string(trimmed(raw));  // compared as sent
+  if (values.size() > 1) {
+    return "the " + name + " header appears " + std::to_string(values.size()) +
+           " times; send it once.";
   }
-  if (!value) {
-    return "the " + name + " header holds characters a header may not, or malformed Base64.";
+  std::optional<std::string> decoded =
+      base64 ? decodeHeaderValue(values.front()) : plainHeaderValue(values.front());
+  if (!decoded) {
+    return "the " + name + " header holds characters a header may not" +
+           (base64 ? ", or malformed Base64." : ".");
   }
-  if (*value != expected) {
-    return name + " header value " + quoted(*value) + " does not match " + source + " " +
+  *value = std::move(*decoded);
+  return {};
+}
+
+// The problem with header `name`, which must be sent once and say `expected`.
+std::string mismatch(std::string_view head, const std::string& name, const std::string& expected,
+                     const std::string& source, bool base64) {
+  std::string value;
+  if (std::string problem = single(head, name, source, base64, &value); !problem.empty()) {
+    return problem;
+  }
+  if (value != expected) {
+    return name + " header value " + quoted(value) + " does not match " + source + " " +
            quoted(expected) + ".";
   }
   return {};
@@ -72,13 +139,11 @@ std::string mismatch(const Poco::Net::NameValueCollection& headers, const std::s
 }  // namespace
 
 std::optional<std::string> decodeHeaderValue(std::string_view value) {
-  for (const char c : value) {
-    const auto byte = static_cast<unsigned char>(c);
-    if ((byte < 0x20 && c != '\t') || byte > 0x7e) {
-      return std::nullopt;
-    }
+  const std::optional<std::string> plain = plainHeaderValue(value);
+  if (!plain) {
+    return std::nullopt;
   }
-  const std::string_view text = trimmed(value);
+  const std::string_view text = *plain;
   if (text.size() < kBase64Prefix.size() + kBase64Suffix.size() ||
       text.substr(0, kBase64Prefix.size()) != kBase64Prefix ||
       text.substr(text.size() - kBase64Suffix.size()) != kBase64Suffix) {
@@ -96,28 +161,26 @@ std::optional<std::string> decodeHeaderValue(std::string_view value) {
   return out.str();
 }
 
-std::string routingHeaderProblem(const Poco::Net::NameValueCollection& headers,
-                                 const Message& message) {
-  if (!headers.has(kVersionHeader)) {
-    return std::string("the ") + kVersionHeader + " header is missing.";
-  }
-  if (!message.metaVersion().empty()) {
-    const std::string header = std::string(trimmed(headers.get(kVersionHeader)));
-    if (header != message.metaVersion()) {
-      return std::string(kVersionHeader) + " header value " + quoted(header) +
-             " does not match _meta's protocol version " + quoted(message.metaVersion()) + ".";
-    }
-  }
-  if (std::string problem = mismatch(headers, kMethodHeader, message.method(), "the method", false);
+std::string routingHeaderProblem(std::string_view raw_head, const Message& message) {
+  const std::string version_source = "_meta's protocol version";
+  std::string version;
+  if (std::string problem =
+          single(raw_head, kProtocolVersionHeader, version_source, false, &version);
       !problem.empty()) {
     return problem;
   }
-  if (message.method() == "tools/call") {
-    return mismatch(headers, kNameHeader, message.routingName(), "params.name", true);
+  if (!message.metaVersion().empty() && version != message.metaVersion()) {
+    return std::string(kProtocolVersionHeader) + " header value " + quoted(version) +
+           " does not match " + version_source + " " + quoted(message.metaVersion()) + ".";
   }
-  if (message.method() == "tasks/get" || message.method() == "tasks/update" ||
-      message.method() == "tasks/cancel") {
-    return mismatch(headers, kNameHeader, message.routingName(), "params.taskId", true);
+  if (std::string problem =
+          mismatch(raw_head, kMethodHeader, message.method(), "the method", false);
+      !problem.empty()) {
+    return problem;
+  }
+  if (!message.routingField().empty()) {
+    return mismatch(raw_head, kNameHeader, message.routingName(),
+                    "params." + message.routingField(), true);
   }
   return {};
 }

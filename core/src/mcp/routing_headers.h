@@ -1,7 +1,5 @@
 #pragma once
 
-#include <Poco/Net/NameValueCollection.h>
-
 #include <optional>
 #include <string>
 #include <string_view>
@@ -10,14 +8,18 @@
 
 namespace scs::mcp {
 
+inline constexpr const char* kProtocolVersionHeader = "MCP-Protocol-Version";
+
 // The request metadata headers of the modern Streamable HTTP transport (revision 2026-07-28):
-// MCP-Protocol-Version, Mcp-Method and, for tools/call, Mcp-Name mirror the body so that an
-// intermediary can route by them; a server that reads the body must refuse a request whose
-// headers are missing or say something else (HeaderMismatch, -32020). Returns the sentence
-// saying what is wrong, or an empty string when they agree. A body that names no version
-// leaves the version header unchecked: the server then refuses the body itself (-32602).
-std::string routingHeaderProblem(const Poco::Net::NameValueCollection& headers,
-                                 const Message& message);
+// MCP-Protocol-Version, Mcp-Method and, for tools/call and tasks/get, tasks/update and
+// tasks/cancel, Mcp-Name mirror the body so that an intermediary can route by them; a server
+// that reads the body must refuse a request whose headers are missing or say something else
+// (HeaderMismatch, -32020). They are read from `raw_head`, the request head as sent (Poco
+// rewrites encoded words in the values it parses, which a proxy would not), and each must
+// appear once. Returns the sentence saying what is wrong, or an empty string when they agree.
+// A body that names no version leaves the version header unchecked: the server then refuses
+// the body itself (-32602).
+std::string routingHeaderProblem(std::string_view raw_head, const Message& message);
 
 // A header value as the transport encodes it: plain visible ASCII (surrounding blanks
 // dropped), or "=?base64?<Base64 of UTF-8>?=" for anything else. nullopt when the value holds

@@ -52,6 +52,14 @@ bool isTaskMethod(const std::string& method) {
   return method == "tasks/get" || method == "tasks/update" || method == "tasks/cancel";
 }
 
+// Client text quoted back in an error is cut to this many bytes.
+constexpr std::size_t kMaxQuotedBytes = 100;
+
+std::string cut(const std::string& text) {
+  return runs::toValidUtf8(text.substr(0, kMaxQuotedBytes)) +
+         (text.size() > kMaxQuotedBytes ? "..." : "");
+}
+
 // How long a client or a cache may keep server/discover and tools/list (the modern revision's
 // ttlMs). What they say changes only when the operator restarts the server with other flags;
 // ten minutes bounds how long a model may read limits that no longer hold (the server
@@ -122,6 +130,14 @@ void logError(const std::string& message) noexcept {
 }
 
 Object::Ptr newObject() { return new Object(Poco::JSON_PRESERVE_KEY_ORDER); }
+
+Array::Ptr modernVersions() {
+  Array::Ptr versions = new Array;
+  for (const char* version : kModernProtocolVersions) {
+    versions->add(std::string(version));
+  }
+  return versions;
+}
 
 std::string serialise(const Object::Ptr& object) {
   std::ostringstream out;
@@ -213,6 +229,9 @@ bool isObject(const Var& value) { return value.type() == typeid(Object::Ptr); }
 
 Object::Ptr asObject(const Var& value) { return value.extract<Object::Ptr>(); }
 
+// A report's status before the run has ended.
+bool isStillGoing(const std::string& status) { return status == "queued" || status == "running"; }
+
 bool declaresTasks(const Object::Ptr& capabilities) {
   const Var extensions = capabilities->has("extensions") ? capabilities->get("extensions") : Var();
   return isObject(extensions) && asObject(extensions)->has(kTasksExtension) &&
@@ -303,7 +322,7 @@ class Dispatcher {
     if (method == "logging/setLevel") {
       return setLogLevel(params);
     }
-    throw RpcError(ErrorKind::kMethodNotFound, "Method not found: " + runs::toValidUtf8(method));
+    throw RpcError(ErrorKind::kMethodNotFound, "Method not found: " + cut(method));
   }
 
  private:
@@ -329,7 +348,7 @@ class Dispatcher {
       const bool legacy_only =
           method == "initialize" || method == "ping" || method == "logging/setLevel";
       throw RpcError(ErrorKind::kMethodNotFound,
-                     "Method not found: " + runs::toValidUtf8(method) +
+                     "Method not found: " + cut(method) +
                          (legacy_only ? " is not part of protocol revision 2026-07-28, which "
                                         "needs no handshake; this server answers "
                                         "server/discover, tools/list and tools/call."
@@ -345,10 +364,6 @@ class Dispatcher {
   }
 
   Object::Ptr discover() {
-    Array::Ptr versions = new Array;
-    for (const char* version : kModernProtocolVersions) {
-      versions->add(std::string(version));
-    }
     Object::Ptr tools = newObject();
     tools->set("listChanged", false);  // the tool set is fixed for the process's lifetime
     Object::Ptr capabilities = newObject();
@@ -357,7 +372,7 @@ class Dispatcher {
     extensions->set(kTasksExtension, newObject());
     capabilities->set("extensions", extensions);
     Object::Ptr result = newObject();
-    result->set("supportedVersions", versions);
+    result->set("supportedVersions", modernVersions());
     result->set("capabilities", capabilities);
     result->set("instructions", kInstructions);
     result->set("ttlMs", kListTtlMs);
@@ -372,20 +387,24 @@ class Dispatcher {
     const Var structured =
         result->has("structuredContent") ? result->get("structuredContent") : Var();
     if (result->getValue<bool>("isError") || !isObject(structured) ||
-        !asObject(structured)->has("run_id")) {
+        !asObject(structured)->has("run_id") || !asObject(structured)->has("status") ||
+        !isStillGoing(asObject(structured)->getValue<std::string>("status"))) {
       return result;
     }
-    const std::optional<Tools::RunView> view =
-        tools_.view(asObject(structured)->getValue<std::string>("run_id"), callContext());
-    if (!view) {
+    // The run has started: whatever happens here, the client gets its run_id.
+    try {
+      const std::optional<Tools::RunView> view =
+          tools_.view(asObject(structured)->getValue<std::string>("run_id"), callContext());
+      if (!view || policy::isFinal(view->snapshot.status)) {
+        return view ? view->result : result;
+      }
+      Object::Ptr task = taskObject(view->snapshot);
+      task->set("resultType", "task");
+      return task;
+    } catch (const std::exception& e) {
+      logError(std::string("cannot answer a start_run as a task: ") + e.what());
       return result;
     }
-    if (policy::isFinal(view->snapshot.status)) {
-      return view->result;
-    }
-    Object::Ptr task = taskObject(view->snapshot);
-    task->set("resultType", "task");
-    return task;
   }
 
   // tasks/get, tasks/update and tasks/cancel, for a client that declares the extension.
@@ -412,13 +431,13 @@ class Dispatcher {
     const std::optional<Tools::RunView> view = tools_.view(task_id, callContext());
     if (!view) {
       throw RpcError(ErrorKind::kInvalidParams,
-                     "Invalid params: unknown or expired task \"" +
-                         runs::toValidUtf8(task_id.substr(0, 64)) +
+                     "Invalid params: unknown or expired task \"" + cut(task_id) +
                          "\". Reports are kept for a limited time after a run ends.");
     }
     if (method == "tasks/update") {
-      throw RpcError(ErrorKind::kInvalidParams,
-                     "Invalid params: task " + task_id + " asks for no input.");
+      // A run never asks for input, so no response is outstanding: acknowledged and ignored,
+      // as the extension has a server do with responses to keys it did not ask for.
+      return newObject();
     }
     if (method == "tasks/cancel") {
       if (!policy::isFinal(view->snapshot.status)) {
@@ -429,8 +448,9 @@ class Dispatcher {
       return newObject();  // an empty acknowledgement: the task ends as the run does
     }
     Object::Ptr task = taskObject(view->snapshot);
-    if (task->getValue<std::string>("status") != "working") {
-      task->set("result", view->result);
+    if (policy::isFinal(view->snapshot.status) &&
+        view->snapshot.status != policy::RunStatus::kStopped) {
+      task->set("result", view->result);  // completed: the report inline
     }
     return task;
   }
@@ -451,8 +471,15 @@ class Dispatcher {
                                    std::string(policy::statusName(snapshot.status)) + ".");
     task->set("createdAt", formatTimestamp(snapshot.submitted_at));
     task->set("lastUpdatedAt", formatTimestamp(updated));
-    // Kept at least this long: a report lives the retention time after its run ends.
-    task->set("ttlMs", static_cast<Poco::Int64>(info_.run_retention.count()) * 1000);
+    // Counted from createdAt: unknown while the run goes on (its report is kept the retention
+    // time after it ends), then its run's length and the retention.
+    if (snapshot.finished_at) {
+      const auto ttl = *snapshot.finished_at - snapshot.submitted_at + info_.run_retention;
+      task->set("ttlMs", static_cast<Poco::Int64>(
+                             std::chrono::duration_cast<std::chrono::milliseconds>(ttl).count()));
+    } else {
+      task->set("ttlMs", Var());
+    }
     task->set("pollIntervalMs", kTaskPollIntervalMs);
     return task;
   }
@@ -580,13 +607,9 @@ void checkEnvelope(const Message& message, bool has_envelope) {
                        "\" (an object).");
   }
   if (!isModernProtocolVersion(message.metaVersion())) {
-    Array::Ptr supported = new Array;
-    for (const char* version : kModernProtocolVersions) {
-      supported->add(std::string(version));
-    }
     Object::Ptr data = newObject();
-    data->set("supported", supported);
-    data->set("requested", message.metaVersion());
+    data->set("supported", modernVersions());
+    data->set("requested", cut(message.metaVersion()));
     throw RpcError(ErrorKind::kUnsupportedVersion, "Unsupported protocol version", data);
   }
 }
@@ -656,12 +679,12 @@ Message Server::parse(std::string_view text) {
       detail->tasks = isObject(capabilities) && declaresTasks(asObject(capabilities));
     }
     message.modern_ = message.modern_ || message.method_ == kDiscover;
-    const char* routing_key = message.method_ == "tools/call" ? "name"
-                              : isTaskMethod(message.method_) ? "taskId"
-                                                              : nullptr;
-    if (routing_key != nullptr && params && params->has(routing_key) &&
-        params->get(routing_key).isString()) {
-      message.routing_name_ = params->get(routing_key).toString();
+    message.routing_field_ = message.method_ == "tools/call" ? "name"
+                             : isTaskMethod(message.method_) ? "taskId"
+                                                             : "";
+    if (!message.routing_field_.empty() && params && params->has(message.routing_field_) &&
+        params->get(message.routing_field_).isString()) {
+      message.routing_name_ = params->get(message.routing_field_).toString();
     }
   } catch (const RpcError& e) {
     if (e.kind() != ErrorKind::kInvalidParams) {

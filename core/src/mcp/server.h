@@ -74,6 +74,8 @@ class Message {
   // empty otherwise): what an HTTP transport checks its routing headers against.
   const std::string& metaVersion() const { return meta_version_; }
   const std::string& routingName() const { return routing_name_; }
+  // The params field routingName() comes from ("name", "taskId"); empty when none.
+  const std::string& routingField() const { return routing_field_; }
 
  private:
   friend class Server;
@@ -84,6 +86,7 @@ class Message {
   bool modern_ = false;
   std::string meta_version_;
   std::string routing_name_;
+  std::string routing_field_;
   std::shared_ptr<const Detail> detail_;
 };
 
@@ -97,6 +100,8 @@ class Server {
     std::string text;  // one line, no newline
     int error_code = 0;
   };
+  static constexpr int kMethodNotFound = -32601;
+  static constexpr int kInternalError = -32603;
 
   Server(runs::RunManager& runs, const policy::LimitPolicy& limits,
          const policy::FileSettings& files, ServerInfo info);

@@ -2,6 +2,7 @@
 
 #include <Poco/Logger.h>
 #include <Poco/Net/HTTPServerConnection.h>
+#include <Poco/Net/HTTPServerRequestImpl.h>
 #include <Poco/Net/NetException.h>
 #include <Poco/Net/StreamSocket.h>
 #include <Poco/Net/StreamSocketImpl.h>
@@ -59,6 +60,12 @@ class ReplayingSocketImpl final : public Poco::Net::StreamSocketImpl {
     return static_cast<int>(read_.size() - at_) + StreamSocketImpl::available();
   }
 
+  // What the gate read up to the end of the head: the whole head, as sent.
+  std::string head() const {
+    const std::size_t end = read_.find(kHeadEnd);
+    return end == std::string::npos ? std::string() : read_.substr(0, end + kHeadEnd.size());
+  }
+
  private:
   std::string read_;
   std::size_t at_ = 0;
@@ -85,6 +92,15 @@ const char* reasonOf(int status) {
 }
 
 }  // namespace
+
+std::string rawRequestHead(Poco::Net::HTTPServerRequest& request) {
+  auto* parsed = dynamic_cast<Poco::Net::HTTPServerRequestImpl*>(&request);
+  if (parsed == nullptr) {
+    return {};
+  }
+  const auto* replaying = dynamic_cast<const ReplayingSocketImpl*>(parsed->socket().impl());
+  return replaying == nullptr ? std::string() : replaying->head();
+}
 
 struct HttpGate::Impl {
   // A connection whose request head is still arriving.

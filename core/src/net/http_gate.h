@@ -23,6 +23,7 @@
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPRequestHandlerFactory.h>
 #include <Poco/Net/HTTPServerParams.h>
+#include <Poco/Net/HTTPServerRequest.h>
 #include <Poco/Net/ServerSocket.h>
 
 #include <chrono>
@@ -34,6 +35,12 @@
 #include <vector>
 
 namespace scs::net {
+
+// The head of `request` exactly as its client sent it, for the headers whose bytes matter:
+// Poco decodes RFC 2047 words ("=?charset?B?...?=") in every header value it parses, so a
+// parsed value may differ from what a proxy on the way saw. Empty when the request did not
+// come through a gate.
+std::string rawRequestHead(Poco::Net::HTTPServerRequest& request);
 
 struct GateLane {
   std::string name;         // for the log
