@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/eventually.h"
 #include "support/http_request.h"
 #include "support/mcp_client.h"
 #include "support/temp_file.h"
@@ -656,6 +657,65 @@ TEST(HttpE2eTest, IdleAndSlowConnectionsHoldNeitherThePortNorTheProbesNorTheMetr
   const int got = late.receiveBytes(buffer, sizeof(buffer) - 1);
   EXPECT_THAT(std::string(buffer, got > 0 ? static_cast<std::size_t>(got) : 0),
               HasSubstr("408 Request Timeout"));
+  server.process().signal(SIGTERM);
+  EXPECT_EQ(server.process().waitExit(5s), 0);
+}
+
+// 2026-07-28: a client that closes its request's stream cancels the request. Its wait ends (the
+// tenant's one waiting slot is free again at once) and a start_run's run is stopped, since its
+// client never got the run_id; a 2025-11-25 client's disconnect cancels nothing.
+TEST(HttpE2eTest, AModernClientThatHangsUpCancelsItsRequestAndALegacyOneDoesNot) {
+  HttpServer server({"--max-waiting-per-tenant", "1"});
+  ASSERT_TRUE(server.waitListening()) << server.process().stderrText();
+  // Sends a tools/call start_run that waits, and hangs up before the answer; the run's id.
+  const auto hangUp = [&](const std::string& body, std::map<std::string, std::string> headers) {
+    const std::size_t runs_before =
+        count(server.process().stderrText(), " of tenant local started");
+    {
+      Poco::Net::HTTPClientSession session("127.0.0.1", server.port());
+      Poco::Net::HTTPRequest request("POST", "/mcp", Poco::Net::HTTPRequest::HTTP_1_1);
+      setMcpHeaders(request, headers);
+      request.setContentLength(static_cast<std::streamsize>(body.size()));
+      session.sendRequest(request) << body << std::flush;
+      EXPECT_TRUE(eventually(
+          [&] {
+            return count(server.process().stderrText(), " of tenant local started") > runs_before;
+          },
+          10s));
+    }  // closed
+    const std::string log = server.process().stderrText();
+    const auto at = log.rfind(" of tenant local started");
+    return log.substr(log.rfind("run ", at) + 4, 32);
+  };
+  const std::string arguments =
+      R"("name":"start_run","arguments":{"code":"#fake: sleep_ms=20000\n","wait_seconds":30})";
+  const std::string modern_id =
+      hangUp(modernBody(1, "tools/call", arguments), {{"MCP-Protocol-Version", "2026-07-28"},
+                                                      {"Mcp-Method", "tools/call"},
+                                                      {"Mcp-Name", "start_run"}});
+  const auto legacy = server.open();
+  const auto statusOf = [&](const std::string& id) {
+    return server.call(legacy, "get_result", R"({"run_id":")" + id + R"("})")
+        ->getObject("structuredContent")
+        ->getValue<std::string>("status");
+  };
+  EXPECT_TRUE(eventually([&] { return statusOf(modern_id) == "stopped"; }, 5s))
+      << statusOf(modern_id);
+  // The one waiting slot is free (once the abandoned call has returned): a wait is served.
+  EXPECT_TRUE(eventually(
+      [&] {
+        return !server
+                    .call(legacy, "get_result",
+                          R"({"run_id":")" + modern_id + R"(","wait_seconds":1})")
+                    ->getValue<bool>("isError");
+      },
+      3s));
+
+  const std::string legacy_id = hangUp(
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{)" + arguments + "}}", legacy);
+  std::this_thread::sleep_for(3s);
+  EXPECT_EQ(statusOf(legacy_id), "running");
+  server.call(legacy, "stop_run", R"({"run_id":")" + legacy_id + R"("})");
   server.process().signal(SIGTERM);
   EXPECT_EQ(server.process().waitExit(5s), 0);
 }

@@ -108,7 +108,7 @@ TEST(RoutingHeadersTest, TheHeadIsReadAsSentAndEachHeaderOnce) {
                                             {"Mcp-Name", "start"},
                                             {"", " _run"}}),
                                    message),
-              HasSubstr("Mcp-Name header holds characters"));
+              HasSubstr("folds a header line"));
   EXPECT_THAT(routingHeaderProblem(headers({{"MCP-Protocol-Version", "2026-07-28"},
                                             {"MCP-Protocol-Version", "2026-07-28"},
                                             {"Mcp-Method", "tools/call"},
@@ -121,6 +121,38 @@ TEST(RoutingHeadersTest, TheHeadIsReadAsSentAndEachHeaderOnce) {
                       "Mcp-Name: start_run\r\n",
                   message),
               HasSubstr("Mcp-Name header is missing"));
+}
+
+// What chooses the era is read as sent too: a version sent twice, or a head that parsers could
+// read in two ways, is taken for the modern revision, whose checks then refuse it.
+TEST(RoutingHeadersTest, TheEraIsChosenFromTheHeadAsSent) {
+  EXPECT_TRUE(namesModernRevision(headers({{"MCP-Protocol-Version", " 2026-07-28 "}})));
+  EXPECT_FALSE(namesModernRevision(headers({{"MCP-Protocol-Version", "2025-11-25"}})));
+  EXPECT_FALSE(namesModernRevision(headers({{"Mcp-Method", "tools/call"}})));
+  EXPECT_FALSE(namesModernRevision(headers({{"MCP-Protocol-Version", "=?x?Q?2026-07-28?="}})));
+  EXPECT_TRUE(namesModernRevision(
+      headers({{"MCP-Protocol-Version", "2025-11-25"}, {"MCP-Protocol-Version", "2026-07-28"}})));
+  EXPECT_TRUE(namesModernRevision(headers({{"X-A", "b"}, {"", " MCP-Protocol-Version: x"}})));
+  EXPECT_TRUE(
+      namesModernRevision("POST /mcp HTTP/1.1\r\nMCP-Protocol-Version : 2026-07-28\r\n\r\n"));
+
+  const Message message = toolsCall("start_run");
+  EXPECT_THAT(routingHeaderProblem(headers({{"MCP-Protocol-Version", "2026-07-28"},
+                                            {"X-A", "b"},
+                                            {"", " Mcp-Name: start_run"},
+                                            {"Mcp-Method", "tools/call"},
+                                            {"Mcp-Name", "start_run"}}),
+                                   message),
+              HasSubstr("folds a header line"));
+  EXPECT_THAT(routingHeaderProblem("POST /mcp HTTP/1.1\r\nMCP-Protocol-Version: 2026-07-28\r\n"
+                                   "Mcp-Method: tools/call\r\nMcp-Name : start_run\r\n\r\n",
+                                   message),
+              HasSubstr("blanks before its colon"));
+  // Poco ends the head at a line that starts with CR; so does the check.
+  EXPECT_THAT(routingHeaderProblem("POST /mcp HTTP/1.1\r\nMCP-Protocol-Version: 2026-07-28\r\n"
+                                   "\r\r\nMcp-Method: tools/call\r\nMcp-Name: start_run\r\n\r\n",
+                                   message),
+              HasSubstr("Mcp-Method header is missing"));
 }
 
 TEST(RoutingHeadersTest, ABodyWithoutAVersionLeavesItToTheServer) {

@@ -7,12 +7,14 @@
 #include <Poco/Net/HTTPRequestHandlerFactory.h>
 #include <Poco/Net/HTTPServerParams.h>
 #include <Poco/Net/HTTPServerRequest.h>
+#include <Poco/Net/HTTPServerRequestImpl.h>
 #include <Poco/Net/HTTPServerResponse.h>
 #include <Poco/Net/IPAddress.h>
 #include <Poco/Net/ServerSocket.h>
 #include <Poco/SHA2Engine.h>
 #include <Poco/Timespan.h>
 #include <Poco/URI.h>
+#include <poll.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -356,6 +358,17 @@ class Reply {
   bool drained_ = false;
 };
 
+// Whether the client of `request`, whose body has been read, has closed its end: its socket
+// reports the peer's hang-up (each connection serves one request, so nothing else may come).
+bool clientGone(HTTPServerRequest& request) {
+  auto* parsed = dynamic_cast<Poco::Net::HTTPServerRequestImpl*>(&request);
+  if (parsed == nullptr) {
+    return false;
+  }
+  pollfd watched{parsed->socket().impl()->sockfd(), POLLRDHUP, 0};
+  return ::poll(&watched, 1, 0) > 0 && (watched.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
 }  // namespace
 
 std::vector<std::string> splitList(const std::string& text) {
@@ -570,8 +583,8 @@ struct HttpTransport::Impl {
   void postModern(HTTPServerRequest& request, Reply& reply, const std::string& tenant,
                   const Message& message);
   // Server::respond's answer to `message` as the era's transport sends it.
-  void answer(Reply& reply, const Message& message, const std::string& tenant, bool modern,
-              const std::string& new_session);
+  void answer(HTTPServerRequest& request, Reply& reply, const Message& message,
+              const std::string& tenant, bool modern, const std::string& new_session);
   void remove(HTTPServerRequest& request, Reply& reply, const std::string& tenant);
   bool hostAllowed(const std::string& header) const;
   bool originAllowed(const std::string& header) const;
@@ -691,7 +704,7 @@ void HttpTransport::Impl::serve(HTTPServerRequest& request, Reply& reply, std::s
   if (method == Poco::Net::HTTPRequest::HTTP_POST) {
     post(request, reply, *tenant);
   } else if (method == Poco::Net::HTTPRequest::HTTP_DELETE &&
-             !isModernProtocolVersion(trim(request.get(kProtocolVersionHeader, "")))) {
+             !namesModernRevision(net::rawRequestHead(request))) {
     remove(request, reply, *tenant);
   } else {
     reply.setHeader("Allow", "POST, DELETE");
@@ -829,7 +842,7 @@ void HttpTransport::Impl::post(HTTPServerRequest& request, Reply& reply,
   }
   // The modern revision by the body's _meta or by the header; legacy by everything else
   // (initialize, a session, a legacy or no MCP-Protocol-Version).
-  if (message.modern() || isModernProtocolVersion(trim(request.get(kProtocolVersionHeader, "")))) {
+  if (message.modern() || namesModernRevision(net::rawRequestHead(request))) {
     postModern(request, reply, tenant, message);
     return;
   }
@@ -865,7 +878,7 @@ void HttpTransport::Impl::post(HTTPServerRequest& request, Reply& reply,
       return;
     }
   }
-  answer(reply, message, tenant, false, new_session);
+  answer(request, reply, message, tenant, false, new_session);
 }
 
 void HttpTransport::Impl::postModern(HTTPServerRequest& request, Reply& reply,
@@ -877,11 +890,12 @@ void HttpTransport::Impl::postModern(HTTPServerRequest& request, Reply& reply,
       return;
     }
   }
-  answer(reply, message, tenant, true, {});
+  answer(request, reply, message, tenant, true, {});
 }
 
-void HttpTransport::Impl::answer(Reply& reply, const Message& message, const std::string& tenant,
-                                 bool modern, const std::string& new_session) {
+void HttpTransport::Impl::answer(HTTPServerRequest& request, Reply& reply, const Message& message,
+                                 const std::string& tenant, bool modern,
+                                 const std::string& new_session) {
   if (message.kind() != Message::Kind::kRequest) {
     server_.handle(message);
     reply.empty(HTTPResponse::HTTP_ACCEPTED);
@@ -890,6 +904,9 @@ void HttpTransport::Impl::answer(Reply& reply, const Message& message, const std
   RequestContext context;
   context.tenant = tenant;
   context.modern = modern;
+  if (modern) {  // 2026-07-28: a closed response stream cancels the request
+    context.abandoned = [&request] { return clientGone(request); };
+  }
   context.on_progress = [&reply](const std::string& notification) {
     if (notification.empty()) {
       reply.sseComment("waiting");

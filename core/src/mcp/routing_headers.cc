@@ -67,33 +67,48 @@ bool equalsIgnoringCase(std::string_view a, std::string_view b) {
          });
 }
 
-// The values of header `name` in a raw head, each as sent; a folded value (a line continued
-// on the next, obsolete in HTTP/1.1) is marked with a leading newline so that it never
-// matches.
-std::vector<std::string> valuesOf(std::string_view head, std::string_view name) {
-  std::vector<std::string> values;
-  bool in_name = false;              // the previous line was one of `name`
+// The header lines of a raw head, up to where Poco's parser ends it (an empty line, or one
+// that starts with CR), each without its line end.
+std::vector<std::string_view> headerLines(std::string_view head) {
+  std::vector<std::string_view> lines;
   std::size_t at = head.find('\n');  // past the request line
   while (at != std::string_view::npos && at + 1 < head.size()) {
     const std::size_t start = at + 1;
     at = head.find('\n', start);
     std::string_view line = head.substr(start, at == std::string_view::npos ? at : at - start);
-    if (!line.empty() && line.back() == '\r') {
+    if (line.empty() || line.front() == '\r') {
+      break;
+    }
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+// What makes a head read differently by different parsers, which the routing headers must not
+// depend on: a folded line (obsolete in HTTP/1.1; some proxies read it as a header of its own)
+// and blanks between a name and its colon (RFC 9112 has a server refuse them). Empty when none.
+std::string ambiguity(std::string_view head) {
+  for (const std::string_view line : headerLines(head)) {
+    if (line.front() == ' ' || line.front() == '\t') {
+      return "the request head folds a header line over two; send each header on one line.";
+    }
+    const std::string_view name = line.substr(0, line.find(':'));
+    if (!name.empty() && (name.back() == ' ' || name.back() == '\t')) {
+      return "a header name in the request head is followed by blanks before its colon.";
+    }
+  }
+  return {};
+}
+
+// The values of header `name` in a raw head, each as sent.
+std::vector<std::string> valuesOf(std::string_view head, std::string_view name) {
+  std::vector<std::string> values;
+  for (std::string_view line : headerLines(head)) {
+    if (line.back() == '\r') {
       line.remove_suffix(1);
     }
-    if (line.empty()) {
-      break;  // the end of the head
-    }
-    if (line.front() == ' ' || line.front() == '\t') {
-      if (in_name && !values.empty()) {
-        values.back().insert(0, "\n");
-      }
-      continue;
-    }
     const std::size_t colon = line.find(':');
-    in_name =
-        colon != std::string_view::npos && equalsIgnoringCase(trimmed(line.substr(0, colon)), name);
-    if (in_name) {
+    if (colon != std::string_view::npos && equalsIgnoringCase(line.substr(0, colon), name)) {
       values.emplace_back(line.substr(colon + 1));
     }
   }
@@ -161,7 +176,16 @@ std::optional<std::string> decodeHeaderValue(std::string_view value) {
   return out.str();
 }
 
+bool namesModernRevision(std::string_view raw_head) {
+  const std::vector<std::string> versions = valuesOf(raw_head, kProtocolVersionHeader);
+  return versions.size() > 1 || !ambiguity(raw_head).empty() ||
+         (versions.size() == 1 && isModernProtocolVersion(trimmed(versions.front())));
+}
+
 std::string routingHeaderProblem(std::string_view raw_head, const Message& message) {
+  if (std::string problem = ambiguity(raw_head); !problem.empty()) {
+    return problem;
+  }
   const std::string version_source = "_meta's protocol version";
   std::string version;
   if (std::string problem =

@@ -16,10 +16,15 @@ inline constexpr const char* kProtocolVersionHeader = "MCP-Protocol-Version";
 // that reads the body must refuse a request whose headers are missing or say something else
 // (HeaderMismatch, -32020). They are read from `raw_head`, the request head as sent (Poco
 // rewrites encoded words in the values it parses, which a proxy would not), and each must
-// appear once. Returns the sentence saying what is wrong, or an empty string when they agree.
-// A body that names no version leaves the version header unchecked: the server then refuses
-// the body itself (-32602).
+// appear once, in a head without folded lines or blanks before a colon. Returns the sentence saying
+// what is wrong, or an empty string when they agree. A body that names no version leaves the
+// version header unchecked: the server then refuses the body itself (-32602).
 std::string routingHeaderProblem(std::string_view raw_head, const Message& message);
+
+// Whether the head's MCP-Protocol-Version, as sent, names the modern revision, or appears more
+// than once, or the head could be read in two ways (a request some would read as modern is
+// checked as one, and refused): what chooses the era of a request whose body does not.
+bool namesModernRevision(std::string_view raw_head);
 
 // A header value as the transport encodes it: plain visible ASCII (surrounding blanks
 // dropped), or "=?base64?<Base64 of UTF-8>?=" for anything else. nullopt when the value holds

@@ -564,6 +564,7 @@ class Dispatcher {
     }
     CallContext call;
     call.tenant = context_.tenant;
+    call.abandoned = context_.abandoned;
     if (context_.on_progress) {
       call.progress_interval = info_.progress_interval;
       call.on_wait = [this, token = progressToken(params)](double waited, double total,

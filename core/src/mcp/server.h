@@ -51,6 +51,9 @@ struct RequestContext {
   // HTTP MCP-Protocol-Version header naming a modern revision), so that a body without the
   // per-request _meta is refused rather than served as legacy.
   bool modern = false;
+  // Set by a transport that can tell its client has gone and for which that cancels the
+  // request (2026-07-28 over HTTP); see CallContext::abandoned.
+  std::function<bool()> abandoned;
 };
 
 // One JSON-RPC message, parsed and classified once, so that a transport can route it (e.g.

@@ -282,7 +282,12 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallConte
   if (wait.count() == 0) {
     return toolSuccess(snapshotToJson(snapshot, reportOptions()));
   }
-  return waitForReport(snapshot.run_id, wait, {}, reportOptions(), context);
+  Object::Ptr report = waitForReport(snapshot.run_id, wait, {}, reportOptions(), context);
+  if (context.abandoned && context.abandoned()) {
+    // Its client left before the answer: nobody holds the run_id to see or stop the run.
+    runs_.stop(context.tenant, snapshot.run_id);
+  }
+  return report;
 }
 
 std::variant<std::optional<net::TenantSlots::Slot>, Poco::JSON::Object::Ptr> Tools::waitSlot(
@@ -308,10 +313,15 @@ Poco::JSON::Object::Ptr Tools::waitForReport(const std::string& id, std::chrono:
                                              const runs::OutputOffsets& from,
                                              const ReportOptions& report,
                                              const CallContext& context) const {
-  // Without on_wait the whole wait is one slice.
-  const std::chrono::milliseconds slice =
-      context.on_wait ? std::max(context.progress_interval, std::chrono::milliseconds(1)) : wait;
+  // Without on_wait or abandoned the whole wait is one slice.
+  const std::chrono::milliseconds progress =
+      std::max(context.progress_interval, std::chrono::milliseconds(1));
+  std::chrono::milliseconds slice = context.on_wait ? progress : wait;
+  if (context.abandoned) {
+    slice = std::min(slice, kAbandonCheck);
+  }
   std::chrono::milliseconds waited{0};
+  std::chrono::milliseconds reported{0};
   while (true) {
     const std::chrono::milliseconds next = std::min(slice, wait - waited);
     std::optional<runs::RunSnapshot> snapshot = runs_.get(context.tenant, id, next, from);
@@ -319,12 +329,16 @@ Poco::JSON::Object::Ptr Tools::waitForReport(const std::string& id, std::chrono:
       return toolError(unknownRunMessage(id));
     }
     waited += next;
-    if (policy::isFinal(snapshot->status) || waited >= wait) {
+    if (policy::isFinal(snapshot->status) || waited >= wait ||
+        (context.abandoned && context.abandoned())) {
       return toolSuccess(snapshotToJson(*snapshot, report), fileBlocks(*snapshot));
     }
-    context.on_wait(
-        static_cast<double>(waited.count()) / 1000, static_cast<double>(wait.count()) / 1000,
-        "Run " + id + " is still " + std::string(policy::statusName(snapshot->status)) + ".");
+    if (context.on_wait && waited - reported >= progress) {
+      reported = waited;
+      context.on_wait(
+          static_cast<double>(waited.count()) / 1000, static_cast<double>(wait.count()) / 1000,
+          "Run " + id + " is still " + std::string(policy::statusName(snapshot->status)) + ".");
+    }
   }
 }
 

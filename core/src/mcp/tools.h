@@ -36,7 +36,13 @@ struct CallContext {
   std::function<void(double waited_seconds, double wait_seconds, const std::string& message)>
       on_wait;
   std::chrono::milliseconds progress_interval{5000};
+  // When set, a call that waits asks it every kAbandonCheck whether its client has gone (the
+  // 2026-07-28 HTTP transport: closing a request's stream cancels the request); then it stops
+  // waiting, and a start_run stops its run, whose run_id the client never got.
+  std::function<bool()> abandoned;
 };
+
+inline constexpr std::chrono::milliseconds kAbandonCheck{1000};
 
 // Operator settings the tools quote or apply beyond the limits and files.
 struct ToolOptions {
