@@ -85,7 +85,7 @@ int errorCode(ErrorKind kind) {
     case ErrorKind::kInvalidRequest:
       return -32600;
     case ErrorKind::kMethodNotFound:
-      return -32601;
+      return Server::kMethodNotFound;
     case ErrorKind::kInvalidParams:
       return -32602;
     case ErrorKind::kHeaderMismatch:
@@ -97,7 +97,7 @@ int errorCode(ErrorKind kind) {
     case ErrorKind::kInternal:
       break;
   }
-  return -32603;
+  return Server::kInternalError;
 }
 
 // A JSON-RPC error answer, raised while handling one message and caught in Server::handle.
@@ -130,6 +130,14 @@ void logError(const std::string& message) noexcept {
 }
 
 Object::Ptr newObject() { return new Object(Poco::JSON_PRESERVE_KEY_ORDER); }
+
+// {"io.modelcontextprotocol/tasks":{}}: the extensions the server offers, and the one a
+// tasks/* request requires of its client.
+Object::Ptr tasksExtension() {
+  Object::Ptr extensions = newObject();
+  extensions->set(kTasksExtension, newObject());
+  return extensions;
+}
 
 Array::Ptr modernVersions() {
   Array::Ptr versions = new Array;
@@ -368,9 +376,7 @@ class Dispatcher {
     tools->set("listChanged", false);  // the tool set is fixed for the process's lifetime
     Object::Ptr capabilities = newObject();
     capabilities->set("tools", tools);
-    Object::Ptr extensions = newObject();
-    extensions->set(kTasksExtension, newObject());
-    capabilities->set("extensions", extensions);
+    capabilities->set("extensions", tasksExtension());
     Object::Ptr result = newObject();
     result->set("supportedVersions", modernVersions());
     result->set("capabilities", capabilities);
@@ -410,10 +416,8 @@ class Dispatcher {
   // tasks/get, tasks/update and tasks/cancel, for a client that declares the extension.
   Object::Ptr taskRequest(const std::string& method, const Object::Ptr& params) {
     if (!tasks_) {
-      Object::Ptr extensions = newObject();
-      extensions->set(kTasksExtension, newObject());
       Object::Ptr required = newObject();
-      required->set("extensions", extensions);
+      required->set("extensions", tasksExtension());
       Object::Ptr data = newObject();
       data->set("requiredCapabilities", required);
       throw RpcError(ErrorKind::kMissingCapability,
