@@ -97,39 +97,35 @@ void RunManager::Impl::retireEndedLocked(std::unique_lock<std::mutex>& lock) {
   pool_.retireEnded(ended);
 }
 
-// Creates a sandbox for the pool's limits, checks the engine's record of it against the
-// required posture and starts it idle. nullptr, with nothing left behind, on any failure.
 void RunManager::Impl::removeSandbox(const std::string& sandbox_id, std::uint32_t uid,
                                      const std::string& whose) {
-  removals_.remove(sandbox_id, whose, [this, uid] { uids_.give(uid); });
+  source_.adopt(uid, sandbox_id, whose).release();
 }
 
+// Creates a sandbox for the pool's limits, checks the engine's record of it against the
+// required posture and starts it idle. nullptr, with nothing left behind, on any failure.
 PreparedPtr RunManager::Impl::prepareOne() {
   const PoolSettings& pool = pool_.settings();
-  const std::optional<std::uint32_t> uid = uids_.take();
-  if (!uid) {
+  // Declared first so that its sink outlives a removal the lease makes on failure.
+  auto prepared = std::make_unique<PreparedSandbox>();
+  std::optional<SandboxLease> lease = source_.takeUid("prepared sandbox");
+  if (!lease) {
     logger().error("cannot prepare a sandbox: every uid of the sandbox range is in use");
     return nullptr;
   }
-  auto prepared = std::make_unique<PreparedSandbox>();
-  prepared->uid = *uid;
-  prepared->posture = policy::requiredPosture(pool.limits, sandbox_, *uid);
-  prepared->timeout_seconds = pool.limits.timeout_seconds;
-  const backend::SandboxSpec spec =
-      bring_up_.spec("prepared-" + randomHexId(), pool.limits, prepared->posture, true);
   SandboxBringUp::Steps steps;
   steps.sink = &prepared->sink;
-  const SandboxBringUp::Outcome brought = bring_up_.bringUp(spec, prepared->posture, steps);
-  if (!brought.failure.empty()) {
-    logger().error("cannot prepare a sandbox: " + brought.failure);
-    if (brought.sandbox_id.empty()) {
-      uids_.give(*uid);
-    } else {
-      removeSandbox(brought.sandbox_id, *uid, "prepared sandbox");
-    }
-    return nullptr;
+  SandboxSource::Brought brought = source_.bringUp(
+      SandboxKind::kPrepared, "prepared-" + randomHexId(), pool.limits, *lease, steps);
+  if (!brought.outcome.failure.empty()) {
+    logger().error("cannot prepare a sandbox: " + brought.outcome.failure);
+    return nullptr;  // the lease removes what was made
   }
-  prepared->sandbox_id = brought.sandbox_id;
+  prepared->uid = lease->uid();
+  prepared->sandbox_id = brought.outcome.sandbox_id;
+  prepared->posture = std::move(brought.posture);
+  prepared->timeout_seconds = pool.limits.timeout_seconds;
+  lease->handOver();
   return prepared;
 }
 

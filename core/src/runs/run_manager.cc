@@ -1,6 +1,6 @@
-// The run manager's registry: start, get, stop and shutdown; admission (a free slot, the fair
-// queue, host memory, the prepared pool); and the one place a run becomes final. What a run's
-// own thread does is in run_thread.cc, the maintenance thread in maintenance.cc.
+// The run manager's registry: start, get, stop and shutdown, and the one place a run becomes
+// final. Admission is in admission.cc, what a run's own thread does in run_thread.cc, sessions
+// in sessions.cc and session_runs.cc, the maintenance thread in maintenance.cc.
 
 #include "runs/run_manager.h"
 
@@ -12,16 +12,11 @@
 #include <system_error>
 
 #include "runs/run_manager_impl.h"
-#include "runs/tenant_share.h"
 
 namespace scs::runs {
 namespace {
 
 Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
-
-std::string countOf(std::size_t count, std::string_view one, std::string_view many) {
-  return std::to_string(count) + " " + std::string(count == 1 ? one : many);
-}
 
 }  // namespace
 
@@ -57,31 +52,12 @@ RunManager::Impl::Impl(backend::RuntimeBackend& backend, const RunSettings& sett
                   std::lock_guard lock(mutex_);
                   pool_changed_.notify_all();
                 }),
+      source_(bring_up_, uids_, removals_, sandbox_),
       retention_({settings.retention, settings.max_retained, settings.max_retained_bytes,
                   settings.max_retained_per_tenant, settings.max_retained_bytes_per_tenant}),
       pool_({settings.prepared, settings.prepared_max, settings.prepared_limits,
              memoryBytes(settings.prepared_limits), settings.prepared_max_idle}) {
   maintenance_thread_ = std::thread([this] { maintenanceThread(); });
-}
-
-std::int64_t RunManager::Impl::memoryBytes(const policy::Limits& limits) const {
-  return std::llround(limits.memory_gb * static_cast<double>(policy::kBytesPerGb));
-}
-
-std::int64_t RunManager::Impl::executingMemoryLocked() const {
-  std::int64_t total = 0;
-  for (const auto& [id, run] : runs_) {
-    if (run->holdsSlot()) {
-      total += run->memory_bytes;
-    }
-  }
-  return total;
-}
-
-bool RunManager::Impl::memoryFitsLocked(std::int64_t more) const {
-  return settings_.host_memory_bytes == 0 ||
-         executingMemoryLocked() + pool_.memory() + sessionMemoryLocked() + more <=
-             settings_.host_memory_bytes;
 }
 
 std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest request) {
@@ -181,28 +157,6 @@ std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest req
                          std::to_string(*snapshot.queue_position));
   }
   return snapshot;
-}
-
-std::optional<std::string> RunManager::Impl::makeRoomInQueueLocked(const std::string& tenant) {
-  std::map<std::string, std::uint64_t> held = queue_.queuedPerTenant();
-  const std::string giving_way = tenantToGiveWay(held, tenant);
-  if (giving_way == tenant) {
-    return "The server's queue is full: " + countOf(queue_.queued() - 1, "run is", "runs are") +
-           " waiting, " + std::to_string(held[tenant] - 1) +
-           " of them yours, the most of anyone's. Try again when one of your runs finishes.";
-  }
-  const std::string pushed_out = *queue_.newest(giving_way);
-  queue_.remove(giving_way, pushed_out);
-  Run& run = *runs_.at(pushed_out);
-  logger().information("run " + run.id + " of tenant " + run.tenant +
-                       " leaves the full queue for a run of a tenant with fewer queued runs");
-  finalizeLocked(run,
-                 stoppedVerdict("Stopped before it started: the server's queue was full and your "
-                                "runs were the most of those waiting. Start it again when fewer "
-                                "of your runs wait."),
-                 {}, {});
-  run.phase = Phase::kSettled;
-  return std::nullopt;
 }
 
 std::shared_ptr<Run> RunManager::Impl::findLocked(const std::string& tenant,
@@ -337,56 +291,6 @@ RunLoad RunManager::Impl::load() {
   load.report_bytes_retained = retention_.bytes();
   load.sessions_known = sessions_.size();
   return load;
-}
-
-void RunManager::Impl::admitLocked() {
-  while (!shutting_down_) {
-    const std::optional<FairQueue::Entry> next = queue_.next();
-    if (!next ||
-        queue_.executing() >= static_cast<std::size_t>(std::max(settings_.max_concurrent, 0))) {
-      return;
-    }
-    const std::shared_ptr<Run> run = runs_.at(next->id);
-    // A prepared sandbox the run can use already holds part of the run's memory.
-    const PreparedSandbox* prepared = pool_.ready() == 0 || run->session
-                                          ? nullptr
-                                          : pool_.find(run->limits, sandbox_, clock_.now());
-    const std::int64_t needed = run->memory_bytes - (prepared ? pool_.idleHold() : 0);
-    if (!memoryFitsLocked(needed)) {
-      // Idle prepared sandboxes give way to a run; otherwise the chosen run waits for memory
-      // rather than be overtaken, so big runs are not starved.
-      if (pool_.evictFor(needed, prepared,
-                         [this](std::int64_t more) { return memoryFitsLocked(more); })) {
-        pool_changed_.notify_all();
-        continue;
-      }
-      return;
-    }
-    queue_.pop();
-    if (run->pool_demand) {
-      events_.preparedTaken(prepared != nullptr);
-    }
-    if (prepared != nullptr) {
-      run->prepared = pool_.claim(prepared, clock_.now());
-    }
-    launchLocked(run);
-  }
-}
-
-void RunManager::Impl::launchLocked(const std::shared_ptr<Run>& run) {
-  run->phase = Phase::kStarting;
-  try {
-    run->thread = std::thread([this, run] { runThread(run); });
-    ++live_threads_;
-  } catch (const std::system_error& e) {
-    logger().error("run " + run->id + ": could not start its thread: " + e.what());
-    pool_.retire(std::move(run->prepared));
-    policy::Verdict verdict;
-    verdict.status = policy::RunStatus::kSandboxError;
-    verdict.reason = "The server could not start a thread for this run.";
-    finalizeLocked(*run, verdict, {}, {});
-    run->phase = Phase::kSettled;
-  }
 }
 
 void RunManager::Impl::finalizeLocked(Run& run, policy::Verdict verdict, RunResults results,

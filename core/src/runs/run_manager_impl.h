@@ -1,9 +1,11 @@
 #pragma once
 
-// The run manager's private state, shared by its three source files: run_manager.cc (the
-// registry: start, get, stop, admission, finalisation, shutdown), run_thread.cc (what a run's
-// own thread does, from its sandbox's bring-up to its evidence) and maintenance.cc (the thread
-// that keeps the prepared pool filled and retries removals).
+// The run manager's private state, shared by its source files: run_manager.cc (the registry:
+// start, get, stop, finalisation, shutdown), admission.cc (slots, the fair queue, host memory,
+// the prepared pool), run_thread.cc (what a run's own thread does, from its sandbox's bring-up
+// to its evidence), sessions.cc and session_runs.cc (a session's life and its runs) and
+// maintenance.cc (the thread that keeps the prepared pool filled and retries removals). Every
+// sandbox comes from sandbox_source.h.
 
 #include <condition_variable>
 #include <cstdint>
@@ -14,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -26,6 +29,8 @@
 #include "runs/removal_queue.h"
 #include "runs/report_retention.h"
 #include "runs/run_manager.h"
+#include "runs/sandbox_source.h"
+#include "runs/session.h"
 #include "runs/uid_pool.h"
 
 namespace scs::runs {
@@ -47,6 +52,11 @@ inline double secondsBetween(SteadyTime from, SteadyTime to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
+// "1 run is", "2 runs are".
+inline std::string countOf(std::size_t count, std::string_view one, std::string_view many) {
+  return std::to_string(count) + " " + std::string(count == 1 ? one : many);
+}
+
 inline policy::Verdict stoppedVerdict(std::string reason) {
   policy::Verdict verdict;
   verdict.status = policy::RunStatus::kStopped;
@@ -66,55 +76,6 @@ enum class Phase {
 
 // Why the server itself ended a run, if it did; the first cause set wins.
 enum class Cause { kNone, kStopRun, kShutdown, kTimeout, kSessionEnded };
-
-// The sink of a session's sandbox: what it writes goes to the capture of the run in progress,
-// and is dropped between runs (output of processes a run left behind).
-class SessionSink : public backend::OutputSink {
- public:
-  void write(backend::Stream stream, std::string_view bytes) override;
-  void ended() override;                   // forwarded to the bound capture, and remembered
-  void bind(backend::OutputSink* target);  // null: between runs
-  bool hasEnded() const;
-  // Called, without this sink's lock, when the sandbox ends. Set before it is a sink.
-  void setListener(std::function<void()> listener) { listener_ = std::move(listener); }
-
- private:
-  mutable std::mutex mutex_;
-  backend::OutputSink* target_ = nullptr;
-  bool ended_ = false;
-  std::function<void()> listener_;
-};
-
-struct Run;
-
-struct Session {
-  std::string id;
-  std::string tenant;
-  policy::Limits limits;
-  std::int64_t memory_bytes = 0;    // counted against the host's memory until it is removed
-  std::vector<policy::File> files;  // from open_session: go with its first run
-  std::string sandbox_id;           // once it is up
-  std::uint32_t uid = 0;
-  bool open = true;  // false once ended (closed, expired, its interpreter gone)
-  // open_session is still bringing its sandbox up; once it is not, the sandbox runs (a session
-  // whose sandbox failed to come up is forgotten).
-  bool opening = false;
-  bool releasing = false;  // ended, and its sandbox is being removed
-  bool removed = false;    // ended, and its sandbox is gone (or never was)
-  std::string end_reason;
-  std::string current;              // the run in the fair queue or executing, if any
-  std::deque<std::string> waiting;  // its later runs, in order
-  SteadyTime opened;
-  SteadyTime last_active;  // opened, or its last run ended
-  std::chrono::system_clock::time_point opened_wall;
-  std::chrono::system_clock::time_point last_active_wall;
-  std::optional<SteadyTime> ended;
-  SessionSink sink;  // outlives the sandbox: the session record is dropped only after removal
-  // The prepared sandbox it took, if it began in one: its sink, which forwards to `sink`, is
-  // the backend's and so outlives the sandbox too.
-  PreparedPtr prepared;
-  bool busy() const { return !current.empty() || !waiting.empty(); }
-};
 
 struct Run {
   std::string id;
@@ -172,36 +133,6 @@ struct Outcome {
   std::string session_end;
 };
 
-// Removes its sandbox when released or destroyed, so that every path out of a run removes the
-// run's sandbox exactly once; its uid is given back once the sandbox is gone.
-class SandboxLease {
- public:
-  SandboxLease(RemovalQueue& removals, UidPool& uids, std::string sandbox_id, std::uint32_t uid,
-               std::string whose)
-      : removals_(&removals),
-        uids_(&uids),
-        sandbox_id_(std::move(sandbox_id)),
-        uid_(uid),
-        whose_(std::move(whose)) {}
-  SandboxLease(const SandboxLease&) = delete;
-  SandboxLease& operator=(const SandboxLease&) = delete;
-  ~SandboxLease() { release(); }
-
-  void release() {
-    if (removals_ != nullptr) {
-      removals_->remove(sandbox_id_, whose_, [uids = uids_, uid = uid_] { uids->give(uid); });
-      removals_ = nullptr;
-    }
-  }
-
- private:
-  RemovalQueue* removals_;
-  UidPool* uids_;
-  std::string sandbox_id_;
-  std::uint32_t uid_;
-  std::string whose_;
-};
-
 struct RunManager::Impl {
   Impl(backend::RuntimeBackend& backend, const RunSettings& settings,
        const policy::SandboxSettings& sandbox, const Clock& clock, RunEvents& events);
@@ -240,7 +171,7 @@ struct RunManager::Impl {
 
   // A run's own thread (run_thread.cc).
   void runThread(const std::shared_ptr<Run>& run);
-  void execute(Run& run, Outcome& outcome, std::optional<SandboxLease>& lease);
+  void execute(Run& run, Outcome& outcome, SandboxLease& lease);
   bool runInPrepared(Run& run, const std::string& archive, Outcome& outcome);
   void waitForExit(Run& run, const std::string& sandbox_id, Outcome& outcome);
   void sealEvidenceLocked(Run& run, policy::Evidence& evidence);
@@ -302,6 +233,7 @@ struct RunManager::Impl {
   SandboxBringUp bring_up_;
   UidPool uids_;
   RemovalQueue removals_;
+  SandboxSource source_;
 
   std::mutex mutex_;
   std::condition_variable changed_;       // a run became final or settled; a sandbox is ready

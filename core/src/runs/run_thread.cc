@@ -75,11 +75,10 @@ void sessionVerdict(const Run& run, const Outcome& outcome, policy::Verdict& ver
 
 void RunManager::Impl::runThread(const std::shared_ptr<Run>& run) {
   Outcome outcome;
-  std::optional<SandboxLease> lease;
+  SandboxLease lease;
   if (run->prepared) {
     // Taken at admission: it is removed however the run ends, even stopped before it began.
-    lease.emplace(removals_, uids_, run->prepared->sandbox_id, run->prepared->uid,
-                  "run " + run->id);
+    lease = source_.adopt(run->prepared->uid, run->prepared->sandbox_id, "run " + run->id);
   }
   try {
     execute(*run, outcome, lease);
@@ -92,7 +91,7 @@ void RunManager::Impl::runThread(const std::shared_ptr<Run>& run) {
   }
   // Reported first: the evidence is complete, and removal (5 to 60 ms) need not delay it.
   finish(*run, outcome);
-  lease.reset();
+  lease.release();
   std::unique_lock lock(mutex_);
   if (run->session) {
     releaseSessionsLocked(lock);  // a session this run ended goes with it
@@ -117,7 +116,7 @@ void RunManager::Impl::killSandbox(const std::string& sandbox_id, const std::str
   }
 }
 
-void RunManager::Impl::execute(Run& run, Outcome& outcome, std::optional<SandboxLease>& lease) {
+void RunManager::Impl::execute(Run& run, Outcome& outcome, SandboxLease& lease) {
   policy::Evidence& evidence = outcome.evidence;
   std::vector<policy::File> files;
   std::optional<std::string> stdin_data;
@@ -163,32 +162,28 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome, std::optional<Sandbox
     if (runInPrepared(run, policy::buildArchive(files, kArchiveOwner, kArchiveOwner), outcome)) {
       return;
     }
-    lease.reset();  // the prepared sandbox ended while idle
+    lease.release();  // the prepared sandbox ended while idle
   }
 
-  const std::optional<std::uint32_t> uid = uids_.take();
-  if (!uid) {
+  std::optional<SandboxLease> fresh = source_.takeUid("run " + run.id);
+  if (!fresh) {
     evidence.sandbox_failure = "every uid of the sandbox range is in use";
     return;
   }
+  lease = std::move(*fresh);
   std::string archive = policy::buildArchive(files, kArchiveOwner, kArchiveOwner);
   files.clear();
-  const backend::Posture required = policy::requiredPosture(run.limits, sandbox_, *uid);
-  const backend::SandboxSpec spec = bring_up_.spec(run.id, run.limits, required, false);
   SandboxBringUp::Steps steps;
   steps.archive = &archive;
   steps.sink = run.capture.get();
   steps.created = [&](const std::string& sandbox_id) {
-    lease.emplace(removals_, uids_, sandbox_id, *uid, "run " + run.id);
     std::lock_guard lock(mutex_);
     run.sandbox_id = sandbox_id;
   };
   steps.stopped = [&] { return causeSet(run); };
-  const SandboxBringUp::Outcome brought = bring_up_.bringUp(spec, required, steps);
+  const SandboxBringUp::Outcome brought =
+      source_.bringUp(SandboxKind::kRun, run.id, run.limits, lease, steps).outcome;
   std::string().swap(archive);
-  if (brought.sandbox_id.empty()) {
-    uids_.give(*uid);  // no sandbox was made with it
-  }
   if (!brought.failure.empty()) {
     evidence.sandbox_failure = brought.failure;
     logger().error("run " + run.id + ": " + brought.failure);

@@ -1,68 +1,24 @@
-// Sessions: a sandbox with one long-lived interpreter whose runs share its namespace and files.
-// Opening one brings its sandbox up as any run's (spec, posture check, engine read-back) with
-// the launcher in session mode; its runs wait in the session's own queue and go to the fair
-// queue one at a time; each run's code is a frame on the sandbox's stdin, and its timeout or a
-// stop interrupts it (KeyboardInterrupt). A session ends when it is closed, idles or lives too
-// long, when its interpreter dies, or when an interrupted run does not come back in time; its
-// sandbox is removed once no run executes in it.
+// A session's life: a sandbox with one long-lived interpreter whose runs share its namespace and
+// files. Opening one admits it (caps, memory, a uid) and brings its sandbox up as any run's
+// (spec, posture check, engine read-back) with the launcher in session mode, or turns a prepared
+// sandbox into it. A session ends when it is closed, idles or lives too long, when its
+// interpreter dies, or when an interrupted run does not come back in time; its sandbox is
+// removed once no run executes in it. Its runs are in session_runs.cc.
 
 #include <Poco/Logger.h>
 
 #include <algorithm>
 
 #include "runs/run_manager_impl.h"
-#include "runs/side_channel.h"
 
 namespace scs::runs {
 namespace {
-
-// How long an interrupted run's code has to come back from KeyboardInterrupt.
-constexpr auto kInterruptGrace = std::chrono::seconds(3);
 
 Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
 
 std::string seconds(std::chrono::seconds value) { return std::to_string(value.count()) + " s"; }
 
 }  // namespace
-
-void SessionSink::write(backend::Stream stream, std::string_view bytes) {
-  std::lock_guard lock(mutex_);
-  if (target_ != nullptr) {
-    target_->write(stream, bytes);
-  }
-}
-
-void SessionSink::ended() {
-  backend::OutputSink* target = nullptr;
-  {
-    std::lock_guard lock(mutex_);
-    ended_ = true;
-    target = target_;
-  }
-  if (target != nullptr) {
-    target->ended();
-  }
-  if (listener_) {
-    listener_();
-  }
-}
-
-void SessionSink::bind(backend::OutputSink* target) {
-  bool ended = false;
-  {
-    std::lock_guard lock(mutex_);
-    target_ = target;
-    ended = ended_;
-  }
-  if (target != nullptr && ended) {
-    target->ended();
-  }
-}
-
-bool SessionSink::hasEnded() const {
-  std::lock_guard lock(mutex_);
-  return ended_;
-}
 
 std::int64_t RunManager::Impl::sessionMemoryLocked() const {
   std::int64_t total = 0;
@@ -161,25 +117,27 @@ std::variant<SessionSnapshot, StartRefusal> RunManager::Impl::openSession(
                           "some have finished, or ask for less memory_gb."};
     }
     pool_changed_.notify_all();  // evicted prepared sandboxes are removed
-    const std::optional<std::uint32_t> uid =
-        prepared ? std::optional<std::uint32_t>(prepared->uid) : uids_.take();
-    if (!uid) {
+    const std::string id = unusedHexId(sessions_);
+    std::optional<SandboxLease> lease =
+        prepared ? source_.adopt(prepared->uid, prepared->sandbox_id, "session " + id)
+                 : source_.takeUid("session " + id);
+    if (!lease) {
       return StartRefusal{
           "The server cannot start another sandbox now: every uid of its "
           "sandbox range is in use. Try again later."};
     }
     session = std::make_shared<Session>();
+    session->lease = std::move(*lease);
     if (prepared) {
       session->prepared = pool_.claim(prepared, clock_.now());
       session->sandbox_id = session->prepared->sandbox_id;
       pool_.claimEnded();  // a session is no run the pool's refill should wait for
     }
-    session->id = unusedHexId(sessions_);
+    session->id = id;
     session->tenant = std::move(request.tenant);
     session->limits = request.limits;
     session->memory_bytes = memory;
     session->files = std::move(request.files);
-    session->uid = *uid;
     session->opened = session->last_active = clock_.now();
     session->opened_wall = session->last_active_wall = clock_.wallNow();
     session->sink.setListener([this] {
@@ -229,27 +187,27 @@ SandboxBringUp::Outcome RunManager::Impl::openInPrepared(Session& session) {
   }
   const std::string why = "prepared sandbox " + sandbox_id + " could not become the session's (" +
                           delivered.message + ")";
-  PreparedPtr failed;
+  PreparedPtr failed;  // its sink outlives its removal
+  SandboxLease failed_lease;
   {
     std::lock_guard lock(mutex_);
-    const std::optional<std::uint32_t> uid = uids_.take();
-    if (!uid) {  // the session ends, and that sandbox goes with it
+    std::optional<SandboxLease> fresh = source_.takeUid("session " + session.id);
+    if (!fresh) {  // the session ends, and that sandbox goes with it
       outcome.failure = why + ", and every uid of the sandbox range is in use";
       return outcome;
     }
-    session.uid = *uid;  // a fresh sandbox never shares the uid of one not yet removed
+    // A fresh sandbox never shares the uid of one not yet removed.
+    failed_lease = std::move(session.lease);
+    session.lease = std::move(*fresh);
     session.sandbox_id.clear();
     failed = std::move(session.prepared);
   }
   logger().warning("session " + session.id + ": " + why + "; starting a fresh one");
-  removeSandbox(failed->sandbox_id, failed->uid, "prepared sandbox");
+  failed_lease.release();
   return bringUpSession(session);
 }
 
 SandboxBringUp::Outcome RunManager::Impl::bringUpSession(Session& session) {
-  const backend::Posture required = policy::requiredPosture(session.limits, sandbox_, session.uid);
-  const backend::SandboxSpec spec =
-      bring_up_.sessionSpec("session-" + session.id, session.limits, required);
   SandboxBringUp::Steps steps;
   steps.sink = &session.sink;
   steps.created = [&](const std::string& sandbox_id) {
@@ -260,7 +218,9 @@ SandboxBringUp::Outcome RunManager::Impl::bringUpSession(Session& session) {
     std::lock_guard lock(mutex_);
     return shutting_down_;
   };
-  return bring_up_.bringUp(spec, required, steps);
+  return source_
+      .bringUp(SandboxKind::kSession, "session-" + session.id, session.limits, session.lease, steps)
+      .outcome;
 }
 
 std::optional<SessionSnapshot> RunManager::Impl::closeSession(const std::string& tenant,
@@ -280,53 +240,6 @@ std::optional<SessionSnapshot> RunManager::Impl::closeSession(const std::string&
     }
   }
   return sessionSnapshotLocked(*session);
-}
-
-std::optional<std::string> RunManager::Impl::enqueueInSessionLocked(Session& session, Run& run) {
-  if (!session.open) {
-    return "Session " + session.id + " has ended: " + session.end_reason +
-           ". Its variables and files are gone; open a new one with open_session.";
-  }
-  // The tenant's runs waiting in its sessions count against its queue like those in the fair
-  // queue.
-  std::size_t waiting = queue_.queued(run.tenant);
-  for (const auto& [id, other] : sessions_) {
-    waiting += other->tenant == run.tenant ? other->waiting.size() : 0;
-  }
-  if (waiting >= settings_.max_queue) {
-    return "The queue is full: " + std::to_string(waiting) +
-           " of your runs are waiting. Try again when one has finished.";
-  }
-  if (session.current.empty()) {
-    session.current = run.id;
-    queue_.push(run.tenant, run.id);
-  } else {
-    session.waiting.push_back(run.id);
-  }
-  return std::nullopt;
-}
-
-void RunManager::Impl::sessionRunEndedLocked(Run& run) {
-  Session& session = *run.session;
-  if (session.current != run.id) {
-    session.waiting.erase(std::remove(session.waiting.begin(), session.waiting.end(), run.id),
-                          session.waiting.end());
-    return;
-  }
-  session.current.clear();
-  session.last_active = clock_.now();
-  session.last_active_wall = clock_.wallNow();
-  while (session.open && !session.waiting.empty()) {
-    const std::string next = session.waiting.front();
-    session.waiting.pop_front();
-    const auto it = runs_.find(next);
-    if (it != runs_.end() && it->second->phase == Phase::kQueued) {
-      session.current = next;
-      queue_.push(it->second->tenant, next);
-      break;
-    }
-  }
-  pool_changed_.notify_all();  // an ended session's sandbox may go now
 }
 
 void RunManager::Impl::endSessionLocked(Session& session, const std::string& reason) {
@@ -371,20 +284,14 @@ void RunManager::Impl::releaseSessionsLocked(std::unique_lock<std::mutex>& lock)
   if (releasing.empty()) {
     return;
   }
-  std::vector<std::string> sandboxes;
+  std::vector<SandboxLease> leases;
   for (const auto& session : releasing) {
-    sandboxes.push_back(session->sandbox_id);
+    leases.push_back(std::move(session->lease));
     session->releasing = true;  // claimed: no other thread removes it too
   }
   lock.unlock();
-  for (std::size_t i = 0; i < releasing.size(); ++i) {
-    const std::uint32_t uid = releasing[i]->uid;
-    if (sandboxes[i].empty()) {
-      uids_.give(uid);  // no sandbox was made with it
-    } else {
-      removals_.remove(sandboxes[i], "session " + releasing[i]->id,
-                       [this, uid] { uids_.give(uid); });
-    }
+  for (SandboxLease& lease : leases) {
+    lease.release();
   }
   lock.lock();
   for (const auto& session : releasing) {
@@ -417,160 +324,6 @@ void RunManager::Impl::expireSessionsLocked(SteadyTime now) {
       }
     }
     ++it;
-  }
-}
-
-void RunManager::Impl::runInSession(Run& run, std::vector<policy::File> files, Outcome& outcome) {
-  Session& session = *run.session;
-  std::string sandbox_id;
-  {
-    std::lock_guard lock(mutex_);
-    if (run.cause != Cause::kNone) {
-      return;
-    }
-    if (!session.open) {
-      outcome.evidence.sandbox_failure = "its session ended before the run began";
-      return;
-    }
-    // The session's own files come with its first run; the run's files replace any of the
-    // same path.
-    for (policy::File& file : session.files) {
-      const bool replaced = std::any_of(files.begin(), files.end(),
-                                        [&](const policy::File& f) { return f.path == file.path; });
-      if (!replaced) {
-        files.push_back(std::move(file));
-      }
-    }
-    session.files.clear();
-    sandbox_id = session.sandbox_id;
-    run.sandbox_id = sandbox_id;
-    run.phase = Phase::kExecuting;  // a stop from now on interrupts it
-  }
-  // The OOM killer may end a process the session's code left running, during this run: the
-  // run's report says so, as a one-shot run's does for its children.
-  const backend::ProgressReply before = backend_.progress(sandbox_id);
-  session.sink.bind(run.capture.get());
-  const backend::Status delivered = backend_.deliver(
-      sandbox_id, sessionRunFrame(policy::buildArchive(files, kArchiveOwner, kArchiveOwner)));
-  files.clear();
-  if (!delivered.ok()) {
-    session.sink.bind(nullptr);
-    outcome.evidence.sandbox_failure = "delivery to the session failed: " + delivered.message;
-    outcome.session_end = "its sandbox could not take the run: " + delivered.message;
-    return;
-  }
-
-  const SteadyTime deadline = run.timeoutAt();
-  std::optional<SteadyTime> interrupted_at;
-  std::unique_lock lock(mutex_);
-  while (true) {
-    const bool ended = run.capture->hasEnded();
-    if (!outcome.trailer_considered && run.capture->outputComplete()) {
-      outcome.trailer_considered = true;
-      RunResults& results = launcherResults(run, outcome);
-      if (results.refused && !results.session_over) {
-        // Nothing ran; the interpreter waits for the next run.
-        sealEvidenceLocked(run, outcome.evidence);
-        break;
-      }
-      if (results.exit && results.exit->code && !results.session_over) {
-        // The interpreter is back and waits for the next run.
-        outcome.evidence.exit_code = results.exit->code;
-        outcome.interrupted = interrupted_at.has_value();
-        sealEvidenceLocked(run, outcome.evidence);
-        break;
-      }
-      // Killed by a signal (the launcher ends the sandbox after it), or no account at all:
-      // the sandbox's end says how.
-    }
-    if (ended) {
-      lock.unlock();
-      const backend::WaitReply reply = backend_.wait(sandbox_id, std::chrono::milliseconds(0));
-      lock.lock();
-      sealEvidenceLocked(run, outcome.evidence);
-      outcome.exit = reply.exit;
-      if (!reply.status.ok() || !reply.exit.exited) {
-        outcome.evidence.sandbox_failure =
-            "lost the session's sandbox: " +
-            (reply.status.ok() ? std::string("it ended without an exit") : reply.status.message);
-      } else {
-        outcome.evidence.exit_code = reply.exit.exit_code;
-        outcome.evidence.oom_killed = reply.exit.oom_killed;
-        outcome.evidence.engine_error = reply.exit.engine_error;
-      }
-      // A session the server ends (closed, expired, shut down) already has its reason.
-      if (outcome.session_end.empty() && run.cause != Cause::kSessionEnded &&
-          run.cause != Cause::kShutdown) {
-        outcome.session_end = reply.exit.oom_killed ? "its interpreter was killed by the OOM killer"
-                                                    : "its interpreter ended during a run";
-      }
-      break;
-    }
-    const SteadyTime now = clock_.now();
-    if (run.cause == Cause::kNone && now >= deadline) {
-      run.cause = Cause::kTimeout;
-      logger().information("run " + run.id + " reached its timeout; interrupting it");
-    }
-    if (run.cause != Cause::kNone && !interrupted_at && !run.kill_sent_at) {
-      if (run.cause == Cause::kSessionEnded || run.cause == Cause::kShutdown) {
-        run.kill_sent_at = now;  // the session goes: nothing to come back to
-      } else {
-        interrupted_at = now;
-        lock.unlock();
-        const backend::Status sent = backend_.deliver(sandbox_id, std::string(kSessionInterrupt));
-        lock.lock();
-        if (!sent.ok()) {
-          logger().warning("run " + run.id + ": could not interrupt it: " + sent.message);
-          outcome.session_end = "the server could not interrupt a run: " + sent.message;
-          run.kill_sent_at = now;
-        }
-      }
-      if (run.kill_sent_at) {
-        lock.unlock();
-        killSandbox(sandbox_id, run.id);
-        lock.lock();
-      }
-      continue;
-    }
-    if (interrupted_at && !run.kill_sent_at && now - *interrupted_at >= kInterruptGrace) {
-      logger().information("run " + run.id +
-                           ": its code did not come back from "
-                           "KeyboardInterrupt; ending its session");
-      outcome.session_end = "a run's code did not stop within " +
-                            std::to_string(kInterruptGrace.count()) + " s of KeyboardInterrupt";
-      run.kill_sent_at = now;
-      lock.unlock();
-      killSandbox(sandbox_id, run.id);
-      lock.lock();
-      continue;
-    }
-    if (run.kill_sent_at && now - *run.kill_sent_at >= kKillGrace) {
-      sealEvidenceLocked(run, outcome.evidence);
-      outcome.evidence.sandbox_failure = "the session's sandbox did not stop after kill";
-      break;
-    }
-    SteadyTime until = now + kWaitSlice;
-    if (!run.kill_sent_at && !interrupted_at) {
-      until = std::min(until, deadline);
-    } else if (!run.kill_sent_at) {
-      until = std::min(until, *interrupted_at + kInterruptGrace);
-    }
-    clock_.waitUntil(changed_, lock, until, [&] {
-      return run.capture->hasEnded() ||
-             (!outcome.trailer_considered && run.capture->outputComplete()) ||
-             (!interrupted_at && !run.kill_sent_at && run.cause != Cause::kNone);
-    });
-  }
-  const bool answered = !run.capture->hasEnded() && outcome.evidence.exit_code.has_value();
-  lock.unlock();
-  session.sink.bind(nullptr);
-  run.capture->close();
-  outcome.ended = clock_.now();
-  if (answered && before.status.ok() && before.oom_known) {
-    const backend::ProgressReply after = backend_.progress(sandbox_id);
-    if (after.status.ok() && after.oom_known && after.oom_kills > before.oom_kills) {
-      outcome.evidence.oom_killed = true;
-    }
   }
 }
 

@@ -1,0 +1,76 @@
+#pragma once
+
+// One session's record: its limits, its sandbox's lease, its own queue of runs, its times and
+// the sink its sandbox writes to, which hands each run's output to that run. Guarded by the
+// run manager's mutex (run_manager_impl.h); sessions.cc and session_runs.cc act on it.
+
+#include <scs/backend/backend.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "policy/files.h"
+#include "policy/limits.h"
+#include "runs/clock.h"
+#include "runs/prepared_pool.h"
+#include "runs/sandbox_source.h"
+
+namespace scs::runs {
+
+// The sink of a session's sandbox: what it writes goes to the capture of the run in progress,
+// and is dropped between runs (output of processes a run left behind).
+class SessionSink : public backend::OutputSink {
+ public:
+  void write(backend::Stream stream, std::string_view bytes) override;
+  void ended() override;                   // forwarded to the bound capture, and remembered
+  void bind(backend::OutputSink* target);  // null: between runs
+  bool hasEnded() const;
+  // Called, without this sink's lock, when the sandbox ends. Set before it is a sink.
+  void setListener(std::function<void()> listener) { listener_ = std::move(listener); }
+
+ private:
+  mutable std::mutex mutex_;
+  backend::OutputSink* target_ = nullptr;
+  bool ended_ = false;
+  std::function<void()> listener_;
+};
+
+struct Session {
+  std::string id;
+  std::string tenant;
+  policy::Limits limits;
+  std::int64_t memory_bytes = 0;    // counted against the host's memory until it is removed
+  std::vector<policy::File> files;  // from open_session: go with its first run
+  std::string sandbox_id;           // once it is up
+  // Its uid, taken when it was admitted, and its sandbox once up: released once it has ended and
+  // no run executes in it (releaseSessionsLocked).
+  SandboxLease lease;
+  bool open = true;  // false once ended (closed, expired, its interpreter gone)
+  // open_session is still bringing its sandbox up; once it is not, the sandbox runs (a session
+  // whose sandbox failed to come up is forgotten).
+  bool opening = false;
+  bool releasing = false;  // ended, and its sandbox is being removed
+  bool removed = false;    // ended, and its sandbox is gone (or never was)
+  std::string end_reason;
+  std::string current;              // the run in the fair queue or executing, if any
+  std::deque<std::string> waiting;  // its later runs, in order
+  SteadyTime opened;
+  SteadyTime last_active;  // opened, or its last run ended
+  std::chrono::system_clock::time_point opened_wall;
+  std::chrono::system_clock::time_point last_active_wall;
+  std::optional<SteadyTime> ended;
+  SessionSink sink;  // outlives the sandbox: the session record is dropped only after removal
+  // The prepared sandbox it took, if it began in one: its sink, which forwards to `sink`, is
+  // the backend's and so outlives the sandbox too.
+  PreparedPtr prepared;
+  bool busy() const { return !current.empty() || !waiting.empty(); }
+};
+
+}  // namespace scs::runs
