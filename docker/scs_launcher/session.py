@@ -222,8 +222,7 @@ class Session:
         """Ends the run in progress: its output so far passed on, its files collected, its
         trailer written; then the next run, if one is waiting."""
         run, self.current = self.current, None
-        for fd in self.streams:
-            self.pump(fd, bound=MAX_DRAIN_BYTES, forward=True)
+        self.drain()
         if run.feed is not None:
             run.feed.close()
         control = run.control
@@ -244,6 +243,14 @@ class Session:
             self.next_run()
 
     # The interpreter's output and answers.
+
+    def drain(self):
+        """Passes on what the interpreter's streams hold now. A stream whose writers have all
+        ended (the interpreter died, or closed it) is forgotten as it is drained, so the loop
+        goes over a copy: changing the dict it walks would raise, and end the session with 125
+        instead of the run's own exit."""
+        for fd in list(self.streams):
+            self.pump(fd, bound=MAX_DRAIN_BYTES, forward=True)
 
     def pump(self, fd, bound=CHUNK, forward=None):
         """Reads what `fd` holds (up to `bound` bytes) and passes it on while a run is in
