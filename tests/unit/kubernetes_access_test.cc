@@ -8,13 +8,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <mutex>
 #include <sstream>
 #include <string>
-#include <thread>
 
 #include "cluster_access.h"
 #include "kube_client.h"
@@ -40,6 +40,14 @@ struct Seen {
   std::string client_subject;  // the client certificate's subject; empty when none
   std::string method;
   std::string body;
+  // /slow answers once the test lets it (after the client gave up), not after a sleep.
+  std::condition_variable slow_released;
+  bool release_slow = false;
+  void releaseSlow() {
+    std::lock_guard lock(mutex);
+    release_slow = true;
+    slow_released.notify_all();
+  }
 };
 
 class Handler : public Poco::Net::HTTPRequestHandler {
@@ -100,7 +108,12 @@ class Handler : public Poco::Net::HTTPRequestHandler {
             << "\n";
       }
     } else if (path == "/slow") {
-      std::this_thread::sleep_for(std::chrono::milliseconds(600));
+      {
+        std::unique_lock lock(seen_.mutex);
+        // Bounded, so that a client that never times out fails its test instead of hanging.
+        seen_.slow_released.wait_for(lock, std::chrono::seconds(10),
+                                     [&] { return seen_.release_slow; });
+      }
       status(200, "late");
     } else {
       response.setContentType("application/json");
@@ -284,6 +297,7 @@ TEST_F(KubeClientTest, EachHttpStatusBecomesTheContractsCodeWithTheApisMessage) 
 TEST_F(KubeClientTest, NoAnswerWithinTheTimeoutIsATimeout) {
   const ApiReply reply =
       KubeClient(tokenAccess(), std::chrono::milliseconds(150)).call("GET", "/slow");
+  server_.seen().releaseSlow();
   EXPECT_EQ(reply.status.code, backend::Code::kTimeout) << reply.status.message;
 }
 
