@@ -1,0 +1,243 @@
+// The results: the Markdown table of every phase that ran, with each target's verdict, printed
+// to stdout and written to <results>/<start time>.md beside every sample in the .json.
+import fs from 'node:fs';
+import path from 'node:path';
+
+import { cfg, root } from './config.mjs';
+import { progress } from './host.mjs';
+import { MiB, mib, ms, ratio } from './stats.mjs';
+
+const verdict = (ok) => (ok ? 'met' : 'MISSED');
+
+export function table(results) {
+  const lines = [];
+  const m = results.machine;
+  lines.push(`Machine: ${m.nproc} x ${m.cpu}, ${m.memory_gib} GiB, ${m.kernel}, Docker ` +
+    `${m.docker} (API ${m.api}, ${m.storage}, cgroup v${m.cgroup}), runtimes ${m.runtimes.join(', ')}; ` +
+    `image ${results.image_requested} (${m.image}); node ${m.node}.`);
+  const phaseLoad = Object.entries(results.phases).filter(([, p]) => p.load)
+    .map(([name, p]) => `${name} ${p.load.map((v) => v.toFixed(1)).join('->')}`);
+  lines.push(`Load average (1 min): ${results.load.map((v) => v.toFixed(2)).join(' -> ')} ` +
+    `(start -> end of the run; ${m.nproc} cores); by phase: ${phaseLoad.join(', ')}.`);
+  lines.push(`Runs per contender: ${cfg.runs} measured after ${cfg.warmup} warm-up rounds, ` +
+    'in an order shuffled each round; percentiles are nearest-rank.');
+  if (cfg.label) {
+    lines.push(`Label: ${cfg.label}`);
+  }
+  lines.push('');
+
+  const lat = [];
+  for (const key of ['latency', 'runsc']) {
+    const phase = results.phases[key];
+    if (!phase || phase.skipped) {
+      continue;
+    }
+    lat.push(phase);
+  }
+  if (lat.length > 0) {
+    lines.push('| settled (the server idle and its pool ready before each run): trivial run `print(1)`, ms | runtime | p50 | p95 | min | max |');
+    lines.push('|---|---|---:|---:|---:|---:|');
+    const names = {
+      mcp: 'server over MCP stdio (SDK client), prepared sandbox',
+      fresh: 'the same, `--prepared 0`: a sandbox created per run',
+      docker: '`docker run --rm`, same controls',
+      floor: 'Engine API floor: create, start, wait, remove',
+      prepared: 'Engine API, prepared sandbox (informational)',
+      compare: `compared: \`${[path.basename(cfg.compare), ...cfg.compareArgs].join(' ')}\` over MCP`,
+    };
+    for (const phase of lat) {
+      for (const [key, name] of Object.entries(names)) {
+        const s = phase[key];
+        if (!s) {
+          continue;
+        }
+        lines.push(`| ${name} | ${phase.runtime} | ${ms(s.p50)} | ${ms(s.p95)} | ${ms(s.min)} | ${ms(s.max)} |`);
+      }
+    }
+    lines.push('');
+  }
+
+  const ar = results.phases.arrivals;
+  if (ar) {
+    lines.push(`At clients' arrivals, never waiting for the server (${ar.rounds} rounds each, ` +
+      'alternating with `docker run --rm` at the same arrivals), ms per run:');
+    lines.push('');
+    lines.push('| arrivals, program | MCP p50 | MCP p95 | `docker run` p50 | `docker run` p95 | p50 ratio | p95 ratio |');
+    lines.push('|---|---:|---:|---:|---:|---:|---:|');
+    for (const [key, p] of Object.entries(ar.patterns)) {
+      lines.push(`| ${key} | ${ms(p.mcp.p50)} | ${ms(p.mcp.p95)} | ${ms(p.docker.p50)} | ` +
+        `${ms(p.docker.p95)} | ${ratio(p.ratio_p50)} | ${ratio(p.ratio_p95)} |`);
+    }
+    lines.push('');
+    if (ar.capacity) {
+      const ladder = ar.capacity.ladder.map((l) => `${l.rate}/s: p95 ${ms(l.p95)}`).join(', ');
+      lines.push(`Capacity: ${ar.capacity.held_rate} trivial runs/s held with p95 under twice ` +
+        `the idle p50 (${ms(ar.capacity.idle_p50)} ms at one every 2 s; ${ladder}).`);
+    }
+    if (ar.session) {
+      lines.push(`open_session to the first answered print(1): p50 ${ms(ar.session.p50)} ms, ` +
+        `p95 ${ms(ar.session.p95)} ms.`);
+    }
+    lines.push('');
+  }
+
+  if (results.phases.session) {
+    const se = results.phases.session;
+    lines.push('| one `start_run` with `wait_seconds`, ms | p50 | p95 | min | max |');
+    lines.push('|---|---:|---:|---:|---:|');
+    for (const [key, name] of [['trivial_session', 'trivial run in a session'],
+      ['trivial_fresh', 'trivial run, fresh (prepared) sandbox'],
+      ['analysis_session', 'analysis snippet in a session'],
+      ['analysis_fresh', 'analysis snippet, fresh (prepared, warm) sandbox']]) {
+      const s = se[key];
+      lines.push(`| ${name} | ${ms(s.p50)} | ${ms(s.p95)} | ${ms(s.min)} | ${ms(s.max)} |`);
+    }
+    lines.push('');
+  }
+
+  for (const [phase, runtime] of [['analysis', 'runc'], ['runsc_analysis', 'runsc']]) {
+    const an = results.phases[phase];
+    if (!an) {
+      continue;
+    }
+    lines.push(`| settled: analysis snippet (pandas, numpy, matplotlib to a PNG), ${runtime}, ms | p50 | p95 | min | max |`);
+    lines.push('|---|---:|---:|---:|---:|');
+    for (const [key, name] of [['warm', 'server over MCP, prepared sandbox with a warm interpreter' +
+      (runtime === 'runsc' ? ' (`--warm-modules` named)' : '')],
+      ['cold', 'the same, `--warm-modules none`' + (runtime === 'runsc' ? ' (the default)' : '')],
+      ['docker', '`docker run --rm`, same controls']]) {
+      const s = an[key];
+      lines.push(`| ${name} | ${ms(s.p50)} | ${ms(s.p95)} | ${ms(s.min)} | ${ms(s.max)} |`);
+    }
+    lines.push('');
+  }
+  if (results.phases.burst) {
+    const bu = results.phases.burst;
+    lines.push(`| burst of trivial runs started at once (${bu.pause_ms} ms between bursts), ms per run | p50 | p95 | min | max |`);
+    lines.push('|---|---:|---:|---:|---:|');
+    for (const n of bu.sizes) {
+      for (const [who, name] of [['mcp', 'server over MCP'], ['docker', '`docker run --rm`']]) {
+        const s = bu[`${who}_${n}`];
+        lines.push(`| ${n} at once: ${name} | ${ms(s.p50)} | ${ms(s.p95)} | ${ms(s.min)} | ${ms(s.max)} |`);
+      }
+    }
+    lines.push('');
+  }
+
+  const targets = [];
+  const lr = results.phases.latency;
+  if (lr) {
+    const r50 = lr.mcp.p50 / lr.docker.p50;
+    const r95 = lr.mcp.p95 / lr.docker.p95;
+    targets.push(['trivial: MCP p50 / `docker run` p50 (runc)', ratio(r50), '<= 0.12', verdict(r50 <= 0.12)]);
+    targets.push(['trivial: MCP p95 / `docker run` p95 (runc)', ratio(r95), '<= 0.25', verdict(r95 <= 0.25)]);
+    targets.push(['MCP p50 / Engine API floor p50 (runc)', ratio(lr.mcp.p50 / lr.floor.p50), '-', '-']);
+    if (lr.fresh) {
+      targets.push(['MCP `--prepared 0` p50 / `docker run` p50 (runc)', ratio(lr.fresh.p50 / lr.docker.p50), '-', '-']);
+    }
+  }
+  const an = results.phases.analysis;
+  if (an) {
+    const r = an.warm.p50 / an.docker.p50;
+    targets.push(['analysis: MCP p50 / `docker run` p50 (runc)', ratio(r), '<= 0.15', verdict(r <= 0.15)]);
+    targets.push(['analysis: MCP p95 / `docker run` p95 (runc)', ratio(an.warm.p95 / an.docker.p95), '-', '-']);
+    targets.push(['analysis: MCP `--warm-modules none` p50 / `docker run` p50', ratio(an.cold.p50 / an.docker.p50), '-', '-']);
+    targets.push(['idle prepared sandbox, warm interpreter, MiB (p50)', MiB(an.idle_warm.p50), '-', '-']);
+    targets.push(['idle prepared sandbox, `--warm-modules none`, MiB (p50)', MiB(an.idle_cold.p50), '-', '-']);
+  }
+  const bu = results.phases.burst;
+  if (bu) {
+    for (const n of bu.sizes) {
+      const r = bu[`mcp_${n}`].p50 / bu[`docker_${n}`].p50;
+      targets.push([`burst of ${n}: MCP p50 / \`docker run\` p50 (each run, ${n} at once)`, ratio(r),
+        n === 4 ? '<= 0.30' : '-', n === 4 ? verdict(r <= 0.3) : '-']);
+    }
+  }
+  const rs = results.phases.runsc;
+  if (rs && !rs.skipped) {
+    targets.push(['MCP p50 / `docker run` p50 (runsc)', ratio(rs.mcp.p50 / rs.docker.p50), '(<= 0.30)', verdict(rs.mcp.p50 / rs.docker.p50 <= 0.3)]);
+    targets.push(['MCP p95 / `docker run` p95 (runsc)', ratio(rs.mcp.p95 / rs.docker.p95), '(<= 0.50)', verdict(rs.mcp.p95 / rs.docker.p95 <= 0.5)]);
+  }
+  const ra = results.phases.runsc_analysis;
+  if (ra) {
+    targets.push(['runsc analysis: MCP p50 / `docker run` p50, the default (no warm imports)', ratio(ra.cold.p50 / ra.docker.p50), '<= 0.30', verdict(ra.cold.p50 / ra.docker.p50 <= 0.3)]);
+    targets.push(['runsc analysis: the same with `--warm-modules` named', ratio(ra.warm.p50 / ra.docker.p50), '-', '-']);
+  }
+  const tp = results.phases.throughput;
+  if (tp) {
+    const r = tp.mcp_rate / tp.docker_rate;
+    targets.push([`throughput: server, ${tp.runs} at once, concurrency ${tp.concurrency}`,
+      `${tp.mcp_rate.toFixed(2)} runs/s (${tp.mcp_seconds.toFixed(1)} s)`, '', '']);
+    targets.push([`throughput: \`docker run --rm\`, ${tp.runs} sequential`,
+      `${tp.docker_rate.toFixed(2)} runs/s (${tp.docker_seconds.toFixed(1)} s)`, '', '']);
+    targets.push(['throughput ratio', ratio(r), '>= 2', verdict(r >= 2)]);
+  }
+  const mem = results.phases.memory;
+  if (mem) {
+    targets.push(['server VmRSS idle, MiB', MiB(mem.idle_rss), '<= 20', verdict(mib(mem.idle_rss) <= 20)]);
+    targets.push([`server peak RSS (VmHWM), ${mem.flood_runs} runs x ${MiB(mem.flood_bytes_each)} MiB output, MiB`,
+      MiB(mem.flood_peak_rss), '<= 64', verdict(mib(mem.flood_peak_rss) <= 64)]);
+  }
+  const sk = results.phases.soak;
+  if (sk) {
+    targets.push([`soak: ${sk.runs} runs (${sk.failures} failed), containers left`,
+      `${sk.left_while_serving} while serving, ${sk.left_after_exit} after exit`, '0',
+      verdict(sk.left_while_serving === 0 && sk.left_after_exit === 0)]);
+    targets.push(['soak: VmRSS growth, MiB', `${MiB(sk.growth)} (${MiB(sk.baseline_rss)} -> ${MiB(sk.end_rss)})`,
+      '<= 5', verdict(mib(sk.growth) <= 5)]);
+  }
+  const te = results.phases.tenants;
+  if (te) {
+    const all = (who) => Object.entries(te.statuses[who]).map(([s, n]) => `${n} ${s}`).join(', ');
+    targets.push([`tenants: ${te.runs} runs, alice / mallory`, `${all('alice')} / ${all('mallory')}`,
+      '', '']);
+    targets.push([`tenants: alice's print(1) p50 / p95 beside mallory, ${te.idle_connections} ` +
+      `idle connections, ${te.long_polls} long-polls (${te.polls.refused} refused)`,
+      `${ms(te.alice_p50)} / ${ms(te.alice_p95)} ms`, '', '']);
+    targets.push(['tenants: VmRSS half way -> end, MiB',
+      `${MiB(te.half_rss)} -> ${MiB(te.end_rss)} (from ${MiB(te.baseline_rss)})`, 'growth <= 5',
+      verdict(mib(te.end_rss - te.half_rss) <= 5)]);
+  }
+  if (targets.length > 0) {
+    lines.push('| measure | value | target | verdict |');
+    lines.push('|---|---|---|---|');
+    for (const row of targets) {
+      lines.push(`| ${row.join(' | ')} |`);
+    }
+    lines.push('');
+  }
+
+  for (const phase of lat) {
+    if (Object.keys(phase.steps).length === 0) {
+      continue;
+    }
+    lines.push(`Where a server run's time goes (${phase.runtime}, docker plugin debug timings, ms; ` +
+      'for the prepared server, create to start happen in the pool, off the run\'s path):');
+    lines.push('');
+    const columns = [['prepared', phase.steps], ['`--prepared 0`', phase.fresh_steps ?? {}]];
+    if (phase.compare_steps) {
+      columns.push(['compared', phase.compare_steps]);
+    }
+    lines.push(`| step | ${columns.map(([label]) => `${label} p50 | ${label} p95`).join(' | ')} |`);
+    lines.push(`|---|${columns.map(() => '---:|---:').join('|')}|`);
+    const stepNames = [...new Set(columns.flatMap(([, steps]) => Object.keys(steps)))];
+    const cell = (s) => (s ? `${s.p50.toFixed(1)} | ${s.p95.toFixed(1)}` : '- | -');
+    for (const name of stepNames) {
+      lines.push(`| ${name} | ${columns.map(([, steps]) => cell(steps[name])).join(' | ')} |`);
+    }
+    lines.push('');
+  }
+  return lines.join('\n');
+}
+
+// Prints the table and writes the .md and the .json, named by the run's start time.
+export function writeResults(results) {
+  const text = table(results);
+  process.stdout.write(`${text}\n`);
+  fs.mkdirSync(cfg.resultsDir, { recursive: true });
+  const stamp = results.started.replace(/:/g, '').replace(/\..*/, '');
+  const base = path.join(cfg.resultsDir, stamp);
+  fs.writeFileSync(`${base}.md`, `# Benchmark ${results.started}\n\n${text}\n`);
+  fs.writeFileSync(`${base}.json`, `${JSON.stringify(results, null, 1)}\n`);
+  progress(`wrote ${path.relative(root, base)}.md and .json`);
+}
