@@ -27,7 +27,7 @@ Poco::Dynamic::Var parse(const std::string& text) { return Poco::JSON::Parser().
 std::vector<File> accepted(const std::string& files_json, const FileSettings& settings = {},
                            const std::string& code = "print(1)\n") {
   auto result = resolveFiles(code, parse(files_json), settings);
-  if (const auto* rejected = std::get_if<FilesRejection>(&result)) {
+  if (const auto* rejected = std::get_if<Error>(&result)) {
     ADD_FAILURE() << rejected->message;
     return {};
   }
@@ -37,7 +37,7 @@ std::vector<File> accepted(const std::string& files_json, const FileSettings& se
 std::string rejectionOf(const Poco::Dynamic::Var& files, const FileSettings& settings = {},
                         const std::string& code = "print(1)\n") {
   auto result = resolveFiles(code, files, settings);
-  if (const auto* rejected = std::get_if<FilesRejection>(&result)) {
+  if (const auto* rejected = std::get_if<Error>(&result)) {
     return rejected->message;
   }
   ADD_FAILURE() << "accepted";

@@ -25,7 +25,7 @@ constexpr HostCapacity kBigHost{64, std::int64_t{256} * kBytesPerGb};
 
 std::string rejection(const LimitPolicy& policy, const Poco::Dynamic::Var& requested) {
   const auto result = policy.resolve(requested);
-  if (const auto* rejected = std::get_if<LimitRejection>(&result)) {
+  if (const auto* rejected = std::get_if<Error>(&result)) {
     return rejected->message;
   }
   ADD_FAILURE() << "accepted";
@@ -38,7 +38,7 @@ std::string rejection(const std::string& json) {
 
 Limits accepted(const LimitPolicy& policy, const Poco::Dynamic::Var& requested) {
   const auto result = policy.resolve(requested);
-  if (const auto* rejected = std::get_if<LimitRejection>(&result)) {
+  if (const auto* rejected = std::get_if<Error>(&result)) {
     ADD_FAILURE() << rejected->message;
     return {};
   }

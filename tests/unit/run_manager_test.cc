@@ -86,8 +86,7 @@ class RunManagerTest : public ::testing::Test {
 
   RunSnapshot startOk(StartRequest start_request = request()) {
     auto started = manager().start(std::move(start_request));
-    EXPECT_TRUE(std::holds_alternative<RunSnapshot>(started))
-        << std::get<StartRefusal>(started).message;
+    EXPECT_TRUE(std::holds_alternative<RunSnapshot>(started)) << std::get<Error>(started).message;
     return std::get<RunSnapshot>(started);
   }
 
@@ -693,7 +692,7 @@ TEST_F(RunManagerTest, TheQueueBoundIsPerTenant) {
   startRunning(requestOf("a"));
   startOk(requestOf("a"));
   startOk(requestOf("a"));
-  EXPECT_TRUE(std::holds_alternative<StartRefusal>(manager().start(requestOf("a"))));
+  EXPECT_TRUE(std::holds_alternative<Error>(manager().start(requestOf("a"))));
   const RunSnapshot other = startOk(requestOf("b"));
   EXPECT_EQ(other.status, policy::RunStatus::kQueued);
   EXPECT_EQ(other.queue_position, 1u);
@@ -710,8 +709,8 @@ TEST_F(RunManagerTest, AtTheTotalQueueBoundTheTenantWithTheMostWaitingGivesWay) 
   }
   // Past the total, a's own next run is refused: a has the most waiting.
   const auto refused = manager().start(requestOf("a"));
-  ASSERT_TRUE(std::holds_alternative<StartRefusal>(refused));
-  EXPECT_EQ(std::get<StartRefusal>(refused).message,
+  ASSERT_TRUE(std::holds_alternative<Error>(refused));
+  EXPECT_EQ(std::get<Error>(refused).message,
             "The server's queue is full: 4 runs are waiting, 4 of them yours, the most of "
             "anyone's. Try again when one of your runs finishes.");
   // b's run is queued; a's newest waiting run makes room, and says why.
@@ -728,8 +727,8 @@ TEST_F(RunManagerTest, AtTheTotalQueueBoundTheTenantWithTheMostWaitingGivesWay) 
   const RunSnapshot a_next = *manager().get("a", a_queued[2]);
   EXPECT_EQ(a_next.status, policy::RunStatus::kStopped);
   const auto b_refused = manager().start(requestOf("b"));
-  ASSERT_TRUE(std::holds_alternative<StartRefusal>(b_refused));
-  EXPECT_THAT(std::get<StartRefusal>(b_refused).message, HasSubstr("2 of them yours"));
+  ASSERT_TRUE(std::holds_alternative<Error>(b_refused));
+  EXPECT_THAT(std::get<Error>(b_refused).message, HasSubstr("2 of them yours"));
   EXPECT_EQ(manager().get("a", a_queued[0])->status, policy::RunStatus::kQueued);
   EXPECT_EQ(manager().get("a", a_queued[1])->status, policy::RunStatus::kQueued);
 }
@@ -759,8 +758,8 @@ TEST_F(RunManagerTest, AStartBeyondTheQueueBoundIsRefused) {
   startOk();
   startOk();
   const auto refused = manager().start(request());
-  ASSERT_TRUE(std::holds_alternative<StartRefusal>(refused));
-  EXPECT_EQ(std::get<StartRefusal>(refused).message,
+  ASSERT_TRUE(std::holds_alternative<Error>(refused));
+  EXPECT_EQ(std::get<Error>(refused).message,
             "The queue is full: 2 runs are waiting behind 1 running. Try again when a run "
             "finishes.");
   EXPECT_EQ(created(), 1u);
@@ -777,8 +776,8 @@ TEST_F(RunManagerTest, MemoryAdmissionHoldsRunsInOrderUntilMemoryFrees) {
   EXPECT_EQ(small.queue_position, 2u);
 
   const auto too_big = manager().start(request(9));
-  ASSERT_TRUE(std::holds_alternative<StartRefusal>(too_big));
-  EXPECT_THAT(std::get<StartRefusal>(too_big).message, HasSubstr("9 GB"));
+  ASSERT_TRUE(std::holds_alternative<Error>(too_big));
+  EXPECT_THAT(std::get<Error>(too_big).message, HasSubstr("9 GB"));
 
   finish(big, 0);
   ASSERT_TRUE(awaitStarted(second_big.run_id));
@@ -940,8 +939,8 @@ TEST_F(RunManagerTest, ShutdownStopsEverythingRemovesEverySandboxAndJoins) {
   EXPECT_THAT(stopped->reason, HasSubstr("before it started"));
 
   const auto refused = manager().start(request());
-  ASSERT_TRUE(std::holds_alternative<StartRefusal>(refused));
-  EXPECT_EQ(std::get<StartRefusal>(refused).message, "The server is shutting down.");
+  ASSERT_TRUE(std::holds_alternative<Error>(refused));
+  EXPECT_EQ(std::get<Error>(refused).message, "The server is shutting down.");
 
   manager().shutdown();
   EXPECT_EQ(removed(), 4u);

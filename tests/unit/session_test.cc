@@ -52,8 +52,7 @@ class SessionTest : public ::testing::Test {
     return *manager_;
   }
 
-  std::variant<SessionSnapshot, StartRefusal> tryOpen(const std::string& tenant = kLocalTenant,
-                                                      double memory_gb = 1) {
+  Result<SessionSnapshot> tryOpen(const std::string& tenant = kLocalTenant, double memory_gb = 1) {
     OpenSessionRequest request;
     request.tenant = tenant;
     request.limits = {memory_gb, 30, 1, 256};
@@ -63,17 +62,15 @@ class SessionTest : public ::testing::Test {
 
   std::string open(const std::string& tenant = kLocalTenant, double memory_gb = 1) {
     auto opened = tryOpen(tenant, memory_gb);
-    EXPECT_TRUE(std::holds_alternative<SessionSnapshot>(opened))
-        << std::get<StartRefusal>(opened).message;
+    EXPECT_TRUE(std::holds_alternative<SessionSnapshot>(opened)) << std::get<Error>(opened).message;
     return std::holds_alternative<SessionSnapshot>(opened)
                ? std::get<SessionSnapshot>(opened).session_id
                : std::string();
   }
 
-  std::variant<RunSnapshot, StartRefusal> tryRun(const std::string& session_id,
-                                                 const std::string& code,
-                                                 double timeout_seconds = 30,
-                                                 const std::string& tenant = kLocalTenant) {
+  Result<RunSnapshot> tryRun(const std::string& session_id, const std::string& code,
+                             double timeout_seconds = 30,
+                             const std::string& tenant = kLocalTenant) {
     StartRequest request;
     request.files = {{"main.py", code}};
     request.limits = {8, timeout_seconds, 4, 256};  // memory and cpus are the session's
@@ -85,8 +82,7 @@ class SessionTest : public ::testing::Test {
   std::string run(const std::string& session_id, const std::string& code,
                   double timeout_seconds = 30) {
     auto started = tryRun(session_id, code, timeout_seconds);
-    EXPECT_TRUE(std::holds_alternative<RunSnapshot>(started))
-        << std::get<StartRefusal>(started).message;
+    EXPECT_TRUE(std::holds_alternative<RunSnapshot>(started)) << std::get<Error>(started).message;
     return std::holds_alternative<RunSnapshot>(started) ? std::get<RunSnapshot>(started).run_id
                                                         : std::string();
   }
@@ -215,8 +211,8 @@ TEST_F(SessionTest, CodeThatIgnoresTheInterruptEndsTheSession) {
   EXPECT_THAT(stopped.reason, HasSubstr("its session ended"));
   EXPECT_TRUE(eventually([&] { return sessionSandbox()->removed; }));
   auto refused = tryRun(session, "#fake:result=late\n");
-  ASSERT_TRUE(std::holds_alternative<StartRefusal>(refused));
-  EXPECT_THAT(std::get<StartRefusal>(refused).message, HasSubstr("has ended"));
+  ASSERT_TRUE(std::holds_alternative<Error>(refused));
+  EXPECT_THAT(std::get<Error>(refused).message, HasSubstr("has ended"));
 }
 
 TEST_F(SessionTest, AnOomThatKillsTheInterpreterEndsTheSessionOneThatKillsAChildDoesNot) {
@@ -262,16 +258,16 @@ TEST_F(SessionTest, SessionsBelongToTheirTenantAndAreCapped) {
   const std::string alice = open("alice");
   open("alice");
   auto third = tryOpen("alice");
-  ASSERT_TRUE(std::holds_alternative<StartRefusal>(third));
-  EXPECT_THAT(std::get<StartRefusal>(third).message, HasSubstr("2 sessions open"));
+  ASSERT_TRUE(std::holds_alternative<Error>(third));
+  EXPECT_THAT(std::get<Error>(third).message, HasSubstr("2 sessions open"));
   open("bob");
   auto total = tryOpen("carol");
-  ASSERT_TRUE(std::holds_alternative<StartRefusal>(total));
-  EXPECT_THAT(std::get<StartRefusal>(total).message, HasSubstr("the most it allows"));
+  ASSERT_TRUE(std::holds_alternative<Error>(total));
+  EXPECT_THAT(std::get<Error>(total).message, HasSubstr("the most it allows"));
 
   auto foreign = tryRun(alice, "#fake:result=x\n", 30, "bob");
-  ASSERT_TRUE(std::holds_alternative<StartRefusal>(foreign));
-  EXPECT_THAT(std::get<StartRefusal>(foreign).message, HasSubstr("Unknown session_id"));
+  ASSERT_TRUE(std::holds_alternative<Error>(foreign));
+  EXPECT_THAT(std::get<Error>(foreign).message, HasSubstr("Unknown session_id"));
   EXPECT_FALSE(manager().closeSession("bob", alice));
   ASSERT_TRUE(manager().closeSession("alice", alice));
   open("carol");  // a closed one no longer counts
@@ -282,12 +278,12 @@ TEST_F(SessionTest, ASessionsMemoryCountsAgainstTheHostWhileItIsOpen) {
   open("alice", 3);
   // One tenant's sessions hold at most half of the host's memory.
   auto hoarding = tryOpen("alice", 2);
-  ASSERT_TRUE(std::holds_alternative<StartRefusal>(hoarding));
-  EXPECT_THAT(std::get<StartRefusal>(hoarding).message, HasSubstr("more than half"));
+  ASSERT_TRUE(std::holds_alternative<Error>(hoarding));
+  EXPECT_THAT(std::get<Error>(hoarding).message, HasSubstr("more than half"));
   const std::string bobs = open("bob", 4);
   auto full = tryOpen("carol", 2);
-  ASSERT_TRUE(std::holds_alternative<StartRefusal>(full));
-  EXPECT_THAT(std::get<StartRefusal>(full).message, HasSubstr("Not enough of the host's memory"));
+  ASSERT_TRUE(std::holds_alternative<Error>(full));
+  EXPECT_THAT(std::get<Error>(full).message, HasSubstr("Not enough of the host's memory"));
   // A fresh run of 2 GB waits for memory while the sessions are open, and starts once one closes.
   StartRequest request;
   request.files = {{"main.py", "#fake:exit=0\n"}};
@@ -323,8 +319,8 @@ TEST_F(SessionTest, OneOpensInAPreparedSandboxWhoseRunsTakeNoOtherAndCountInTheQ
   run(session, "#fake:result=2\n");
   run(session, "#fake:result=3\n");
   auto refused = tryRun(session, "#fake:result=4\n");
-  ASSERT_TRUE(std::holds_alternative<StartRefusal>(refused));
-  EXPECT_THAT(std::get<StartRefusal>(refused).message, HasSubstr("The queue is full"));
+  ASSERT_TRUE(std::holds_alternative<Error>(refused));
+  EXPECT_THAT(std::get<Error>(refused).message, HasSubstr("The queue is full"));
   EXPECT_TRUE(runs.awaitPrepared(1, 0ms));  // still there, unused
   runs.stop(kLocalTenant, first);
 }

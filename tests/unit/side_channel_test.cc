@@ -21,8 +21,8 @@ const std::string kNonce = "0123456789abcdef0123456789abcdef";
 
 RunResults parsedOk(const std::string& trailer, const OutFileCaps& caps = {}) {
   auto parsed = parseTrailer(trailer, caps);
-  if (auto* problem = std::get_if<std::string>(&parsed)) {
-    ADD_FAILURE() << "parse failed: " << *problem << "\n" << trailer;
+  if (auto* problem = std::get_if<Error>(&parsed)) {
+    ADD_FAILURE() << "parse failed: " << problem->message << "\n" << trailer;
     return {};
   }
   return std::get<RunResults>(parsed);
@@ -30,11 +30,11 @@ RunResults parsedOk(const std::string& trailer, const OutFileCaps& caps = {}) {
 
 std::string parseProblem(const std::string& trailer) {
   auto parsed = parseTrailer(trailer, OutFileCaps{});
-  if (!std::holds_alternative<std::string>(parsed)) {
+  if (!std::holds_alternative<Error>(parsed)) {
     ADD_FAILURE() << "parsed: " << trailer;
     return {};
   }
-  return std::get<std::string>(parsed);
+  return std::get<Error>(parsed).message;
 }
 
 std::string fileJson(const std::string& path, const std::string& base64) {
@@ -219,8 +219,7 @@ TEST(SideChannelTest, MimeTypesComeFromTheBytesForImagesAndTheNameOtherwise) {
 }
 
 // The files of a run whose one file, at `path`, holds "{}".
-std::variant<std::vector<policy::File>, policy::FilesRejection> resolveOneFile(
-    const std::string& path) {
+Result<std::vector<policy::File>> resolveOneFile(const std::string& path) {
   Poco::JSON::Array::Ptr files = new Poco::JSON::Array;
   Poco::JSON::Object::Ptr file = new Poco::JSON::Object;
   file->set("path", path);
@@ -232,8 +231,8 @@ std::variant<std::vector<policy::File>, policy::FilesRejection> resolveOneFile(
 TEST(ReservedControlPathTest, FilesUnderDotScsAreRefused) {
   for (const std::string path : {".scs/control.json", ".scs", "./.scs/stdin", ".scs/x/y"}) {
     const auto resolved = resolveOneFile(path);
-    ASSERT_TRUE(std::holds_alternative<policy::FilesRejection>(resolved)) << path;
-    EXPECT_THAT(std::get<policy::FilesRejection>(resolved).message, HasSubstr("\".scs\"")) << path;
+    ASSERT_TRUE(std::holds_alternative<Error>(resolved)) << path;
+    EXPECT_THAT(std::get<Error>(resolved).message, HasSubstr("\".scs\"")) << path;
   }
   for (const std::string path : {".scsx/a", "a/.scs/b", "scs/control.json"}) {
     EXPECT_TRUE(std::holds_alternative<std::vector<policy::File>>(resolveOneFile(path))) << path;

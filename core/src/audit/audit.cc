@@ -183,7 +183,7 @@ Report run(runs::RunManager& runs, const policy::Limits& limits,
   extra->add(config_file);
   // The same validation as a start_run from a client.
   auto resolved = policy::resolveFiles(std::string(program()), Poco::Dynamic::Var(extra), files);
-  if (const auto* rejection = std::get_if<policy::FilesRejection>(&resolved)) {
+  if (const auto* rejection = std::get_if<Error>(&resolved)) {
     report.setup_error = "the audit program was refused: " + rejection->message;
     return report;
   }
@@ -192,7 +192,7 @@ Report run(runs::RunManager& runs, const policy::Limits& limits,
   request.limits = limits;
   request.tenant = kAuditTenant;
   auto started = runs.start(std::move(request));
-  if (const auto* refusal = std::get_if<runs::StartRefusal>(&started)) {
+  if (const auto* refusal = std::get_if<Error>(&started)) {
     report.setup_error = "the audit run was refused: " + refusal->message;
     return report;
   }

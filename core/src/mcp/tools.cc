@@ -248,11 +248,11 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallConte
     return *refused;  // before the run starts: nothing is left running unasked
   }
   auto limits = limits_.resolve(argument(arguments, "limits"));
-  if (auto* rejection = std::get_if<policy::LimitRejection>(&limits)) {
+  if (auto* rejection = std::get_if<Error>(&limits)) {
     return refuse(rejection->message, runs::RunEvents::Refusal::kLimits);
   }
   auto files = policy::resolveFiles(code.toString(), argument(arguments, "files"), files_);
-  if (auto* rejection = std::get_if<policy::FilesRejection>(&files)) {
+  if (auto* rejection = std::get_if<Error>(&files)) {
     return refuse(rejection->message);
   }
   std::optional<std::string> stdin_data;
@@ -275,7 +275,7 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallConte
   request.stdin_data = std::move(stdin_data);
   request.session_id = std::move(session_id);
   auto started = runs_.start(std::move(request));
-  if (auto* refusal = std::get_if<runs::StartRefusal>(&started)) {
+  if (auto* refusal = std::get_if<Error>(&started)) {
     return toolError(refusal->message);
   }
   const runs::RunSnapshot& snapshot = std::get<runs::RunSnapshot>(started);
@@ -435,11 +435,11 @@ Poco::JSON::Object::Ptr Tools::openSession(const Object& arguments,
         "start_run in it. open_session takes memory_gb and cpus.");
   }
   auto limits = limits_.resolve(asked);
-  if (auto* rejection = std::get_if<policy::LimitRejection>(&limits)) {
+  if (auto* rejection = std::get_if<Error>(&limits)) {
     return toolError(rejection->message);
   }
   auto files = policy::resolveFiles("", argument(arguments, "files"), files_);
-  if (auto* rejection = std::get_if<policy::FilesRejection>(&files)) {
+  if (auto* rejection = std::get_if<Error>(&files)) {
     return toolError(rejection->message);
   }
   runs::OpenSessionRequest request;
@@ -452,7 +452,7 @@ Poco::JSON::Object::Ptr Tools::openSession(const Object& arguments,
     }
   }
   auto opened = runs_.openSession(std::move(request));
-  if (auto* refusal = std::get_if<runs::StartRefusal>(&opened)) {
+  if (auto* refusal = std::get_if<Error>(&opened)) {
     return toolError(refusal->message);
   }
   return toolSuccess(sessionToJson(std::get<runs::SessionSnapshot>(opened)));

@@ -197,7 +197,7 @@ std::variant<File, Problem> readEntry(const Poco::Dynamic::Var& element, std::si
   return File{std::move(std::get<std::string>(normalised)), std::move(content)};
 }
 
-FilesRejection reject(std::string message) { return FilesRejection{std::move(message)}; }
+Error reject(std::string message) { return invalid(std::move(message)); }
 
 void putText(char* header, std::size_t offset, std::size_t width, std::string_view text) {
   std::copy_n(text.data(), std::min(width, text.size()), header + offset);
@@ -248,9 +248,8 @@ void appendEntry(std::string& archive, std::string_view name, char type, std::ui
 
 }  // namespace
 
-std::variant<std::vector<File>, FilesRejection> resolveFiles(const std::string& code,
-                                                             const Poco::Dynamic::Var& files,
-                                                             const FileSettings& settings) {
+Result<std::vector<File>> resolveFiles(const std::string& code, const Poco::Dynamic::Var& files,
+                                       const FileSettings& settings) {
   std::vector<File> result{{std::string(kMain), code}};
   std::vector<Poco::Dynamic::Var> elements;
   if (!files.isEmpty()) {

@@ -9,6 +9,8 @@
 #include <variant>
 #include <vector>
 
+#include "result.h"
+
 namespace scs::policy {
 
 struct FileSettings {
@@ -23,17 +25,12 @@ struct File {
   std::string content;  // decoded bytes
 };
 
-struct FilesRejection {
-  std::string message;
-};
-
 // Validates start_run's `code` and `files` (SPEC section 1): relative normalised paths,
 // no "..", no absolute path, no NUL, no backslash, `main.py` reserved, encodings utf-8 or
 // base64, caps on count and total size, and the top-level ".scs" reserved for the sandbox's
 // control files. Returns every file including main.py (first).
-std::variant<std::vector<File>, FilesRejection> resolveFiles(const std::string& code,
-                                                             const Poco::Dynamic::Var& files,
-                                                             const FileSettings& settings);
+Result<std::vector<File>> resolveFiles(const std::string& code, const Poco::Dynamic::Var& files,
+                                       const FileSettings& settings);
 
 // An uncompressed POSIX ustar archive of `files`: regular files only, owner uid/gid from
 // `uid`/`gid`, mode 0644, parent directories (mode 0755) emitted before their files.

@@ -60,7 +60,7 @@ std::string hostHas(const LimitField& field, double figure) {
   return "this host has " + formatNumber(figure) + " " + std::string(field.host_unit);
 }
 
-LimitRejection reject(std::string message) { return LimitRejection{std::move(message)}; }
+Error reject(std::string message) { return invalid(std::move(message)); }
 
 }  // namespace
 
@@ -110,8 +110,7 @@ LimitPolicy::LimitPolicy(const LimitSettings& settings, const HostCapacity& host
   }
 }
 
-std::variant<Limits, LimitRejection> LimitPolicy::resolve(
-    const Poco::Dynamic::Var& requested) const {
+Result<Limits> LimitPolicy::resolve(const Poco::Dynamic::Var& requested) const {
   Limits limits = defaults_;
   if (requested.isEmpty()) {
     return limits;

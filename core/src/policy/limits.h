@@ -7,6 +7,8 @@
 #include <variant>
 #include <vector>
 
+#include "result.h"
+
 namespace scs::policy {
 
 // One run's effective limits. `processes` is never client-settable.
@@ -33,10 +35,6 @@ struct HostCapacity {
   std::int64_t memory_bytes = 0;
 };
 
-struct LimitRejection {
-  std::string message;  // e.g. "Requested 32 GB of memory, max is 16 GB"
-};
-
 // Bytes in the "GB" of memory_gb: GiB, so that 1 GB of memory is 2^30 bytes.
 inline constexpr std::int64_t kBytesPerGb = std::int64_t{1} << 30;
 
@@ -51,7 +49,7 @@ class LimitPolicy {
   // Resolves the `limits` argument of start_run: empty (null) means all defaults. Rejects
   // unknown keys (`processes` included), non-numbers, NaN, infinities, zero, negatives,
   // values below the floors and above the maxima, each with a message naming the key.
-  std::variant<Limits, LimitRejection> resolve(const Poco::Dynamic::Var& requested) const;
+  Result<Limits> resolve(const Poco::Dynamic::Var& requested) const;
 
   const Limits& defaults() const { return defaults_; }
   const Limits& maxima() const { return maxima_; }

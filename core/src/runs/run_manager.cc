@@ -60,12 +60,12 @@ RunManager::Impl::Impl(backend::RuntimeBackend& backend, const RunSettings& sett
   maintenance_thread_ = std::thread([this] { maintenanceThread(); });
 }
 
-std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest request) {
+Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
   reapThreads();
   std::lock_guard lock(mutex_);
   if (shutting_down_) {
     events_.refused(request.tenant, RunEvents::Refusal::kShuttingDown);
-    return StartRefusal{"The server is shutting down."};
+    return refused("The server is shutting down.");
   }
   forgetExpiredLocked();
   std::shared_ptr<Session> session;
@@ -73,9 +73,9 @@ std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest req
     session = findSessionLocked(request.tenant, request.session_id);
     if (!session) {
       events_.refused(request.tenant, RunEvents::Refusal::kInvalid);
-      return StartRefusal{"Unknown session_id \"" + request.session_id.substr(0, 64) +
-                          "\": open a session with open_session first (sessions of other "
-                          "clients are not visible, and ended ones are forgotten after a while)."};
+      return invalid("Unknown session_id \"" + request.session_id.substr(0, 64) +
+                     "\": open a session with open_session first (sessions of other "
+                     "clients are not visible, and ended ones are forgotten after a while).");
     }
   }
   if (session) {
@@ -88,11 +88,11 @@ std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest req
   const std::int64_t memory = session ? 0 : memoryBytes(request.limits);
   if (settings_.host_memory_bytes > 0 && memory > settings_.host_memory_bytes) {
     events_.refused(request.tenant, RunEvents::Refusal::kLimits);
-    return StartRefusal{"This run asks for " + policy::formatNumber(request.limits.memory_gb) +
-                        " GB of memory, but sandboxes on this host can have at most " +
-                        policy::formatNumber(static_cast<double>(settings_.host_memory_bytes) /
-                                             static_cast<double>(policy::kBytesPerGb)) +
-                        " GB."};
+    return invalid("This run asks for " + policy::formatNumber(request.limits.memory_gb) +
+                   " GB of memory, but sandboxes on this host can have at most " +
+                   policy::formatNumber(static_cast<double>(settings_.host_memory_bytes) /
+                                        static_cast<double>(policy::kBytesPerGb)) +
+                   " GB.");
   }
   const std::size_t waiting = queue_.queued(request.tenant);
   auto run = std::make_shared<Run>();
@@ -115,7 +115,7 @@ std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest req
     if (std::optional<std::string> refusal = enqueueInSessionLocked(*session, *run)) {
       runs_.erase(run->id);
       events_.refused(run->tenant, RunEvents::Refusal::kInvalid);
-      return StartRefusal{*refusal};
+      return refused(*refusal);
     }
     if (session->current != run->id) {
       events_.accepted(run->tenant);
@@ -147,7 +147,7 @@ std::variant<RunSnapshot, StartRefusal> RunManager::Impl::start(StartRequest req
       }
       runs_.erase(run->id);
       events_.refused(run->tenant, RunEvents::Refusal::kQueueFull);
-      return StartRefusal{*refusal};
+      return refused(*refusal);
     }
   }
   events_.accepted(run->tenant);
@@ -415,7 +415,7 @@ RunManager::RunManager(backend::RuntimeBackend& backend, const RunSettings& sett
 
 RunManager::~RunManager() { shutdown(); }
 
-std::variant<RunSnapshot, StartRefusal> RunManager::start(StartRequest request) {
+Result<RunSnapshot> RunManager::start(StartRequest request) {
   return impl_->start(std::move(request));
 }
 
@@ -437,7 +437,7 @@ bool RunManager::awaitPrepared(std::size_t count, std::chrono::milliseconds time
 
 RunLoad RunManager::load() const { return impl_->load(); }
 
-std::variant<SessionSnapshot, StartRefusal> RunManager::openSession(OpenSessionRequest request) {
+Result<SessionSnapshot> RunManager::openSession(OpenSessionRequest request) {
   return impl_->openSession(std::move(request));
 }
 

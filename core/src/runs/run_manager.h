@@ -14,6 +14,7 @@
 #include "policy/limits.h"
 #include "policy/posture.h"
 #include "policy/status_map.h"
+#include "result.h"
 #include "runs/clock.h"
 #include "runs/labels.h"
 #include "runs/run_events.h"
@@ -148,10 +149,6 @@ std::string unusedHexId(const Map& taken) {
   return id;
 }
 
-struct StartRefusal {
-  std::string message;  // e.g. the queue is full
-};
-
 // How loaded the manager is at one moment (GET /metrics).
 struct RunLoad {
   std::size_t queued = 0;
@@ -187,7 +184,7 @@ class RunManager {
   // already has max_queue runs waiting, or when max_queue_total runs wait and its tenant has
   // the most of them. When another tenant has more, that tenant's newest queued run is stopped
   // instead to make room. Never blocks on the backend.
-  std::variant<RunSnapshot, StartRefusal> start(StartRequest request);
+  Result<RunSnapshot> start(StartRequest request);
 
   // The run's state now, or after waiting up to `wait` for it to finish. nullopt for an
   // unknown or expired id, and for a run of another tenant. The output (so far, while
@@ -207,7 +204,7 @@ class RunManager {
   // or when its sandbox fails to come up (the message says why). A
   // session's runs wait in its own queue, one at a time, and each takes a slot of the
   // concurrency cap while it executes; its memory counts against the host's until it is closed.
-  std::variant<SessionSnapshot, StartRefusal> openSession(OpenSessionRequest request);
+  Result<SessionSnapshot> openSession(OpenSessionRequest request);
 
   // Closes a session (idempotent): its queued runs are stopped, a run in progress is stopped
   // (its sandbox killed), and its sandbox is removed before this returns. nullopt for an

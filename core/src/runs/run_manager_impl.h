@@ -138,7 +138,7 @@ struct RunManager::Impl {
        const policy::SandboxSettings& sandbox, const Clock& clock, RunEvents& events);
 
   // The public operations (run_manager.cc).
-  std::variant<RunSnapshot, StartRefusal> start(StartRequest request);
+  Result<RunSnapshot> start(StartRequest request);
   std::optional<RunSnapshot> get(const std::string& tenant, const std::string& run_id,
                                  std::chrono::milliseconds wait, const OutputOffsets& from);
   std::optional<RunSnapshot> stop(const std::string& tenant, const std::string& run_id);
@@ -186,7 +186,7 @@ struct RunManager::Impl {
   void killSandbox(const std::string& sandbox_id, const std::string& run_id);
 
   // Sessions (sessions.cc).
-  std::variant<SessionSnapshot, StartRefusal> openSession(OpenSessionRequest request);
+  Result<SessionSnapshot> openSession(OpenSessionRequest request);
   // The session's sandbox brought up afresh; or the prepared sandbox it took told to become
   // the session's, and when that fails, removed and a fresh one brought up in another uid.
   SandboxBringUp::Outcome bringUpSession(Session& session);

@@ -392,8 +392,8 @@ RunResults& RunManager::Impl::launcherResults(Run& run, Outcome& outcome) {
     // thread before the run is reported and its slot released.
     try {
       auto parsed = parseTrailer(trailer.bytes, settings_.out_files);
-      if (auto* problem = std::get_if<std::string>(&parsed)) {
-        logger().warning("run " + run.id + ": ignoring a malformed trailer: " + *problem);
+      if (auto* problem = std::get_if<Error>(&parsed)) {
+        logger().warning("run " + run.id + ": ignoring a malformed trailer: " + problem->message);
       } else {
         *outcome.results = std::move(std::get<RunResults>(parsed));
       }

@@ -52,15 +52,14 @@ SessionSnapshot RunManager::Impl::sessionSnapshotLocked(const Session& session) 
   return snapshot;
 }
 
-std::variant<SessionSnapshot, StartRefusal> RunManager::Impl::openSession(
-    OpenSessionRequest request) {
+Result<SessionSnapshot> RunManager::Impl::openSession(OpenSessionRequest request) {
   reapThreads();
   const SessionSettings& caps = settings_.sessions;
   std::shared_ptr<Session> session;
   {
     std::lock_guard lock(mutex_);
     if (shutting_down_) {
-      return StartRefusal{"The server is shutting down."};
+      return refused("The server is shutting down.");
     }
     std::size_t open = 0;
     std::size_t own = 0;
@@ -71,20 +70,19 @@ std::variant<SessionSnapshot, StartRefusal> RunManager::Impl::openSession(
       }
     }
     if (own >= caps.max_open_per_tenant) {
-      return StartRefusal{"You have " + std::to_string(own) +
-                          " sessions open, the most one client may have. Close one you no "
-                          "longer need with close_session, or run without a session."};
+      return refused("You have " + std::to_string(own) +
+                     " sessions open, the most one client may have. Close one you no "
+                     "longer need with close_session, or run without a session.");
     }
     if (open >= caps.max_open) {
-      return StartRefusal{"The server has " + std::to_string(open) +
-                          " sessions open, the most it allows. Try again later, or run "
-                          "without a session."};
+      return refused("The server has " + std::to_string(open) +
+                     " sessions open, the most it allows. Try again later, or run "
+                     "without a session.");
     }
     const std::int64_t memory = memoryBytes(request.limits);
     if (settings_.host_memory_bytes > 0 && memory > settings_.host_memory_bytes) {
-      return StartRefusal{"This session asks for " +
-                          policy::formatNumber(request.limits.memory_gb) +
-                          " GB of memory, more than sandboxes on this host can have."};
+      return invalid("This session asks for " + policy::formatNumber(request.limits.memory_gb) +
+                     " GB of memory, more than sandboxes on this host can have.");
     }
     // One tenant's sessions hold at most half of the host's memory for as long as they are
     // open, so that they cannot starve everyone else's runs.
@@ -93,10 +91,10 @@ std::variant<SessionSnapshot, StartRefusal> RunManager::Impl::openSession(
       held += other->tenant == request.tenant && !other->removed ? other->memory_bytes : 0;
     }
     if (settings_.host_memory_bytes > 0 && held + memory > settings_.host_memory_bytes / 2) {
-      return StartRefusal{
+      return refused(
           "Your open sessions would hold more than half of this host's memory "
           "with this one. Close one with close_session, or ask for less "
-          "memory_gb."};
+          "memory_gb.");
     }
     if (pool_.serves(request.limits, sandbox_)) {
       // An arrival the pool could serve: the rate it keeps sandboxes ready for counts it.
@@ -111,10 +109,10 @@ std::variant<SessionSnapshot, StartRefusal> RunManager::Impl::openSession(
     if (!memoryFitsLocked(needed) && !pool_.evictFor(needed, prepared, [this](std::int64_t more) {
           return memoryFitsLocked(more);
         })) {
-      return StartRefusal{"Not enough of the host's memory is free for a session of " +
-                          policy::formatNumber(request.limits.memory_gb) +
-                          " GB now: running runs and open sessions hold it. Try again when "
-                          "some have finished, or ask for less memory_gb."};
+      return refused("Not enough of the host's memory is free for a session of " +
+                     policy::formatNumber(request.limits.memory_gb) +
+                     " GB now: running runs and open sessions hold it. Try again when "
+                     "some have finished, or ask for less memory_gb.");
     }
     pool_changed_.notify_all();  // evicted prepared sandboxes are removed
     const std::string id = unusedHexId(sessions_);
@@ -122,9 +120,9 @@ std::variant<SessionSnapshot, StartRefusal> RunManager::Impl::openSession(
         prepared ? source_.adopt(prepared->uid, prepared->sandbox_id, "session " + id)
                  : source_.takeUid("session " + id);
     if (!lease) {
-      return StartRefusal{
+      return refused(
           "The server cannot start another sandbox now: every uid of its "
-          "sandbox range is in use. Try again later."};
+          "sandbox range is in use. Try again later.");
     }
     session = std::make_shared<Session>();
     session->lease = std::move(*lease);
@@ -163,8 +161,8 @@ std::variant<SessionSnapshot, StartRefusal> RunManager::Impl::openSession(
     endSessionLocked(*session, why);
     releaseSessionsLocked(lock);
     sessions_.erase(session->id);  // it never opened: no record of it is kept
-    return StartRefusal{"The session's sandbox could not be started: " + why +
-                        ". This is not caused by your code; do not retry in a loop."};
+    return internal("The session's sandbox could not be started: " + why +
+                    ". This is not caused by your code; do not retry in a loop.");
   }
   logger().information("session " + session->id + " of tenant " + session->tenant + " opened in " +
                        (session->prepared ? "prepared " : "") + "sandbox " + session->sandbox_id);

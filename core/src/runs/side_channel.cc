@@ -90,9 +90,9 @@ std::optional<std::string> stringMember(const Object& object, const std::string&
   return value.convert<std::string>();
 }
 
-std::variant<RunException, std::string> readException(const Var& value) {
+Result<RunException> readException(const Var& value) {
   if (value.type() != typeid(Object::Ptr) || !value.extract<Object::Ptr>()) {
-    return std::string("\"exception\" is not an object");
+    return internal("\"exception\" is not an object");
   }
   const Object& object = *value.extract<Object::Ptr>();
   RunException exception;
@@ -100,7 +100,7 @@ std::variant<RunException, std::string> readException(const Var& value) {
   const auto message = stringMember(object, "message");
   const auto traceback = stringMember(object, "traceback");
   if (!type || type->empty() || !message || !traceback) {
-    return std::string("\"exception\" needs the strings type, message and traceback");
+    return internal("\"exception\" needs the strings type, message and traceback");
   }
   exception.type = capHead(*type, kMaxTypeBytes);
   exception.message = capHead(*message, kMaxMessageBytes);
@@ -109,7 +109,7 @@ std::variant<RunException, std::string> readException(const Var& value) {
 }
 
 // {"code": N} or {"signal": N}: how the launcher saw the program's process end.
-std::variant<ProgramExit, std::string> readExit(const Var& value) {
+Result<ProgramExit> readExit(const Var& value) {
   const auto small = [](const Var& number, int min, int max) -> std::optional<int> {
     if (!number.isInteger() || number.isBoolean()) {
       return std::nullopt;
@@ -130,7 +130,7 @@ std::variant<ProgramExit, std::string> readExit(const Var& value) {
       return exit;
     }
   }
-  return std::string("\"exit\" is not {\"code\": 0-255} or {\"signal\": 1-64}");
+  return internal("\"exit\" is not {\"code\": 0-255} or {\"signal\": 1-64}");
 }
 
 bool startsWith(std::string_view text, std::string_view prefix) {
@@ -211,24 +211,23 @@ std::vector<policy::File> controlFiles(std::string_view nonce, const OutFileCaps
   return files;
 }
 
-std::variant<RunResults, std::string> parseTrailer(std::string_view trailer,
-                                                   const OutFileCaps& caps) {
+Result<RunResults> parseTrailer(std::string_view trailer, const OutFileCaps& caps) {
   std::string_view line = trailer;
   if (!line.empty() && line.back() == '\n') {
     line.remove_suffix(1);
   }
   if (line.find('\n') != std::string_view::npos) {
-    return std::string("the trailer is more than one line");
+    return internal("the trailer is more than one line");
   }
   Var parsed;
   try {
     Poco::JSON::Parser parser;
     parsed = parser.parse(std::string(line));
   } catch (const Poco::Exception& e) {
-    return "the trailer is not JSON: " + e.displayText();
+    return internal("the trailer is not JSON: " + e.displayText());
   }
   if (parsed.type() != typeid(Object::Ptr) || !parsed.extract<Object::Ptr>()) {
-    return std::string("the trailer is not a JSON object");
+    return internal("the trailer is not a JSON object");
   }
   const Object& root = *parsed.extract<Object::Ptr>();
 
@@ -246,21 +245,21 @@ std::variant<RunResults, std::string> parseTrailer(std::string_view trailer,
   RunResults results;
   if (const auto value = given(launcher::kTrailerExit)) {
     auto exit = readExit(*value);
-    if (auto* problem = std::get_if<std::string>(&exit)) {
+    if (auto* problem = std::get_if<Error>(&exit)) {
       return *problem;
     }
     results.exit = std::get<ProgramExit>(exit);
   }
   if (const auto value = given(launcher::kTrailerException)) {
     auto exception = readException(*value);
-    if (auto* problem = std::get_if<std::string>(&exception)) {
+    if (auto* problem = std::get_if<Error>(&exception)) {
       return *problem;
     }
     results.exception = std::move(std::get<RunException>(exception));
   }
   if (const auto result = given(launcher::kTrailerResult)) {
     if (!result->isString()) {
-      return std::string("\"result\" is not a string");
+      return internal("\"result\" is not a string");
     }
     // Valid UTF-8 and within the cap whatever the sandbox sent.
     results.result = toValidUtf8(capHead(result->toString(), kMaxResultBytes + 64));
@@ -271,7 +270,7 @@ std::variant<RunResults, std::string> parseTrailer(std::string_view trailer,
                    kMaxLauncherErrorBytes}}) {
     if (const auto text = given(key)) {
       if (!text->isString()) {
-        return "\"" + std::string(key) + "\" is not a string";
+        return internal("\"" + std::string(key) + "\" is not a string");
       }
       *field = toValidUtf8(capTail(text->toString(), cap));
     }
@@ -280,13 +279,13 @@ std::variant<RunResults, std::string> parseTrailer(std::string_view trailer,
     const double value =
         seconds->isNumeric() && !seconds->isBoolean() ? seconds->convert<double>() : -1;
     if (!(value >= 0 && value < 3600)) {
-      return std::string("\"warm_seconds\" is not a duration");
+      return internal("\"warm_seconds\" is not a duration");
     }
     results.warm_seconds = value;
   }
   if (const auto over = member(launcher::kTrailerSessionOver)) {
     if (!over->isBoolean()) {
-      return std::string("\"session_over\" is not a boolean");
+      return internal("\"session_over\" is not a boolean");
     }
     results.session_over = over->convert<bool>();
   }
@@ -294,35 +293,35 @@ std::variant<RunResults, std::string> parseTrailer(std::string_view trailer,
     // Poco counts a bool as an integer, and converting 2^63 or more to int64 throws.
     if (!omitted->isInteger() || omitted->isBoolean() ||
         (omitted->isSigned() && omitted->convert<std::int64_t>() < 0)) {
-      return std::string("\"files_omitted\" is not a count");
+      return internal("\"files_omitted\" is not a count");
     }
     results.files_omitted = omitted->convert<std::uint64_t>();
   }
   if (const auto truncated = member(launcher::kTrailerFilesTruncated)) {
     if (!truncated->isBoolean()) {
-      return std::string("\"files_truncated\" is not a boolean");
+      return internal("\"files_truncated\" is not a boolean");
     }
     results.files_truncated = truncated->convert<bool>();
   }
   if (const auto given_files = given(launcher::kTrailerFiles)) {
     const Var& files = *given_files;
     if (files.type() != typeid(Array::Ptr) || !files.extract<Array::Ptr>()) {
-      return std::string("\"files\" is not an array");
+      return internal("\"files\" is not an array");
     }
     std::size_t total = 0;
     for (const Var& element : *files.extract<Array::Ptr>()) {
       if (element.type() != typeid(Object::Ptr) || !element.extract<Object::Ptr>()) {
-        return std::string("an entry of \"files\" is not an object");
+        return internal("an entry of \"files\" is not an object");
       }
       const Object& entry = *element.extract<Object::Ptr>();
       const auto path = stringMember(entry, "path");
       const auto encoded = stringMember(entry, "content_base64");
       if (!path || !encoded) {
-        return std::string("an entry of \"files\" needs the strings path and content_base64");
+        return internal("an entry of \"files\" needs the strings path and content_base64");
       }
       std::optional<std::string> content = policy::decodeBase64(*encoded);
       if (!content) {
-        return "the content of \"" + capHead(*path, 200) + "\" is not base64";
+        return internal("the content of \"" + capHead(*path, 200) + "\" is not base64");
       }
       if (!isSafeOutPath(*path) || results.files.size() >= caps.max_files ||
           content->size() > caps.max_file_bytes || total + content->size() > caps.max_total_bytes) {

@@ -103,8 +103,7 @@ std::vector<policy::File> controlFiles(std::string_view nonce, const OutFileCaps
 // Parses the trailer's bytes (everything after the marker). Never trusts them: malformed JSON
 // or fields are an error sentence; files that break a path rule or a cap are left out and
 // counted in files_omitted.
-std::variant<RunResults, std::string> parseTrailer(std::string_view trailer,
-                                                   const OutFileCaps& caps);
+Result<RunResults> parseTrailer(std::string_view trailer, const OutFileCaps& caps);
 
 // A MIME type for a returned file from its name, checked against its first bytes for images
 // ("application/octet-stream" when unknown).
