@@ -1,5 +1,6 @@
 # Writes OUTPUT, a C++ fragment holding the bytes of INPUT as the array VARIABLE. Run at build time, so that editing the input rebuilds the binary: the
-# audit program (docker/audit.py) and the tool definitions (core/src/mcp/tools.json).
+# audit program (docker/audit.py and its checks, docker/audit_*.py) and the tool definitions
+# (core/src/mcp/tools.json).
 file(READ "${INPUT}" hex HEX)
 string(LENGTH "${hex}" length)
 if(length EQUAL 0)

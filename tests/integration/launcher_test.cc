@@ -29,6 +29,16 @@ except (OSError, ValueError):
 // The sandbox's uid in these containers.
 constexpr const char* kUid = "1900000998";
 
+// The audit's checks, as the packer's pairs of source and name: the core sends them beside its
+// main.py.
+std::string auditChecks() {
+  std::string pairs;
+  for (const char* name : {"audit_process.py", "audit_filesystem.py"}) {
+    pairs += " " + std::string(SCS_SOURCE_DIR) + "/docker/" + name + " " + name;
+  }
+  return pairs;
+}
+
 // Runs the launcher as PID 1 of a container the engine gave only its own defaults (no ulimits;
 // Docker's default masked and read-only paths), with `flags` and main.py as its bundle. The
 // scratch mounts are Docker's default for --tmpfs (noexec, nosuid, nodev) unless `mounts`
@@ -38,7 +48,8 @@ CommandResult launch(const std::string& flags, const std::string& main_py = "pri
   testing::TempFile source(main_py);
   testing::TempFile config(audit_json);
   testing::TempFile bundle("");
-  // A bundle as the core sends one: an uncompressed ustar of main.py (and audit.json), mode 0644.
+  // A bundle as the core sends one: an uncompressed ustar of main.py (and audit.json with the
+  // audit's checks), mode 0644.
   const CommandResult packed = runCommand(
       "python3 -c \"import sys, tarfile; t = tarfile.open(sys.argv[1], 'w', "
       "format=tarfile.USTAR_FORMAT)\n"
@@ -47,7 +58,7 @@ CommandResult launch(const std::string& flags, const std::string& main_py = "pri
       "i.uname = i.gname = ''; t.addfile(i, open(path, 'rb'))\n"
       "t.close()\" " +
       bundle.path() + " " + source.path() + " main.py" +
-      (audit_json.empty() ? "" : " " + config.path() + " audit.json"));
+      (audit_json.empty() ? "" : " " + config.path() + " audit.json" + auditChecks()));
   if (packed.exit_code != 0) {
     return packed;
   }
@@ -185,9 +196,9 @@ TEST(LauncherTest, ConfinedNothingRunsFromScratchAndNoHostFileIsWritten) {
       << "only the unconfined run wrote";
 }
 
-// The audit (docker/audit.py), run as main.py in such a container, judges the confinement by
-// behaviour: scratch mounts without their flags pass only where nothing copied there executes,
-// and the host file only where it cannot be opened for writing.
+// The audit (docker/audit.py, run as main.py with its checks beside it) in such a container
+// judges the confinement by behaviour: scratch mounts without their flags pass only where
+// nothing copied there executes, and the host file only where it cannot be opened for writing.
 TEST(LauncherTest, TheAuditSeesTheConfinementWhereTheMountsLackTheirFlags) {
   const PodLikeMounts pod;
   const std::string mounts = pod.flags();
@@ -200,7 +211,7 @@ TEST(LauncherTest, TheAuditSeesTheConfinementWhereTheMountsLackTheirFlags) {
           "budget_seconds": 60})";
   const std::string audit =
       runCommand("cat " + std::string(SCS_SOURCE_DIR) + "/docker/audit.py").output;
-  ASSERT_THAT(audit, HasSubstr("def check_host_files"));
+  ASSERT_THAT(audit, HasSubstr("audit_filesystem.check_host_files"));
   const std::string rlimits = "--rlimits nproc=64,nofile=1024,fsize=8388608,core=0";
 
   const auto verdict = [](const std::string& output, const std::string& row) {

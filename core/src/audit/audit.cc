@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <sstream>
+#include <utility>
 #include <variant>
 
 #include "policy/status_map.h"
@@ -17,7 +19,14 @@
 namespace scs::audit {
 namespace {
 
+#include "audit/audit_filesystem.inc"
+#include "audit/audit_process.inc"
 #include "audit/audit_program.inc"
+
+template <std::size_t N>
+std::string_view embedded(const unsigned char (&bytes)[N]) {
+  return std::string_view(reinterpret_cast<const char*>(bytes), N);
+}
 
 constexpr const char* kConfigFile = "audit.json";
 // The audit run's tenant: a name no token file can give (runs/run_manager.h), so that no
@@ -76,10 +85,7 @@ Check failedCheck(std::string name, std::string expected, std::string observed,
 
 }  // namespace
 
-std::string_view program() {
-  return std::string_view(reinterpret_cast<const char*>(kAuditProgramBytes),
-                          sizeof kAuditProgramBytes);
-}
+std::string_view program() { return embedded(kAuditProgramBytes); }
 
 std::string programConfig(const policy::Limits& limits, const policy::SandboxSettings& sandbox) {
   // The sandbox's own uid is known only once it is made; the audit checks it is in the range.
@@ -177,12 +183,24 @@ Report run(runs::RunManager& runs, const policy::Limits& limits,
   report.image = sandbox.image;
 
   Poco::JSON::Array::Ptr extra = new Poco::JSON::Array;
+  // The program's checks, beside main.py: it imports them from its own directory.
+  for (const auto& [path, text] :
+       {std::pair{"audit_process.py", embedded(kAuditProcessBytes)},
+        std::pair{"audit_filesystem.py", embedded(kAuditFilesystemBytes)}}) {
+    Poco::JSON::Object::Ptr checks_file = new Poco::JSON::Object;
+    checks_file->set("path", path);
+    checks_file->set("content", std::string(text));
+    extra->add(checks_file);
+  }
   Poco::JSON::Object::Ptr config_file = new Poco::JSON::Object;
   config_file->set("path", kConfigFile);
   config_file->set("content", programConfig(limits, sandbox));
   extra->add(config_file);
-  // The same validation as a start_run from a client.
-  auto resolved = policy::resolveFiles(std::string(program()), Poco::Dynamic::Var(extra), files);
+  // The same validation as a start_run from a client. The two modules of checks are the
+  // program's, as main.py is: they do not count against the operator's cap on a run's files.
+  policy::FileSettings caps = files;
+  caps.max_files += 2;
+  auto resolved = policy::resolveFiles(std::string(program()), Poco::Dynamic::Var(extra), caps);
   if (const auto* rejection = std::get_if<Error>(&resolved)) {
     report.setup_error = "the audit program was refused: " + rejection->message;
     return report;

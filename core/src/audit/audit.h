@@ -46,7 +46,8 @@ struct Report {
   double duration_seconds = 0;
 };
 
-// docker/audit.py, embedded at build time. It travels in the run as main.py.
+// docker/audit.py, embedded at build time. It travels in the run as main.py, with its checks
+// (docker/audit_process.py, docker/audit_filesystem.py, also embedded) beside it.
 std::string_view program();
 
 // audit.json, sent with the program: the runtime and the posture the program must observe.
