@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "mcp/http_transport.h"
+#include "mcp/http/settings.h"
 #include "policy/files.h"
 #include "policy/limits.h"
 #include "policy/posture.h"

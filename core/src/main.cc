@@ -24,7 +24,7 @@
 #include "audit/audit.h"
 #include "config.h"
 #include "logging.h"
-#include "mcp/http_transport.h"
+#include "mcp/http/transport.h"
 #include "mcp/server.h"
 #include "mcp/stdio_transport.h"
 #include "metrics/counting_backend.h"

@@ -1,5 +1,3 @@
-#include "mcp/http_transport.h"
-
 #include <Poco/JSON/Object.h>
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
@@ -25,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "mcp/http/transport.h"
 #include "mocks/core_stack.h"
 #include "runs/clock.h"
 #include "runs/run_manager.h"
