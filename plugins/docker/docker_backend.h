@@ -1,3 +1,6 @@
+// The Docker backend: its operator settings and DockerBackend, the RuntimeBackend over the
+// Engine API (docker_backend.cc: startup and container calls; docker_backend_run.cc: running a
+// sandbox; docker_backend_watch.cc: the event stream and cgroup sampler).
 #pragma once
 
 #include <scs/backend/backend.h>
@@ -12,7 +15,7 @@
 #include <thread>
 
 #include "engine_client.h"
-#include "http_transport.h"
+#include "engine_socket.h"
 #include "spec_translation.h"
 
 namespace scs::docker {
@@ -50,7 +53,7 @@ class DockerBackend : public backend::RuntimeBackend {
  public:
   // Negotiates the API version and reads the engine's traits. nullptr with *error set when
   // the engine cannot be reached or cannot serve.
-  static std::unique_ptr<DockerBackend> connect(HttpTransportPtr transport,
+  static std::unique_ptr<DockerBackend> connect(EngineSocketPtr transport,
                                                 const DockerSettings& settings,
                                                 backend::LogSink* log, std::string* error);
 
@@ -77,7 +80,7 @@ class DockerBackend : public backend::RuntimeBackend {
  private:
   struct Sandbox;
 
-  DockerBackend(HttpTransportPtr transport, const DockerSettings& settings, backend::LogSink* log);
+  DockerBackend(EngineSocketPtr transport, const DockerSettings& settings, backend::LogSink* log);
 
   void log(backend::LogLevel level, const std::string& message) const;
   void runSandbox(std::shared_ptr<Sandbox> sandbox, backend::OutputSink* sink);
@@ -87,7 +90,7 @@ class DockerBackend : public backend::RuntimeBackend {
   // Reads the sandbox's cgroup counters; true when its OOM-kill counter could be read.
   bool sampleOne(Sandbox& sandbox);
 
-  HttpTransportPtr transport_;
+  EngineSocketPtr transport_;
   DockerSettings settings_;
   backend::LogSink* log_;
   EngineClient client_;

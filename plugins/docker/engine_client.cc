@@ -119,7 +119,7 @@ std::string urlEncode(const std::string& text) {
   return out;
 }
 
-EngineClient::EngineClient(HttpTransport& transport, std::chrono::milliseconds timeout)
+EngineClient::EngineClient(EngineSocket& transport, std::chrono::milliseconds timeout)
     : transport_(transport), timeout_(timeout) {}
 
 HttpCall EngineClient::makeCall(const std::string& method, const std::string& path) const {

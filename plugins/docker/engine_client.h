@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "http_transport.h"
+#include "engine_socket.h"
 #include "json_access.h"
 
 namespace scs::docker {
@@ -70,7 +70,7 @@ struct ContainerSummary {
 // The Engine API calls the backend needs, on versioned paths. Thread-safe.
 class EngineClient {
  public:
-  EngineClient(HttpTransport& transport, std::chrono::milliseconds timeout);
+  EngineClient(EngineSocket& transport, std::chrono::milliseconds timeout);
 
   // GET /version (unversioned) and the negotiation; must succeed before any other call.
   backend::Status negotiate();
@@ -105,7 +105,7 @@ class EngineClient {
   std::string versioned(const std::string& path) const;
   Result<ConnectionPtr> open(const std::string& operation, HttpCall call);
 
-  HttpTransport& transport_;
+  EngineSocket& transport_;
   std::chrono::milliseconds timeout_;
   ApiVersion version_;
   std::map<std::string, std::string> versions_;  // from GET /version, set by negotiate()

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "docker_backend.h"
-#include "http_transport.h"
+#include "engine_socket.h"
 
 namespace {
 
@@ -17,7 +17,7 @@ scs::backend::RuntimeBackend* makeBackend(const scs::backend::BackendContext& co
   if (!address) {
     return nullptr;
   }
-  return scs::docker::DockerBackend::connect(scs::docker::makeSocketTransport(*address), *settings,
+  return scs::docker::DockerBackend::connect(scs::docker::makeEngineSocket(*address), *settings,
                                              context.log, error)
       .release();
 }

@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-#include "http_transport.h"
+#include "engine_socket.h"
 
 namespace scs::docker {
 

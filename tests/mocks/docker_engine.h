@@ -7,7 +7,7 @@
 #include <string>
 
 #include "docker_backend.h"
-#include "mocks/mock_http_transport.h"
+#include "mocks/mock_engine_socket.h"
 #include "mocks/test_logs.h"
 #include "policy/posture.h"
 
@@ -24,7 +24,7 @@ inline DockerSettings quietSettings() {
 
 // The startup calls of a Docker 20.10 engine (cgroup v1, seccomp on): the version, which
 // answers `version_reply`, then the info at `info_path`.
-inline void expectStartup(::testing::StrictMock<MockHttpTransport>* transport,
+inline void expectStartup(::testing::StrictMock<MockEngineSocket>* transport,
                           const std::string& version_reply, const std::string& info_path) {
   using ::testing::Return;
   EXPECT_CALL(*transport, call(IsCall("GET", "/version")))
@@ -35,16 +35,16 @@ inline void expectStartup(::testing::StrictMock<MockHttpTransport>* transport,
 }
 
 // DockerBackend::connect over `transport`; logs go to `log`, or nowhere.
-inline std::unique_ptr<DockerBackend> connectTo(::testing::StrictMock<MockHttpTransport>* transport,
+inline std::unique_ptr<DockerBackend> connectTo(::testing::StrictMock<MockEngineSocket>* transport,
                                                 const DockerSettings& settings, std::string* error,
                                                 backend::LogSink* log = nullptr) {
   static mocks::NullLog null_log;
-  return DockerBackend::connect(std::make_unique<ForwardingTransport>(transport), settings,
+  return DockerBackend::connect(std::make_unique<ForwardingEngineSocket>(transport), settings,
                                 log != nullptr ? log : &null_log, error);
 }
 
 // A backend on a strict mock that has already answered the startup calls (API 1.41).
-inline std::unique_ptr<DockerBackend> connected(::testing::StrictMock<MockHttpTransport>* transport,
+inline std::unique_ptr<DockerBackend> connected(::testing::StrictMock<MockEngineSocket>* transport,
                                                 const DockerSettings& settings = quietSettings(),
                                                 backend::LogSink* log = nullptr) {
   expectStartup(transport, R"({"ApiVersion":"1.41","MinAPIVersion":"1.12"})", "/v1.41/info");

@@ -12,9 +12,9 @@
 
 #include "docker_backend.h"
 #include "engine_client.h"
-#include "http_transport.h"
+#include "engine_socket.h"
 #include "mocks/docker_engine.h"
-#include "mocks/mock_http_transport.h"
+#include "mocks/mock_engine_socket.h"
 #include "mocks/recording_sink.h"
 #include "mocks/test_logs.h"
 
@@ -34,7 +34,7 @@ using testing::goodSpec;
 using ::testing::InSequence;
 using ::testing::Invoke;
 using testing::IsCall;
-using testing::MockHttpTransport;
+using testing::MockEngineSocket;
 using testing::opened;
 using testing::quietSettings;
 using testing::reply;
@@ -132,7 +132,7 @@ TEST(NegotiationTest, LaterPathsCarryTheNegotiatedVersion) {
            {R"({"ApiVersion":"1.51","MinAPIVersion":"1.24"})", "/v1.47"},
            {R"({"ApiVersion":"1.47","MinAPIVersion":"1.44"})", "/v1.47"},
            {R"({"ApiVersion":"1.45","MinAPIVersion":"1.44"})", "/v1.45"}}) {
-    StrictMock<MockHttpTransport> transport;
+    StrictMock<MockEngineSocket> transport;
     expectStartup(&transport, version_reply, prefix + "/info");
     std::string error;
     auto backend = connectTo(&transport, quietSettings(), &error);
@@ -144,7 +144,7 @@ TEST(NegotiationTest, LaterPathsCarryTheNegotiatedVersion) {
 }
 
 TEST(ConnectTest, UnreachableEngineGivesNoBackendAndSaysWhy) {
-  StrictMock<MockHttpTransport> transport;
+  StrictMock<MockEngineSocket> transport;
   HttpReply refused;
   refused.error = TransportError::kConnect;
   refused.error_message = "No such file or directory";
@@ -157,7 +157,7 @@ TEST(ConnectTest, UnreachableEngineGivesNoBackendAndSaysWhy) {
 }
 
 TEST(ConnectTest, TooNewEngineGivesNoBackend) {
-  StrictMock<MockHttpTransport> transport;
+  StrictMock<MockEngineSocket> transport;
   EXPECT_CALL(transport, call(IsCall("GET", "/version")))
       .WillOnce(Return(reply(200, R"({"ApiVersion":"1.60","MinAPIVersion":"1.50"})")));
   std::string error;
@@ -232,7 +232,7 @@ class EngineTest : public ::testing::Test {
   // "abc" is started, exits 0 as the engine records it, and is removed; what the wait reported.
   backend::WaitReply runToExit();
 
-  StrictMock<MockHttpTransport> transport_;
+  StrictMock<MockEngineSocket> transport_;
   RecordingLog log_;
   RecordingSink sink_;
   std::unique_ptr<DockerBackend> backend_;
@@ -392,7 +392,7 @@ constexpr const char* kInspectPath = "/v1.41/containers/abc/json";
 constexpr const char* kDeletePath = "/v1.41/containers/abc?force=1&v=1";
 
 // The inspect after the exit: the engine's record of a plain exit with `exit_code`.
-void expectExitedInspect(StrictMock<MockHttpTransport>& transport, int exit_code) {
+void expectExitedInspect(StrictMock<MockEngineSocket>& transport, int exit_code) {
   EXPECT_CALL(transport, call(IsCall("GET", kInspectPath)))
       .WillOnce(Return(reply(200, R"({"State":{"Status":"exited","Running":false,)"
                                   R"("OOMKilled":false,"ExitCode":)" +
@@ -408,14 +408,14 @@ void endWith(State& attach, State& waiting, int exit_code) {
   waiting.finish();
 }
 
-void expectRemoved(StrictMock<MockHttpTransport>& transport, DockerBackend& backend) {
+void expectRemoved(StrictMock<MockEngineSocket>& transport, DockerBackend& backend) {
   EXPECT_CALL(transport, call(IsCall("DELETE", kDeletePath))).WillOnce(Return(reply(204)));
   EXPECT_TRUE(backend.remove("abc").ok());
 }
 
 // Starts the created "abc"; returns the attach and wait streams' handles. The attach stream,
 // like the launcher, answers only after stdin is closed.
-void start(StrictMock<MockHttpTransport>& transport, DockerBackend& backend, RecordingSink* sink,
+void start(StrictMock<MockEngineSocket>& transport, DockerBackend& backend, RecordingSink* sink,
            std::shared_ptr<State>* attach, std::shared_ptr<State>* waiting) {
   {
     InSequence order;  // attach and register the wait before start
@@ -434,7 +434,7 @@ void start(StrictMock<MockHttpTransport>& transport, DockerBackend& backend, Rec
   ASSERT_TRUE(started.ok()) << started.message;
 }
 
-void create(StrictMock<MockHttpTransport>& transport, DockerBackend& backend) {
+void create(StrictMock<MockEngineSocket>& transport, DockerBackend& backend) {
   EXPECT_CALL(transport, call(IsCall("POST", kCreatePath)))
       .WillOnce(Return(reply(201, R"({"Id":"abc","Warnings":null})")));
   ASSERT_EQ(backend.create(goodSpec()).id, "abc");
@@ -442,7 +442,7 @@ void create(StrictMock<MockHttpTransport>& transport, DockerBackend& backend) {
 
 // Creates "abc", delivers an archive unless `deliver_first` is false (a sandbox prepared ahead
 // of its run, whose launcher idles on stdin), and starts it.
-void createAndStart(StrictMock<MockHttpTransport>& transport, DockerBackend& backend,
+void createAndStart(StrictMock<MockEngineSocket>& transport, DockerBackend& backend,
                     RecordingSink* sink, std::shared_ptr<State>* attach,
                     std::shared_ptr<State>* waiting, bool deliver_first = true) {
   create(transport, backend);

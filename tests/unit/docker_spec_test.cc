@@ -10,7 +10,7 @@
 
 #include "docker_backend.h"
 #include "mocks/docker_engine.h"
-#include "mocks/mock_http_transport.h"
+#include "mocks/mock_engine_socket.h"
 #include "spec_translation.h"
 
 namespace scs::docker {
@@ -27,7 +27,7 @@ using ::testing::Field;
 using testing::goodSpec;
 using testing::IsCall;
 using testing::JsonBodyEq;
-using testing::MockHttpTransport;
+using testing::MockEngineSocket;
 using testing::reply;
 using ::testing::Return;
 using ::testing::StrictMock;
@@ -87,7 +87,7 @@ constexpr const char* kExpectedBody = R"({
 })";
 
 TEST(CreateBodyTest, StrictMockPinsTheExactCreateBody) {
-  StrictMock<MockHttpTransport> transport;
+  StrictMock<MockEngineSocket> transport;
   auto backend = connected(&transport);
   EXPECT_CALL(transport, call(AllOf(IsCall("POST", "/v1.41/containers/create?name=scs-run-1"),
                                     Field(&HttpCall::content_type, "application/json"),
@@ -177,7 +177,7 @@ TEST(CreateBodyTest, EverySpecTheBackendCannotHonourIsUnsupportedAndNeverSent) {
       {"tmpfs named owner", [](SandboxSpec& s) { s.posture.tmpfs[1].owner = "nobody"; }},
       {"tmpfs bad mode", [](SandboxSpec& s) { s.posture.tmpfs[1].mode = 010000; }},
   };
-  StrictMock<MockHttpTransport> transport;  // any create call would fail the test
+  StrictMock<MockEngineSocket> transport;  // any create call would fail the test
   auto backend = connected(&transport);
   for (const auto& weakening : cases) {
     SandboxSpec spec = goodSpec();
@@ -541,7 +541,7 @@ TEST(ConstantDeviationsTest, ShmSizeIsLeftToThePosture) {
 }
 
 TEST(InspectTest, ReadsThePostureAndRefusesAWeakenedConstant) {
-  StrictMock<MockHttpTransport> transport;
+  StrictMock<MockEngineSocket> transport;
   auto backend = connected(&transport);
   const std::string good = json::stringify(engineRecord());
   json::ObjectPtr weak = engineRecord();

@@ -11,8 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "http_transport.h"
-#include "mocks/mock_http_transport.h"
+#include "engine_socket.h"
+#include "http_framing.h"
+#include "mocks/mock_engine_socket.h"
 #include "stream_demux.h"
 
 namespace scs::docker {
@@ -260,9 +261,9 @@ class FakeEngine {
     ::close(listener_);
     std::filesystem::remove_all(dir_);
   }
-  HttpTransportPtr transport() const {
+  EngineSocketPtr transport() const {
     std::string error;
-    return makeSocketTransport(*parseEngineAddress("unix://" + path_, &error));
+    return makeEngineSocket(*parseEngineAddress("unix://" + path_, &error));
   }
 
  private:
@@ -434,11 +435,10 @@ TEST(SocketTransportTest, AbortUnblocksAReaderInAnotherThread) {
 TEST(SocketTransportTest, AMissingSocketIsAConnectFailure) {
   std::string error;
   const auto address = parseEngineAddress("unix:///nonexistent-dir/docker.sock", &error);
-  const HttpReply reply = makeSocketTransport(*address)->call(get("/version"));
+  const HttpReply reply = makeEngineSocket(*address)->call(get("/version"));
   EXPECT_EQ(reply.error, TransportError::kConnect);
   EXPECT_FALSE(reply.error_message.empty());
-  EXPECT_EQ(makeSocketTransport(*address)->open(get("/events")).reply.error,
-            TransportError::kConnect);
+  EXPECT_EQ(makeEngineSocket(*address)->open(get("/events")).reply.error, TransportError::kConnect);
 }
 
 }  // namespace

@@ -1,9 +1,10 @@
+// How the plugin reaches the engine: one HTTP call, or one opened stream (a hijacked attach, a
+// streamed body), over a fresh Unix or TCP socket each time; and the engine address parsed.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,9 +65,9 @@ struct OpenReply {
 };
 
 // How the plugin reaches the engine. Thread-safe; every call uses its own socket.
-class HttpTransport {
+class EngineSocket {
  public:
-  virtual ~HttpTransport() = default;
+  virtual ~EngineSocket() = default;
 
   // Sends `call` on a fresh connection and reads the whole reply within call.timeout.
   virtual HttpReply call(const HttpCall& call) = 0;
@@ -77,7 +78,7 @@ class HttpTransport {
   // with a length), with no deadline. Any other status: reply.body holds the error body.
   virtual OpenReply open(const HttpCall& call) = 0;
 };
-using HttpTransportPtr = std::unique_ptr<HttpTransport>;
+using EngineSocketPtr = std::unique_ptr<EngineSocket>;
 
 struct EngineAddress {
   enum class Kind { kUnix, kTcp };
@@ -91,51 +92,6 @@ struct EngineAddress {
 std::optional<EngineAddress> parseEngineAddress(std::string_view text, std::string* error);
 
 // The real transport: one socket and one Poco HTTPClientSession per call.
-HttpTransportPtr makeSocketTransport(const EngineAddress& address);
-
-struct ResponseHead {
-  int status = 0;
-  std::map<std::string, std::string> headers;  // names lower-cased; values trimmed
-};
-
-// Parses a status line and header lines (Poco's HTTPResponse::read). nullopt when it is not an
-// HTTP response head.
-std::optional<ResponseHead> parseResponseHead(std::string_view head);
-
-// Decodes a chunked body read from `inner`: read() yields payload bytes and 0 after the last
-// chunk. A malformed chunk header reads as -1. Ours because a streamed body (wait, events)
-// must be readable while another thread aborts it; Poco's chunked stream reads through an
-// HTTPClientSession's buffer, which cannot be interrupted.
-class ChunkedConnection : public Connection {
- public:
-  explicit ChunkedConnection(ConnectionPtr inner);
-  bool write(std::string_view bytes) override;
-  bool shutdownWrite() override;
-  std::ptrdiff_t read(char* buffer, std::size_t size) override;
-  void abort() override;
-
- private:
-  bool readLine(std::string* line);
-  bool readExact(std::size_t count);
-
-  ConnectionPtr inner_;
-  std::uint64_t left_in_chunk_ = 0;
-  bool finished_ = false;
-  bool broken_ = false;
-};
-
-// Yields at most `length` bytes of `inner`, then end of stream.
-class LengthConnection : public Connection {
- public:
-  LengthConnection(ConnectionPtr inner, std::uint64_t length);
-  bool write(std::string_view bytes) override;
-  bool shutdownWrite() override;
-  std::ptrdiff_t read(char* buffer, std::size_t size) override;
-  void abort() override;
-
- private:
-  ConnectionPtr inner_;
-  std::uint64_t left_;
-};
+EngineSocketPtr makeEngineSocket(const EngineAddress& address);
 
 }  // namespace scs::docker

@@ -1,3 +1,5 @@
+// The Docker plugin's EngineSocket mocked, with a scripted Connection, a forwarder that lets a
+// backend own the socket while the test keeps the mock, and matchers for calls and JSON bodies.
 #pragma once
 
 #include <Poco/JSON/Array.h>
@@ -12,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "http_transport.h"
+#include "engine_socket.h"
 
 namespace scs::docker {
 
@@ -25,7 +27,7 @@ inline void PrintTo(const HttpCall& call, std::ostream* os) {
 
 namespace scs::docker::testing {
 
-class MockHttpTransport : public HttpTransport {
+class MockEngineSocket : public EngineSocket {
  public:
   MOCK_METHOD(HttpReply, call, (const HttpCall& call), (override));
   MOCK_METHOD(OpenReply, open, (const HttpCall& call), (override));
@@ -160,14 +162,14 @@ class ScriptedConnection : public Connection {
 };
 
 // Lets a backend own a transport while the test keeps the mock.
-class ForwardingTransport : public HttpTransport {
+class ForwardingEngineSocket : public EngineSocket {
  public:
-  explicit ForwardingTransport(HttpTransport* target) : target_(target) {}
+  explicit ForwardingEngineSocket(EngineSocket* target) : target_(target) {}
   HttpReply call(const HttpCall& c) override { return target_->call(c); }
   OpenReply open(const HttpCall& c) override { return target_->open(c); }
 
  private:
-  HttpTransport* target_;
+  EngineSocket* target_;
 };
 
 // A connection whose state the test scripts; see ScriptedConnection.

@@ -1,0 +1,298 @@
+// Running a created sandbox: its code delivered to the attached stdin, the start (attach and
+// wait registered first), the thread that drains its output and gathers the exit evidence, and
+// wait() and progress() reading what that thread found.
+#include <algorithm>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "docker_backend.h"
+#include "docker_backend_sandbox.h"
+#include "exit_evidence.h"
+#include "sandbox_io.h"
+
+namespace scs::docker {
+
+using backend::Code;
+using backend::LogLevel;
+using backend::Status;
+
+namespace {
+
+using Steps = std::vector<std::pair<const char*, SteadyClock::time_point>>;
+
+// "code delivered 812.0 ms after start; from delivery: written 0.2 ms, output ended 24.9 ms":
+// each step is timed from the later of the start and the delivery, so a sandbox that idled
+// before its run reads like one that was started for it.
+std::string timeline(SteadyClock::time_point started,
+                     std::optional<SteadyClock::time_point> delivered, const Steps& steps) {
+  std::string text;
+  SteadyClock::time_point from = started;
+  if (!delivered) {
+    text = "no code delivered; from start:";
+  } else if (*delivered <= started) {
+    text = "code delivered before start; from start:";
+  } else {
+    text = "code delivered " + millisBetween(started, *delivered) + " after start; from delivery:";
+    from = *delivered;
+  }
+  const char* separator = " ";
+  for (const auto& [step, at] : steps) {
+    text += separator;
+    text += step;
+    text += " " + millisBetween(from, at);
+    separator = ", ";
+  }
+  return text;
+}
+
+}  // namespace
+
+Status DockerBackend::deliver(const std::string& id, const std::string& archive) {
+  return guardedStatus("deliver", [&]() -> Status {
+    std::string held = archive;  // in memory only, never on disk; copied outside the lock
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const auto found = sandboxes_.find(id);
+      if (found == sandboxes_.end()) {
+        return {Code::kNotFound, "deliver: " + shortId(id) + " was not created by this server"};
+      }
+      Sandbox& sandbox = *found->second;
+      if (sandbox.delivered && !sandbox.session) {
+        return {Code::kRejected, "deliver: " + shortId(id) + " has already been given its code"};
+      }
+      if (sandbox.removing) {
+        return {Code::kNotFound, "deliver: " + shortId(id) + " is being removed"};
+      }
+      if (sandbox.output_ended || sandbox.done) {
+        return {Code::kUnavailable,
+                "deliver: " + shortId(id) + " has already ended and cannot take code"};
+      }
+      if (sandbox.archive.empty()) {
+        sandbox.archive.swap(held);
+      } else {
+        sandbox.archive += held;  // a session's bytes the writer has not taken yet, in order
+      }
+      if (!sandbox.delivered) {
+        sandbox.delivered = true;
+        sandbox.delivered_at = SteadyClock::now();
+      }
+    }
+    // Wakes the stdin writer of a started sandbox, and the cgroup sampler.
+    cv_.notify_all();
+    return {};
+  });
+}
+
+Status DockerBackend::start(const std::string& id, backend::OutputSink* sink) {
+  return guardedStatus("start", [&]() -> Status {
+    std::shared_ptr<Sandbox> sandbox;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const auto found = sandboxes_.find(id);
+      if (found == sandboxes_.end()) {
+        return {Code::kNotFound, "start: " + shortId(id) + " was not created by this server"};
+      }
+      sandbox = found->second;
+      if (sandbox->started || sandbox->removing) {
+        return {Code::kRejected, "start: " + shortId(id) + " has already started"};
+      }
+    }
+    // Attach before start so no output is lost, and register the wait before start: a wait
+    // on a created container returns at once (F5).
+    const auto began = SteadyClock::now();
+    Result<ConnectionPtr> attach = client_.attach(id);
+    const std::string attach_took = millisSince(began);
+    if (!attach.status.ok()) {
+      return attach.status;
+    }
+    std::shared_ptr<Connection> attached(std::move(attach.value));
+    const auto wait_began = SteadyClock::now();
+    Result<ConnectionPtr> waiting = client_.openWait(id, "next-exit");
+    const std::string wait_took = millisSince(wait_began);
+    if (!waiting.status.ok()) {
+      attached->abort();
+      return waiting.status;
+    }
+    std::shared_ptr<Connection> wait_connection(std::move(waiting.value));
+    const auto start_began = SteadyClock::now();
+    if (const Status started = client_.start(id); !started.ok()) {
+      attached->abort();
+      wait_connection->abort();
+      return started;
+    }
+    log(LogLevel::kDebug, "docker: start " + shortId(id) + ": attach " + attach_took + ", wait " +
+                              wait_took + ", start " + millisSince(start_began));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (sandbox->removing) {
+      attached->abort();
+      wait_connection->abort();
+      return {Code::kNotFound, "start: " + shortId(id) + " was removed while starting"};
+    }
+    sandbox->attach = attached;
+    sandbox->wait = wait_connection;
+    sandbox->started = true;
+    sandbox->thread = std::thread(&DockerBackend::runSandbox, this, sandbox, sink);
+    cv_.notify_all();  // wakes the cgroup sampler
+    return {};
+  });
+}
+
+void DockerBackend::runSandbox(std::shared_ptr<Sandbox> sandbox, backend::OutputSink* sink) {
+  std::shared_ptr<Connection> attach;
+  std::shared_ptr<Connection> wait_connection;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    attach = sandbox->attach;
+    wait_connection = sandbox->wait;
+  }
+  backend::WaitReply result;
+  const auto began = SteadyClock::now();
+  std::optional<SteadyClock::time_point> delivered_at;
+  Steps steps;
+  try {
+    // A sandbox started idle keeps its stdin open until deliver() hands over its code; a
+    // session's, until it ends.
+    StdinWriter writer(
+        *attach,
+        [&]() -> std::optional<StdinWriter::Delivery> {
+          std::unique_lock<std::mutex> lock(mu_);
+          const auto over = [&] { return sandbox->removing || stopping_ || sandbox->output_ended; };
+          cv_.wait(lock, [&] { return !sandbox->archive.empty() || over(); });
+          if (sandbox->archive.empty()) {
+            return std::nullopt;
+          }
+          StdinWriter::Delivery delivery;
+          delivery.archive.swap(sandbox->archive);
+          delivery.delivered_at = sandbox->delivered_at;
+          delivery.write = !over();
+          delivery.last = !sandbox->session;
+          return delivery;
+        },
+        [&] {
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            sandbox->output_ended = true;
+          }
+          cv_.notify_all();
+        });
+    ExitFacts facts;
+    const PumpResult pumped = pumpOutput(*attach, *sink);
+    const auto output_ended = SteadyClock::now();
+    writer.finish();
+    delivered_at = writer.deliveredAt();
+    if (const auto written = writer.writtenAt()) {
+      steps.emplace_back("written", *written);
+    }
+    steps.emplace_back("output ended", output_ended);
+    sampleOne(*sandbox);
+    facts.system_error = pumped.system_error;
+    facts.stream_broke = pumped.broke;
+    facts.stream_malformed = pumped.malformed;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      facts.removing = sandbox->removing;
+    }
+    if (!facts.removing && !delivered_at) {
+      log(LogLevel::kDebug, "docker: " + shortId(sandbox->id) + " ended before it had its code");
+    } else if (!facts.removing && !writer.written()) {
+      log(LogLevel::kDebug, "docker: " + shortId(sandbox->id) + " did not read all of its code");
+    }
+
+    std::vector<char> buffer(64u << 10);
+    std::ptrdiff_t read = 0;
+    while (facts.wait_body.size() < (64u << 10) &&
+           (read = wait_connection->read(buffer.data(), buffer.size())) > 0) {
+      facts.wait_body.append(buffer.data(), static_cast<std::size_t>(read));
+    }
+    facts.wait_broke = read < 0;
+    steps.emplace_back("wait body", SteadyClock::now());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      facts.removing = sandbox->removing;
+    }
+    // A removed sandbox has no record left to read.
+    if (!facts.removing) {
+      facts.record = client_.inspect(sandbox->id);
+    }
+    steps.emplace_back("inspect", SteadyClock::now());
+
+    const bool exited = mergeExitEvidence(facts).exit.exited;
+    std::unique_lock<std::mutex> lock(mu_);
+    if (exited && events_connected_) {
+      // The engine emits "oom" before "die"; once "die" is seen, any OOM has been recorded.
+      cv_.wait_for(lock, settings_.die_event_grace, [&] {
+        return sandbox->die_event || !events_connected_ || sandbox->removing || stopping_;
+      });
+    }
+    steps.emplace_back("die event", SteadyClock::now());
+    facts.oom_event = sandbox->oom_event;
+    facts.kill_event = sandbox->kill_event;
+    facts.kill_requested = sandbox->kill_requested;
+    facts.cgroup_oom = sandbox->cgroup_oom;
+    facts.peak_memory_bytes = sandbox->peak_memory_bytes;
+    facts.memory_limit_bytes = sandbox->memory_limit;
+    facts.cpu_seconds = sandbox->cpu_seconds;
+    lock.unlock();
+    result = mergeExitEvidence(facts);
+  } catch (const std::exception& e) {
+    result = backend::WaitReply{};
+    result.status = {Code::kInternal,
+                     std::string("the sandbox's output thread failed: ") + e.what()};
+  }
+  log(LogLevel::kDebug,
+      "docker: " + shortId(sandbox->id) + ": " + timeline(began, delivered_at, steps));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sandbox->result = std::move(result);
+    sandbox->done = true;
+  }
+  cv_.notify_all();
+  sink->ended();
+}
+
+backend::WaitReply DockerBackend::wait(const std::string& id, std::chrono::milliseconds timeout) {
+  return guarded<backend::WaitReply>("wait", [&] {
+    std::unique_lock<std::mutex> lock(mu_);
+    const auto found = sandboxes_.find(id);
+    if (found == sandboxes_.end()) {
+      backend::WaitReply reply;
+      reply.status = {Code::kNotFound, "wait: " + shortId(id) + " is not a sandbox of this server"};
+      return reply;
+    }
+    const std::shared_ptr<Sandbox> sandbox = found->second;
+    if (cv_.wait_for(lock, timeout, [&] { return sandbox->done; })) {
+      return sandbox->result;
+    }
+    return backend::WaitReply{};  // still running: exited stays false
+  });
+}
+
+backend::ProgressReply DockerBackend::progress(const std::string& id) {
+  return guarded<backend::ProgressReply>("progress", [&] {
+    backend::ProgressReply reply;
+    std::shared_ptr<Sandbox> sandbox;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const auto found = sandboxes_.find(id);
+      if (found == sandboxes_.end()) {
+        reply.status = {Code::kNotFound,
+                        "progress: " + shortId(id) + " is not a sandbox of this server"};
+        return reply;
+      }
+      sandbox = found->second;
+    }
+    // The kernel counts an OOM kill in the cgroup before the killed process is gone, so a
+    // read after the launcher has seen every process end has seen any OOM kill of the run.
+    const bool read = sampleOne(*sandbox);
+    std::lock_guard<std::mutex> lock(mu_);
+    reply.oom_known = read;
+    reply.oom_killed = sandbox->cgroup_oom || sandbox->oom_event;
+    reply.oom_kills = std::max(sandbox->cgroup_oom_kills, sandbox->oom_events);
+    reply.peak_memory_bytes = sandbox->peak_memory_bytes;
+    reply.cpu_seconds = sandbox->cpu_seconds;
+    return reply;
+  });
+}
+
+}  // namespace scs::docker
