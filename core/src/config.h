@@ -1,3 +1,5 @@
+// Every operator setting of the server (Config), its shipped defaults, and parsing them from
+// the arguments and a --config file; also the --help and --version texts.
 #pragma once
 
 #include <cstddef>
