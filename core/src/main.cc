@@ -124,12 +124,12 @@ std::unique_ptr<Engine> loadEngine(config::Config& config, Poco::Logger& log) {
   if (file.empty()) {
     file = plugin::backendPath(config.backend, config.plugin_dir);
   }
-  std::string error;
-  engine->backend = plugin::loadBackend(file, context, &error);
-  if (!engine->backend) {
-    log.error("cannot start: " + error);
+  Result<backend::RuntimeBackendPtr> loaded = plugin::loadBackend(file, context);
+  if (const auto* failure = std::get_if<Error>(&loaded)) {
+    log.error("cannot start: " + failure->message);
     return nullptr;
   }
+  engine->backend = std::move(std::get<backend::RuntimeBackendPtr>(loaded));
   log.information("loaded backend plugin " + file.string());
   engine->plugin = file;
 

@@ -54,17 +54,29 @@ class TempDir {
 backend::RuntimeBackendPtr loadFake(RecordingLog& log,
                                     std::map<std::string, std::string> options = {},
                                     std::string* error = nullptr) {
-  std::string ignored;
-  return loadBackend(kFakePlugin, backend::BackendContext{std::move(options), &log},
-                     error != nullptr ? error : &ignored);
+  Result<backend::RuntimeBackendPtr> loaded =
+      loadBackend(kFakePlugin, backend::BackendContext{std::move(options), &log});
+  if (const auto* failure = std::get_if<Error>(&loaded)) {
+    if (error != nullptr) {
+      *error = failure->message;
+    }
+    return nullptr;
+  }
+  return std::move(std::get<backend::RuntimeBackendPtr>(loaded));
+}
+
+// Why loading `path` failed; empty when it loaded.
+std::string failureOf(const Result<backend::RuntimeBackendPtr>& loaded) {
+  const auto* failure = std::get_if<Error>(&loaded);
+  return failure != nullptr ? failure->message : std::string();
 }
 
 // Why loadBackend refuses `path`; a plugin that loads fails the test.
 std::string refusalOf(const fs::path& path) {
   RecordingLog log;
-  std::string error;
-  EXPECT_EQ(loadBackend(path, {{}, &log}, &error), nullptr) << path;
-  return error;
+  const Result<backend::RuntimeBackendPtr> loaded = loadBackend(path, {{}, &log});
+  EXPECT_TRUE(std::holds_alternative<Error>(loaded)) << path;
+  return failureOf(loaded);
 }
 
 // A copy of the fake plugin in `dir`, whose permissions the test may change.
@@ -121,10 +133,11 @@ TEST(LoaderTest, ReportsTheFactorysOwnError) {
 
 TEST(LoaderTest, RefusesAWrongAbiBeforeItsFactoryRuns) {
   RecordingLog log;
-  std::string error;
   // The bad plugin's factory calls std::abort(): reaching the assertions proves it never ran.
-  auto backend = loadBackend(kBadAbiPlugin, backend::BackendContext{{}, &log}, &error);
-  EXPECT_EQ(backend, nullptr);
+  const Result<backend::RuntimeBackendPtr> loaded =
+      loadBackend(kBadAbiPlugin, backend::BackendContext{{}, &log});
+  EXPECT_TRUE(std::holds_alternative<Error>(loaded));
+  const std::string error = failureOf(loaded);
   EXPECT_THAT(error, HasSubstr("ABI version " + std::to_string(backend::kAbiVersion + 1000)));
   EXPECT_THAT(error, HasSubstr("needs ABI version " + std::to_string(backend::kAbiVersion)));
   EXPECT_THAT(error, HasSubstr(kBadAbiPlugin.string()));
@@ -165,9 +178,9 @@ TEST(LoaderTest, RefusesAFileWritableByOthers) {
   fs::permissions(copy, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
                             fs::perms::others_read);
   RecordingLog log;
-  std::string error;
   // The copy itself is loadable, so only the permission change below can refuse it.
-  EXPECT_NE(loadBackend(copy, {{}, &log}, &error), nullptr) << error;
+  const Result<backend::RuntimeBackendPtr> loaded = loadBackend(copy, {{}, &log});
+  EXPECT_TRUE(std::holds_alternative<backend::RuntimeBackendPtr>(loaded)) << failureOf(loaded);
 
   fs::permissions(copy, fs::perms::others_write, fs::perm_options::add);
   EXPECT_THAT(refusalOf(copy), HasSubstr("writable by group or others"));

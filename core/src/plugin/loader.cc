@@ -72,12 +72,10 @@ bool isValidName(const std::string& name) {
   return true;
 }
 
-backend::RuntimeBackendPtr load(const fs::path& file, const backend::BackendContext& ctx,
-                                std::string* error) {
+Result<backend::RuntimeBackendPtr> load(const fs::path& file, const backend::BackendContext& ctx) {
   fs::path resolved;
   if (auto problem = checkFile(file, &resolved)) {
-    *error = *problem;
-    return nullptr;
+    return invalid(*problem);
   }
 
   auto library = std::make_shared<boost::dll::shared_library>();
@@ -86,37 +84,32 @@ backend::RuntimeBackendPtr load(const fs::path& file, const backend::BackendCont
                 boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
   if (ec || !library->is_loaded()) {
     const char* detail = ::dlerror();
-    *error = "cannot load backend plugin " + file.string() + ": " +
-             (detail != nullptr ? std::string(detail) : ec.message());
-    return nullptr;
+    return invalid("cannot load backend plugin " + file.string() + ": " +
+                   (detail != nullptr ? std::string(detail) : ec.message()));
   }
   if (!library->has(backend::kAbiSymbol) || !library->has(backend::kFactorySymbol)) {
-    *error = "backend plugin " + file.string() + " does not export " + backend::kAbiSymbol +
-             " and " + backend::kFactorySymbol + "; it is not a Safe Code Sandbox backend";
-    return nullptr;
+    return invalid("backend plugin " + file.string() + " does not export " + backend::kAbiSymbol +
+                   " and " + backend::kFactorySymbol + "; it is not a Safe Code Sandbox backend");
   }
 
   const auto& stamp = library->get_alias<const backend::AbiStamp>(backend::kAbiSymbol);
   if (stamp.abi_version != backend::kAbiVersion) {
-    *error = "backend plugin " + file.string() + " has ABI version " +
-             std::to_string(stamp.abi_version) + " but this server needs ABI version " +
-             std::to_string(backend::kAbiVersion) + " (ABI mismatch; rebuild the plugin)";
-    return nullptr;
+    return invalid("backend plugin " + file.string() + " has ABI version " +
+                   std::to_string(stamp.abi_version) + " but this server needs ABI version " +
+                   std::to_string(backend::kAbiVersion) + " (ABI mismatch; rebuild the plugin)");
   }
   if (stamp.toolchain != backend::kToolchain) {
-    *error = "backend plugin " + file.string() + " was built with toolchain " +
-             std::to_string(stamp.toolchain) + " but this server with toolchain " +
-             std::to_string(backend::kToolchain) + " (ABI mismatch; rebuild the plugin)";
-    return nullptr;
+    return invalid("backend plugin " + file.string() + " was built with toolchain " +
+                   std::to_string(stamp.toolchain) + " but this server with toolchain " +
+                   std::to_string(backend::kToolchain) + " (ABI mismatch; rebuild the plugin)");
   }
 
   auto& factory = library->get_alias<backend::FactoryFn>(backend::kFactorySymbol);
   std::string factory_error;
   backend::RuntimeBackend* raw = factory(ctx, &factory_error);
   if (raw == nullptr) {
-    *error = "backend plugin " + file.string() + " could not start: " +
-             (factory_error.empty() ? std::string("no reason given") : factory_error);
-    return nullptr;
+    return internal("backend plugin " + file.string() + " could not start: " +
+                    (factory_error.empty() ? std::string("no reason given") : factory_error));
   }
   // The deleter owns the library, so the plugin's code (the vtable, the destructor) stays
   // mapped until the object is gone.
@@ -135,13 +128,12 @@ std::filesystem::path backendPath(const std::string& name,
   return plugin_dir / ("libscs_backend_" + name + ".so");
 }
 
-backend::RuntimeBackendPtr loadBackend(const std::filesystem::path& file,
-                                       const backend::BackendContext& ctx, std::string* error) {
+Result<backend::RuntimeBackendPtr> loadBackend(const std::filesystem::path& file,
+                                               const backend::BackendContext& ctx) {
   try {
-    return load(file, ctx, error);
+    return load(file, ctx);
   } catch (const std::exception& e) {
-    *error = "cannot load backend plugin " + file.string() + ": " + e.what();
-    return nullptr;
+    return internal("cannot load backend plugin " + file.string() + ": " + e.what());
   }
 }
 

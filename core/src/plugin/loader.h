@@ -6,6 +6,8 @@
 #include <memory>
 #include <string>
 
+#include "result.h"
+
 namespace scs::plugin {
 
 // The plugin file for backend `name` in `plugin_dir`: plugin_dir/libscs_backend_<name>.so.
@@ -15,10 +17,10 @@ std::filesystem::path backendPath(const std::string& name, const std::filesystem
 // Loads exactly the plugin at `file` and creates its backend. Refuses, before mapping the
 // file, a relative path, a missing or non-regular file, and a file or a parent directory
 // writable by group or others. After mapping, reads the ABI stamp and refuses a wrong ABI
-// version or toolchain; only then calls the factory. Returns nullptr with *error set (one
-// sentence naming the file) on any failure; never throws. The returned object keeps the
+// version or toolchain; only then calls the factory. Returns the backend, or on any failure
+// an Error whose sentence names the file; never throws. The returned object keeps the
 // library mapped until it is destroyed.
-backend::RuntimeBackendPtr loadBackend(const std::filesystem::path& file,
-                                       const backend::BackendContext& ctx, std::string* error);
+Result<backend::RuntimeBackendPtr> loadBackend(const std::filesystem::path& file,
+                                               const backend::BackendContext& ctx);
 
 }  // namespace scs::plugin
