@@ -113,9 +113,9 @@ std::optional<policy::Limits> expectedLimits(const Var& requested,
 
 void checkLimits(const Var& requested, const policy::LimitSettings& settings,
                  const policy::LimitPolicy& limits, std::string_view input) {
-  const std::variant<policy::Limits, policy::LimitRejection> resolved = limits.resolve(requested);
+  const Result<policy::Limits> resolved = limits.resolve(requested);
   const std::optional<policy::Limits> expected = expectedLimits(requested, settings, limits);
-  if (const auto* rejection = std::get_if<policy::LimitRejection>(&resolved)) {
+  if (const auto* rejection = std::get_if<Error>(&resolved)) {
     SCS_FUZZ_CHECK(!expected, "rejected: " + rejection->message + " input: " + std::string(input));
     SCS_FUZZ_CHECK(!rejection->message.empty() && rejection->message.size() <= kMaxMessageBytes,
                    rejection->message);
@@ -291,10 +291,9 @@ void checkArchive(const std::vector<policy::File>& files, std::string_view input
 
 void checkFiles(const std::string& code, const Var& files, const policy::FileSettings& caps,
                 std::string_view input) {
-  const std::variant<std::vector<policy::File>, policy::FilesRejection> resolved =
-      policy::resolveFiles(code, files, caps);
+  const Result<std::vector<policy::File>> resolved = policy::resolveFiles(code, files, caps);
   const std::optional<std::vector<Entry>> expected = expectedFiles(code, files, caps);
-  if (const auto* rejection = std::get_if<policy::FilesRejection>(&resolved)) {
+  if (const auto* rejection = std::get_if<Error>(&resolved)) {
     SCS_FUZZ_CHECK(!expected, "rejected: " + rejection->message + " input: " + std::string(input));
     SCS_FUZZ_CHECK(!rejection->message.empty() && rejection->message.size() <= kMaxMessageBytes,
                    rejection->message);

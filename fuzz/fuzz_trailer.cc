@@ -257,11 +257,12 @@ void checkImageTyping(const runs::OutFile& file) {
 }
 
 void check(std::string_view trailer, const runs::OutFileCaps& caps) {
-  const std::variant<runs::RunResults, std::string> parsed = runs::parseTrailer(trailer, caps);
+  const Result<runs::RunResults> parsed = runs::parseTrailer(trailer, caps);
   const std::optional<Expected> expected = expectedResults(trailer, caps);
-  if (const auto* problem = std::get_if<std::string>(&parsed)) {
-    SCS_FUZZ_CHECK(!expected, "refused (" + *problem + "): " + printable(trailer));
-    SCS_FUZZ_CHECK(!problem->empty() && problem->size() <= kMaxErrorBytes, *problem);
+  if (const auto* problem = std::get_if<Error>(&parsed)) {
+    const std::string& message = problem->message;
+    SCS_FUZZ_CHECK(!expected, "refused (" + message + "): " + printable(trailer));
+    SCS_FUZZ_CHECK(!message.empty() && message.size() <= kMaxErrorBytes, message);
     return;
   }
   const runs::RunResults& got = std::get<runs::RunResults>(parsed);

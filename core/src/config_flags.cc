@@ -162,8 +162,8 @@ template <typename Field>
 Flag listenFlag(const char* name, const char* metavar, const char* help, Field field) {
   return {name, metavar, help, nullptr, [=](Config& c, const std::string& v) -> Problem {
             auto address = mcp::parseListenAddress(v, flagName(name));
-            if (auto* problem = std::get_if<std::string>(&address)) {
-              return *problem;
+            if (auto* problem = std::get_if<Error>(&address)) {
+              return problem->message;
             }
             field(c) = v;
             return std::nullopt;

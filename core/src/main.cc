@@ -386,8 +386,8 @@ int main(int argc, char** argv) {
   std::optional<mcp::HttpEndpoint> http;
   if (!config.http.listen.empty() && parsed.action == config::Action::kServe) {
     auto resolved = mcp::resolveHttpSettings(config.http);
-    if (auto* problem = std::get_if<std::string>(&resolved)) {
-      std::cerr << "safe-code-sandbox: " << *problem << std::endl;
+    if (auto* problem = std::get_if<Error>(&resolved)) {
+      std::cerr << "safe-code-sandbox: " << problem->message << std::endl;
       return 2;
     }
     http = std::move(std::get<mcp::HttpEndpoint>(resolved));

@@ -50,13 +50,13 @@ constexpr const char* kBobToken = "bob-token-0123456789abcdef01";
 
 std::string tokenText(const std::string& text) {
   const auto parsed = TokenTable::parse(text);
-  return std::holds_alternative<std::string>(parsed) ? std::get<std::string>(parsed) : "";
+  return std::holds_alternative<Error>(parsed) ? std::get<Error>(parsed).message : "";
 }
 
 TEST(TokenTableTest, NamedAndUnnamedTokensMapToTheirTenants) {
   auto parsed = TokenTable::parse(std::string("# team tokens\n\n  alice:") + kAliceToken +
                                   "  \nalice:second-alice-token-0000\r\n" + kBobToken + "\n");
-  ASSERT_TRUE(std::holds_alternative<TokenTable>(parsed)) << std::get<std::string>(parsed);
+  ASSERT_TRUE(std::holds_alternative<TokenTable>(parsed)) << std::get<Error>(parsed).message;
   const TokenTable& table = std::get<TokenTable>(parsed);
   EXPECT_EQ(table.size(), 3u);
   EXPECT_EQ(table.tenantOf(kAliceToken), "alice");
@@ -85,26 +85,26 @@ TEST(TokenTableTest, MalformedFilesAreRefusedWithoutQuotingTokens) {
 TEST(TokenTableTest, AFileOpenToOtherUsersIsRefused) {
   const TempFile open_file(std::string("a:") + kAliceToken + "\n", 0644);
   const auto refused = TokenTable::load(open_file.path());
-  ASSERT_TRUE(std::holds_alternative<std::string>(refused));
-  EXPECT_THAT(std::get<std::string>(refused), HasSubstr("open to other users (mode 0644)"));
-  EXPECT_THAT(std::get<std::string>(refused), HasSubstr("chmod 600 " + open_file.path()));
+  ASSERT_TRUE(std::holds_alternative<Error>(refused));
+  EXPECT_THAT(std::get<Error>(refused).message, HasSubstr("open to other users (mode 0644)"));
+  EXPECT_THAT(std::get<Error>(refused).message, HasSubstr("chmod 600 " + open_file.path()));
 
   for (const mode_t mode : {mode_t{0600}, mode_t{0640}}) {
     const TempFile private_file(std::string("a:") + kAliceToken + "\n", mode);
     const auto loaded = TokenTable::load(private_file.path());
-    ASSERT_TRUE(std::holds_alternative<TokenTable>(loaded)) << std::get<std::string>(loaded);
+    ASSERT_TRUE(std::holds_alternative<TokenTable>(loaded)) << std::get<Error>(loaded).message;
     EXPECT_EQ(std::get<TokenTable>(loaded).tenantOf(kAliceToken), "a");
   }
-  EXPECT_THAT(std::get<std::string>(TokenTable::load("/nonexistent/tokens")),
+  EXPECT_THAT(std::get<Error>(TokenTable::load("/nonexistent/tokens")).message,
               HasSubstr("cannot read /nonexistent/tokens"));
-  EXPECT_THAT(std::get<std::string>(TokenTable::load("/tmp")), HasSubstr("not a regular file"));
+  EXPECT_THAT(std::get<Error>(TokenTable::load("/tmp")).message, HasSubstr("not a regular file"));
 }
 
 TEST(ListenAddressTest, TheAddressDefaultsToLoopback) {
   const auto text = [](const std::string& value) {
     const auto parsed = parseListenAddress(value);
-    return std::holds_alternative<std::string>(parsed)
-               ? "error: " + std::get<std::string>(parsed)
+    return std::holds_alternative<Error>(parsed)
+               ? "error: " + std::get<Error>(parsed).message
                : std::get<Poco::Net::SocketAddress>(parsed).toString();
   };
   EXPECT_EQ(text("8080"), "127.0.0.1:8080");
@@ -122,15 +122,15 @@ TEST(ResolveHttpSettingsTest, ABindBeyondLoopbackNeedsATokenFile) {
   HttpSettings settings;
   settings.listen = "0.0.0.0:0";
   const auto refused = resolveHttpSettings(settings);
-  ASSERT_TRUE(std::holds_alternative<std::string>(refused));
-  EXPECT_THAT(std::get<std::string>(refused),
+  ASSERT_TRUE(std::holds_alternative<Error>(refused));
+  EXPECT_THAT(std::get<Error>(refused).message,
               HasSubstr("refusing to serve beyond loopback (0.0.0.0:0) without authentication; "
                         "give --token-file FILE"));
 
   const TempFile tokens(std::string("a:") + kAliceToken + "\n", 0600);
   settings.token_file = tokens.path();
   const auto resolved = resolveHttpSettings(settings);
-  ASSERT_TRUE(std::holds_alternative<HttpEndpoint>(resolved)) << std::get<std::string>(resolved);
+  ASSERT_TRUE(std::holds_alternative<HttpEndpoint>(resolved)) << std::get<Error>(resolved).message;
   EXPECT_TRUE(std::get<HttpEndpoint>(resolved).tokens.has_value());
 
   settings.listen = "[::1]:0";

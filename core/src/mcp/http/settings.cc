@@ -79,19 +79,20 @@ std::vector<std::string> splitList(const std::string& text) {
   return items;
 }
 
-std::variant<Poco::Net::SocketAddress, std::string> parseListenAddress(const std::string& text,
-                                                                       const std::string& flag) {
+Result<Poco::Net::SocketAddress> parseListenAddress(const std::string& text,
+                                                    const std::string& flag) {
   const std::string value = trim(text);
   std::string host;
   std::string port_text = value;
   if (value.find(':') != std::string::npos || (!value.empty() && value.front() == '[')) {
     if (!splitHostPort(value, &host, &port_text)) {
-      return flag + ": '" + text + "' is not ADDR:PORT (write an IPv6 address as [ADDR]:PORT)";
+      return invalid(flag + ": '" + text +
+                     "' is not ADDR:PORT (write an IPv6 address as [ADDR]:PORT)");
     }
   }
   const std::optional<std::uint16_t> port = parsePort(port_text);
   if (!port) {
-    return flag + ": '" + text + "' has no valid port (0 to 65535; 0 picks a free one)";
+    return invalid(flag + ": '" + text + "' has no valid port (0 to 65535; 0 picks a free one)");
   }
   if (host.size() >= 2 && host.front() == '[') {
     host = host.substr(1, host.size() - 2);
@@ -102,28 +103,28 @@ std::variant<Poco::Net::SocketAddress, std::string> parseListenAddress(const std
   try {
     return Poco::Net::SocketAddress(host, *port);
   } catch (const Poco::Exception& e) {
-    return flag + ": cannot use the address '" + host + "': " + e.displayText();
+    return invalid(flag + ": cannot use the address '" + host + "': " + e.displayText());
   }
 }
 
-std::variant<HttpEndpoint, std::string> resolveHttpSettings(const HttpSettings& settings) {
+Result<HttpEndpoint> resolveHttpSettings(const HttpSettings& settings) {
   HttpEndpoint endpoint;
   auto address = parseListenAddress(settings.listen);
-  if (auto* problem = std::get_if<std::string>(&address)) {
+  if (auto* problem = std::get_if<Error>(&address)) {
     return *problem;
   }
   endpoint.address = std::get<Poco::Net::SocketAddress>(address);
   if (!settings.token_file.empty()) {
     auto tokens = TokenTable::load(settings.token_file);
-    if (auto* problem = std::get_if<std::string>(&tokens)) {
+    if (auto* problem = std::get_if<Error>(&tokens)) {
       return *problem;
     }
     endpoint.tokens = std::move(std::get<TokenTable>(tokens));
   }
   if (!endpoint.tokens && !endpoint.address.host().isLoopback()) {
-    return "--http " + settings.listen + ": refusing to serve beyond loopback (" +
-           endpoint.address.toString() +
-           ") without authentication; give --token-file FILE, or bind 127.0.0.1";
+    return invalid("--http " + settings.listen + ": refusing to serve beyond loopback (" +
+                   endpoint.address.toString() +
+                   ") without authentication; give --token-file FILE, or bind 127.0.0.1");
   }
   for (const std::string& host : settings.allowed_hosts) {
     endpoint.allowed_hosts.push_back(lower(host));

@@ -31,8 +31,8 @@ struct HttpSettings {
 // Parses a --http (or --metrics) value: "ADDR:PORT", "[IPV6]:PORT", ":PORT" or "PORT" (the
 // address is then 127.0.0.1). ADDR may be a name, resolved now. Port 0 asks for any free port.
 // Returns the address, or a sentence saying what is wrong, starting with `flag`.
-std::variant<Poco::Net::SocketAddress, std::string> parseListenAddress(
-    const std::string& text, const std::string& flag = "--http");
+Result<Poco::Net::SocketAddress> parseListenAddress(const std::string& text,
+                                                    const std::string& flag = "--http");
 
 // The items of a comma-separated flag value, trimmed, empty ones dropped.
 std::vector<std::string> splitList(const std::string& text);
@@ -65,7 +65,7 @@ struct HttpEndpoint {
 
 // Checks `settings`: the address parses, the token file loads, and an address beyond
 // loopback has a token file. Returns the endpoint, or a sentence for the operator.
-std::variant<HttpEndpoint, std::string> resolveHttpSettings(const HttpSettings& settings);
+Result<HttpEndpoint> resolveHttpSettings(const HttpSettings& settings);
 
 namespace http {
 

@@ -56,7 +56,7 @@ TokenTable::Digest TokenTable::digestOf(std::string_view token) {
   return digest;
 }
 
-std::variant<TokenTable, std::string> TokenTable::parse(const std::string& text) {
+Result<TokenTable> TokenTable::parse(const std::string& text) {
   TokenTable table;
   std::map<Digest, std::size_t> first_line;
   std::istringstream in(text);
@@ -74,52 +74,54 @@ std::variant<TokenTable, std::string> TokenTable::parse(const std::string& text)
       name = trim(line.substr(0, colon));
       token = trim(line.substr(colon + 1));
       if (!isValidName(name)) {
-        return where + ": the tenant name before ':' must be 1 to 64 of A-Z a-z 0-9 _ . -";
+        return invalid(where + ": the tenant name before ':' must be 1 to 64 of A-Z a-z 0-9 _ . -");
       }
     }
     if (!isValidToken(token)) {
-      return where + ": a token is printable ASCII without blanks";
+      return invalid(where + ": a token is printable ASCII without blanks");
     }
     if (token.size() < kMinTokenLength) {
-      return where + ": the token is shorter than " + std::to_string(kMinTokenLength) +
-             " characters (make one with: openssl rand -hex 32)";
+      return invalid(where + ": the token is shorter than " + std::to_string(kMinTokenLength) +
+                     " characters (make one with: openssl rand -hex 32)");
     }
     const Digest digest = digestOf(token);
     if (const auto seen = first_line.find(digest); seen != first_line.end()) {
-      return where + ": the same token as line " + std::to_string(seen->second);
+      return invalid(where + ": the same token as line " + std::to_string(seen->second));
     }
     first_line[digest] = number;
     table.entries_.push_back(Entry{digest, name.empty() ? "token-" + hex(digest.data(), 6) : name});
   }
   if (table.entries_.empty()) {
-    return std::string("there is no token in it (one per line, or NAME:TOKEN)");
+    return invalid("there is no token in it (one per line, or NAME:TOKEN)");
   }
   return table;
 }
 
-std::variant<TokenTable, std::string> TokenTable::load(const std::string& path) {
+Result<TokenTable> TokenTable::load(const std::string& path) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) {
-    return "--token-file: cannot read " + path + ": " + std::generic_category().message(errno);
+    return invalid("--token-file: cannot read " + path + ": " +
+                   std::generic_category().message(errno));
   }
   if (!S_ISREG(info.st_mode)) {
-    return "--token-file: " + path + " is not a regular file";
+    return invalid("--token-file: " + path + " is not a regular file");
   }
   if ((info.st_mode & S_IRWXO) != 0) {
     std::ostringstream mode;
     mode << std::oct << (info.st_mode & 07777);
-    return "--token-file: " + path + " is open to other users (mode 0" + mode.str() +
-           "); make it private with chmod 600 " + path + " (or chmod 640 with the service's group)";
+    return invalid("--token-file: " + path + " is open to other users (mode 0" + mode.str() +
+                   "); make it private with chmod 600 " + path +
+                   " (or chmod 640 with the service's group)");
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return "--token-file: cannot read " + path;
+    return invalid("--token-file: cannot read " + path);
   }
   std::stringstream text;
   text << in.rdbuf();
   auto parsed = parse(text.str());
-  if (auto* problem = std::get_if<std::string>(&parsed)) {
-    return "--token-file " + path + ": " + *problem;
+  if (auto* problem = std::get_if<Error>(&parsed)) {
+    return invalid("--token-file " + path + ": " + problem->message);
   }
   return parsed;
 }

@@ -10,6 +10,8 @@
 #include <variant>
 #include <vector>
 
+#include "result.h"
+
 namespace scs::mcp {
 
 // The bearer tokens of --token-file and the tenants they stand for.
@@ -24,11 +26,11 @@ class TokenTable {
   // is "token-" and the first 12 hex digits of its SHA-256. Returns the table, or a sentence
   // naming the bad line (never quoting a token) when a line is malformed, a token appears
   // twice, or there is no token at all.
-  static std::variant<TokenTable, std::string> parse(const std::string& text);
+  static Result<TokenTable> parse(const std::string& text);
 
   // Reads and parses the file at `path`. Refuses a file that is not a regular file or that
   // users other than its owner and group may read, write or execute.
-  static std::variant<TokenTable, std::string> load(const std::string& path);
+  static Result<TokenTable> load(const std::string& path);
 
   // The tenant of `token`, or nullopt. Compares SHA-256 digests against every entry in time
   // that depends on neither the token nor where it matched.
