@@ -178,6 +178,8 @@ class FakeBackend : public backend::RuntimeBackend {
   void playSession(const std::shared_ptr<Sandbox>& sandbox, backend::Exit& exit);
   backend::Status deliverToSession(Sandbox& sandbox, const std::string& bytes);  // requires mu_
   backend::Status becomeSession(Sandbox& sandbox, const std::string& frame);     // requires mu_
+  // It has exited, or was killed after it started: code delivered now would never play.
+  static bool hasEnded(const Sandbox& sandbox);  // requires mu_
   void log(backend::LogLevel level, const std::string& message);
   // cv_.wait_for(lock, timeout, done) on the backend's clock.
   template <typename Done>

@@ -1,0 +1,118 @@
+// The launcher's side of its protocol (scs/backend/launcher_protocol.h) as the fake plays it:
+// the frames a session's sandbox reads, and what the launcher writes once a program has ended.
+#include "launcher_side.h"
+
+#include <scs/backend/launcher_protocol.h>
+
+#include <cstdio>
+#include <string_view>
+
+#include "json_access.h"
+
+namespace scs::fake {
+namespace {
+
+namespace launcher = backend::launcher;
+
+std::string jsonString(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (byte < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", byte);
+      out.append(escaped);
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string nonceOf(std::string_view control) {
+  constexpr std::string_view kKey = "\"nonce\":\"";
+  const std::size_t at = control.find(kKey);
+  if (at == std::string_view::npos) {
+    return {};
+  }
+  const std::size_t start = at + kKey.size();
+  const std::size_t end = control.find('"', start);
+  return end == std::string_view::npos ? std::string()
+                                       : std::string(control.substr(start, end - start));
+}
+
+std::string tracebackOf(const std::pair<std::string, std::string>& exception) {
+  return "Traceback (most recent call last):\n  File \"/workspace/main.py\", line 1, in "
+         "<module>\n" +
+         exception.first + ": " + exception.second + "\n";
+}
+
+std::string endMarkerOf(const std::string& nonce) {
+  return std::string(launcher::kEndPrefix) + nonce + std::string(launcher::kMarkerEnd);
+}
+
+std::string trailerOf(const std::string& nonce, const Script& script,
+                      const std::string& program_exit, const std::optional<std::string>& result) {
+  std::string trailer(launcher::kTrailerPrefix);
+  trailer += nonce;
+  trailer += launcher::kMarkerEnd;
+  if (script.trailer_json) {
+    return trailer + *script.trailer_json + "\n";
+  }
+  trailer += "{\"exit\":" + program_exit + ",\"exception\":";
+  if (script.exception) {
+    trailer += "{\"type\":" + jsonString(script.exception->first) +
+               ",\"message\":" + jsonString(script.exception->second) +
+               ",\"traceback\":" + jsonString(tracebackOf(*script.exception)) + "}";
+  } else {
+    trailer += "null";
+  }
+  trailer += ",\"files\":[";
+  for (std::size_t i = 0; i < script.out_files.size(); ++i) {
+    const auto& [path, content] = script.out_files[i];
+    trailer += (i == 0 ? "" : ",");
+    trailer += "{\"path\":" + jsonString(path) + ",\"size\":" + std::to_string(content.size()) +
+               ",\"content_base64\":\"" + json::encodeBase64(content) + "\"}";
+  }
+  trailer += "],\"files_truncated\":false,\"files_omitted\":0";
+  if (result) {
+    trailer += ",\"result\":" + jsonString(*result);
+  }
+  return trailer + "}\n";
+}
+
+bool isInterruptFrame(const std::string& bytes) {
+  return bytes == std::string(launcher::kInterruptFrame) + "\n";
+}
+
+std::optional<std::string> runFrameArchive(const std::string& bytes) {
+  const std::size_t newline = bytes.find('\n');
+  const std::string run = std::string(launcher::kRunFrame) + " ";
+  if (bytes.rfind(run, 0) != 0 || newline == std::string::npos ||
+      std::to_string(bytes.size() - newline - 1) !=
+          bytes.substr(run.size(), newline - run.size())) {
+    return std::nullopt;
+  }
+  return bytes.substr(newline + 1);
+}
+
+bool opensSession(const std::string& bytes) {
+  return bytes.rfind(std::string(launcher::kSessionFrame) + " ", 0) == 0;
+}
+
+bool sessionFrameWellFormed(const std::string& frame) {
+  const std::string prefix = std::string(launcher::kSessionFrame) + " ";
+  const std::string seconds = frame.substr(prefix.size(), frame.size() - prefix.size() - 1);
+  if (frame.back() != '\n' || seconds.empty() ||
+      seconds.find_first_not_of("0123456789") != std::string::npos) {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace scs::fake

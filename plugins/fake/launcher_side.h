@@ -1,0 +1,38 @@
+// The launcher's side of its protocol (scs/backend/launcher_protocol.h) as the fake plays it:
+// the frames a session's sandbox reads, and what the launcher writes once a program has ended.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "script.h"
+
+namespace scs::fake {
+
+// The value of "nonce" in the control file, which the core writes as compact JSON.
+std::string nonceOf(std::string_view control);
+
+// The traceback the interpreter writes to stderr for an uncaught exception (type, message).
+std::string tracebackOf(const std::pair<std::string, std::string>& exception);
+
+// What the launcher writes after the program ends, `program_exit` being how its process ended
+// ({"code":N} or {"signal":N}): the end marker to stderr, then the trailer (with `result`, a
+// session's run's) to stdout. `script.trailer_json` replaces the trailer's JSON.
+std::string endMarkerOf(const std::string& nonce);
+std::string trailerOf(const std::string& nonce, const Script& script,
+                      const std::string& program_exit,
+                      const std::optional<std::string>& result = std::nullopt);
+
+// A session's sandbox takes one frame per deliver(). True when `bytes` is the interrupt frame.
+bool isInterruptFrame(const std::string& bytes);
+// The bundle of a whole run frame, "SCS-RUN <bytes>\n<bundle>"; nullopt for anything else.
+std::optional<std::string> runFrameArchive(const std::string& bytes);
+// True when `bytes` begins as the session frame does, which makes a prepared sandbox a
+// session's.
+bool opensSession(const std::string& bytes);
+// The session frame `frame`, which opensSession(), is "SCS-SESSION <seconds>\n".
+bool sessionFrameWellFormed(const std::string& frame);
+
+}  // namespace scs::fake
