@@ -177,9 +177,9 @@ Status FakeBackend::deliver(const std::string& id, const std::string& archive) {
     std::string control;
     std::string nonce;
     std::string stdin_data;
-    if (!extractFile(archive, ".scs/control.json", &control)) {
+    if (!extractFile(archive, controlPath(launcher::kControlFile), &control)) {
       nonce = nonceOf(control);
-      extractFile(archive, ".scs/stdin", &stdin_data);
+      extractFile(archive, controlPath(launcher::kStdinFile), &stdin_data);
     }
     std::lock_guard<std::mutex> lock(mu_);
     auto sandbox = find(id);

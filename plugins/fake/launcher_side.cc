@@ -32,15 +32,22 @@ std::string jsonString(std::string_view text) {
   return out + "\"";
 }
 
+// `"key":` for a key of the trailer or the control file.
+std::string member(std::string_view key) { return jsonString(key) + ":"; }
+
 }  // namespace
 
+std::string controlPath(std::string_view file) {
+  return std::string(launcher::kControlDirectory) + "/" + std::string(file);
+}
+
 std::string nonceOf(std::string_view control) {
-  constexpr std::string_view kKey = "\"nonce\":\"";
-  const std::size_t at = control.find(kKey);
+  const std::string key = member(launcher::kControlNonce) + "\"";
+  const std::size_t at = control.find(key);
   if (at == std::string_view::npos) {
     return {};
   }
-  const std::size_t start = at + kKey.size();
+  const std::size_t start = at + key.size();
   const std::size_t end = control.find('"', start);
   return end == std::string_view::npos ? std::string()
                                        : std::string(control.substr(start, end - start));
@@ -64,7 +71,8 @@ std::string trailerOf(const std::string& nonce, const Script& script,
   if (script.trailer_json) {
     return trailer + *script.trailer_json + "\n";
   }
-  trailer += "{\"exit\":" + program_exit + ",\"exception\":";
+  trailer += "{" + member(launcher::kTrailerExit) + program_exit + "," +
+             member(launcher::kTrailerException);
   if (script.exception) {
     trailer += "{\"type\":" + jsonString(script.exception->first) +
                ",\"message\":" + jsonString(script.exception->second) +
@@ -72,16 +80,17 @@ std::string trailerOf(const std::string& nonce, const Script& script,
   } else {
     trailer += "null";
   }
-  trailer += ",\"files\":[";
+  trailer += "," + member(launcher::kTrailerFiles) + "[";
   for (std::size_t i = 0; i < script.out_files.size(); ++i) {
     const auto& [path, content] = script.out_files[i];
     trailer += (i == 0 ? "" : ",");
     trailer += "{\"path\":" + jsonString(path) + ",\"size\":" + std::to_string(content.size()) +
                ",\"content_base64\":\"" + json::encodeBase64(content) + "\"}";
   }
-  trailer += "],\"files_truncated\":false,\"files_omitted\":0";
+  trailer += "]," + member(launcher::kTrailerFilesTruncated) + "false," +
+             member(launcher::kTrailerFilesOmitted) + "0";
   if (result) {
-    trailer += ",\"result\":" + jsonString(*result);
+    trailer += "," + member(launcher::kTrailerResult) + jsonString(*result);
   }
   return trailer + "}\n";
 }

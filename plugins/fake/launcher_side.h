@@ -11,6 +11,9 @@
 
 namespace scs::fake {
 
+// Where a control file of the protocol sits in a run's bundle: ".scs/control.json", ".scs/stdin".
+std::string controlPath(std::string_view file);
+
 // The value of "nonce" in the control file, which the core writes as compact JSON.
 std::string nonceOf(std::string_view control);
 

@@ -1,5 +1,7 @@
 // What a started sandbox does on its own thread: start() launches it, and it idles until it has
 // its code, then plays one run's script or a session's runs one after another, and exits.
+#include <scs/backend/launcher_protocol.h>
+
 #include <algorithm>
 #include <exception>
 #include <optional>
@@ -13,6 +15,7 @@
 namespace scs::fake {
 namespace {
 
+namespace launcher = backend::launcher;
 using backend::Code;
 using backend::Status;
 
@@ -185,8 +188,8 @@ void FakeBackend::playSession(const std::shared_ptr<Sandbox>& sandbox, backend::
       script = Script{};
       script.exception.emplace("ValueError", "fake: " + *bad);
     }
-    extractFile(archive, ".scs/control.json", &control);
-    extractFile(archive, ".scs/stdin", &stdin_data);
+    extractFile(archive, controlPath(launcher::kControlFile), &control);
+    extractFile(archive, controlPath(launcher::kStdinFile), &stdin_data);
     const std::string nonce = nonceOf(control);
     log(backend::LogLevel::kInfo, "fake: running a run in session " + sandbox->id);
     sink.write(backend::Stream::kStdout, script.stdout_text);
