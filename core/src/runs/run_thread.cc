@@ -184,6 +184,9 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome, SandboxLease& lease) 
   const SandboxBringUp::Outcome brought =
       source_.bringUp(SandboxKind::kRun, run.id, run.limits, lease, steps).outcome;
   std::string().swap(archive);
+  if (brought.sandbox_id.empty()) {
+    lease.release();  // its uid is free again at once: no sandbox was made with it
+  }
   if (!brought.failure.empty()) {
     evidence.sandbox_failure = brought.failure;
     logger().error("run " + run.id + ": " + brought.failure);

@@ -49,9 +49,6 @@ struct Session {
   std::int64_t memory_bytes = 0;    // counted against the host's memory until it is removed
   std::vector<policy::File> files;  // from open_session: go with its first run
   std::string sandbox_id;           // once it is up
-  // Its uid, taken when it was admitted, and its sandbox once up: released once it has ended and
-  // no run executes in it (releaseSessionsLocked).
-  SandboxLease lease;
   bool open = true;  // false once ended (closed, expired, its interpreter gone)
   // open_session is still bringing its sandbox up; once it is not, the sandbox runs (a session
   // whose sandbox failed to come up is forgotten).
@@ -70,6 +67,10 @@ struct Session {
   // The prepared sandbox it took, if it began in one: its sink, which forwards to `sink`, is
   // the backend's and so outlives the sandbox too.
   PreparedPtr prepared;
+  // Its uid, taken when it was admitted, and its sandbox once up: released once it has ended and
+  // no run executes in it (releaseSessionsLocked). Declared after both sinks, so that a lease
+  // still held when the record goes removes the sandbox before they go.
+  SandboxLease lease;
   bool busy() const { return !current.empty() || !waiting.empty(); }
 };
 

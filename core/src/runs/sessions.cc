@@ -116,20 +116,24 @@ Result<SessionSnapshot> RunManager::Impl::openSession(OpenSessionRequest request
     }
     pool_changed_.notify_all();  // evicted prepared sandboxes are removed
     const std::string id = unusedHexId(sessions_);
-    std::optional<SandboxLease> lease =
-        prepared ? source_.adopt(prepared->uid, prepared->sandbox_id, "session " + id)
-                 : source_.takeUid("session " + id);
-    if (!lease) {
-      return refused(
-          "The server cannot start another sandbox now: every uid of its "
-          "sandbox range is in use. Try again later.");
+    std::optional<SandboxLease> lease;
+    if (!prepared) {
+      lease = source_.takeUid("session " + id);
+      if (!lease) {
+        return refused(
+            "The server cannot start another sandbox now: every uid of its "
+            "sandbox range is in use. Try again later.");
+      }
     }
     session = std::make_shared<Session>();
-    session->lease = std::move(*lease);
     if (prepared) {
+      // Its lease only once the pool has let go of it, so that the two never both remove it.
       session->prepared = pool_.claim(prepared, clock_.now());
       session->sandbox_id = session->prepared->sandbox_id;
+      session->lease = source_.adopt(session->prepared->uid, session->sandbox_id, "session " + id);
       pool_.claimEnded();  // a session is no run the pool's refill should wait for
+    } else {
+      session->lease = std::move(*lease);
     }
     session->id = id;
     session->tenant = std::move(request.tenant);
