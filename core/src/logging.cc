@@ -1,3 +1,6 @@
+// Logging set-up: the text and JSON formatters on a stderr channel for every Poco logger, and
+// BackendLogSink, which forwards a plugin's messages to "scs.backend" without throwing back.
+
 #include "logging.h"
 
 #include <Poco/AutoPtr.h>

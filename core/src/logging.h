@@ -1,5 +1,8 @@
 #pragma once
 
+// Logging: every Poco logger sent to stderr as text or JSON lines at the chosen level (stdout
+// is the protocol), and the LogSink plugins log through.
+
 #include <Poco/Logger.h>
 #include <Poco/Message.h>
 #include <scs/backend/backend.h>

@@ -1,3 +1,7 @@
+// The safe-code-sandbox program: parses the flags, loads the named backend plugin, sweeps
+// leftovers, then serves MCP on stdio or Streamable HTTP (or runs the audit) until stdin closes
+// or SIGTERM/SIGINT stops every run.
+
 #include <Poco/Logger.h>
 #include <malloc.h>
 #include <pthread.h>

@@ -1,3 +1,6 @@
+// The fuzz oracles, written apart from the code they check: a UTF-8 validator and reference
+// repair, strict Base64, a strict JSON checker, and fail(), which aborts with what broke.
+
 #include "support/checks.h"
 
 #include <algorithm>

@@ -1,3 +1,6 @@
+// The typed JSON reads: a value of the wrong type, a missing key or text that is not JSON all
+// read as absent; one-line Base64; key-ordered builders.
+
 #include "json_access.h"
 
 #include <Poco/Base64Decoder.h>

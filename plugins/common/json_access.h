@@ -1,5 +1,9 @@
 #pragma once
 
+// Typed, non-throwing reads of engine JSON (shared by the backend plugins): a missing key and a
+// value of the wrong type both read as absent, so a caller can never mistake a malformed record for
+// a strong setting.
+
 #include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
 
@@ -9,9 +13,6 @@
 #include <string_view>
 #include <vector>
 
-// Typed, non-throwing reads of engine JSON (shared by the backend plugins): a missing key and a
-// value of the wrong type both read as absent, so a caller can never mistake a malformed record for
-// a strong setting.
 namespace scs::json {
 
 using ObjectPtr = Poco::JSON::Object::Ptr;

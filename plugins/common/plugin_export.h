@@ -1,15 +1,16 @@
 #pragma once
 
+// The two symbols every plugin exports (core/include/scs/backend/backend.h): its factory, which
+// lets no exception cross the boundary, and its ABI stamp. A plugin's plugin_entry.cc is its own
+// `make` (new backend, or nullptr with *error set) and one line:
+//   SCS_EXPORT_BACKEND("docker", makeBackend)
+
 #include <scs/backend/backend.h>
 
 #include <boost/dll/alias.hpp>
 #include <exception>
 #include <string>
 
-// The two symbols every plugin exports (core/include/scs/backend/backend.h): its factory, which
-// lets no exception cross the boundary, and its ABI stamp. A plugin's plugin_entry.cc is its own
-// `make` (new backend, or nullptr with *error set) and one line:
-//   SCS_EXPORT_BACKEND("docker", makeBackend)
 namespace scs::plugin {
 
 // make(context, error), with any exception it throws said in *error.

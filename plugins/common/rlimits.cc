@@ -1,3 +1,6 @@
+// The rlimit table: a Posture's open files, processes, file size and core limits by their
+// ulimit names, read out in a fixed order and set back by name.
+
 #include "rlimits.h"
 
 namespace scs::rlimits {

@@ -1,5 +1,9 @@
 #pragma once
 
+// A Posture's resource limits by the names an engine's ulimits use (Docker's Ulimits, the
+// launcher's --rlimits): one table, so that what a backend writes and what it reads back name the
+// same fields.
+
 #include <scs/backend/backend.h>
 
 #include <cstdint>
@@ -7,9 +11,6 @@
 #include <string_view>
 #include <vector>
 
-// A Posture's resource limits by the names an engine's ulimits use (Docker's Ulimits, the
-// launcher's --rlimits): one table, so that what a backend writes and what it reads back name the
-// same fields.
 namespace scs::rlimits {
 
 struct Rlimit {

@@ -1,3 +1,6 @@
+// The plugins' text helpers: join, split keeping empty pieces, a whole number within bounds,
+// a file read whole, and trailing blanks trimmed.
+
 #include "text.h"
 
 #include <charconv>

@@ -1,12 +1,13 @@
 #pragma once
 
+// Small text helpers the backend plugins share (a plugin never links the core's own).
+
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-// Small text helpers the backend plugins share (a plugin never links the core's own).
 namespace scs::text {
 
 // `items` with `separator` between them.

@@ -1,3 +1,6 @@
+// The Engine API calls over an EngineSocket: the API version negotiated, each reply's HTTP
+// status mapped to a backend Status quoting the engine's message, and the bodies read.
+
 #include "engine_client.h"
 
 #include <Poco/URI.h>

@@ -1,5 +1,8 @@
 #pragma once
 
+// EngineClient: the Engine API calls the Docker backend makes (version, info, create,
+// inspect, attach, wait, start, kill, remove, list, events), and how a reply maps to a Status.
+
 #include <scs/backend/backend.h>
 
 #include <chrono>

@@ -1,3 +1,6 @@
+// mergeExitEvidence: the wait body, or failing it the engine's record, gives the exit; the
+// engine's errors are gathered, capped; a kill nobody asked for or a vanished record is noted.
+
 #include "exit_evidence.h"
 
 #include <algorithm>

@@ -1,3 +1,6 @@
+// The Docker plugin's entry: its options and engine address parsed, DockerBackend connected
+// over a real EngineSocket, and the factory and ABI stamp exported.
+
 #include <plugin_export.h>
 
 #include <string>

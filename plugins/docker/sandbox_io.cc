@@ -1,3 +1,6 @@
+// A started sandbox's streams: pumpOutput() demultiplexes the attach stream into the sink
+// (the engine's own errors kept apart, capped), and StdinWriter's thread writes its deliveries.
+
 #include "sandbox_io.h"
 
 #include <vector>

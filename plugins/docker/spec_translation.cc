@@ -1,3 +1,6 @@
+// The spec's translation: what this backend refuses to create, the HostConfig written field by
+// field, tmpfs options both ways, and the posture and plugin constants read from the record.
+
 #include "spec_translation.h"
 
 #include <algorithm>

@@ -1,5 +1,8 @@
 #pragma once
 
+// SandboxSpec to the Engine API and back: the exact create body with every control explicit,
+// and the posture read back from a container's inspect record, absent meaning weak.
+
 #include <scs/backend/backend.h>
 
 #include <cstdint>

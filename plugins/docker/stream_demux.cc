@@ -1,3 +1,6 @@
+// StreamDemux::feed: header bytes gathered across calls, an unknown stream type marks the
+// stream malformed, and payload is passed on without buffering a frame.
+
 #include "stream_demux.h"
 
 #include <algorithm>

@@ -1,5 +1,8 @@
 #pragma once
 
+// StreamDemux: the engine's multiplexed attach stream (8-byte headers, then payload) parsed
+// incrementally, each piece of payload handed on as it arrives.
+
 #include <cstdint>
 #include <functional>
 #include <string_view>

@@ -1,5 +1,9 @@
 #pragma once
 
+// The fake backend: an in-memory engine double, both the `fake` plugin and the unit tests'
+// backend, with its options and clock. Its parts: fake_backend.cc, playback.cc,
+// launcher_side.cc, options.cc, test_hooks.cc.
+
 #include <scs/backend/backend.h>
 
 #include <atomic>

@@ -1,3 +1,6 @@
+// The fake plugin's entry: its backend options parsed, a FakeBackend on real time made, and the
+// factory and ABI stamp exported.
+
 #include <plugin_export.h>
 
 #include <string>

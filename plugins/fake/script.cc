@@ -1,3 +1,6 @@
+// The `#fake:` directives parsed (escapes decoded, each value checked, an unknown one refused)
+// and a regular file found in a ustar archive, its header checksum and size checked.
+
 #include "script.h"
 
 #include <algorithm>

@@ -1,5 +1,8 @@
 #pragma once
 
+// What a fake run does: the `#fake:` directive lines of its main.py read into a Script, and the
+// ustar lookup the fake uses to find main.py and the control files in a delivered archive.
+
 #include <chrono>
 #include <cstdint>
 #include <optional>

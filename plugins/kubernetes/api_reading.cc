@@ -1,3 +1,6 @@
+// The API server's answers read: label selectors matched, NetworkPolicies checked for both-way
+// isolation, a container's end from the Pod's status, node and quota capacity, Pods as sandboxes.
+
 #include "api_reading.h"
 
 #include <algorithm>

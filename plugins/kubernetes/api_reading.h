@@ -1,5 +1,10 @@
 #pragma once
 
+// Readings of the API server's answers that the Kubernetes backend acts on (issue 16): whether
+// the namespace's NetworkPolicies cut sandbox Pods off the network, how a Pod's sandbox container
+// ended, what the cluster can hold, which sandboxes a list holds. Pure functions over the JSON
+// the API returns; anything missing or malformed reads as the weaker, or the emptier, answer.
+
 #include <scs/backend/backend.h>
 
 #include <map>
@@ -8,10 +13,6 @@
 
 #include "json_access.h"
 
-// Readings of the API server's answers that the Kubernetes backend acts on (issue 16): whether
-// the namespace's NetworkPolicies cut sandbox Pods off the network, how a Pod's sandbox container
-// ended, what the cluster can hold, which sandboxes a list holds. Pure functions over the JSON
-// the API returns; anything missing or malformed reads as the weaker, or the emptier, answer.
 namespace scs::kubernetes {
 
 using Labels = std::map<std::string, std::string>;

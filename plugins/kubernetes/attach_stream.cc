@@ -1,3 +1,6 @@
+// AttachStream: the v5.channel.k8s.io WebSocket opened on a Pod's attach, stdin written in
+// capped messages and closed by channel, and output pumped to the sink under one I/O lock.
+
 #include "attach_stream.h"
 
 #include <Poco/Buffer.h>

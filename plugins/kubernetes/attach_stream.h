@@ -1,5 +1,11 @@
 #pragma once
 
+// A Pod's stdin, stdout and stderr over the API server's attach (issue 16), on the
+// v5.channel.k8s.io WebSocket protocol: every binary message starts with its channel's byte
+// (0 stdin, 1 stdout, 2 stderr, 3 the server's closing Status, 4 resize), and v5 adds 255, the
+// word to close one channel, which lets the client end stdin and still read the output. An
+// older protocol cannot end stdin without ending the connection, so only v5 is accepted.
+
 #include <Poco/Net/HTTPSClientSession.h>
 #include <Poco/Net/WebSocket.h>
 #include <scs/backend/backend.h>
@@ -13,11 +19,6 @@
 
 #include "kube_client.h"
 
-// A Pod's stdin, stdout and stderr over the API server's attach (issue 16), on the
-// v5.channel.k8s.io WebSocket protocol: every binary message starts with its channel's byte
-// (0 stdin, 1 stdout, 2 stderr, 3 the server's closing Status, 4 resize), and v5 adds 255, the
-// word to close one channel, which lets the client end stdin and still read the output. An
-// older protocol cannot end stdin without ending the connection, so only v5 is accepted.
 namespace scs::kubernetes {
 
 inline constexpr const char* kChannelProtocol = "v5.channel.k8s.io";

@@ -1,3 +1,6 @@
+// ClusterAccess read from a service account's mounted secrets or from a kubeconfig's context,
+// inline data or files, refusing what would weaken TLS or run an exec or auth-provider plugin.
+
 #include "cluster_access.h"
 
 #include <Poco/Exception.h>

@@ -1,11 +1,12 @@
 #pragma once
 
-#include <map>
-#include <string>
-
 // How the Kubernetes backend reaches its API server (issue 16): the server's address, the CA
 // that must have signed its certificate, the credential, and the namespace of sandbox Pods,
 // from the Pod's own service account (in-cluster) or from a kubeconfig file.
+
+#include <map>
+#include <string>
+
 namespace scs::kubernetes {
 
 struct ClusterAccess {

@@ -1,3 +1,6 @@
+// KubeClient: one HTTPS session per request with the access's CA and credential, answers read
+// within a size cap, HTTP statuses mapped to backend codes, watches streamed, tokens reread.
+
 #include "kube_client.h"
 
 #include <Poco/Crypto/EVPPKey.h>

@@ -1,5 +1,10 @@
 #pragma once
 
+// Requests to the Kubernetes API server over HTTPS (issue 16), with Poco's NetSSL: the server's
+// certificate must chain to the access's CA and name its host; the credential is a bearer token
+// or a client certificate. One connection per request; thread-safe (nothing is shared but the
+// TLS context, which OpenSSL guards).
+
 #include <Poco/Net/Context.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
@@ -15,10 +20,6 @@
 #include "cluster_access.h"
 #include "json_access.h"
 
-// Requests to the Kubernetes API server over HTTPS (issue 16), with Poco's NetSSL: the server's
-// certificate must chain to the access's CA and name its host; the credential is a bearer token
-// or a client certificate. One connection per request; thread-safe (nothing is shared but the
-// TLS context, which OpenSSL guards).
 namespace scs::kubernetes {
 
 struct ApiReply {

@@ -1,3 +1,6 @@
+// KubernetesBackend: options parsed, the cluster reached and checked, and each sandbox's life
+// around PodApi: stdin over attach, a pump thread per sandbox, the exit read from the Pod.
+
 #include "kubernetes_backend.h"
 
 #include <cstdlib>

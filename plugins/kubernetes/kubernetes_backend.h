@@ -1,5 +1,11 @@
 #pragma once
 
+// The kubernetes backend (issue 16): one Pod per sandbox, in one namespace, through the API
+// server. PodApi makes the plain REST calls; this adds the sandbox's life around them: start()
+// waits for the Pod to run and attaches to its container (code in over stdin, output back), a
+// worker thread per sandbox pumps the output to the core's sink and reads the exit from the
+// Pod's status once the output ends.
+
 #include <scs/backend/backend.h>
 
 #include <chrono>
@@ -15,11 +21,6 @@
 #include "kube_client.h"
 #include "pod_api.h"
 
-// The kubernetes backend (issue 16): one Pod per sandbox, in one namespace, through the API
-// server. PodApi makes the plain REST calls; this adds the sandbox's life around them: start()
-// waits for the Pod to run and attaches to its container (code in over stdin, output back), a
-// worker thread per sandbox pumps the output to the core's sink and reads the exit from the
-// Pod's status once the output ends.
 namespace scs::kubernetes {
 
 // Backend options (`--backend-option KEY=VALUE`).

@@ -1,3 +1,6 @@
+// The Kubernetes plugin's entry: its backend options parsed, KubernetesBackend connected to the
+// cluster, and the factory and ABI stamp exported.
+
 #include <plugin_export.h>
 
 #include <string>

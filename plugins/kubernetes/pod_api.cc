@@ -1,3 +1,6 @@
+// PodApi: the namespace's sandbox Pods over REST: create with an active deadline, the read-back,
+// a Pod's state listed then watched until it holds, kill, remove, list, and the attach path.
+
 #include "pod_api.h"
 
 #include <Poco/URI.h>

@@ -1,5 +1,9 @@
 #pragma once
 
+// The sandbox Pods of one namespace through the API server (issue 16): the calls of the
+// RuntimeBackend contract that are plain REST, each one request or two, in the contract's terms.
+// The kubernetes backend (kubernetes_backend.h) adds attach and the wait on a Pod's end.
+
 #include <scs/backend/backend.h>
 
 #include <chrono>
@@ -13,9 +17,6 @@
 #include "kube_client.h"
 #include "pod_translation.h"
 
-// The sandbox Pods of one namespace through the API server (issue 16): the calls of the
-// RuntimeBackend contract that are plain REST, each one request or two, in the contract's terms.
-// The kubernetes backend (kubernetes_backend.h) adds attach and the wait on a Pod's end.
 namespace scs::kubernetes {
 
 // Added to a sandbox's deadline label for the Pod's activeDeadlineSeconds: the kubelet's end of

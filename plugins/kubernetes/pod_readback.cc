@@ -1,3 +1,6 @@
+// A stored Pod read back: its posture from the effective security context, resources and
+// volumes; every deviation from what podFor() wrote, one sentence each; resource quantities.
+
 #include "pod_readback.h"
 
 #include <scs/backend/launcher_protocol.h>

@@ -1,5 +1,8 @@
 #pragma once
 
+// A Pod as the API server stored it, after admission, read back (issue 16): the Posture the
+// core checks, and what the Pod must still show that the Posture does not hold. Pure functions.
+
 #include <scs/backend/backend.h>
 
 #include <cstdint>
@@ -11,8 +14,6 @@
 #include "json_access.h"
 #include "pod_translation.h"
 
-// A Pod as the API server stored it, after admission, read back (issue 16): the Posture the
-// core checks, and what the Pod must still show that the Posture does not hold. Pure functions.
 namespace scs::kubernetes {
 
 // Reads the posture of a Pod from the object the API server returns (GET .../pods/{name}).

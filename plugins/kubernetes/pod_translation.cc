@@ -1,3 +1,6 @@
+// SandboxSpec to Pod: what no Pod can carry refused, the container command with the launcher's
+// --rlimits, --masked, --readonly and --confine, and the Pod body with every control explicit.
+
 #include "pod_translation.h"
 
 #include <scs/backend/launcher_protocol.h>

@@ -1,5 +1,9 @@
 #pragma once
 
+// The Kubernetes backend's translation (issue 16): a SandboxSpec into the one Pod that carries
+// it, and what no Pod can carry. Pure functions: no API calls, no clock. Reading a stored Pod
+// back is pod_readback.h.
+
 #include <scs/backend/backend.h>
 
 #include <cstdint>
@@ -10,9 +14,6 @@
 
 #include "json_access.h"
 
-// The Kubernetes backend's translation (issue 16): a SandboxSpec into the one Pod that carries
-// it, and what no Pod can carry. Pure functions: no API calls, no clock. Reading a stored Pod
-// back is pod_readback.h.
 namespace scs::kubernetes {
 
 // Operator settings (backend options) that shape every sandbox Pod.
@@ -46,7 +47,7 @@ std::string podName(const std::string& run_id);
 // each path before anything else runs, ending the sandbox when one is not masked or read-only.
 // No emptyDir takes noexec, nosuid or nodev, and the kubelet mounts files of the node's disk
 // into every container: `--confine` has the launcher keep, with Landlock, execution beneath
-// /usr and writes to the scratch space, or end the sandbox where it cannot (docker/launcher.py;
+// /usr and writes to the scratch space, or end the sandbox where it cannot (landlock.py;
 // policy::launcherConfines() is what the core accepts in their place).
 std::vector<std::string> containerCommand(const backend::SandboxSpec& spec);
 

@@ -1,3 +1,6 @@
+// The audit: the embedded program and its audit.json, the one run through the run manager, the
+// program's check lines read into a Report, the runtime named and the table printed.
+
 #include "audit/audit.h"
 
 #include <Poco/Dynamic/Var.h>

@@ -1,5 +1,8 @@
 #pragma once
 
+// `safe-code-sandbox audit`: one sandbox started through the run manager (the production path)
+// runs docker/audit.py inside, and its checks come back as a table with a verdict and exit code.
+
 #include <chrono>
 #include <map>
 #include <ostream>

@@ -1,3 +1,6 @@
+// MessageIdScanner: the top-level "id" of a JSON-RPC message picked out of its bytes as they
+// stream past, following only strings and nesting and keeping at most one short value.
+
 #include "mcp/message_id.h"
 
 #include <Poco/Exception.h>

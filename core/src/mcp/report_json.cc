@@ -1,3 +1,6 @@
+// A run's snapshot and a session's as JSON: the compact or verbose report (streams, results,
+// exception, files listed with their SHA-256), the files' content blocks and the timestamps.
+
 #include "mcp/report_json.h"
 
 #include <Poco/DateTimeFormatter.h>

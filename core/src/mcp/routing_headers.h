@@ -1,5 +1,8 @@
 #pragma once
 
+// The routing headers of revision 2026-07-28 (MCP-Protocol-Version, Mcp-Method, Mcp-Name),
+// read from the request head as sent: checked against the body, and what picks a request's era.
+
 #include <optional>
 #include <string>
 #include <string_view>

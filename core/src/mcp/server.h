@@ -1,5 +1,9 @@
 #pragma once
 
+// The MCP server as transports see it: the revisions it speaks, what a transport knows of a
+// message (RequestContext), a message parsed once (Message), and Server, which answers it
+// (server.cc, dispatcher.cc, modern_revision.cc, tasks.cc).
+
 #include <chrono>
 #include <cstddef>
 #include <functional>

@@ -1,3 +1,6 @@
+// StdioTransport: bounded line reads from stdin (an oversized line answered with the id it
+// carried), one worker thread per message up to the cap, and answers written under one lock.
+
 #include "mcp/stdio_transport.h"
 
 #include <Poco/Logger.h>

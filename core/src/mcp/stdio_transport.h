@@ -1,5 +1,8 @@
 #pragma once
 
+// MCP over stdio: newline-delimited JSON-RPC, each message answered on its own thread, and the
+// only code in the server that writes to stdout.
+
 #include <condition_variable>
 #include <cstddef>
 #include <istream>

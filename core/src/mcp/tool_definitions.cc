@@ -1,3 +1,6 @@
+// tools.json made into the tools/list array: each ${setting} filled with the operator's value
+// or its words, descriptions joined, $defs references resolved; and the byte and duration words.
+
 #include "mcp/tool_definitions.h"
 
 #include <Poco/JSON/Object.h>

@@ -1,3 +1,6 @@
+// Tools: each tool's arguments checked (names, ids, waits, limits, files), its call made on the
+// run manager, and its CallToolResult built; a refusal is a tool error a model can act on.
+
 #include "mcp/tools.h"
 
 #include <Poco/Dynamic/Var.h>

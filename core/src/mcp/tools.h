@@ -1,5 +1,8 @@
 #pragma once
 
+// The five tools (start_run, get_result, stop_run, open_session, close_session): who calls one
+// (CallContext), the operator's options, and Tools, which validates arguments and runs a call.
+
 #include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
 

@@ -1,3 +1,6 @@
+// CountingBackend: each backend call forwarded to the plugin, its reply passed back unchanged
+// and counted under the call's name when it is not ok.
+
 #include "metrics/counting_backend.h"
 
 namespace scs::metrics {

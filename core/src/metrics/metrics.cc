@@ -1,3 +1,6 @@
+// Metrics: the Prometheus counters, gauges and histograms registered once, updated as runs come
+// and go, and rendered in the text format with the run manager's load and the process's RSS.
+
 #include "metrics/metrics.h"
 
 #include <prometheus/text_serializer.h>

@@ -1,3 +1,6 @@
+// MetricsEndpoint: a listener behind its own gate that answers GET /metrics with the rendered
+// text, 404 for any other path and 405 for any other method.
+
 #include "metrics/metrics_endpoint.h"
 
 #include <Poco/Net/HTTPRequestHandler.h>

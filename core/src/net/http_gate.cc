@@ -1,3 +1,6 @@
+// HttpGate: one thread accepting connections and reading request heads without blocking
+// (deadline, size cap, oldest dropped), then each whole head handed to its lane's workers.
+
 #include "net/http_gate.h"
 
 #include <Poco/Logger.h>

@@ -1,3 +1,6 @@
+// TenantSlots: a slot taken under the lock while the tenant holds fewer than the cap, and given
+// back by the Slot's destructor or move-assignment.
+
 #include "net/tenant_slots.h"
 
 namespace scs::net {

@@ -1,5 +1,8 @@
 #pragma once
 
+// TenantSlots: at most `cap` places per tenant held at once (the gate's requests in flight, the
+// tools' waiting calls), each given back when its Slot is destroyed.
+
 #include <cstddef>
 #include <map>
 #include <mutex>

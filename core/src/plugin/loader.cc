@@ -1,3 +1,6 @@
+// loadBackend: the file's path and ownership checked before mapping, the ABI stamp and toolchain
+// read before the factory is called, and a deleter that keeps the library mapped.
+
 #include "plugin/loader.h"
 
 #include <dlfcn.h>

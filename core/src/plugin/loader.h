@@ -1,5 +1,8 @@
 #pragma once
 
+// The plugin loader: the one backend named at startup, found by name in the plugin directory or
+// given by absolute path, checked, mapped with Boost.DLL and created by its factory.
+
 #include <scs/backend/backend.h>
 
 #include <filesystem>

@@ -1,3 +1,6 @@
+// The files rules: each path normalised and checked (no "..", no absolute path, .scs and main.py
+// reserved), contents decoded, caps applied, and the ustar archive written block by block.
+
 #include "policy/files.h"
 
 #include <Poco/Base64Decoder.h>

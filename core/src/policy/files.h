@@ -1,5 +1,8 @@
 #pragma once
 
+// A run's files: start_run's `code` and `files` validated into a list (main.py first), the
+// ustar archive delivered to the sandbox, and strict Base64.
+
 #include <Poco/Dynamic/Var.h>
 
 #include <cstddef>

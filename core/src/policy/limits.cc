@@ -1,3 +1,6 @@
+// LimitPolicy: maxima lowered to the host's cores and memory, defaults to the maxima, and each
+// requested limit checked by one table of fields, with a sentence naming the key when refused.
+
 #include "policy/limits.h"
 
 #include <algorithm>

@@ -1,5 +1,8 @@
 #pragma once
 
+// A run's limits (memory, timeout, CPUs, processes): the operator's defaults, maxima and floors,
+// and LimitPolicy, which fits them to the host and resolves start_run's `limits` argument.
+
 #include <Poco/Dynamic/Var.h>
 
 #include <cstdint>

@@ -1,3 +1,6 @@
+// The posture rules: the required posture built from limits and settings (tmpfs sizes, host
+// task cap, masked paths), and every invariant checked on an observed posture, one sentence each.
+
 #include "policy/posture.h"
 
 #include <scs/backend/launcher_protocol.h>

@@ -1,5 +1,8 @@
 #pragma once
 
+// The posture every sandbox must have: the operator's sandbox settings, the posture the core
+// requires for a run's limits and uid, and assertPosture(), checked on the spec and the read-back.
+
 #include <scs/backend/backend.h>
 
 #include <cstddef>
@@ -57,7 +60,7 @@ backend::Posture requiredPosture(const Limits& limits, const SandboxSettings& se
 std::vector<std::string> checkSandboxUser(const backend::Posture& observed, const UidRange& range);
 
 // Whether the launcher's arguments (init_command from `first_argument` on) carry `--confine`
-// as a flag, not as another flag's value. A sandbox the launcher confines (docker/launcher.py,
+// as a flag, not as another flag's value. A sandbox the launcher confines (landlock.py,
 // confine_filesystem(); docs/SECURITY.md, 2b) runs nothing from outside /usr and writes no file
 // outside its scratch space, with Landlock, in every process; PID 1 applies it before anything
 // else runs and ends the sandbox (125) on a kernel without Landlock, gVisor's included. That is

@@ -1,3 +1,6 @@
+// decide(): the evidence weighed in one fixed order, the server's own flags first, into a
+// status, exit code, signal and one sentence; and the names of statuses and signals.
+
 #include "policy/status_map.h"
 
 #include <signal.h>

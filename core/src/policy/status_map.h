@@ -1,5 +1,8 @@
 #pragma once
 
+// The one status table: a run's statuses, the evidence of how it ended (the server's flags, the
+// engine's record, the launcher's), and decide(), which turns that into a Verdict.
+
 #include <optional>
 #include <string>
 #include <string_view>

@@ -1,3 +1,6 @@
+// SandboxBringUp: the spec of a run's, a prepared or a session's sandbox (command, labels,
+// deadline), and its steps in order: posture on the spec, create, read-back, deliver, start.
+
 #include "runs/bring_up.h"
 
 #include <scs/backend/launcher_protocol.h>

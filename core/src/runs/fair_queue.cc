@@ -1,3 +1,6 @@
+// FairQueue: one FIFO per tenant; the next run is the one whose tenant ranks first by runs
+// executing, then by when it was last served, then by arrival; and the counts read from it.
+
 #include "runs/fair_queue.h"
 
 #include <algorithm>

@@ -1,3 +1,6 @@
+// sweepLeftovers: of the managed sandboxes other instances made, removes those whose owner
+// process is gone (or owner label invalid) or whose deadline has passed; keeps the others' uids.
+
 #include "runs/leftover_sweep.h"
 
 #include <Poco/Logger.h>

@@ -1,3 +1,6 @@
+// toValidUtf8 (ill-formed sequences become U+FFFD), and OutputCapture: head and tail kept per
+// stream within the cap, the markers found across writes, the trailer buffered apart.
+
 #include "runs/output.h"
 
 #include <algorithm>

@@ -1,5 +1,8 @@
 #pragma once
 
+// A run's output as the core holds it: valid UTF-8 on the way out, and OutputCapture, the
+// bounded sink of both streams that also splits off the launcher's trailer and end marker.
+
 #include <scs/backend/backend.h>
 
 #include <cstddef>

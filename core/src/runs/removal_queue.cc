@@ -1,3 +1,6 @@
+// RemovalQueue: a sandbox removed at once when the engine answers, otherwise kept and retried
+// with doubling backoff up to a minute; the last attempt at shutdown leaves it to the sweep.
+
 #include "runs/removal_queue.h"
 
 #include <Poco/Logger.h>

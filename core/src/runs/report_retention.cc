@@ -1,3 +1,6 @@
+// ReportRetention: finished reports kept in order with each tenant's count and bytes; expire()
+// forgets the expired, then a tenant's oldest over its own budget, then the largest holder's.
+
 #include "runs/report_retention.h"
 
 #include "runs/tenant_share.h"

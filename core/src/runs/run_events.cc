@@ -1,3 +1,6 @@
+// The observer that hears nothing (noRunEvents), for a run manager given none, and the names
+// of the reasons a start_run is refused.
+
 #include "runs/run_events.h"
 
 namespace scs::runs {

@@ -1,5 +1,8 @@
 #pragma once
 
+// The run manager as the tools see it: its settings, what a run, a session and the load look
+// like at one moment, and RunManager (start, get, stop, sessions, shutdown).
+
 #include <scs/backend/backend.h>
 
 #include <chrono>

@@ -1,3 +1,6 @@
+// The side channel's formats: the trailer and end markers, the control files, a session run's
+// frame, the trailer parsed and capped (exit, exception, files), and a returned file's media type.
+
 #include "runs/side_channel.h"
 
 #include <Poco/Exception.h>

@@ -1,5 +1,15 @@
 #pragma once
 
+// The side channel between the core and the in-sandbox launcher (docker/scs_launcher/), which
+// never mounts a host path. In: the archive carries `.scs/control.json` (a per-run nonce and
+// the out-file caps) and, when given, `.scs/stdin`; the launcher keeps both in memory. Out: after
+// the user program ends, the launcher writes to stdout "\n\0SCS-TRAILER-<nonce>\0", one line of
+// JSON {"exit", "exception", "files", "files_truncated", "files_omitted"} and "\n". The core
+// knows the nonce, so the user program cannot forge the marker; everything from it on is not
+// output. The launcher ends every process of the program before it writes the trailer, so
+// "exit" and the files are the launcher's own account; "exception" alone comes from inside the
+// program's process (docs/SECURITY.md, Reports).
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -10,15 +20,6 @@
 
 #include "policy/files.h"
 
-// The side channel between the core and the in-sandbox launcher (docker/launcher.py), which
-// never mounts a host path. In: the archive carries `.scs/control.json` (a per-run nonce and
-// the out-file caps) and, when given, `.scs/stdin`; the launcher keeps both in memory. Out: after
-// the user program ends, the launcher writes to stdout "\n\0SCS-TRAILER-<nonce>\0", one line of
-// JSON {"exit", "exception", "files", "files_truncated", "files_omitted"} and "\n". The core
-// knows the nonce, so the user program cannot forge the marker; everything from it on is not
-// output. The launcher ends every process of the program before it writes the trailer, so
-// "exit" and the files are the launcher's own account; "exception" alone comes from inside the
-// program's process (docs/SECURITY.md, Reports).
 namespace scs::runs {
 
 inline constexpr const char* kOutDirectory = "/workspace/out";

@@ -1,3 +1,6 @@
+// tenantToGiveWay: the tenant holding the most of a shared budget, the asking tenant when
+// none holds more.
+
 #include "runs/tenant_share.h"
 
 namespace scs::runs {
