@@ -107,49 +107,42 @@ std::string podWithStatus(const std::string& status) {
   return R"({"metadata":{"name":"scs-1"},"status":)" + status + "}";
 }
 
+// The exit read from a Pod with `status` for its container "sandbox".
+backend::Exit exitOfStatus(const std::string& status) {
+  return exitOf(parsed(podWithStatus(status)), "sandbox");
+}
+
 TEST(ExitTest, FromTheContainerRecordAndThePodsPhase) {
-  const backend::Exit succeeded = exitOf(
-      parsed(podWithStatus(
-          R"({"phase":"Succeeded","containerStatuses":[{"name":"sandbox","state":{"terminated":{"exitCode":0,"reason":"Completed"}}}]})")),
-      "sandbox");
+  const backend::Exit succeeded = exitOfStatus(
+      R"({"phase":"Succeeded","containerStatuses":[{"name":"sandbox","state":{"terminated":{"exitCode":0,"reason":"Completed"}}}]})");
   EXPECT_TRUE(succeeded.exited);
   EXPECT_EQ(succeeded.exit_code, 0);
   EXPECT_FALSE(succeeded.oom_killed);
   EXPECT_FALSE(succeeded.killed_outside);
 
-  const backend::Exit oom = exitOf(
-      parsed(podWithStatus(
-          R"({"phase":"Failed","containerStatuses":[{"name":"sandbox","state":{"terminated":{"exitCode":137,"reason":"OOMKilled"}}}]})")),
-      "sandbox");
+  const backend::Exit oom = exitOfStatus(
+      R"({"phase":"Failed","containerStatuses":[{"name":"sandbox","state":{"terminated":{"exitCode":137,"reason":"OOMKilled"}}}]})");
   EXPECT_TRUE(oom.exited);
   EXPECT_EQ(oom.exit_code, 137);
   EXPECT_TRUE(oom.oom_killed);
 
-  const backend::Exit running = exitOf(
-      parsed(podWithStatus(
-          R"({"phase":"Running","containerStatuses":[{"name":"sandbox","state":{"running":{"startedAt":"2026-12-01T00:00:00Z"}}}]})")),
-      "sandbox");
+  const backend::Exit running = exitOfStatus(
+      R"({"phase":"Running","containerStatuses":[{"name":"sandbox","state":{"running":{"startedAt":"2026-12-01T00:00:00Z"}}}]})");
   EXPECT_FALSE(running.exited);
 
-  const backend::Exit deadline = exitOf(
-      parsed(podWithStatus(
-          R"({"phase":"Failed","reason":"DeadlineExceeded","message":"Pod was active on the node longer than the specified deadline"})")),
-      "sandbox");
+  const backend::Exit deadline = exitOfStatus(
+      R"({"phase":"Failed","reason":"DeadlineExceeded","message":"Pod was active on the node longer than the specified deadline"})");
   EXPECT_TRUE(deadline.exited);
   EXPECT_TRUE(deadline.killed_outside);
   EXPECT_THAT(deadline.engine_error, HasSubstr("DeadlineExceeded"));
 
-  const backend::Exit pull = exitOf(
-      parsed(podWithStatus(
-          R"({"phase":"Pending","containerStatuses":[{"name":"sandbox","state":{"waiting":{"reason":"ImagePullBackOff","message":"Back-off pulling image"}}}]})")),
-      "sandbox");
+  const backend::Exit pull = exitOfStatus(
+      R"({"phase":"Pending","containerStatuses":[{"name":"sandbox","state":{"waiting":{"reason":"ImagePullBackOff","message":"Back-off pulling image"}}}]})");
   EXPECT_TRUE(pull.exited);
   EXPECT_THAT(pull.engine_error, HasSubstr("ImagePullBackOff"));
 
-  const backend::Exit creating = exitOf(
-      parsed(podWithStatus(
-          R"({"phase":"Pending","containerStatuses":[{"name":"sandbox","state":{"waiting":{"reason":"ContainerCreating"}}}]})")),
-      "sandbox");
+  const backend::Exit creating = exitOfStatus(
+      R"({"phase":"Pending","containerStatuses":[{"name":"sandbox","state":{"waiting":{"reason":"ContainerCreating"}}}]})");
   EXPECT_FALSE(creating.exited);
 
   // A container killed at the Pod's deadline, by an eviction or a delete left 137 of its own:
@@ -162,7 +155,7 @@ TEST(ExitTest, FromTheContainerRecordAndThePodsPhase) {
            R"({"phase":"Failed","reason":"Evicted","containerStatuses":[{"name":"sandbox","state":{"terminated":{"exitCode":137}}}]})"),
        std::string(
            R"({"phase":"Running","conditions":[{"type":"DisruptionTarget","status":"True"}],"containerStatuses":[{"name":"sandbox","state":{"terminated":{"exitCode":137}}}]})")}) {
-    const backend::Exit killed = exitOf(parsed(podWithStatus(status)), "sandbox");
+    const backend::Exit killed = exitOfStatus(status);
     EXPECT_TRUE(killed.exited) << status;
     EXPECT_EQ(killed.exit_code, 137) << status;
     EXPECT_TRUE(killed.killed_outside) << status;
@@ -176,10 +169,8 @@ TEST(ExitTest, FromTheContainerRecordAndThePodsPhase) {
   EXPECT_FALSE(succeeded.killed_outside);
 
   // Another container's record is not the sandbox's.
-  const backend::Exit other = exitOf(
-      parsed(podWithStatus(
-          R"({"phase":"Running","containerStatuses":[{"name":"proxy","state":{"terminated":{"exitCode":0}}}]})")),
-      "sandbox");
+  const backend::Exit other = exitOfStatus(
+      R"({"phase":"Running","containerStatuses":[{"name":"proxy","state":{"terminated":{"exitCode":0}}}]})");
   EXPECT_FALSE(other.exited);
 }
 
