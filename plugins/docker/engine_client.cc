@@ -3,6 +3,7 @@
 
 #include "engine_client.h"
 
+#include <Poco/String.h>
 #include <Poco/URI.h>
 
 #include <algorithm>
@@ -162,10 +163,7 @@ Status EngineClient::negotiate() {
       const auto name = json::string(component, "Name");
       const auto version = json::string(component, "Version");
       if (name && version && *name != "Engine") {
-        std::string key = *name;
-        std::transform(key.begin(), key.end(), key.begin(),
-                       [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-        versions_[key] = *version;
+        versions_[Poco::toLower(*name)] = *version;
       }
     }
   }

@@ -4,6 +4,7 @@
 
 #include <Poco/Exception.h>
 #include <Poco/Net/HTTPResponse.h>
+#include <Poco/String.h>
 
 #include <algorithm>
 #include <cctype>
@@ -13,13 +14,6 @@
 
 namespace scs::docker {
 namespace {
-
-std::string lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 std::string_view trim(std::string_view text) {
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) {
@@ -58,7 +52,7 @@ std::optional<ResponseHead> parseResponseHead(std::string_view head) {
     return std::nullopt;
   }
   for (const auto& [name, value] : response) {
-    result.headers[lower(name)] = value;
+    result.headers[Poco::toLower(name)] = value;
   }
   return result;
 }
@@ -68,7 +62,7 @@ ConnectionPtr framedBody(const ResponseHead& head, ConnectionPtr raw) {
   const auto encoding = head.headers.find("transfer-encoding");
   const auto length = head.headers.find("content-length");
   if (head.status != 101 && encoding != head.headers.end() &&
-      lower(encoding->second).find("chunked") != std::string::npos) {
+      Poco::toLower(encoding->second).find("chunked") != std::string::npos) {
     body = std::make_unique<ChunkedConnection>(std::move(body));
   } else if (head.status != 101 && length != head.headers.end()) {
     std::uint64_t bytes = 0;

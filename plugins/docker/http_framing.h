@@ -36,7 +36,6 @@ class ChunkedConnection : public Connection {
 
  private:
   bool readLine(std::string* line);
-  bool readExact(std::size_t count);
 
   ConnectionPtr inner_;
   std::uint64_t left_in_chunk_ = 0;

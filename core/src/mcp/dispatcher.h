@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "mcp/report_json.h"
 #include "mcp/server.h"
 #include "mcp/tools.h"
 #include "policy/files.h"
@@ -66,9 +67,6 @@ inline constexpr const char* kDiscover = "server/discover";
 
 void logError(const std::string& message) noexcept;
 
-inline Poco::JSON::Object::Ptr newObject() {
-  return new Poco::JSON::Object(Poco::JSON_PRESERVE_KEY_ORDER);
-}
 inline bool isObject(const Poco::Dynamic::Var& value) {
   return value.type() == typeid(Poco::JSON::Object::Ptr);
 }

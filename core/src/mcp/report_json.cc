@@ -23,8 +23,6 @@ using Poco::Dynamic::Var;
 using Poco::JSON::Array;
 using Poco::JSON::Object;
 
-Object::Ptr newObject() { return new Object(Poco::JSON_PRESERVE_KEY_ORDER); }
-
 double finite(double value) { return std::isfinite(value) ? value : 0; }
 
 double milliRound(double value) { return std::round(finite(value) * 1000) / 1000; }

@@ -14,6 +14,12 @@
 
 namespace scs::mcp {
 
+// A JSON object that keeps its keys in the order they are set, as every answer the server
+// writes does.
+inline Poco::JSON::Object::Ptr newObject() {
+  return new Poco::JSON::Object(Poco::JSON_PRESERVE_KEY_ORDER);
+}
+
 // What a report leaves out. A compact report (the default) carries only what tells the agent
 // something: no empty stream, no false flag, no byte counts it could not use, no limits equal
 // to the defaults (nor a session run's, which are its session's), no timestamps, and an exception's traceback only when stderr does not

@@ -98,7 +98,6 @@ using rpc::kDiscover;
 using rpc::kMetaCapabilities;
 using rpc::kMetaVersion;
 using rpc::logError;
-using rpc::newObject;
 using rpc::responseId;
 using rpc::RpcError;
 using rpc::serialise;

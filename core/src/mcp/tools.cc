@@ -29,8 +29,6 @@ using Poco::JSON::Object;
 // Client text quoted back in a message is cut to this many bytes.
 constexpr std::size_t kMaxQuotedBytes = 200;
 
-Object::Ptr newObject() { return new Object(Poco::JSON_PRESERVE_KEY_ORDER); }
-
 std::string compact(const Object::Ptr& object) {
   std::ostringstream out;
   object->stringify(out);

@@ -5,6 +5,7 @@
 #include <Poco/Logger.h>
 #include <Poco/Net/HTTPResponse.h>
 #include <Poco/Net/IPAddress.h>
+#include <Poco/String.h>
 
 #include <algorithm>
 
@@ -25,7 +26,7 @@ Poco::Logger& logger() { return Poco::Logger::get("scs.http"); }
 bool hostAllowed(const std::vector<std::string>& allowed_hosts, const std::string& header) {
   std::string host;
   std::string port;
-  if (!splitHostPort(lower(trim(header)), &host, &port) || host.empty()) {
+  if (!splitHostPort(Poco::toLower(trim(header)), &host, &port) || host.empty()) {
     return false;
   }
   if (port.empty()) {
@@ -46,7 +47,7 @@ bool hostAllowed(const std::vector<std::string>& allowed_hosts, const std::strin
 }
 
 bool originAllowed(const std::vector<std::string>& allowed_origins, const std::string& header) {
-  std::string origin = lower(trim(header));
+  std::string origin = Poco::toLower(trim(header));
   while (origin.size() > 1 && origin.back() == '/') {
     origin.pop_back();
   }
@@ -60,7 +61,7 @@ void deriveAllowLists(const Poco::Net::SocketAddress& bound, HttpEndpoint* endpo
   std::vector<std::string> hosts = {"localhost", "127.0.0.1", "[::1]"};
   const Poco::Net::IPAddress& address = bound.host();
   if (!address.isLoopback() && !address.isWildcard()) {
-    hosts.push_back(lower(hostText(address)));
+    hosts.push_back(Poco::toLower(hostText(address)));
   }
   if (endpoint->allowed_hosts.empty()) {
     for (const std::string& host : hosts) {
@@ -77,7 +78,7 @@ void deriveAllowLists(const Poco::Net::SocketAddress& bound, HttpEndpoint* endpo
 std::optional<std::string> tenantOfAuthorization(const TokenTable& tokens,
                                                  const std::string& text) {
   const std::string header = trim(text);
-  const std::string scheme = lower(header.substr(0, header.find(' ')));
+  const std::string scheme = Poco::toLower(header.substr(0, header.find(' ')));
   if (scheme != "bearer" || header.find(' ') == std::string::npos) {
     return std::nullopt;
   }

@@ -3,6 +3,7 @@
 #include "mcp/http/settings.h"
 
 #include <Poco/Exception.h>
+#include <Poco/String.h>
 
 #include <charconv>
 #include <cstdint>
@@ -15,7 +16,6 @@
 namespace scs::mcp {
 namespace {
 
-using http::lower;
 using http::splitHostPort;
 using http::trim;
 
@@ -127,10 +127,10 @@ Result<HttpEndpoint> resolveHttpSettings(const HttpSettings& settings) {
                    ") without authentication; give --token-file FILE, or bind 127.0.0.1");
   }
   for (const std::string& host : settings.allowed_hosts) {
-    endpoint.allowed_hosts.push_back(lower(host));
+    endpoint.allowed_hosts.push_back(Poco::toLower(host));
   }
   for (const std::string& origin : settings.allowed_origins) {
-    std::string value = lower(origin);
+    std::string value = Poco::toLower(origin);
     while (value.size() > 1 && value.back() == '/') {
       value.pop_back();
     }

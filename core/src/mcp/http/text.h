@@ -1,19 +1,11 @@
-// Text helpers the HTTP transport's parts share: ASCII lower case and surrounding blanks
-// dropped, for header values and flag values.
+// The trim the HTTP transport's parts share, for header values, flag values and token lines.
+// Not Poco::trim, which drops \v and \f too: a token line must refuse those, not lose them.
 #pragma once
 
-#include <algorithm>
-#include <cctype>
 #include <string>
 #include <string_view>
 
 namespace scs::mcp::http {
-
-inline std::string lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
-}
 
 inline std::string trim(std::string_view text) {
   const auto first = text.find_first_not_of(" \t\r\n");

@@ -11,6 +11,7 @@
 #include <Poco/Net/HTTPServerRequestImpl.h>
 #include <Poco/Net/HTTPServerResponse.h>
 #include <Poco/Net/ServerSocket.h>
+#include <Poco/String.h>
 #include <Poco/Timespan.h>
 #include <Poco/URI.h>
 #include <poll.h>
@@ -33,7 +34,6 @@ namespace scs::mcp {
 namespace {
 
 using http::kSessionHeader;
-using http::lower;
 using http::Reply;
 using http::trim;
 using Poco::Net::HTTPResponse;
@@ -60,7 +60,7 @@ Poco::Logger& logger() { return Poco::Logger::get("scs.http"); }
 std::vector<std::string> mediaRanges(const std::string& header) {
   std::vector<std::string> ranges;
   for (const std::string& item : splitList(header)) {
-    ranges.push_back(lower(trim(item.substr(0, item.find(';')))));
+    ranges.push_back(Poco::toLower(trim(item.substr(0, item.find(';')))));
   }
   return ranges;
 }
@@ -241,7 +241,7 @@ void HttpTransport::Impl::post(HTTPServerRequest& request, Reply& reply,
     return;
   }
   const std::string content_type =
-      lower(trim(request.getContentType().substr(0, request.getContentType().find(';'))));
+      Poco::toLower(trim(request.getContentType().substr(0, request.getContentType().find(';'))));
   if (content_type != "application/json") {
     reply.refuse(HTTPResponse::HTTP_UNSUPPORTEDMEDIATYPE,
                  "the Content-Type must be application/json.");
