@@ -97,7 +97,7 @@ inputs_hash="$(
   {
     cat "$here/Dockerfile" "$here/launcher.py" "$here/prepare_matplotlib.py" \
         "$here/scs_matplotlib_cache.py"
-    (cd "$here" && find scs_launcher -name '*.py' | LC_ALL=C sort | xargs cat)
+    (cd "$here" && find scs_launcher -type f ! -name '*.pyc' | LC_ALL=C sort | xargs cat)
     printf '%s\n' "flavour=$flavour"
     if [[ -n "${BASE:-}" ]]; then
       printf '%s\n' "base=$BASE" "${pip_packages[@]}"

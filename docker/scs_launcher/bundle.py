@@ -9,7 +9,7 @@ import re
 import stat
 import tarfile
 
-from . import protocol
+from . import languages, protocol
 from .rejection import Rejected
 
 WORKSPACE = "/workspace"
@@ -70,11 +70,10 @@ def write_file(path, source, replace):
 
 def unpack(stream, replace=False):
     """Writes the bundle read from `stream` to /workspace; returns the control members, kept in
-    memory. With `replace` (a session's later runs) a regular file already there is replaced and
+    memory, and the names of the files written (require_code() checks the code is one). With `replace` (a session's later runs) a regular file already there is replaced and
     the directories on the way are given back to their owner. Raises Rejected for a bundle that
     breaks a rule or cannot be placed (OSError included: a full workspace, a directory the code
     made where a file goes)."""
-    seen_main = False
     seen = set()
     control = {}
     try:
@@ -107,14 +106,17 @@ def unpack(stream, replace=False):
                     raise Rejected(f"duplicate member {member.name!r}")
                 seen.add(member.name)
                 write_file(path, tar.extractfile(member), replace)
-                seen_main = seen_main or member.name == "main.py"
     except (tarfile.TarError, EOFError, UnicodeError) as error:
         raise Rejected(f"bundle: {error}") from None
     except OSError as error:
         raise Rejected(f"bundle: cannot place a file: {error}") from None
-    if not seen_main:
-        raise Rejected("bundle: no main.py")
-    return control
+    return control, seen
+
+
+def require_code(names, language):
+    """Raises Rejected unless the bundle's files `names` hold the code of `language`."""
+    if languages.CODE_FILES[language] not in names:
+        raise Rejected(f"bundle: no {languages.CODE_FILES[language]}")
 
 
 def control_members(data):

@@ -1,7 +1,9 @@
-"""PID 1 for one run: the program's interpreter started at once (child/program.py), the bundle
-read from stdin and checked, the code started, the program waited for while its stdin is fed
-and its exception record read, then every process ended, the files collected and the trailer
-written. PID 1 exits with the program's exit code, or 128 + N when signal N killed it.
+"""PID 1 for one run: Python's interpreter started at once (child/program.py), the bundle read
+from stdin and checked, the code started, the program waited for while its stdin is fed and its
+exception record (and a JavaScript run's result) read, then every process ended, the files
+collected and the trailer written. PID 1 exits with the program's exit code, or 128 + N when
+signal N killed it. A run in another language (languages.py) ends the Python interpreter, which
+has run no code, and starts its own once the bundle is read.
 
 A prepared sandbox's stdin may begin with the session frame instead (protocol.py): then the
 interpreter, which has imported modules but run no code, is ended, the deadline becomes the
@@ -12,11 +14,11 @@ import signal
 import sys
 import traceback
 
-from . import bundle, files_out, processes, protocol, report
+from . import bundle, files_out, languages, processes, protocol, report
 from .child import STUB
 from .rejection import Rejected, reject
 
-MAX_EXCEPTION_BYTES = 1 << 16
+MAX_REPORT_BYTES = 1 << 18  # the warm line, a result, an exception record: each capped
 SESSION_PREFIX = (protocol.SESSION_FRAME + " ").encode("ascii")
 MAX_SESSION_SECONDS_DIGITS = 12
 
@@ -79,8 +81,9 @@ def become_session(loop, fds, deadline, seconds, root):
     session.serve(root)
 
 
-def serve(deadline, warm, root):
-    loop = processes.Loop()
+def start_python(loop, warm, root):
+    """Python's interpreter, started ahead of the code (child/program.py). Returns its pid and
+    PID 1's ends of its pipes: the report, the go byte, its stdin."""
     report_r, report_w = os.pipe()
     go_r, go_w = os.pipe()
     stdin_r, stdin_w = os.pipe()
@@ -91,14 +94,49 @@ def serve(deadline, warm, root):
     loop.watch(child)
     for fd in (report_w, go_r, stdin_r):
         os.close(fd)
+    return child, report_r, go_w, stdin_w
+
+
+def switch_language(loop, started, language, root):
+    """For a run in another language than Python: the warm interpreter, which has run no code,
+    ended (what it reported of its warm imports kept), and the language's started. Returns the
+    new child, its report pipe's read end (the warm line first), and its stdin's write end."""
+    child, report_r, go_w, stdin_w = started
+    processes.end_every_process()
+    loop.unwatch(child)
+    os.close(go_w)
+    os.close(stdin_w)
+    warm_line = b""
+    while data := os.read(report_r, processes.CHUNK):  # its only writer is gone: to its end
+        warm_line += data
+    os.close(report_r)
+    report_r, report_w = os.pipe()
+    os.write(report_w, warm_line.split(b"\n", 1)[0] + b"\n")
+    stdin_r, stdin_w = os.pipe()
+    child = processes.spawn(languages.run_argv(language, root, report_w),
+                            fds=[report_w] if language == languages.JAVASCRIPT else [],
+                            stdin_fd=stdin_r)
+    loop.watch(child)
+    os.close(report_w)
+    os.close(stdin_r)
+    return child, report_r, stdin_w
+
+
+def serve(deadline, warm, root):
+    loop = processes.Loop()
+    started = start_python(loop, warm, root)
+    child, report_r, go_w, stdin_w = started
     try:
         head = read_head(0)
         if head == SESSION_PREFIX:
             become_session(loop, (report_r, go_w, stdin_w), deadline,
                            read_session_seconds(0), root)
         # Unbuffered, so that the end-of-archive block is seen even while stdin stays open.
-        members = bundle.unpack(Prefixed(head, sys.stdin.buffer.raw))
+        members, names = bundle.unpack(Prefixed(head, sys.stdin.buffer.raw))
         control = bundle.read_control(members.get(protocol.CONTROL_FILE))
+        language = languages.of(control)
+        bundle.require_code(names, language)
+        languages.check_interpreter(language)
     except Rejected as why:
         reject(str(why))
     if control and control.get(protocol.CONTROL_WATCHDOG):
@@ -110,28 +148,35 @@ def serve(deadline, warm, root):
     bundle.make_out_dir(out_dir)
 
     stdin_data = members.get(protocol.STDIN_FILE)
-    try:
-        os.write(go_w, b"0" if stdin_data is None else b"1")
-    except OSError:
-        pass  # its interpreter is gone (it said why on stderr): its exit says how
-    os.close(go_w)
+    if language == languages.PYTHON:
+        try:
+            os.write(go_w, b"0" if stdin_data is None else b"1")
+        except OSError:
+            pass  # its interpreter is gone (it said why on stderr): its exit says how
+        os.close(go_w)
+    else:
+        child, report_r, stdin_w = switch_language(loop, started, language, root)
     feed = processes.Feed(loop, stdin_w, stdin_data or b"")
-    exception_pipe = processes.Drain(loop, report_r, MAX_EXCEPTION_BYTES)
+    report_pipe = processes.Drain(loop, report_r, MAX_REPORT_BYTES)
     try:
         loop.run(lambda: child in loop.exits)
         exit = report.exit_record(loop.exits[child])
         processes.end_every_process()
         feed.close()
-        exception_pipe.ready(0)  # every writer has ended: to its end
+        report_pipe.ready(0)  # every writer has ended: to its end
         if control:
             files, omitted = files_out.collect(out_dir, control)
             failed_as_uncaught = exit in ({"code": 1}, {"signal": signal.SIGINT})
-            exception = (report.last_exception_record(exception_pipe.chunks)
+            exception = (report.last_exception_record(report_pipe.chunks)
                          if failed_as_uncaught else None)
-            warm = report.warm_seconds(exception_pipe.chunks)
+            chunks = report_pipe.chunks
+            result = (report.last_result(chunks, control[protocol.CONTROL_RESULT_CAP])
+                      if language == languages.JAVASCRIPT else None)
             try:
                 report.write_trailer(control[protocol.CONTROL_NONCE], exit, exception, files,
-                                     omitted, extra={protocol.TRAILER_WARM_SECONDS: warm})
+                                     omitted, extra={
+                                         protocol.TRAILER_RESULT: result,
+                                         protocol.TRAILER_WARM_SECONDS: report.warm_seconds(chunks)})
             except OSError:
                 pass
     except Exception:

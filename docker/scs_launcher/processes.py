@@ -7,6 +7,7 @@ threads too: a program that forks until EAGAIN would leave PID 1 unable to start
 starts every thread it will ever have (the deadline's) and its children before any program code
 runs, and serves everything after that from one thread with poll(), woken by SIGCHLD."""
 
+import fcntl
 import os
 import select
 import signal
@@ -43,11 +44,12 @@ def end_every_process():
         time.sleep(0.001)
 
 
-def spawn(argv, fds, stdin_fd=None, stdout_fd=None, stderr_fd=None):
+def spawn(argv, fds=(), stdin_fd=None, stdout_fd=None, stderr_fd=None, at=None):
     """Starts a child interpreter of the program's: a session and process group of its own, the
     signals' default actions, the OOM killer's first pick, the program's seccomp filter, then
-    exec of `argv` in /workspace. `fds` are kept open in it (inheritable); stdin, stdout and
-    stderr become the given descriptors (stdin /dev/null when none). A failure before exec is
+    exec of `argv` (argv[0] an absolute path) in /workspace. `fds` are kept open in it
+    (inheritable), and `at` ({number: fd}) gives it `fd` as `number`; stdin, stdout and stderr
+    become the given descriptors (stdin /dev/null when none). A failure before exec is
     written to PID 1's own stderr and the child exits with the protocol's rejected code.
     Returns its pid."""
     pid = os.fork()
@@ -61,11 +63,16 @@ def spawn(argv, fds, stdin_fd=None, stdout_fd=None, stderr_fd=None):
         for target, fd in ((0, stdin_fd), (1, stdout_fd), (2, stderr_fd)):
             if fd is not None and fd != target:
                 os.dup2(fd, target)
+        # Above every target first, so that no dup2() below closes a source still to be moved.
+        moved = {number: fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64)
+                 for number, fd in (at or {}).items()}
+        for number, fd in moved.items():
+            os.dup2(fd, number)  # inheritable
         for fd in fds:
             os.set_inheritable(fd, True)
         os.chdir(WORKSPACE)
         program_filter.prepare()
-        os.execv(PYTHON, argv)
+        os.execv(argv[0], argv)
     except BaseException as error:  # nothing may return from here into PID 1's code
         try:
             os.write(errors, f"sandbox launcher: rejected setup: {error}\n".encode(
@@ -101,6 +108,11 @@ class Loop:
 
     def watch(self, pid):
         self._watched.add(pid)
+
+    def unwatch(self, pid):
+        """`pid` was reaped elsewhere (end_every_process()), or is no longer waited for."""
+        self._watched.discard(pid)
+        self.exits.pop(pid, None)
 
     def add(self, fd, events, callback):
         self._handlers[fd] = (events, callback)

@@ -3,14 +3,15 @@ stdout and stderr. core/include/scs/backend/launcher_protocol.h is the other sid
 tests/unit/launcher_protocol_test.cc fails when the two disagree: keep every constant here a
 plain literal assignment, one per line.
 
-In: the bundle, an uncompressed ustar with main.py, the run's files and, under CONTROL_DIRECTORY, the
-control file (JSON: the run's nonce, the caps on returned files, its watchdog and result cap)
-and the run's stdin, which PID 1 keeps in memory and never writes to disk. A session's sandbox
-reads frames instead: RUN_FRAME, a space, the bundle's size in decimal and "\\n", then the
-bundle; or INTERRUPT_FRAME and "\\n". A sandbox prepared for a run becomes a session's when
-its stdin begins with SESSION_FRAME, a space, the session's deadline in seconds and "\\n"
-instead of a bundle (whose first member is always main.py): its warm interpreter, which has run
-no code, is ended and the session's is started.
+In: the bundle, an uncompressed ustar with the code (main.py, main.sh or main.js: CODE_FILE_*),
+the run's files and, under CONTROL_DIRECTORY, the control file (JSON: the run's nonce and
+language, the caps on returned files, its watchdog and result cap) and the run's stdin, which
+PID 1 keeps in memory and never writes to disk. A session's sandbox reads frames instead:
+RUN_FRAME, a space, the bundle's size in decimal and "\\n", then the bundle; or INTERRUPT_FRAME
+and "\\n". A sandbox prepared for a run becomes a session's when its stdin begins with
+SESSION_FRAME, a space, the session's deadline in seconds and "\\n" instead of a bundle (whose
+first member is always the code file): its warm interpreter, which has run no code, is ended
+and the session's is started.
 Out: once every process of the run has ended (in a session: once its code has), PID 1 writes to
 stderr END_PREFIX, the nonce and MARKER_END, and then to stdout TRAILER_PREFIX, the nonce,
 MARKER_END, one line of JSON (the TRAILER_* keys) and "\\n".
@@ -30,6 +31,16 @@ CONTROL_MAX_TOTAL_BYTES = "max_total_bytes"
 CONTROL_STDIN = "stdin"
 CONTROL_WATCHDOG = "watchdog_seconds"
 CONTROL_RESULT_CAP = "result_cap"
+CONTROL_LANGUAGE = "language"
+
+# The languages CONTROL_LANGUAGE names (languages.py; python when the control file names none),
+# and the file in /workspace that holds each one's code.
+LANGUAGE_PYTHON = "python"
+LANGUAGE_BASH = "bash"
+LANGUAGE_JAVASCRIPT = "javascript"
+CODE_FILE_PYTHON = "main.py"
+CODE_FILE_BASH = "main.sh"
+CODE_FILE_JAVASCRIPT = "main.js"
 
 RUN_FRAME = "SCS-RUN"
 INTERRUPT_FRAME = "SCS-INTERRUPT"

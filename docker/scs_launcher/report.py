@@ -53,6 +53,24 @@ def last_exception_record(chunks):
     return exception_record(parse_json(lines[-2])) if len(lines) >= 2 else None
 
 
+def bounded_result(value, cap):
+    """A result the program's interpreter wrote (`value`, which it cut to `cap` bytes), as valid
+    UTF-8 within a marker's bytes of `cap`; None for anything but a string."""
+    if not isinstance(value, str):
+        return None
+    return clean(value).encode("utf-8")[:cap + 64].decode("utf-8", "ignore")
+
+
+def last_result(chunks, cap):
+    """The last {"result": text} on a JavaScript run's report pipe (child/runner.js writes it
+    when the code's last value is there), as bounded_result(); None when there is none."""
+    for line in reversed(b"".join(chunks).split(b"\n")[1:-1]):
+        value = parse_json(line)
+        if isinstance(value, dict) and "result" in value:
+            return bounded_result(value["result"], cap)
+    return None
+
+
 def warm_seconds(chunks):
     """The warm imports' seconds from the first line on the report pipe, which the interpreter
     writes before any of the program's code runs; None when it says none."""

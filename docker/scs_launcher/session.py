@@ -1,5 +1,6 @@
-"""PID 1 for a session's sandbox: one interpreter (child/session.py) for every run, until stdin
-ends, the interpreter dies or the deadline passes.
+"""PID 1 for a session's sandbox: one interpreter for every run, until stdin ends, the interpreter
+dies or the deadline passes: Python's (child/session.py), or the one of the language its first
+run names (languages.py), a shell or Node.js, which reads its runs from a pipe.
 
 Stdin carries frames (protocol.py). Each run's bundle is unpacked over /workspace (files of
 earlier runs stay; a file sent again is replaced); one that cannot be placed (the code made a
@@ -19,7 +20,7 @@ import socket
 import struct
 import traceback
 
-from . import bundle, files_out, processes, protocol, report
+from . import bundle, files_out, languages, processes, protocol, report
 from .child import STUB
 from .rejection import Rejected, reject
 
@@ -39,13 +40,8 @@ def read_answer(value, result_cap):
     if not (isinstance(exit, dict) and type(exit.get("code")) is int and 0 <= exit["code"] < 256):
         return failed
     exception = value.get("exception")
-    result = value.get("result")
-    if isinstance(result, str):
-        result = report.clean(result).encode("utf-8")[:result_cap + 64].decode("utf-8", "ignore")
-    else:
-        result = None
     return {"exit": {"code": exit["code"]}, "exception": report.exception_record(exception),
-            "result": result}
+            "result": report.bounded_result(value.get("result"), result_cap)}
 
 
 class Frames:
@@ -96,15 +92,41 @@ class Run:
 
 class Session:
     def __init__(self, root):
+        self.root = root
         self.loop = processes.Loop()
+        self.loop.add(0, processes.READABLE, self.on_stdin)
+        self.inbox = Frames()
+        self.frames = []
+        self.pieces = bytearray()
+        self.pieces_broken = False
+        self.stdin_ended = False
+        self.current = None
+        self.seq = 0
+        self.delivered = False  # a run has reached the interpreter
+        # Python's interpreter starts at once, so that a Python session's first run need not
+        # wait for it; a session whose first run is in another language replaces it then.
+        self.start_interpreter(languages.PYTHON)
+
+    # The interpreter: started once, or replaced before the session's first run.
+
+    def start_interpreter(self, language):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        self.child = processes.spawn(
-            [processes.PYTHON, "-I", "-c", STUB, root, "scs_launcher.child.session",
-             str(theirs.fileno())],
-            fds=[theirs.fileno()], stdout_fd=out_w, stderr_fd=err_w)
+        self.language = language
+        self.commands = None  # bash's and javascript's runs: "RUN RESULT_CAP\n" on a pipe
+        if language == languages.PYTHON:
+            self.child = processes.spawn(
+                [processes.PYTHON, "-I", "-c", STUB, self.root, "scs_launcher.child.session",
+                 str(theirs.fileno())],
+                fds=[theirs.fileno()], stdout_fd=out_w, stderr_fd=err_w)
+        else:
+            commands_r, self.commands = os.pipe()
+            self.child = processes.spawn(languages.session_argv(language, self.root),
+                                         stdout_fd=out_w, stderr_fd=err_w,
+                                         at={3: commands_r, 4: theirs.fileno()})
+            os.close(commands_r)
         self.loop.watch(self.child)
         for fd in (out_w, err_w):
             os.close(fd)
@@ -116,14 +138,37 @@ class Session:
             os.set_blocking(fd, False)
             self.loop.add(fd, processes.READABLE, lambda _, fd=fd: self.pump(fd))
         self.loop.add(self.channel.fileno(), processes.READABLE, self.on_channel)
-        self.loop.add(0, processes.READABLE, self.on_stdin)
-        self.inbox = Frames()
-        self.frames = []
-        self.pieces = bytearray()
-        self.pieces_broken = False
-        self.stdin_ended = False
-        self.current = None
-        self.seq = 0
+
+    def replace_interpreter(self, language):
+        """Before the session's first run (no code has reached the interpreter): the one started
+        ended, the language's started instead."""
+        processes.end_every_process()
+        self.loop.unwatch(self.child)
+        for fd in list(self.streams):
+            self.loop.remove(fd)
+            os.close(fd)
+        self.loop.remove(self.channel.fileno())
+        self.channel.close()
+        if self.commands is not None:
+            os.close(self.commands)
+        self.start_interpreter(language)
+
+    def deliver(self, run, stdin_r):
+        """Hands the interpreter its run. Raises Rejected when it is not taking runs."""
+        result_cap = run.control[protocol.CONTROL_RESULT_CAP]
+        if self.commands is not None:
+            try:
+                os.write(self.commands, f"{run.seq} {result_cap}\n".encode("ascii"))
+            except OSError:
+                pass  # it is gone: the loop sees it end
+            return
+        command = json.dumps({"run": run.seq, "result_cap": result_cap})
+        try:
+            socket.send_fds(self.channel, [command.encode("ascii")], [stdin_r])
+        except BlockingIOError:
+            raise Rejected("the session's interpreter is not taking runs") from None
+        except OSError:
+            pass  # it is gone: the loop sees it end
 
     # Stdin: frames from the server.
 
@@ -168,8 +213,14 @@ class Session:
             self.current.interrupt = True
 
     def signal_interpreter(self):
+        """SIGINT to the interpreter; for bash, to its process group, so that the command in the
+        foreground (a child of the shell, in its group) ends too and the shell's trap ends the
+        run (its background jobs ignore SIGINT, as a shell without job control starts them)."""
         try:
-            os.kill(self.child, signal.SIGINT)
+            if self.language == languages.BASH:
+                os.killpg(self.child, signal.SIGINT)
+            else:
+                os.kill(self.child, signal.SIGINT)
         except ProcessLookupError:
             pass
 
@@ -184,7 +235,17 @@ class Session:
         if control is None:
             reject("session: a run without its control file")
         try:
-            members = bundle.unpack(io.BytesIO(data), replace=True)
+            language = languages.of(control)
+            if not self.delivered and language != self.language:
+                languages.check_interpreter(language)
+                self.replace_interpreter(language)
+            elif language != self.language:
+                raise Rejected(f"this session runs {self.language}, not {language}")
+            members, names = bundle.unpack(io.BytesIO(data), replace=True)
+            bundle.require_code(names, language)
+            control_stdin = members.get(protocol.STDIN_FILE)
+            if control_stdin is not None and self.commands is not None:
+                raise Rejected(f"a {language} session's runs read no stdin")
             out_dir = control[protocol.CONTROL_OUT_DIR]
             try:
                 bundle.make_out_dir(out_dir)
@@ -193,18 +254,15 @@ class Session:
             before = files_out.state(out_dir)
             run = Run(self.seq, control, before)
             stdin_r, stdin_w = os.pipe()
-            command = json.dumps({"run": run.seq,
-                                  "result_cap": control[protocol.CONTROL_RESULT_CAP]})
             try:
-                socket.send_fds(self.channel, [command.encode("ascii")], [stdin_r])
-            except BlockingIOError:
+                self.deliver(run, stdin_r)
+                self.delivered = True
+            except Rejected:
                 os.close(stdin_w)
-                raise Rejected("the session's interpreter is not taking runs") from None
-            except OSError:
-                pass  # it is gone: the loop sees it end
+                raise
             finally:
                 os.close(stdin_r)
-            run.feed = processes.Feed(self.loop, stdin_w, members.get(protocol.STDIN_FILE) or b"")
+            run.feed = processes.Feed(self.loop, stdin_w, control_stdin or b"")
         except Rejected as why:
             self.refuse(control, str(why))
             return

@@ -17,12 +17,13 @@ CONTROL = json.dumps({"nonce": "0" * 32, "out_dir": "/workspace/out", "max_files
 class UnpackTest(unittest.TestCase):
     def test_files_and_directories_arrive_and_control_members_stay_in_memory(self):
         with Workspace(bundle) as workspace:
-            members = bundle.unpack(io.BytesIO(tar_bytes([
+            members, names = bundle.unpack(io.BytesIO(tar_bytes([
                 ("data", None), ("data/a.csv", b"a,b\n"), ("main.py", b"print(1)\n"),
                 (".scs", None), (".scs/control.json", CONTROL), (".scs/stdin", b"in")])))
             self.assertEqual(open(os.path.join(workspace, "data/a.csv"), "rb").read(), b"a,b\n")
             self.assertFalse(os.path.exists(os.path.join(workspace, ".scs")))
             self.assertEqual(members, {"control.json": CONTROL, "stdin": b"in"})
+            self.assertEqual(names, {"data/a.csv", "main.py"})
             self.assertEqual(stat.S_IMODE(os.stat(os.path.join(workspace, "main.py")).st_mode),
                              0o644)
 
@@ -38,10 +39,19 @@ class UnpackTest(unittest.TestCase):
         for members in ([("main.py", b""), ("l", link)], [("main.py", b""), ("h", hard)],
                         [("main.py", b""), ("d", device)], [("/abs", b""), ("main.py", b"")],
                         [("a/../b", b""), ("main.py", b"")], [("main.py", b""), ("main.py", b"")],
-                        [("x", b"")], [("main.py", b""), (".scs/other", b"")]):
+                        [("main.py", b""), (".scs/other", b"")]):
             with self.subTest(members=[name for name, _ in members]), Workspace(bundle):
                 with self.assertRaises(Rejected):
                     bundle.unpack(io.BytesIO(tar_bytes(members)))
+
+    def test_the_code_file_is_the_languages(self):
+        bundle.require_code({"main.py"}, "python")
+        bundle.require_code({"main.sh", "data"}, "bash")
+        bundle.require_code({"main.js"}, "javascript")
+        for names, language in (({"x"}, "python"), ({"main.py"}, "bash"),
+                                ({"main.sh"}, "javascript")):
+            with self.subTest(language=language), self.assertRaisesRegex(Rejected, "bundle: no "):
+                bundle.require_code(names, language)
 
     def test_a_cut_archive_is_refused(self):
         data = tar_bytes([("main.py", b"x" * 2000)])

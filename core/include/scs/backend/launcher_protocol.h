@@ -7,14 +7,14 @@
 // fails when the two disagree. Constants only: no change here changes the plugin ABI
 // (backend.h), but every change must be made on both sides at once.
 //
-// In: the bundle, an uncompressed ustar with main.py, the run's files and, under
-// kControlDirectory, the control file (JSON: the run's nonce, the caps on returned files, its
-// watchdog and result cap) and the run's stdin, which PID 1 keeps in memory and never writes to
-// disk. A session's sandbox reads frames instead: kRunFrame, a space, the bundle's size in
-// decimal and "\n", then the bundle; or kInterruptFrame and "\n". A sandbox prepared for a run
-// becomes a session's when its stdin begins with kSessionFrame, a space, the session's deadline
-// in seconds and "\n" instead of a bundle (whose first member is always main.py): its warm
-// interpreter, which has run no code, is ended and the session's is started.
+// In: the bundle, an uncompressed ustar with the code (main.py, main.sh or main.js: kCodeFile*),
+// the run's files and, under kControlDirectory, the control file (JSON: the run's nonce and
+// language, the caps on returned files, its watchdog and result cap) and the run's stdin, which PID
+// 1 keeps in memory and never writes to disk. A session's sandbox reads frames instead: kRunFrame,
+// a space, the bundle's size in decimal and "\n", then the bundle; or kInterruptFrame and "\n". A
+// sandbox prepared for a run becomes a session's when its stdin begins with kSessionFrame, a space,
+// the session's deadline in seconds and "\n" instead of a bundle (whose first member is always the
+// code file): its warm interpreter, which has run no code, is ended and the session's is started.
 // Out: once every process of the run has ended (in a session: once its code has), PID 1 writes
 // to stderr kEndPrefix, the nonce and kMarkerEnd, and then to stdout kTrailerPrefix, the
 // nonce, kMarkerEnd, one line of JSON (the kTrailer* keys) and "\n". PID 1 exits with the
@@ -42,6 +42,16 @@ inline constexpr std::string_view kControlMaxTotalBytes = "max_total_bytes";
 inline constexpr std::string_view kControlStdin = "stdin";
 inline constexpr std::string_view kControlWatchdog = "watchdog_seconds";
 inline constexpr std::string_view kControlResultCap = "result_cap";
+inline constexpr std::string_view kControlLanguage = "language";
+
+// The languages kControlLanguage names (python when the control file names none), and the file
+// in /workspace that holds each one's code.
+inline constexpr std::string_view kLanguagePython = "python";
+inline constexpr std::string_view kLanguageBash = "bash";
+inline constexpr std::string_view kLanguageJavascript = "javascript";
+inline constexpr std::string_view kCodeFilePython = "main.py";
+inline constexpr std::string_view kCodeFileBash = "main.sh";
+inline constexpr std::string_view kCodeFileJavascript = "main.js";
 
 inline constexpr std::string_view kRunFrame = "SCS-RUN";
 inline constexpr std::string_view kInterruptFrame = "SCS-INTERRUPT";
