@@ -163,23 +163,23 @@ Status FakeBackend::deliver(const std::string& id, const std::string& archive) {
         return becomeSession(*sandbox, archive);
       }
     }
-    std::string main_py;
-    if (auto problem = extractFile(archive, "main.py", &main_py)) {
-      return Status{Code::kRejected, "fake: " + *problem};
-    }
-    Script script;
-    if (auto problem = parseScript(main_py, &script)) {
-      return Status{Code::kRejected, "fake: " + *problem};
-    }
-    if (script.fail.count("deliver") != 0) {
-      return scripted("deliver");
-    }
     std::string control;
     std::string nonce;
     std::string stdin_data;
     if (!extractFile(archive, controlPath(launcher::kControlFile), &control)) {
       nonce = nonceOf(control);
       extractFile(archive, controlPath(launcher::kStdinFile), &stdin_data);
+    }
+    std::string code;
+    if (auto problem = extractFile(archive, codeFileOf(control), &code)) {
+      return Status{Code::kRejected, "fake: " + *problem};
+    }
+    Script script;
+    if (auto problem = parseScript(code, &script)) {
+      return Status{Code::kRejected, "fake: " + *problem};
+    }
+    if (script.fail.count("deliver") != 0) {
+      return scripted("deliver");
     }
     std::lock_guard<std::mutex> lock(mu_);
     auto sandbox = find(id);

@@ -41,8 +41,17 @@ std::string controlPath(std::string_view file) {
   return std::string(launcher::kControlDirectory) + "/" + std::string(file);
 }
 
-std::string nonceOf(std::string_view control) {
-  const std::string key = member(launcher::kControlNonce) + "\"";
+std::string nonceOf(std::string_view control) { return stringOf(control, launcher::kControlNonce); }
+
+std::string codeFileOf(std::string_view control) {
+  const std::string language = stringOf(control, launcher::kControlLanguage);
+  return std::string(language == launcher::kLanguageBash         ? launcher::kCodeFileBash
+                     : language == launcher::kLanguageJavascript ? launcher::kCodeFileJavascript
+                                                                 : launcher::kCodeFilePython);
+}
+
+std::string stringOf(std::string_view control, std::string_view name) {
+  const std::string key = member(name) + "\"";
   const std::size_t at = control.find(key);
   if (at == std::string_view::npos) {
     return {};

@@ -14,8 +14,16 @@ namespace scs::fake {
 // Where a control file of the protocol sits in a run's bundle: ".scs/control.json", ".scs/stdin".
 std::string controlPath(std::string_view file);
 
-// The value of "nonce" in the control file, which the core writes as compact JSON.
+// The string value of `name` in the control file, which the core writes as compact JSON; empty
+// when it has none.
+std::string stringOf(std::string_view control, std::string_view name);
+
+// The value of "nonce" in the control file.
 std::string nonceOf(std::string_view control);
+
+// The bundle's member that holds the code: main.py, main.sh or main.js, by the control file's
+// language (main.py when it names none). The fake reads its script from it in every language.
+std::string codeFileOf(std::string_view control);
 
 // The traceback the interpreter writes to stderr for an uncaught exception (type, message).
 std::string tracebackOf(const std::pair<std::string, std::string>& exception);

@@ -179,17 +179,17 @@ void FakeBackend::playSession(const std::shared_ptr<Sandbox>& sandbox, backend::
       sandbox->runs.pop_front();
     }
     Script script;
-    std::string main_py;
+    std::string code;
     std::string control;
     std::string stdin_data;
-    if (auto problem = extractFile(archive, "main.py", &main_py)) {
+    extractFile(archive, controlPath(launcher::kControlFile), &control);
+    extractFile(archive, controlPath(launcher::kStdinFile), &stdin_data);
+    if (auto problem = extractFile(archive, codeFileOf(control), &code)) {
       script.exception.emplace("ValueError", "fake: " + *problem);
-    } else if (auto bad = parseScript(main_py, &script)) {
+    } else if (auto bad = parseScript(code, &script)) {
       script = Script{};
       script.exception.emplace("ValueError", "fake: " + *bad);
     }
-    extractFile(archive, controlPath(launcher::kControlFile), &control);
-    extractFile(archive, controlPath(launcher::kStdinFile), &stdin_data);
     const std::string nonce = nonceOf(control);
     log(backend::LogLevel::kInfo, "fake: running a run in session " + sandbox->id);
     sink.write(backend::Stream::kStdout, script.stdout_text);

@@ -219,6 +219,46 @@ TEST(ResultsE2eTest, TheControlDirectoryCannotBeSentAsFiles) {
               HasSubstr(".scs"));
 }
 
+// Issue 28: `language` picks the code file the sandbox gets (the fake reads its script from it),
+// reserves that file's name in `files`, and binds a session's every run.
+TEST(ResultsE2eTest, ALanguageNamesTheCodeFileAndASessionKeepsItsOwn) {
+  Server server;
+  Array::Ptr named_main_py = new Array;
+  named_main_py->add(object({{"path", "main.py"}, {"content", "print(1)"}}));
+  const std::string run_id = server.start(object(
+      {{"code", "#fake: stdout=from-bash\n"}, {"language", "bash"}, {"files", named_main_py}}));
+  EXPECT_EQ(
+      server.finalResult(run_id)->getObject("structuredContent")->getValue<std::string>("stdout"),
+      "from-bash");
+  Array::Ptr named_main_sh = new Array;
+  named_main_sh->add(object({{"path", "main.sh"}, {"content", "echo"}}));
+  EXPECT_THAT(
+      server.errorOf("start_run",
+                     object({{"code", "echo 1"}, {"language", "bash"}, {"files", named_main_sh}})),
+      HasSubstr(R"(must not use "main.sh", which holds the code argument)"));
+  EXPECT_THAT(server.errorOf("start_run", object({{"code", "1"}, {"language", "ruby"}})),
+              HasSubstr(R"("language" must be the string python, bash or javascript, got "ruby")"));
+  EXPECT_THAT(server.errorOf("start_run", object({{"code", "1"}, {"language", 3}})),
+              HasSubstr("python, bash or javascript."));
+
+  const Object::Ptr session = server.call("open_session", object({{"language", "javascript"}}));
+  EXPECT_EQ(session->getValue<std::string>("language"), "javascript");
+  const std::string id = session->getValue<std::string>("session_id");
+  EXPECT_THAT(server.errorOf("start_run",
+                             object({{"code", "1"}, {"language", "python"}, {"session_id", id}})),
+              HasSubstr("This session runs javascript, not python"));
+  EXPECT_THAT(
+      server.errorOf("start_run", object({{"code", "1"}, {"stdin", "x"}, {"session_id", id}})),
+      HasSubstr("a run reads no stdin"));
+  const std::string in_session = server.start(
+      object({{"code", "#fake: result=42\n"}, {"session_id", id}, {"wait_seconds", 0}}));
+  EXPECT_EQ(server.finalResult(in_session)
+                ->getObject("structuredContent")
+                ->getValue<std::string>("result"),
+            "42");
+  EXPECT_EQ(server.call("open_session", object({}))->getValue<std::string>("language"), "python");
+}
+
 TEST(ResultsE2eTest, ToolsListTeachesFilesExceptionsLiveOutputStdinAndImports) {
   Server server;
   const Object::Ptr listed = server.process().request("tools/list", nullptr);
@@ -229,8 +269,9 @@ TEST(ResultsE2eTest, ToolsListTeachesFilesExceptionsLiveOutputStdinAndImports) {
     tools->getObject(i)->stringify(text);
     all += text.str() + "\n";
   }
-  for (const char* needle : {"/workspace/out", "exception", "stdout_offset", "stdin", "numpy",
-                             "matplotlib", "sys.path.insert(0, ", "peak_memory_bytes"}) {
+  for (const char* needle :
+       {"/workspace/out", "exception", "stdout_offset", "stdin", "numpy", "matplotlib",
+        "sys.path.insert(0, ", "peak_memory_bytes", "bash", "javascript", "jq", "Node.js"}) {
     EXPECT_THAT(all, HasSubstr(needle));
   }
 }

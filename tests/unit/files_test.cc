@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "policy/language.h"
+
 namespace scs::policy {
 namespace {
 
@@ -200,6 +202,22 @@ TEST(ResolveFilesTest, MainPyIsReserved) {
         << path;
   }
   EXPECT_THAT(paths(accepted(onePath(R"("sub/main.py")"))), ElementsAre("main.py", "sub/main.py"));
+}
+
+// The code goes in its language's file, and only that name is reserved.
+TEST(ResolveFilesTest, TheCodeFileIsTheLanguagesAndOnlyItIsReserved) {
+  const auto files = parse(R"([{"path": "main.py", "content": "x"}])");
+  const auto bash = resolveFiles("echo 1", files, FileSettings{}, codeFileOf(Language::kBash));
+  ASSERT_TRUE(std::holds_alternative<std::vector<File>>(bash));
+  EXPECT_THAT(paths(std::get<std::vector<File>>(bash)), ElementsAre("main.sh", "main.py"));
+  const auto reserved = resolveFiles("1", parse(R"([{"path": "./main.js", "content": "x"}])"),
+                                     FileSettings{}, codeFileOf(Language::kJavascript));
+  ASSERT_TRUE(std::holds_alternative<Error>(reserved));
+  EXPECT_THAT(std::get<Error>(reserved).message,
+              HasSubstr(R"(must not use "main.js", which holds the code argument)"));
+  EXPECT_EQ(languageNamed("javascript"), Language::kJavascript);
+  EXPECT_EQ(languageNamed("Python"), std::nullopt);
+  EXPECT_EQ(languageNames(), "python, bash or javascript");
 }
 
 TEST(ResolveFilesTest, DuplicatesAndFileDirectoryClashesAreRejected) {

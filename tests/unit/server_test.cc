@@ -514,8 +514,8 @@ TEST_F(ServerTest, LimitsOverTheMaximumAreAToolErrorWithTheExactMessage) {
 TEST_F(ServerTest, ProcessesAndUnknownArgumentsAreRejectedByName) {
   EXPECT_THAT(toolError(callTool("start_run", R"({"code":"x","limits":{"processes":10}})")),
               HasSubstr("processes"));
-  EXPECT_THAT(toolError(callTool("start_run", R"({"code":"x","language":"python"})")),
-              HasSubstr("\"language\""));
+  EXPECT_THAT(toolError(callTool("start_run", R"({"code":"x","image":"python"})")),
+              HasSubstr("\"image\""));
   EXPECT_THAT(toolError(callTool("get_result", R"({"run_id":"x","wait":1})")),
               HasSubstr("\"wait\""));
   EXPECT_THAT(toolError(callTool("stop_run", R"({"run_id":"x","force":true})")),

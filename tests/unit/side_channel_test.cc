@@ -59,6 +59,12 @@ TEST(SideChannelTest, ControlFilesCarryTheNonceTheCapsTheWatchdogAndStdin) {
   EXPECT_EQ(control->getValue<int>("max_total_bytes"), 200);
   EXPECT_FALSE(control->getValue<bool>("stdin"));
   EXPECT_EQ(control->getValue<int>("watchdog_seconds"), 70);
+  EXPECT_EQ(control->getValue<std::string>("language"), "python");
+  const auto bash =
+      Poco::JSON::Parser()
+          .parse(controlFiles(kNonce, caps, 70, std::nullopt, policy::Language::kBash)[0].content)
+          .extract<Poco::JSON::Object::Ptr>();
+  EXPECT_EQ(bash->getValue<std::string>("language"), "bash");
 
   const std::vector<policy::File> with = controlFiles(kNonce, caps, 70, "line\0two"s);
   ASSERT_EQ(with.size(), 2u);

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "policy/files.h"
+#include "policy/language.h"
 #include "policy/status_map.h"
 #include "runs/output.h"
 
@@ -216,6 +217,7 @@ Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot,
 Poco::JSON::Object::Ptr sessionToJson(const runs::SessionSnapshot& session) {
   Object::Ptr object = newObject();
   object->set("session_id", session.session_id);
+  object->set("language", std::string(policy::nameOf(session.language)));
   object->set("status", session.open ? "open" : "ended");
   if (!session.open) {
     object->set("reason", runs::toValidUtf8(session.end_reason));

@@ -16,6 +16,7 @@
 
 #include "mcp/report_json.h"
 #include "mcp/tool_definitions.h"
+#include "policy/language.h"
 #include "policy/status_map.h"
 #include "runs/output.h"
 
@@ -156,6 +157,21 @@ std::string checkSessionId(const Var& session_id) {
   return {};
 }
 
+// Empty when `language` is absent (nullopt) or names a language (`*language`); otherwise a
+// message saying what is wrong with it.
+std::string parseLanguage(const Object& arguments, std::optional<policy::Language>* language) {
+  const Var named = argument(arguments, "language");
+  if (named.isEmpty()) {
+    return {};
+  }
+  *language = named.isString() ? policy::languageNamed(named.toString()) : std::nullopt;
+  if (!*language) {
+    return "\"language\" must be the string " + policy::languageNames() +
+           (named.isString() ? ", got " + quoted(named.toString()) : std::string()) + ".";
+  }
+  return {};
+}
+
 std::string unknownSessionMessage(const std::string& session_id) {
   return "Unknown session_id " + quoted(session_id) +
          ": open a session with open_session first. Ended sessions are forgotten after a while.";
@@ -209,17 +225,25 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallConte
     return toolError(message);
   };
   if (std::string message = checkArgumentNames(
-          arguments, kStartRun, {"code", "files", "limits", "stdin", "session_id", "wait_seconds"});
+          arguments, kStartRun,
+          {"code", "language", "files", "limits", "stdin", "session_id", "wait_seconds"});
       !message.empty()) {
     return refuse(message);
   }
   const Var code = argument(arguments, "code");
   if (code.isEmpty()) {
-    return refuse("Missing required argument \"code\": pass the Python source to run as main.py.");
+    return refuse(
+        "Missing required argument \"code\": pass the program to run (Python unless "
+        "\"language\" names bash or javascript).");
   }
   if (!code.isString()) {
-    return refuse("\"code\" must be a string holding the Python source to run as main.py.");
+    return refuse("\"code\" must be a string holding the program's source.");
   }
+  std::optional<policy::Language> named;
+  if (std::string message = parseLanguage(arguments, &named); !message.empty()) {
+    return refuse(message);
+  }
+  policy::Language language = named.value_or(policy::Language::kPython);
 
   std::string session_id;
   if (const Var session = argument(arguments, "session_id"); !session.isEmpty()) {
@@ -227,6 +251,18 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallConte
       return refuse(message);
     }
     session_id = session.toString();
+    const std::optional<policy::Language> of_session =
+        runs_.sessionLanguage(context.tenant, session_id);
+    if (!of_session) {
+      return refuse(unknownSessionMessage(session_id));
+    }
+    if (named && *named != *of_session) {
+      return refuse("This session runs " + std::string(policy::nameOf(*of_session)) + ", not " +
+                    std::string(policy::nameOf(*named)) +
+                    ": a session has one language. Open another session for " +
+                    std::string(policy::nameOf(*named)) + ", or leave out \"language\".");
+    }
+    language = *of_session;
     const Var asked = argument(arguments, "limits");
     if (asked.type() == typeid(Object::Ptr) && asked.extract<Object::Ptr>()) {
       for (const auto& [key, value] : *asked.extract<Object::Ptr>()) {
@@ -252,7 +288,8 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallConte
   if (auto* rejection = std::get_if<Error>(&limits)) {
     return refuse(rejection->message, runs::RunEvents::Refusal::kLimits);
   }
-  auto files = policy::resolveFiles(code.toString(), argument(arguments, "files"), files_);
+  auto files = policy::resolveFiles(code.toString(), argument(arguments, "files"), files_,
+                                    policy::codeFileOf(language));
   if (auto* rejection = std::get_if<Error>(&files)) {
     return refuse(rejection->message);
   }
@@ -260,6 +297,11 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallConte
   if (const Var stdin_text = argument(arguments, "stdin"); !stdin_text.isEmpty()) {
     if (!stdin_text.isString()) {
       return refuse("\"stdin\" must be a string: the text the program reads from stdin.");
+    }
+    if (!session_id.empty() && language != policy::Language::kPython) {
+      // The launcher's bash and javascript sessions give each run /dev/null as stdin.
+      return refuse("In a " + std::string(policy::nameOf(language)) +
+                    " session a run reads no stdin: pass the input as a file in `files`.");
     }
     stdin_data = stdin_text.toString();
     if (stdin_data->size() > files_.max_stdin_bytes) {
@@ -271,6 +313,7 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallConte
 
   runs::StartRequest request;
   request.files = std::move(std::get<std::vector<policy::File>>(files));
+  request.language = language;
   request.limits = std::get<policy::Limits>(limits);
   request.tenant = context.tenant;
   request.stdin_data = std::move(stdin_data);
@@ -424,10 +467,16 @@ Poco::JSON::Object::Ptr Tools::stopRun(const Object& arguments, const CallContex
 
 Poco::JSON::Object::Ptr Tools::openSession(const Object& arguments,
                                            const CallContext& context) const {
-  if (std::string message = checkArgumentNames(arguments, kOpenSession, {"limits", "files"});
+  if (std::string message =
+          checkArgumentNames(arguments, kOpenSession, {"language", "limits", "files"});
       !message.empty()) {
     return toolError(message);
   }
+  std::optional<policy::Language> named;
+  if (std::string message = parseLanguage(arguments, &named); !message.empty()) {
+    return toolError(message);
+  }
+  const policy::Language language = named.value_or(policy::Language::kPython);
   const Var asked = argument(arguments, "limits");
   if (asked.type() == typeid(Object::Ptr) && asked.extract<Object::Ptr>() &&
       asked.extract<Object::Ptr>()->has("timeout_seconds")) {
@@ -439,16 +488,18 @@ Poco::JSON::Object::Ptr Tools::openSession(const Object& arguments,
   if (auto* rejection = std::get_if<Error>(&limits)) {
     return toolError(rejection->message);
   }
-  auto files = policy::resolveFiles("", argument(arguments, "files"), files_);
+  const std::string_view code_file = policy::codeFileOf(language);
+  auto files = policy::resolveFiles("", argument(arguments, "files"), files_, code_file);
   if (auto* rejection = std::get_if<Error>(&files)) {
     return toolError(rejection->message);
   }
   runs::OpenSessionRequest request;
   request.tenant = context.tenant;
   request.limits = std::get<policy::Limits>(limits);
-  // Without main.py: the session's files go with its first run, whose code is main.py.
+  request.language = language;
+  // Without the code file: the session's files go with its first run, which brings its own.
   for (policy::File& file : std::get<std::vector<policy::File>>(files)) {
-    if (file.path != "main.py") {
+    if (file.path != code_file) {
       request.files.push_back(std::move(file));
     }
   }

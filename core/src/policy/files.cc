@@ -1,5 +1,6 @@
-// The files rules: each path normalised and checked (no "..", no absolute path, .scs and main.py
-// reserved), contents decoded, caps applied, and the ustar archive written block by block.
+// The files rules: each path normalised and checked (no "..", no absolute path, .scs and the
+// code file reserved), contents decoded, caps applied, and the ustar archive written block by
+// block.
 
 #include "policy/files.h"
 
@@ -24,7 +25,6 @@
 namespace scs::policy {
 namespace {
 
-constexpr std::string_view kMain = "main.py";
 // Reserved for the sandbox's control files (runs/side_channel.h).
 constexpr std::string_view kControlDirectory = backend::launcher::kControlDirectory;
 constexpr std::size_t kMaxComponentBytes = 255;  // NAME_MAX
@@ -70,7 +70,8 @@ struct Problem {
 
 // Normalises a client's path ("./a//b" -> "a/b"), or says what is wrong with it.
 std::variant<std::string, Problem> normalisePath(const std::string& raw,
-                                                 const FileSettings& settings) {
+                                                 const FileSettings& settings,
+                                                 std::string_view code_file) {
   const std::string got = ", got " + render(raw);
   if (raw.empty()) {
     return Problem{"must not be empty"};
@@ -116,8 +117,9 @@ std::variant<std::string, Problem> normalisePath(const std::string& raw,
     return Problem{"is " + std::to_string(path.size()) + " bytes long, max is " +
                    std::to_string(settings.max_path_bytes) + " bytes" + got};
   }
-  if (path == kMain || path.starts_with(std::string(kMain) + "/")) {
-    return Problem{"must not use \"main.py\", which holds the code argument" + got};
+  if (path == code_file || path.starts_with(std::string(code_file) + "/")) {
+    return Problem{"must not use \"" + std::string(code_file) +
+                   "\", which holds the code argument" + got};
   }
   if (path == kControlDirectory || path.starts_with(std::string(kControlDirectory) + "/")) {
     return Problem{"must not use \".scs\", which the sandbox reserves for its own control files" +
@@ -151,7 +153,7 @@ bool isStrictBase64(std::string_view text) {
 
 // One element of `files`, decoded, or what is wrong with it.
 std::variant<File, Problem> readEntry(const Poco::Dynamic::Var& element, std::size_t index,
-                                      const FileSettings& settings) {
+                                      const FileSettings& settings, std::string_view code_file) {
   const std::string name = entryName(index);
   const std::optional<json::Members> members = json::members(element);
   if (!members) {
@@ -184,7 +186,7 @@ std::variant<File, Problem> readEntry(const Poco::Dynamic::Var& element, std::si
   if (encoding != "utf-8" && encoding != "base64") {
     return Problem{name + ".encoding must be \"utf-8\" or \"base64\", got " + render(encoding)};
   }
-  std::variant<std::string, Problem> normalised = normalisePath(path, settings);
+  std::variant<std::string, Problem> normalised = normalisePath(path, settings, code_file);
   if (const Problem* problem = std::get_if<Problem>(&normalised)) {
     return Problem{name + ".path " + problem->text};
   }
@@ -252,8 +254,8 @@ void appendEntry(std::string& archive, std::string_view name, char type, std::ui
 }  // namespace
 
 Result<std::vector<File>> resolveFiles(const std::string& code, const Poco::Dynamic::Var& files,
-                                       const FileSettings& settings) {
-  std::vector<File> result{{std::string(kMain), code}};
+                                       const FileSettings& settings, std::string_view code_file) {
+  std::vector<File> result{{std::string(code_file), code}};
   std::vector<Poco::Dynamic::Var> elements;
   if (!files.isEmpty()) {
     std::optional<std::vector<Poco::Dynamic::Var>> array = json::elements(files);
@@ -271,7 +273,7 @@ Result<std::vector<File>> resolveFiles(const std::string& code, const Poco::Dyna
   std::map<std::string, std::size_t> directory_at;  // "dir/" -> index of its first file
   std::size_t total = code.size();
   for (std::size_t index = 0; index < elements.size(); ++index) {
-    std::variant<File, Problem> entry = readEntry(elements[index], index, settings);
+    std::variant<File, Problem> entry = readEntry(elements[index], index, settings, code_file);
     if (Problem* problem = std::get_if<Problem>(&entry)) {
       return reject(std::move(problem->text));
     }

@@ -1,9 +1,10 @@
 #pragma once
 
-// A run's files: start_run's `code` and `files` validated into a list (main.py first), the
+// A run's files: start_run's `code` and `files` validated into a list (the code file first), the
 // ustar archive delivered to the sandbox, and strict Base64.
 
 #include <Poco/Dynamic/Var.h>
+#include <scs/backend/launcher_protocol.h>
 
 #include <cstddef>
 #include <optional>
@@ -29,11 +30,13 @@ struct File {
 };
 
 // Validates start_run's `code` and `files` (SPEC section 1): relative normalised paths,
-// no "..", no absolute path, no NUL, no backslash, `main.py` reserved, encodings utf-8 or
-// base64, caps on count and total size, and the top-level ".scs" reserved for the sandbox's
-// control files. Returns every file including main.py (first).
-Result<std::vector<File>> resolveFiles(const std::string& code, const Poco::Dynamic::Var& files,
-                                       const FileSettings& settings);
+// no "..", no absolute path, no NUL, no backslash, `code_file` (the language's: main.py,
+// main.sh, main.js) reserved, encodings utf-8 or base64, caps on count and total size, and the
+// top-level ".scs" reserved for the sandbox's control files. Returns every file including the
+// code as `code_file` (first).
+Result<std::vector<File>> resolveFiles(
+    const std::string& code, const Poco::Dynamic::Var& files, const FileSettings& settings,
+    std::string_view code_file = backend::launcher::kCodeFilePython);
 
 // An uncompressed POSIX ustar archive of `files`: regular files only, owner uid/gid from
 // `uid`/`gid`, mode 0644, parent directories (mode 0755) emitted before their files.

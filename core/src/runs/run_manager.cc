@@ -101,6 +101,7 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
   run->limits = request.limits;
   run->memory_bytes = memory;
   run->files = std::move(request.files);
+  run->language = request.language;
   run->stdin_data = std::move(request.stdin_data);
   run->enqueued_at = clock_.now();
   run->report.submitted_at = clock_.wallNow();
@@ -439,6 +440,11 @@ RunLoad RunManager::load() const { return impl_->load(); }
 
 Result<SessionSnapshot> RunManager::openSession(OpenSessionRequest request) {
   return impl_->openSession(std::move(request));
+}
+
+std::optional<policy::Language> RunManager::sessionLanguage(const std::string& tenant,
+                                                            const std::string& session_id) {
+  return impl_->sessionLanguage(tenant, session_id);
 }
 
 std::optional<SessionSnapshot> RunManager::closeSession(const std::string& tenant,

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "policy/files.h"
+#include "policy/language.h"
 #include "policy/limits.h"
 #include "policy/posture.h"
 #include "policy/status_map.h"
@@ -115,6 +116,7 @@ struct RunSnapshot {
 // What open_session and close_session report about a session.
 struct SessionSnapshot {
   std::string session_id;
+  policy::Language language = policy::Language::kPython;  // of every run in it
   policy::Limits limits;  // memory, cpus and processes; timeout_seconds: its runs' default
   bool open = false;
   std::string end_reason;  // why it ended, once it has
@@ -127,10 +129,13 @@ struct OpenSessionRequest {
   std::string tenant = kLocalTenant;
   policy::Limits limits;            // resolved by LimitPolicy
   std::vector<policy::File> files;  // validated; written into /workspace before the first run
+  policy::Language language = policy::Language::kPython;
 };
 
 struct StartRequest {
-  std::vector<policy::File> files;        // validated; main.py first
+  std::vector<policy::File> files;  // validated; the language's code file first
+  // In a session, the session's (Tools::startRun checks it against sessionLanguage).
+  policy::Language language = policy::Language::kPython;
   policy::Limits limits;                  // resolved by LimitPolicy
   std::string tenant = kLocalTenant;      // owns the run: only this tenant can see or stop it
   std::optional<std::string> stdin_data;  // the program's stdin; none: /dev/null
@@ -214,6 +219,11 @@ class RunManager {
   // unknown id or a session of another tenant.
   std::optional<SessionSnapshot> closeSession(const std::string& tenant,
                                               const std::string& session_id);
+
+  // The language of an open or ended session of `tenant`'s that is still known; nullopt for an
+  // unknown id or a session of another tenant. A session's language never changes.
+  std::optional<policy::Language> sessionLanguage(const std::string& tenant,
+                                                  const std::string& session_id);
 
   // Stops every run, removes every sandbox (prepared ones and sessions' too), joins every
   // thread. Idempotent.

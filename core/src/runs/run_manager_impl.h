@@ -82,6 +82,7 @@ struct Run {
   std::string tenant;
   policy::Limits limits;
   std::int64_t memory_bytes = 0;
+  policy::Language language = policy::Language::kPython;
   // Until the run starts: then they go into its archive.
   std::vector<policy::File> files;
   std::optional<std::string> stdin_data;
@@ -194,6 +195,8 @@ struct RunManager::Impl {
   // Whether a prepared sandbox still idles (run_thread.cc): not OK when it ended or the
   // backend cannot tell.
   backend::Status stillIdle(const std::string& sandbox_id);
+  std::optional<policy::Language> sessionLanguage(const std::string& tenant,
+                                                  const std::string& session_id);
   std::optional<SessionSnapshot> closeSession(const std::string& tenant,
                                               const std::string& session_id);
   SessionSnapshot sessionSnapshotLocked(const Session& session) const;

@@ -147,8 +147,9 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome, SandboxLease& lease) 
         (run.prepared ? " in prepared sandbox " + run.prepared->sandbox_id : std::string()));
   }
 
-  for (policy::File& control : controlFiles(nonce, settings_.out_files,
-                                            bring_up_.watchdogSeconds(run.limits), stdin_data)) {
+  for (policy::File& control :
+       controlFiles(nonce, settings_.out_files, bring_up_.watchdogSeconds(run.limits), stdin_data,
+                    run.language)) {
     files.push_back(std::move(control));
   }
   stdin_data.reset();

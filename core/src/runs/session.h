@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "policy/files.h"
+#include "policy/language.h"
 #include "policy/limits.h"
 #include "runs/clock.h"
 #include "runs/prepared_pool.h"
@@ -46,6 +47,7 @@ struct Session {
   std::string id;
   std::string tenant;
   policy::Limits limits;
+  policy::Language language = policy::Language::kPython;  // of every run in it
   std::int64_t memory_bytes = 0;    // counted against the host's memory until it is removed
   std::vector<policy::File> files;  // from open_session: go with its first run
   std::string sandbox_id;           // once it is up

@@ -42,6 +42,7 @@ std::shared_ptr<Session> RunManager::Impl::findSessionLocked(const std::string& 
 SessionSnapshot RunManager::Impl::sessionSnapshotLocked(const Session& session) const {
   SessionSnapshot snapshot;
   snapshot.session_id = session.id;
+  snapshot.language = session.language;
   snapshot.limits = session.limits;
   snapshot.open = session.open;
   snapshot.end_reason = session.end_reason;
@@ -138,6 +139,7 @@ Result<SessionSnapshot> RunManager::Impl::openSession(OpenSessionRequest request
     session->id = id;
     session->tenant = std::move(request.tenant);
     session->limits = request.limits;
+    session->language = request.language;
     session->memory_bytes = memory;
     session->files = std::move(request.files);
     session->opened = session->last_active = clock_.now();
@@ -223,6 +225,13 @@ SandboxBringUp::Outcome RunManager::Impl::bringUpSession(Session& session) {
   return source_
       .bringUp(SandboxKind::kSession, "session-" + session.id, session.limits, session.lease, steps)
       .outcome;
+}
+
+std::optional<policy::Language> RunManager::Impl::sessionLanguage(const std::string& tenant,
+                                                                  const std::string& session_id) {
+  std::lock_guard lock(mutex_);
+  const std::shared_ptr<Session> session = findSessionLocked(tenant, session_id);
+  return session ? std::optional<policy::Language>(session->language) : std::nullopt;
 }
 
 std::optional<SessionSnapshot> RunManager::Impl::closeSession(const std::string& tenant,

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "policy/files.h"
+#include "policy/language.h"
 
 namespace scs::runs {
 
@@ -93,13 +94,14 @@ std::string stderrEndMarker(std::string_view nonce);
 // Bytes of trailer the core keeps: every file at its cap in base64, plus room for the rest.
 std::size_t trailerCapBytes(const OutFileCaps& caps);
 
-// The archive members that configure the launcher: `.scs/control.json`, and `.scs/stdin`
-// when `stdin_data` is set. `watchdog_seconds`: the launcher ends the whole sandbox this long
-// after the code arrives, should the server die before it can (a prepared sandbox's outer
-// watchdog also allows for its time idle).
+// The archive members that configure the launcher: `.scs/control.json` (naming `language`),
+// and `.scs/stdin` when `stdin_data` is set. `watchdog_seconds`: the launcher ends the whole
+// sandbox this long after the code arrives, should the server die before it can (a prepared
+// sandbox's outer watchdog also allows for its time idle).
 std::vector<policy::File> controlFiles(std::string_view nonce, const OutFileCaps& caps,
                                        std::int64_t watchdog_seconds,
-                                       const std::optional<std::string>& stdin_data);
+                                       const std::optional<std::string>& stdin_data,
+                                       policy::Language language = policy::Language::kPython);
 
 // Parses the trailer's bytes (everything after the marker). Never trusts them: malformed JSON
 // or fields are an error sentence; files that break a path rule or a cap are left out and
