@@ -168,6 +168,7 @@ CHECKS = [
     ("syscalls", audit_process.check_syscalls),
     ("exec_refused", audit_filesystem.check_exec_refused),
     ("host_files", audit_filesystem.check_host_files),
+    ("interpreters", audit_filesystem.check_interpreters),
     ("tmpfs_caps", audit_filesystem.check_tmpfs_caps),
     ("pids_cap", audit_process.check_pids_cap),
     ("pid1", audit_process.check_pid1),

@@ -1,6 +1,6 @@
 """The audit's checks of the filesystem: the read-only root, the scratch mounts' options and caps,
-masked and read-only paths, devices, exec from scratch space and the files an engine mounts from
-the host. Sent beside main.py (docker/audit.py), which runs them."""
+masked and read-only paths, devices, exec from scratch space, the languages' interpreters and the
+files an engine mounts from the host. Sent beside main.py (docker/audit.py), which runs them."""
 
 import errno
 import os
@@ -260,6 +260,44 @@ def check_exec_refused(audit):
     for mount in sorted(audit.config["tmpfs"]):
         observed = exec_outcome(mount)
         audit.report(f"exec_refused {mount}", observed == "EACCES", "EACCES", observed)
+
+
+# The interpreters of the languages a run may be in (docker/scs_launcher/languages.py); Node.js
+# is absent from the minimal flavour. The directories the image keeps programs in.
+INTERPRETERS = ("/usr/bin/python3", "/usr/bin/bash", "/usr/bin/node")
+PROGRAM_DIRECTORIES = ("/usr/bin", "/usr/sbin", "/usr/libexec", "/usr/local/bin")
+
+
+def check_interpreters(audit):
+    """Every language's interpreter (and the files and directories it resolves through) is
+    root's, not writable by the sandbox's uid, and neither setuid nor setgid; no program of the
+    image's program directories is setuid or setgid."""
+    for path in INTERPRETERS:
+        if not os.path.lexists(path):
+            audit.report(f"interpreter {path}", path == "/usr/bin/node", "present, root's,"
+                         " unwritable, not setuid (Node.js may be absent)", "absent")
+            continue
+        problems = []
+        real = os.path.realpath(path)
+        for each in (path, real, os.path.dirname(real)):
+            info = os.stat(each)
+            if info.st_uid != 0 or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                problems.append(f"{each} is uid {info.st_uid}, mode {info.st_mode & 0o7777:o}")
+            if os.access(each, os.W_OK):
+                problems.append(f"{each} is writable")
+            if info.st_mode & (stat.S_ISUID | stat.S_ISGID):
+                problems.append(f"{each} is setuid or setgid")
+        audit.report(f"interpreter {path}", not problems, "root's, unwritable, not setuid",
+                     "; ".join(problems) or f"{real}: root's, unwritable, not setuid")
+    privileged = []
+    for directory in PROGRAM_DIRECTORIES:
+        for root, _, names in os.walk(directory):
+            for name in names:
+                info = os.lstat(os.path.join(root, name))
+                if stat.S_ISREG(info.st_mode) and info.st_mode & (stat.S_ISUID | stat.S_ISGID):
+                    privileged.append(os.path.join(root, name))
+    audit.report("no_setuid_programs", not privileged, "none", ", ".join(privileged[:8]) or "none",
+                 " ".join(PROGRAM_DIRECTORIES))
 
 
 # Files an engine may bind-mount from the host's disk into every sandbox: Docker's own (read-only

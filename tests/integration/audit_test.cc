@@ -126,6 +126,10 @@ const std::vector<std::string> kRequiredChecks = {
     "tmpfs_size_cap /tmp",
     "exec_refused /tmp",
     "host_file_unwritable /etc/hosts",
+    "interpreter /usr/bin/python3",
+    "interpreter /usr/bin/bash",
+    "interpreter /usr/bin/node",
+    "no_setuid_programs",
 };
 
 class AuditTest : public ::testing::Test {
