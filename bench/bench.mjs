@@ -20,6 +20,7 @@ import { Server } from './lib/server.mjs';
 import { percentile, summary } from './lib/stats.mjs';
 import { analysis } from './phases/analysis.mjs';
 import { burst } from './phases/burst.mjs';
+import { languages } from './phases/languages.mjs';
 import { latency } from './phases/latency.mjs';
 import { memory, soak, throughput } from './phases/load.mjs';
 import { session } from './phases/session.mjs';
@@ -59,6 +60,12 @@ async function main() {
     }
     if (want('latency')) {
       results.phases.latency = await latency('runc');
+    }
+    if (want('languages')) {
+      results.phases.languages = await languages('runc');
+      if (cfg.runsc !== '0' && (results.machine.runtimes.includes('runsc') || cfg.runsc === '1')) {
+        results.phases.runsc_languages = await languages('runsc');
+      }
     }
     if (want('analysis')) {
       results.phases.analysis = await analysis();

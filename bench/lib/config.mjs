@@ -41,9 +41,11 @@ export const cfg = {
   floodMiB: envInt('BENCH_FLOOD_MB', 100),
   runsc: process.env.BENCH_RUNSC ?? 'auto',  // auto | 0 | 1
   phases: (process.env.BENCH_PHASES ??
-    'arrivals,latency,analysis,burst,session,runsc,throughput,memory,soak,tenants')
+    'arrivals,latency,languages,analysis,burst,session,runsc,throughput,memory,soak,tenants')
     .split(','),
   analysisRuns: envInt('BENCH_ANALYSIS_RUNS', quick ? 5 : 20),
+  // Measured rounds of the languages phase (six contenders a round), after 2 discarded.
+  languageRuns: envInt('BENCH_LANGUAGE_RUNS', quick ? 5 : 20),
   burstRounds: envInt('BENCH_BURST_ROUNDS', quick ? 3 : 10),
   // The pause between two bursts: an agent's turn between two fan-outs.
   burstPauseMs: envInt('BENCH_BURST_PAUSE_MS', 2000),

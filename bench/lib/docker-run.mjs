@@ -4,7 +4,8 @@ import { spawn } from 'node:child_process';
 
 import { BENCH_LABEL, TRIVIAL, cfg, sandbox } from './config.mjs';
 
-function dockerRunArgs(runtime, code) {
+// `interpreter`: the argv that runs `code` given as its last argument.
+function dockerRunArgs(runtime, code, interpreter) {
   const args = ['run', '--rm', '--label', `${BENCH_LABEL}=1`, '--runtime', runtime,
     '--network', 'none', '--read-only', '--cap-drop', 'ALL',
     '--security-opt', 'no-new-privileges', '--security-opt', `seccomp=${cfg.seccomp}`,
@@ -22,15 +23,15 @@ function dockerRunArgs(runtime, code) {
   for (const variable of sandbox.env) {
     args.push('--env', variable);
   }
-  args.push(cfg.image, '/usr/bin/python3', '-I', '-c', code);
+  args.push(cfg.image, ...interpreter, code);
   return args;
 }
 
 // `code` must print "1" (the trivial run) or end its output with "ok".
-export function dockerRun(runtime, code = TRIVIAL) {
+export function dockerRun(runtime, code = TRIVIAL, interpreter = ['/usr/bin/python3', '-I', '-c']) {
   return new Promise((resolve, reject) => {
     const started = performance.now();
-    const child = spawn('docker', dockerRunArgs(runtime, code),
+    const child = spawn('docker', dockerRunArgs(runtime, code, interpreter),
       { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';

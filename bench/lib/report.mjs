@@ -81,6 +81,19 @@ export function table(results) {
     lines.push('');
   }
 
+  for (const la of [results.phases.languages, results.phases.runsc_languages].filter(Boolean)) {
+    lines.push(`| trivial run by language (${la.runtime}), ms | MCP p50 | MCP p95 | ` +
+      '`docker run --rm` p50 | p95 | MCP / docker p50 |');
+    lines.push('|---|---:|---:|---:|---:|---:|');
+    for (const language of Object.keys(la.programs)) {
+      const m = la[`${language}_mcp`];
+      const d = la[`${language}_docker`];
+      lines.push(`| ${language}: \`${la.programs[language]}\` | ${ms(m.p50)} | ${ms(m.p95)} | ` +
+        `${ms(d.p50)} | ${ms(d.p95)} | ${(m.p50 / d.p50).toFixed(2)} |`);
+    }
+    lines.push('');
+  }
+
   if (results.phases.session) {
     const se = results.phases.session;
     lines.push('| one `start_run` with `wait_seconds`, ms | p50 | p95 | min | max |');

@@ -92,8 +92,9 @@ export class Server {
     return result.structuredContent;
   }
 
-  async start(code) {
-    return this.call('start_run', { code });
+  // `extra`: more start_run arguments (a language).
+  async start(code, extra = {}) {
+    return this.call('start_run', { code, ...extra });
   }
 
   async final(report) {
@@ -103,8 +104,8 @@ export class Server {
     return report;
   }
 
-  async run(code) {
-    return this.final(await this.start(code));
+  async run(code, extra = {}) {
+    return this.final(await this.start(code, extra));
   }
 
   async close() {

@@ -71,6 +71,10 @@ TEST_F(LanguageTest, BashTimeoutAndMemoryEndAsPythonsDo) {
   const auto slept = run("bash", "sleep 100\n", Limits{.timeout_seconds = 2});
   EXPECT_EQ(text(slept, "status"), "timed_out") << describe(slept);
   // The shell itself holds 300 MB in a variable.
+  const auto signalled = run("bash", "echo before\nkill -SEGV $$\necho after\n");
+  EXPECT_EQ(text(signalled, "status"), "failed") << describe(signalled);
+  EXPECT_EQ(text(signalled, "signal"), "SIGSEGV");
+  EXPECT_EQ(stream(signalled, "stdout"), "before\n");
   const auto hog = run("bash", "kept=$(head -c 300000000 /dev/zero | tr '\\0' a)\necho done\n",
                        Limits{.memory_gb = 0.25});
   EXPECT_EQ(text(hog, "status"), "out_of_memory") << describe(hog);
@@ -191,6 +195,14 @@ TEST_F(LanguageTest, ABashSessionKeepsItsDirectoryVariablesFunctionsAndJobs) {
   other->set("session_id", session);
   const auto refused = server().callTool("start_run", other);
   EXPECT_TRUE(refused->optValue<bool>("isError", false));
+  Poco::JSON::Object::Ptr with_stdin = startRunArguments({"cat", {}, nullptr});
+  with_stdin->set("session_id", session);
+  with_stdin->set("stdin", "x");
+  EXPECT_TRUE(server().callTool("start_run", with_stdin)->optValue<bool>("isError", false));
+
+  // `exit` ends the shell, and with it the session, as in any persistent shell.
+  const auto exited = run("bash", "exit 2\n", {}, session);
+  EXPECT_FALSE(flag(exited, "session_alive")) << describe(exited);
   closeSession(server(), session);
 }
 
