@@ -395,7 +395,7 @@ const std::vector<Flag>& flags() {
               "Bytes of stdout and of stderr kept per run (head and tail); the rest is counted "
               "and reported as truncated.",
               1024, std::int64_t{1} << 30, SCS_FIELD(runs.output_cap_bytes)),
-      intFlag("max-files", "N", "Most extra files one start_run may carry besides main.py.", 0,
+      intFlag("max-files", "N", "Most extra files one start_run may carry besides its code.", 0,
               100'000, SCS_FIELD(files.max_files)),
       intFlag("max-files-bytes", "N",
               "Most bytes of code plus files (decoded) one start_run may carry.", 1024,

@@ -6,15 +6,22 @@ import base64
 import fcntl
 import json
 import os
+import re
 
 from . import protocol
 
 MAX_TEXT_BYTES = 8 << 10
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 RECORD_KEYS = ("type", "message", "traceback")
 
 
 def clean(text):
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    """`text` as valid UTF-8: bytes Python escaped (surrogateescape) and lone surrogates, which
+    JSON from JavaScript can carry ("\\ud83d"), become U+FFFD."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a surrogate surrogateescape did not make
+        return LONE_SURROGATE.sub("\ufffd", text)
 
 
 def exit_record(status):

@@ -44,10 +44,7 @@ std::string controlPath(std::string_view file) {
 std::string nonceOf(std::string_view control) { return stringOf(control, launcher::kControlNonce); }
 
 std::string codeFileOf(std::string_view control) {
-  const std::string language = stringOf(control, launcher::kControlLanguage);
-  return std::string(language == launcher::kLanguageBash         ? launcher::kCodeFileBash
-                     : language == launcher::kLanguageJavascript ? launcher::kCodeFileJavascript
-                                                                 : launcher::kCodeFilePython);
+  return std::string(launcher::codeFileOf(stringOf(control, launcher::kControlLanguage)));
 }
 
 std::string stringOf(std::string_view control, std::string_view name) {

@@ -22,7 +22,8 @@ std::string stringOf(std::string_view control, std::string_view name);
 std::string nonceOf(std::string_view control);
 
 // The bundle's member that holds the code: main.py, main.sh or main.js, by the control file's
-// language (main.py when it names none). The fake reads its script from it in every language.
+// language (main.py when it names none; empty for an unknown language, which the fake then
+// refuses as the launcher does). The fake reads its script from it in every language.
 std::string codeFileOf(std::string_view control);
 
 // The traceback the interpreter writes to stderr for an uncaught exception (type, message).

@@ -284,15 +284,15 @@ std::optional<std::int64_t> parseInteger(std::string_view text, std::int64_t min
   return value;
 }
 
-std::optional<std::string> parseScript(std::string_view main_py, Script* script) {
+std::optional<std::string> parseScript(std::string_view code, Script* script) {
   constexpr std::string_view kPrefix = "#fake:";
   std::size_t pos = 0;
-  while (pos < main_py.size()) {
-    std::size_t end = main_py.find('\n', pos);
+  while (pos < code.size()) {
+    std::size_t end = code.find('\n', pos);
     if (end == std::string_view::npos) {
-      end = main_py.size();
+      end = code.size();
     }
-    std::string_view line = main_py.substr(pos, end - pos);
+    std::string_view line = code.substr(pos, end - pos);
     pos = end + 1;
     if (!line.empty() && line.back() == '\r') {
       line.remove_suffix(1);

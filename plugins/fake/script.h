@@ -1,7 +1,8 @@
 #pragma once
 
-// What a fake run does: the `#fake:` directive lines of its main.py read into a Script, and the
-// ustar lookup the fake uses to find main.py and the control files in a delivered archive.
+// What a fake run does: the `#fake:` directive lines of its code (main.py, main.sh or main.js)
+// read into a Script, and the ustar lookup the fake uses to find the code and the control files
+// in a delivered archive.
 
 #include <chrono>
 #include <cstdint>
@@ -14,7 +15,7 @@
 
 namespace scs::fake {
 
-// What one fake run does, from the `#fake:` directive lines of its main.py.
+// What one fake run does, from the `#fake:` directive lines of its code.
 struct Script {
   int exit_code = 0;
   bool exit_given = false;
@@ -55,9 +56,9 @@ struct Script {
   bool die = false;
 };
 
-// Parses every line of `main_py` that starts with "#fake:". Returns an error sentence for
+// Parses every line of `code` that starts with "#fake:". Returns an error sentence for
 // an unknown directive or a bad value.
-std::optional<std::string> parseScript(std::string_view main_py, Script* script);
+std::optional<std::string> parseScript(std::string_view code, Script* script);
 
 // Finds the regular file `name` in an uncompressed ustar archive. Returns an error sentence
 // when the archive is malformed or has no such file.

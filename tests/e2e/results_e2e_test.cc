@@ -256,7 +256,33 @@ TEST(ResultsE2eTest, ALanguageNamesTheCodeFileAndASessionKeepsItsOwn) {
                 ->getObject("structuredContent")
                 ->getValue<std::string>("result"),
             "42");
+  // Naming the session's own language is the same as naming none.
+  const std::string named = server.start(object({{"code", "#fake: result=7\n"},
+                                                 {"language", "javascript"},
+                                                 {"session_id", id},
+                                                 {"wait_seconds", 0}}));
+  EXPECT_EQ(
+      server.finalResult(named)->getObject("structuredContent")->getValue<std::string>("result"),
+      "7");
   EXPECT_EQ(server.call("open_session", object({}))->getValue<std::string>("language"), "python");
+  EXPECT_THAT(server.errorOf("open_session", object({{"language", ""}})),
+              HasSubstr("python, bash or javascript"));
+
+  // A bash session's files may hold a main.py but not its main.sh; a one-shot bash run reads
+  // stdin.
+  Array::Ptr both = new Array;
+  both->add(object({{"path", "main.py"}, {"content", "x"}}));
+  EXPECT_EQ(server.call("open_session", object({{"language", "bash"}, {"files", both}}))
+                ->getValue<std::string>("language"),
+            "bash");
+  both->add(object({{"path", "main.sh"}, {"content", "x"}}));
+  EXPECT_THAT(server.errorOf("open_session", object({{"language", "bash"}, {"files", both}})),
+              HasSubstr(R"(must not use "main.sh")"));
+  const std::string echoed = server.start(
+      object({{"code", "#fake: echo_stdin\n"}, {"language", "bash"}, {"stdin", "in"}}));
+  EXPECT_EQ(
+      server.finalResult(echoed)->getObject("structuredContent")->getValue<std::string>("stdout"),
+      "in");
 }
 
 TEST(ResultsE2eTest, ToolsListTeachesFilesExceptionsLiveOutputStdinAndImports) {

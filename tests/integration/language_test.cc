@@ -164,6 +164,7 @@ TEST_F(LanguageTest, ABashSessionKeepsItsDirectoryVariablesFunctionsAndJobs) {
   const std::string session = open("bash");
   const auto first = run("bash",
                          "cd /tmp\n"
+                         "IFS=,\n"  // the code's own: the shell's reading of runs keeps its own
                          "count=1\n"
                          "greet() { echo \"hello $1\"; }\n"
                          "sleep 300 &\n"
@@ -218,6 +219,16 @@ TEST_F(LanguageTest, AJavascriptSessionKeepsOneGlobalContext) {
 
   const auto second = run("javascript", "n += 1;\ntotal()\n", {}, session);
   EXPECT_EQ(text(second, "result"), "12") << describe(second);
+
+  // A callback of an earlier run that throws fails no later run: its stack is output.
+  const auto scheduled = run(
+      "javascript", "setTimeout(() => { throw new TypeError('late'); }, 600);\n1\n", {}, session);
+  EXPECT_EQ(text(scheduled, "status"), "succeeded") << describe(scheduled);
+  const auto waited =
+      run("javascript", "new Promise((done) => setTimeout(() => done(n), 1500))\n", {}, session);
+  EXPECT_EQ(text(waited, "status"), "succeeded") << describe(waited);
+  EXPECT_EQ(text(waited, "result"), "2");
+  EXPECT_THAT(stream(waited, "stderr"), HasSubstr("TypeError: late"));
 
   const auto slow = run("javascript", "for (;;) {}\n", Limits{.timeout_seconds = 2}, session);
   EXPECT_EQ(text(slow, "status"), "timed_out") << describe(slow);

@@ -28,6 +28,10 @@ class ExceptionRecordTest(unittest.TestCase):
                                           "traceback": "t"})
         self.assertEqual(record["type"], "E\ufffd")
         self.assertEqual(len(record["message"]), report.MAX_TEXT_BYTES)
+        # A lone surrogate, as JSON from JavaScript carries half an emoji ("\\ud83d").
+        lone = json.loads('{"type": "Error", "message": "bad: \\ud83d", "traceback": ""}')
+        self.assertEqual(report.exception_record(lone)["message"], "bad: \ufffd")
+        self.assertEqual(report.bounded_result("\ud83d!", 100), "\ufffd!")
 
 
 class WarmSecondsTest(unittest.TestCase):

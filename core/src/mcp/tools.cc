@@ -251,18 +251,10 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallConte
       return refuse(message);
     }
     session_id = session.toString();
-    const std::optional<policy::Language> of_session =
-        runs_.sessionLanguage(context.tenant, session_id);
-    if (!of_session) {
-      return refuse(unknownSessionMessage(session_id));
-    }
-    if (named && *named != *of_session) {
-      return refuse("This session runs " + std::string(policy::nameOf(*of_session)) + ", not " +
-                    std::string(policy::nameOf(*named)) +
-                    ": a session has one language. Open another session for " +
-                    std::string(policy::nameOf(*named)) + ", or leave out \"language\".");
-    }
-    language = *of_session;
+    // The session's language names the code file; RunManager::start refuses another one, an
+    // unknown session and an ended one, each with its own message.
+    language = named.value_or(
+        runs_.sessionLanguage(context.tenant, session_id).value_or(policy::Language::kPython));
     const Var asked = argument(arguments, "limits");
     if (asked.type() == typeid(Object::Ptr) && asked.extract<Object::Ptr>()) {
       for (const auto& [key, value] : *asked.extract<Object::Ptr>()) {

@@ -16,29 +16,23 @@ namespace scs::policy {
 
 enum class Language { kPython, kBash, kJavascript };
 
-struct LanguageInfo {
-  Language language;
-  std::string_view name;       // launcher::kLanguage*
-  std::string_view code_file;  // launcher::kCodeFile*
-};
+// Each language's name (launcher::kLanguage*), in the enum's order.
+inline constexpr std::array<std::string_view, 3> kLanguageNames{
+    backend::launcher::kLanguagePython, backend::launcher::kLanguageBash,
+    backend::launcher::kLanguageJavascript};
 
-inline constexpr std::array<LanguageInfo, 3> kLanguages{{
-    {Language::kPython, backend::launcher::kLanguagePython, backend::launcher::kCodeFilePython},
-    {Language::kBash, backend::launcher::kLanguageBash, backend::launcher::kCodeFileBash},
-    {Language::kJavascript, backend::launcher::kLanguageJavascript,
-     backend::launcher::kCodeFileJavascript},
-}};
-
-constexpr const LanguageInfo& infoOf(Language language) {
-  return kLanguages[static_cast<std::size_t>(language)];
+constexpr std::string_view nameOf(Language language) {
+  return kLanguageNames[static_cast<std::size_t>(language)];
 }
-constexpr std::string_view nameOf(Language language) { return infoOf(language).name; }
-constexpr std::string_view codeFileOf(Language language) { return infoOf(language).code_file; }
+// main.py, main.sh or main.js: the launcher's table (launcher::codeFileOf).
+constexpr std::string_view codeFileOf(Language language) {
+  return backend::launcher::codeFileOf(nameOf(language));
+}
 
 inline std::optional<Language> languageNamed(std::string_view name) {
-  for (const LanguageInfo& info : kLanguages) {
-    if (info.name == name) {
-      return info.language;
+  for (std::size_t index = 0; index < kLanguageNames.size(); ++index) {
+    if (kLanguageNames[index] == name) {
+      return static_cast<Language>(index);
     }
   }
   return std::nullopt;
@@ -47,9 +41,9 @@ inline std::optional<Language> languageNamed(std::string_view name) {
 // "python, bash or javascript", for the refusal of a name not in the list.
 inline std::string languageNames() {
   std::string names;
-  for (std::size_t index = 0; index < kLanguages.size(); ++index) {
-    names += index == 0 ? "" : index + 1 == kLanguages.size() ? " or " : ", ";
-    names += kLanguages[index].name;
+  for (std::size_t index = 0; index < kLanguageNames.size(); ++index) {
+    names += index == 0 ? "" : index + 1 == kLanguageNames.size() ? " or " : ", ";
+    names += kLanguageNames[index];
   }
   return names;
 }

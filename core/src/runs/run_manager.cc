@@ -78,6 +78,14 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
                      "clients are not visible, and ended ones are forgotten after a while).");
     }
   }
+  if (session && session->open && request.language != session->language) {
+    events_.refused(request.tenant, RunEvents::Refusal::kInvalid);
+    const std::string own(policy::nameOf(session->language));
+    const std::string asked(policy::nameOf(request.language));
+    return invalid("This session runs " + own + ", not " + asked +
+                   ": a session has one language. Open another session for " + asked +
+                   ", or leave out \"language\".");
+  }
   if (session) {
     // Its limits but the timeout are the session's.
     const double timeout = request.limits.timeout_seconds;

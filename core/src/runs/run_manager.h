@@ -134,7 +134,7 @@ struct OpenSessionRequest {
 
 struct StartRequest {
   std::vector<policy::File> files;  // validated; the language's code file first
-  // In a session, the session's (Tools::startRun checks it against sessionLanguage).
+  // In a session, the session's: start() refuses another.
   policy::Language language = policy::Language::kPython;
   policy::Limits limits;                  // resolved by LimitPolicy
   std::string tenant = kLocalTenant;      // owns the run: only this tenant can see or stop it
@@ -220,8 +220,9 @@ class RunManager {
   std::optional<SessionSnapshot> closeSession(const std::string& tenant,
                                               const std::string& session_id);
 
-  // The language of an open or ended session of `tenant`'s that is still known; nullopt for an
-  // unknown id or a session of another tenant. A session's language never changes.
+  // The language of an open or ended session of `tenant`'s that is still known (the code file
+  // of a run in it depends on it); nullopt for an unknown id or a session of another tenant. A
+  // session's language never changes.
   std::optional<policy::Language> sessionLanguage(const std::string& tenant,
                                                   const std::string& session_id);
 

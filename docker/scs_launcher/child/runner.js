@@ -10,6 +10,7 @@
 // {type, message, traceback}. In a session process.exit() ends only the run, with its code, and
 // SIGINT (PID 1's interrupt) ends the code in progress, not the process.
 
+const {AsyncLocalStorage} = require('async_hooks');
 const fs = require('fs');
 const Module = require('module');
 const util = require('util');
@@ -141,7 +142,10 @@ function serveSession() {
       fs.writeSync(4, Buffer.concat([Buffer.from(last ? '.' : '+'), data.subarray(at, at + PIECE_BYTES)]));
     }
   };
-  let current = null;  // the run in progress: {abort(error)} while its last value is awaited
+  let current = null;  // the run in progress: {seq, abort(error)} while its last value is awaited
+  // Which run scheduled the callback that is running: an error thrown by a callback of an
+  // earlier run is that run's output, not the failure of the run in progress.
+  const runs = new AsyncLocalStorage();
   process.exit = (code) => {
     throw new SessionExit(code === undefined ? (process.exitCode || 0) : Number(code) | 0);
   };
@@ -154,20 +158,20 @@ function serveSession() {
     if (error instanceof SessionExit) {
       return;  // a callback's process.exit() after its run: nothing to end
     }
-    if (current && current.abort) {
+    if (current && current.abort && runs.getStore() === current.seq) {
       current.abort(error);
     } else {
-      ownStack(error) && process.stderr.write(ownStack(error));  // between runs: dropped
+      process.stderr.write(ownStack(error));  // printed as Node prints it; it fails no run
     }
   });
   provideModuleNames();
 
   const run = async (seq, resultCap) => {
-    current = {};
+    current = {seq};
     answer({started: seq});
     const outcome = {run: seq, exit: {code: 0}, exception: null, result: null};
     try {
-      let value = compileAndRun({breakOnSigint: true});
+      let value = runs.run(seq, () => compileAndRun({breakOnSigint: true}));
       if (isThenable(value)) {
         value = await new Promise((resolve, reject) => {
           current.abort = reject;

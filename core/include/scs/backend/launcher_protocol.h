@@ -53,6 +53,15 @@ inline constexpr std::string_view kCodeFilePython = "main.py";
 inline constexpr std::string_view kCodeFileBash = "main.sh";
 inline constexpr std::string_view kCodeFileJavascript = "main.js";
 
+// The code file of the language `language` (kControlLanguage's value; kLanguagePython when it
+// names none); empty for a name that is not a language.
+constexpr std::string_view codeFileOf(std::string_view language) {
+  return language.empty() || language == kLanguagePython ? kCodeFilePython
+         : language == kLanguageBash                     ? kCodeFileBash
+         : language == kLanguageJavascript               ? kCodeFileJavascript
+                                                         : std::string_view();
+}
+
 inline constexpr std::string_view kRunFrame = "SCS-RUN";
 inline constexpr std::string_view kInterruptFrame = "SCS-INTERRUPT";
 inline constexpr std::string_view kSessionFrame = "SCS-SESSION";
