@@ -1,7 +1,8 @@
 // Reads the input as the JSON `arguments` of start_run and validates `limits` with
 // LimitPolicy::resolve and `code` plus `files` with resolveFiles, each under two sets of
-// settings. Every verdict is compared with an independent model of SPEC section 1 (accept
-// exactly what it accepts), an accepted file list must hold only safe normalised paths
+// settings, with the code file of its `language` (the model's own table: main.py unless it names
+// bash or javascript). Every verdict is compared with an independent model of SPEC section 1
+// (accept exactly what it accepts), an accepted file list must hold only safe normalised paths
 // within the caps, and its archive must read back, header by header, as the same files.
 
 #include <Poco/Dynamic/Var.h>
@@ -39,7 +40,13 @@ using Poco::JSON::Object;
 constexpr std::size_t kMaxMessageBytes = 1024;  // rejection messages quote, but cut, input
 constexpr int kUid = 10001;
 constexpr int kGid = 10001;
-constexpr std::string_view kMain = "main.py";
+
+// The model's code file for start_run's `language`; resolveFiles is given it and must reserve
+// it and put the code there.
+std::string codeFileFor(const Var& language) {
+  const std::string name = language.isString() ? language.toString() : std::string();
+  return name == "bash" ? "main.sh" : name == "javascript" ? "main.js" : "main.py";
+}
 
 struct Policies {
   policy::LimitSettings settings;
@@ -163,7 +170,8 @@ bool fitsUstar(std::string_view name) {
 }
 
 // The normalised path ("./a//b" -> "a/b"), or nullopt when SPEC section 1 refuses it.
-std::optional<std::string> expectedPath(std::string_view raw, const policy::FileSettings& caps) {
+std::optional<std::string> expectedPath(std::string_view raw, const policy::FileSettings& caps,
+                                        const std::string& code_file) {
   if (raw.empty() || raw.front() == '/') {
     return std::nullopt;
   }
@@ -186,8 +194,8 @@ std::optional<std::string> expectedPath(std::string_view raw, const policy::File
       path += (path.empty() ? "" : "/") + part;
     }
   }
-  if (path.size() > caps.max_path_bytes || path == kMain || path.rfind("main.py/", 0) == 0 ||
-      path == ".scs" || path.rfind(".scs/", 0) == 0) {
+  if (path.size() > caps.max_path_bytes || path == code_file ||
+      path.rfind(code_file + "/", 0) == 0 || path == ".scs" || path.rfind(".scs/", 0) == 0) {
     return std::nullopt;
   }
   for (std::size_t slash = path.find('/'); slash != std::string::npos;
@@ -202,9 +210,10 @@ std::optional<std::string> expectedPath(std::string_view raw, const policy::File
   return path;
 }
 
-// What the model says resolveFiles() must accept: the files after main.py, or nullopt.
+// What the model says resolveFiles() must accept: the files after the code, or nullopt.
 std::optional<std::vector<Entry>> expectedFiles(const std::string& code, const Var& files,
-                                                const policy::FileSettings& caps) {
+                                                const policy::FileSettings& caps,
+                                                const std::string& code_file) {
   std::vector<Entry> entries;
   std::vector<Var> elements;
   if (!files.isEmpty()) {
@@ -234,7 +243,8 @@ std::optional<std::vector<Entry>> expectedFiles(const std::string& code, const V
     }
     const std::string encoding =
         object->has("encoding") ? object->getValue<std::string>("encoding") : "utf-8";
-    std::optional<std::string> path = expectedPath(object->getValue<std::string>("path"), caps);
+    std::optional<std::string> path =
+        expectedPath(object->getValue<std::string>("path"), caps, code_file);
     std::optional<std::string> content = object->getValue<std::string>("content");
     if (encoding == "base64") {
       content = decodeStrictBase64(*content);
@@ -290,9 +300,10 @@ void checkArchive(const std::vector<policy::File>& files, std::string_view input
 }
 
 void checkFiles(const std::string& code, const Var& files, const policy::FileSettings& caps,
-                std::string_view input) {
-  const Result<std::vector<policy::File>> resolved = policy::resolveFiles(code, files, caps);
-  const std::optional<std::vector<Entry>> expected = expectedFiles(code, files, caps);
+                const std::string& code_file, std::string_view input) {
+  const Result<std::vector<policy::File>> resolved =
+      policy::resolveFiles(code, files, caps, code_file);
+  const std::optional<std::vector<Entry>> expected = expectedFiles(code, files, caps, code_file);
   if (const auto* rejection = std::get_if<Error>(&resolved)) {
     SCS_FUZZ_CHECK(!expected, "rejected: " + rejection->message + " input: " + std::string(input));
     SCS_FUZZ_CHECK(!rejection->message.empty() && rejection->message.size() <= kMaxMessageBytes,
@@ -302,7 +313,7 @@ void checkFiles(const std::string& code, const Var& files, const policy::FileSet
   const std::vector<policy::File>& got = std::get<std::vector<policy::File>>(resolved);
   SCS_FUZZ_CHECK(expected, input);
   SCS_FUZZ_CHECK(got.size() == expected->size() + 1, input);
-  SCS_FUZZ_CHECK(got[0].path == kMain && got[0].content == code, input);
+  SCS_FUZZ_CHECK(got[0].path == code_file && got[0].content == code, input);
   std::size_t total = code.size();
   for (std::size_t i = 1; i < got.size(); ++i) {
     const policy::File& file = got[i];
@@ -316,7 +327,7 @@ void checkFiles(const std::string& code, const Var& files, const policy::FileSet
     for (const std::string& part : split(file.path)) {
       SCS_FUZZ_CHECK(!part.empty() && part != "." && part != "..", file.path);
     }
-    SCS_FUZZ_CHECK(file.path != kMain && file.path.rfind("main.py/", 0) != 0, file.path);
+    SCS_FUZZ_CHECK(file.path != code_file && file.path.rfind(code_file + "/", 0) != 0, file.path);
     SCS_FUZZ_CHECK(file.path != ".scs" && file.path.rfind(".scs/", 0) != 0, file.path);
     total += file.content.size();
   }
@@ -346,11 +357,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string code = code_value.isString() ? code_value.toString() : std::string();
   const Var files = arguments->has("files") ? arguments->get("files") : Var();
   const Var limits = arguments->has("limits") ? arguments->get("limits") : Var();
+  const std::string code_file =
+      codeFileFor(arguments->has("language") ? arguments->get("language") : Var());
 
   const Policies& p = policies();
   checkLimits(limits, p.settings, p.roomy, input);
   checkLimits(limits, p.settings, p.small, input);
-  checkFiles(code, files, p.shipped, input);
-  checkFiles(code, files, p.tight, input);
+  checkFiles(code, files, p.shipped, code_file, input);
+  checkFiles(code, files, p.tight, code_file, input);
   return 0;
 }
