@@ -28,7 +28,9 @@ function dockerRunArgs(runtime, code, interpreter) {
 }
 
 // `code` must print "1" (the trivial run) or end its output with "ok".
-export function dockerRun(runtime, code = TRIVIAL, interpreter = ['/usr/bin/python3', '-I', '-c']) {
+const PYTHON = ['/usr/bin/python3', '-I', '-c'];
+
+export function dockerRun(runtime, code = TRIVIAL, interpreter = PYTHON) {
   return new Promise((resolve, reject) => {
     const started = performance.now();
     const child = spawn('docker', dockerRunArgs(runtime, code, interpreter),

@@ -70,8 +70,9 @@ def write_file(path, source, replace):
 
 def unpack(stream, replace=False):
     """Writes the bundle read from `stream` to /workspace; returns the control members, kept in
-    memory, and the names of the files written (require_code() checks the code is one). With `replace` (a session's later runs) a regular file already there is replaced and
-    the directories on the way are given back to their owner. Raises Rejected for a bundle that
+    memory, and the names of the files written (require_code() checks the code is one). With
+    `replace` (a session's later runs) a regular file already there is replaced and the
+    directories on the way are given back to their owner. Raises Rejected for a bundle that
     breaks a rule or cannot be placed (OSError included: a full workspace, a directory the code
     made where a file goes)."""
     seen = set()

@@ -60,11 +60,13 @@ def runner(root):
 
 def run_argv(language, root, report_fd):
     """A one-shot run's interpreter of bash or javascript (python's starts ahead of the code,
-    in oneshot.py): it runs the code file and exits with the program's exit code. javascript's
-    writes its result and uncaught exception to `report_fd`, as lines of JSON."""
+    in oneshot.py): its argv and the descriptors it keeps. It runs the code file and exits with
+    the program's exit code; javascript's writes its result and uncaught exception to
+    `report_fd`, as lines of JSON. bash's never gets `report_fd`, so that no shell command can
+    write an exception record for its run."""
     if language == BASH:
-        return [BASH_PATH, code_path(BASH)]
-    return [NODE_PATH, NODE_HEAP, runner(root), "run", str(report_fd)]
+        return [BASH_PATH, code_path(BASH)], []
+    return [NODE_PATH, NODE_HEAP, runner(root), "run", str(report_fd)], [report_fd]
 
 
 def session_argv(language, root):

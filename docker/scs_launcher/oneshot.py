@@ -113,9 +113,8 @@ def switch_language(loop, started, language, root):
     report_r, report_w = os.pipe()
     os.write(report_w, warm_line.split(b"\n", 1)[0] + b"\n")
     stdin_r, stdin_w = os.pipe()
-    child = processes.spawn(languages.run_argv(language, root, report_w),
-                            fds=[report_w] if language == languages.JAVASCRIPT else [],
-                            stdin_fd=stdin_r)
+    argv, fds = languages.run_argv(language, root, report_w)
+    child = processes.spawn(argv, fds=fds, stdin_fd=stdin_r)
     loop.watch(child)
     os.close(report_w)
     os.close(stdin_r)
@@ -166,17 +165,17 @@ def serve(deadline, warm, root):
         report_pipe.ready(0)  # every writer has ended: to its end
         if control:
             files, omitted = files_out.collect(out_dir, control)
-            failed_as_uncaught = exit in ({"code": 1}, {"signal": signal.SIGINT})
-            exception = (report.last_exception_record(report_pipe.chunks)
-                         if failed_as_uncaught else None)
             chunks = report_pipe.chunks
+            failed_as_uncaught = exit in ({"code": 1}, {"signal": signal.SIGINT})
+            exception = report.last_exception_record(chunks) if failed_as_uncaught else None
+            # Only runner.js writes results there; Python's interpreter never does.
             result = (report.last_result(chunks, control[protocol.CONTROL_RESULT_CAP])
                       if language == languages.JAVASCRIPT else None)
+            extra = {protocol.TRAILER_RESULT: result,
+                     protocol.TRAILER_WARM_SECONDS: report.warm_seconds(chunks)}
             try:
                 report.write_trailer(control[protocol.CONTROL_NONCE], exit, exception, files,
-                                     omitted, extra={
-                                         protocol.TRAILER_RESULT: result,
-                                         protocol.TRAILER_WARM_SECONDS: report.warm_seconds(chunks)})
+                                     omitted, extra=extra)
             except OSError:
                 pass
     except Exception:

@@ -25,9 +25,11 @@ class LanguagesTest(unittest.TestCase):
         languages.check_interpreter(languages.PYTHON)  # started ahead, never looked up here
 
     def test_each_interpreter_is_started_by_absolute_path(self):
-        bash = languages.run_argv(languages.BASH, ROOT, 7)
+        bash, bash_fds = languages.run_argv(languages.BASH, ROOT, 7)
         self.assertEqual(bash, ["/usr/bin/bash", "/workspace/main.sh"])
-        node = languages.run_argv(languages.JAVASCRIPT, ROOT, 7)
+        self.assertEqual(bash_fds, [])  # no shell command can write its exception record
+        node, node_fds = languages.run_argv(languages.JAVASCRIPT, ROOT, 7)
+        self.assertEqual(node_fds, [7])
         self.assertEqual(node[0], "/usr/bin/node")
         self.assertEqual(node[-2:], ["run", "7"])
         self.assertTrue(os.path.isfile(node[2]))
