@@ -50,7 +50,8 @@ class RpcError : public std::runtime_error {
 
 // What initialize and server/discover tell a client the server is for.
 inline constexpr const char* kInstructions =
-    "Runs Python 3 in a locked-down, throwaway sandbox without network; the default image has "
+    "Runs Python 3 (or bash or Node.js, by `language`) in a locked-down, throwaway sandbox "
+    "without network; the default image has "
     "numpy, pandas, matplotlib and more. start_run(code, wait_seconds) answers with the final "
     "report when the run ends within wait_seconds, otherwise with its run_id: then call "
     "get_result(run_id, wait_seconds) until the status is final (succeeded, failed, timed_out, "
