@@ -6,7 +6,13 @@ the posture the server asked for:
   {"runtime": "runc"|"runsc", "uid_first": N, "uid_last": N, "pids_limit": N,
    "processes_limit": 256, "open_files_limit": 1024, "file_size_limit_bytes": N,
    "tmpfs": {"/tmp": {"size_bytes": N, "max_inodes": N}, "/workspace": {...}},
-   "masked_paths": [...], "readonly_paths": [...], "budget_seconds": 90}
+   "masked_paths": [...], "readonly_paths": [...], "budget_seconds": 90,
+   "ip_sockets_refused": true|false}
+ip_sockets_refused says the launcher's --no-network refuses the program every socket but AF_UNIX,
+for an engine that leaves the sandbox a network interface (a Pod's eth0): the network check then
+wants that refusal in place of "only lo". Absent, it is whether PID 1's command line carries
+--no-network: the server's read-back has checked that command line is the one it sent, and the
+audit checks what the flag does.
 Prints one JSON object per line for each check:
   {"name": ..., "ok": true|false, "expected": ..., "observed": ..., "detail": ...}
 then {"done": true, "checks": <count>}. Standard library only. Every check is bounded in time and in
@@ -106,8 +112,18 @@ EXPECTED = {
 }
 
 
+def launcher_flags():
+    """PID 1's command line (the launcher's), which every process may read."""
+    try:
+        with open("/proc/1/cmdline", "rb") as cmdline:
+            return cmdline.read().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
 class Audit:
     def __init__(self, config):
+        config.setdefault("ip_sockets_refused", "--no-network" in launcher_flags())
         self.config = config
         self.runtime = config["runtime"]
         self.expect = EXPECTED[self.runtime]

@@ -53,8 +53,9 @@ install_missing_packages() {
                 python3-kubernetes
                 # kubeconfig files, for the kubernetes backend
                 libyaml-cpp-dev
-                # the launcher's own Python is linted in the unit tier
-                python3-pyflakes)
+                # the launcher's own Python is linted in the unit tier, and its seccomp filter
+                # tested there (the image has its own copy)
+                python3-pyflakes python3-seccomp)
   # clang with libFuzzer for ./scripts/fuzz, which ./scripts/test runs.
   [[ "${SCS_WITH_FUZZ:-1}" == 0 ]] || wanted+=(clang libclang-rt-14-dev)
   # Node may come from elsewhere (nodesource, nvm): Debian's nodejs only when there is no node.

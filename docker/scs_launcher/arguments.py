@@ -4,7 +4,11 @@ the modules the program's interpreter imports while it waits for the code. For a
 cannot set or show them (a Kubernetes Pod): `--rlimits NAME=N,...`, resource limits to lower
 itself to before anything else; `--masked PATH,...` and `--readonly PATH,...`, paths to find
 masked and read-only before anything else; `--confine`, the Landlock rules of
-landlock.confine_filesystem(). `--session`: a session's sandbox."""
+landlock.confine_filesystem(); `--no-network`, for an engine whose sandbox has a network
+interface (a Pod's eth0, which only a NetworkPolicy may cut): the program's filter refuses it
+every socket but AF_UNIX (program_filter.install_seccomp_filter()), and PID 1 drops the
+KUBERNETES_* variables from its environment (pid1.drop_kubernetes_variables()). `--session`: a
+session's sandbox."""
 
 import re
 import types
@@ -18,7 +22,7 @@ MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 RLIMIT_NAMES = ("nproc", "nofile", "fsize", "core")
 
 USAGE = ("want --deadline SECONDS [--warm MODULE,...] [--rlimits NAME=N,...] [--masked PATH,...]"
-         " [--readonly PATH,...] [--confine] [--session]")
+         " [--readonly PATH,...] [--confine] [--no-network] [--session]")
 
 
 def is_whole(text):
@@ -58,14 +62,15 @@ VALUED = {
     protocol.FLAG_MASKED: ("masked", parse_paths),
     protocol.FLAG_READONLY: ("readonly", parse_paths),
 }
-SWITCHES = {protocol.FLAG_SESSION: "session", protocol.FLAG_CONFINE: "confine"}
+SWITCHES = {protocol.FLAG_SESSION: "session", protocol.FLAG_CONFINE: "confine",
+            protocol.FLAG_NO_NETWORK: "no_network"}
 
 
 def parse(argv):
     """The flags as attributes (deadline None when not given); anything else ends the sandbox
     before any code runs."""
-    given = {"deadline": None, "warm": [], "session": False, "confine": False, "rlimits": {},
-             "masked": [], "readonly": []}
+    given = {"deadline": None, "warm": [], "session": False, "confine": False,
+             "no_network": False, "rlimits": {}, "masked": [], "readonly": []}
     rest = list(argv)
     while rest:
         flag = rest.pop(0)

@@ -20,7 +20,7 @@ import signal
 import threading
 import time
 
-from . import arguments, engine_checks, landlock, processes
+from . import arguments, engine_checks, landlock, processes, program_filter
 from .rejection import reject
 
 PR_SET_DUMPABLE = 4
@@ -41,6 +41,14 @@ def ignore_signals():
                 signal.signal(number, signal.SIG_IGN)
             except (OSError, ValueError):
                 pass
+
+
+def drop_kubernetes_variables():
+    """--no-network: the kubelet puts the API server's address in every container's environment
+    (KUBERNETES_SERVICE_HOST, KUBERNETES_PORT_443_TCP and the rest), whatever the Pod's
+    enableServiceLinks says. PID 1 unsets them in its own, which every program inherits."""
+    for name in [name for name in os.environ if name.startswith("KUBERNETES_")]:
+        del os.environ[name]
 
 
 class Deadline:
@@ -83,6 +91,9 @@ def main(argv, root):
     ignore_signals()
     os.umask(0o022)
     setup = arguments.parse(argv)
+    if setup.no_network:
+        drop_kubernetes_variables()
+        program_filter.NO_NETWORK = True
     engine_checks.lower_rlimits(setup.rlimits)
     engine_checks.check_masked(setup.masked)
     engine_checks.check_readonly(setup.readonly)

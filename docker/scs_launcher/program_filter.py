@@ -8,6 +8,14 @@ import signal
 
 PR_SET_DUMPABLE = 4
 CLONE_NEWUSER = 0x10000000
+AF_UNIX = 1
+# Above every address family: the kernel answers EAFNOSUPPORT to a family at or past its AF_MAX
+# (46 since Linux 5.15 added AF_MCTP) before any family's code runs, and 64 leaves room for the
+# families later kernels add.
+AF_BOUND = 64
+
+# --no-network: pid1.main() sets it once, before any child starts.
+NO_NETWORK = False
 
 
 def default_signals():
@@ -31,7 +39,7 @@ def raise_oom_score():
         pass
 
 
-def install_seccomp_filter():
+def install_seccomp_filter(no_network=False):
     """In the child before exec: a seccomp filter for the program and everything it starts. It
     refuses what no Python program needs and what would let it reach PID 1 or run bytes it wrote:
     ptrace; reading or writing another process's memory; memfd_create (an executable file no
@@ -41,7 +49,13 @@ def install_seccomp_filter():
     setting extended attributes, which no Landlock right covers (on a file of the host's disk
     they would fill it past RLIMIT_FSIZE). clone3 answers ENOSYS, so the C library falls back to
     clone, whose flags the filter can read. Debian's python3-seccomp (libseccomp) builds the BPF
-    for this architecture."""
+    for this architecture: it kills a call of any other, such as i386's socketcall.
+
+    `no_network` (--no-network, for a sandbox with a network interface, as a Pod has eth0, that
+    only a NetworkPolicy may cut): socket() and socketpair() of every family but AF_UNIX answer
+    EACCES, so no IP, netlink or packet socket is ever made, whatever the cluster's network
+    plugin enforces. socketpair() too: since Linux 4.12 it also makes AF_TIPC pairs, not only
+    AF_UNIX ones. io_uring's socket operation needs no rule (io_uring is refused)."""
     import seccomp
 
     rules = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
@@ -79,6 +93,14 @@ def install_seccomp_filter():
         rules.add_rule(refused, "fcntl", seccomp.Arg(1, seccomp.EQ, command))
     for request in (0x8901, 0x8902, 0x5410):  # FIOSETOWN, SIOCSPGRP, TIOCSPGRP
         rules.add_rule(refused, "ioctl", seccomp.Arg(1, seccomp.MASKED_EQ, 0xFFFFFFFF, request))
+    if no_network:
+        # The family is an int: only its low 32 bits count. libseccomp has no masked not-equal,
+        # so one rule per family refused.
+        for name in ("socket", "socketpair"):
+            for family in range(AF_BOUND):
+                if family != AF_UNIX:
+                    rules.add_rule(seccomp.ERRNO(errno.EACCES), name,
+                                   seccomp.Arg(0, seccomp.MASKED_EQ, 0xFFFFFFFF, family))
     rules.load()
 
 
@@ -86,4 +108,4 @@ def prepare():
     """All three, in order: the program has not started yet."""
     default_signals()
     raise_oom_score()
-    install_seccomp_filter()
+    install_seccomp_filter(NO_NETWORK)

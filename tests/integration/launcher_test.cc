@@ -42,9 +42,10 @@ std::string auditChecks() {
 // Runs the launcher as PID 1 of a container the engine gave only its own defaults (no ulimits;
 // Docker's default masked and read-only paths), with `flags` and main.py as its bundle. The
 // scratch mounts are Docker's default for --tmpfs (noexec, nosuid, nodev) unless `mounts`
-// names others.
+// names others; there is no network unless `network` names one (kPodLikeNetwork).
 CommandResult launch(const std::string& flags, const std::string& main_py = "print('ran')\n",
-                     const std::string& mounts = "", const std::string& audit_json = "") {
+                     const std::string& mounts = "", const std::string& audit_json = "",
+                     const std::string& network = "--network none") {
   testing::TempFile source(main_py);
   testing::TempFile config(audit_json);
   testing::TempFile bundle("");
@@ -66,11 +67,17 @@ CommandResult launch(const std::string& flags, const std::string& main_py = "pri
   const std::string scratch =
       mounts.empty() ? " --tmpfs /workspace:uid=" + uid + ",gid=" + uid + ",mode=0700 --tmpfs /tmp "
                      : " " + mounts + " ";
-  return runCommand("docker run --rm -i --runtime " + testRuntime() +
-                    " --network none --read-only --user " + uid + ":" + uid + scratch + kImage +
+  return runCommand("docker run --rm -i --runtime " + testRuntime() + " " + network +
+                    " --read-only --user " + uid + ":" + uid + scratch + kImage +
                     " /usr/bin/python3 -I /opt/scs/launcher.py --deadline 60 " + flags + " < " +
                     bundle.path());
 }
+
+// What a Pod's network leaves open: an interface (Docker's default bridge gives the container
+// eth0 under runc, as a Pod has), which only a NetworkPolicy may cut, and the API server's
+// address, which the kubelet puts into every container of a Pod whatever its enableServiceLinks.
+const char* const kPodLikeNetwork =
+    "--network bridge -e KUBERNETES_SERVICE_HOST=10.96.0.1 -e KUBERNETES_PORT=tcp://10.96.0.1:443";
 
 // What a Pod's mounts leave open, as the kubelet makes them: scratch space (/workspace, /tmp and
 // /dev/shm, 16 MiB each) that executes, and a writable file of the host's disk at
@@ -226,7 +233,9 @@ TEST(LauncherTest, TheAuditSeesTheConfinementWhereTheMountsLackTheirFlags) {
   EXPECT_EQ(verdict(open.output, "exec_refused /tmp"), "FAIL");
   EXPECT_EQ(verdict(open.output, "host_file_unwritable /dev/termination-log"), "FAIL");
 
-  const CommandResult confined = launch(rlimits + " --confine", audit, mounts, config);
+  // As a Pod's launcher runs: with --no-network too, in a container with a network.
+  const CommandResult confined =
+      launch(rlimits + " --no-network --confine", audit, mounts, config, kPodLikeNetwork);
   if (underGvisor()) {  // no Landlock: the audit never runs
     EXPECT_EQ(confined.exit_code, 125) << confined.output;
     EXPECT_EQ(verdict(confined.output, "exec_refused /tmp"), "absent");
@@ -235,10 +244,57 @@ TEST(LauncherTest, TheAuditSeesTheConfinementWhereTheMountsLackTheirFlags) {
   EXPECT_EQ(confined.exit_code, 0) << confined.output;
   for (const char* row : {"tmpfs_options /tmp", "tmpfs_options /workspace", "exec_refused /tmp",
                           "exec_refused /workspace", "host_file_unwritable /dev/termination-log",
-                          "host_file_unwritable /etc/hosts", "pids_cap"}) {
+                          "host_file_unwritable /etc/hosts", "pids_cap", "ip_sockets_refused",
+                          "tcp4_egress", "tcp6_egress", "socket AF_PACKET"}) {
     EXPECT_EQ(verdict(confined.output, row), "ok") << row << "\n" << confined.output;
   }
   EXPECT_THAT(confined.output, HasSubstr("confined by the launcher instead"));
+}
+
+const char* const kNetworkProbe = R"PY(import errno, os, socket
+for name, kind in (("AF_INET", socket.SOCK_STREAM), ("AF_INET6", socket.SOCK_STREAM),
+                   ("AF_NETLINK", socket.SOCK_RAW), ("AF_PACKET", socket.SOCK_RAW)):
+    try:
+        socket.socket(getattr(socket, name), kind).close()
+        print(name, "OPENED", flush=True)
+    except OSError as error:
+        print(name, errno.errorcode[error.errno], flush=True)
+ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+ours.sendall(b"x")
+print("socketpair", "works" if theirs.recv(1) == b"x" else "broken", flush=True)
+try:
+    print("interfaces", ",".join(sorted(name for _, name in socket.if_nameindex())), flush=True)
+except OSError as error:
+    print("interfaces", errno.errorcode[error.errno], flush=True)
+for name in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_PORT"):
+    print(name, os.environ.get(name, "absent"), flush=True)
+)PY";
+
+// What a Pod's network leaves open (kPodLikeNetwork): `--no-network` refuses the program every
+// socket but AF_UNIX with its seccomp filter, which gVisor applies too, and PID 1 drops the
+// KUBERNETES_* variables from the environment every program inherits.
+TEST(LauncherTest, NoNetworkRefusesEverySocketButUnixAndDropsTheKubeletsVariables) {
+  // The same container without --no-network: an IP socket opens and the variables are there, so
+  // the test can fail.
+  const CommandResult open = launch("", kNetworkProbe, "", "", kPodLikeNetwork);
+  EXPECT_EQ(open.exit_code, 0) << open.output;
+  EXPECT_THAT(open.output, HasSubstr("AF_INET OPENED"));
+  // scripts/setup.sh registers runsc with --network=none: under gVisor the container has only lo
+  // whatever its engine's network. The refusal below needs no interface to show.
+  if (!underGvisor()) {
+    EXPECT_THAT(open.output, HasSubstr("interfaces eth0,lo"));
+  }
+  EXPECT_THAT(open.output, HasSubstr("KUBERNETES_SERVICE_HOST 10.96.0.1"));
+  EXPECT_THAT(open.output, HasSubstr("KUBERNETES_PORT tcp://10.96.0.1:443"));
+
+  const CommandResult refused = launch("--no-network", kNetworkProbe, "", "", kPodLikeNetwork);
+  EXPECT_EQ(refused.exit_code, 0) << refused.output;
+  for (const char* line :
+       {"AF_INET EACCES", "AF_INET6 EACCES", "AF_NETLINK EACCES", "AF_PACKET EACCES",
+        "socketpair works", "KUBERNETES_SERVICE_HOST absent", "KUBERNETES_PORT absent"}) {
+    EXPECT_THAT(refused.output, HasSubstr(line)) << refused.output;
+  }
+  EXPECT_THAT(refused.output, ::testing::Not(HasSubstr("OPENED")));
 }
 
 }  // namespace

@@ -324,13 +324,13 @@ std::vector<std::string> checkSandboxUser(const Posture& observed, const UidRang
 }
 
 bool launcherConfines(const std::vector<std::string>& init_command, std::size_t first_argument) {
-  // The launcher's grammar (parse_arguments()): these two take no value, every other flag one.
+  // The launcher's grammar (arguments.parse()): these three take no value, every other flag one.
   for (std::size_t at = first_argument; at < init_command.size(); ++at) {
     const std::string& flag = init_command[at];
     if (flag == backend::launcher::kFlagConfine) {
       return true;
     }
-    if (flag != backend::launcher::kFlagSession) {
+    if (flag != backend::launcher::kFlagSession && flag != backend::launcher::kFlagNoNetwork) {
       ++at;  // its value
     }
   }

@@ -92,5 +92,8 @@ inline constexpr std::string_view kFlagMasked = "--masked";
 inline constexpr std::string_view kFlagReadonly = "--readonly";
 inline constexpr std::string_view kFlagConfine = "--confine";
 inline constexpr std::string_view kFlagSession = "--session";
+// For an engine whose sandboxes have a network interface (a Pod): the program's seccomp filter
+// refuses every socket but AF_UNIX, and the engine's service variables leave the environment.
+inline constexpr std::string_view kFlagNoNetwork = "--no-network";
 
 }  // namespace scs::backend::launcher
