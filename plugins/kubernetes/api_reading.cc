@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -47,19 +48,6 @@ bool holds(const ObjectPtr& requirement, const Labels& labels) {
     return values.empty() && found == labels.end();
   }
   return false;
-}
-
-// The smallest of the quantities named `keys` in `amounts`, scaled by `unit`; nullopt when none.
-std::optional<std::int64_t> least(const ObjectPtr& amounts, const std::vector<std::string>& keys,
-                                  std::int64_t unit) {
-  std::optional<std::int64_t> result;
-  for (const std::string& key : keys) {
-    const std::optional<std::int64_t> value = quantityOf(amounts, key, unit);
-    if (value && (!result || *value < *result)) {
-      result = value;
-    }
-  }
-  return result;
 }
 
 // Whether a sandbox Pod can be scheduled on `node`: Ready, not cordoned, and without a taint
@@ -199,6 +187,27 @@ backend::Exit exitOf(const json::ObjectPtr& pod, const std::string& container) {
   return exit;
 }
 
+std::string terminationMessage(const json::ObjectPtr& pod, const std::string& container) {
+  constexpr std::size_t kMost = 512;
+  for (const ObjectPtr& record :
+       objects(json::array(json::object(pod, "status"), "containerStatuses"))) {
+    if (json::string(record, "name") != container) {
+      continue;
+    }
+    const ObjectPtr terminated = json::object(json::object(record, "state"), "terminated");
+    std::string message = json::string(terminated, "message").value_or("");
+    // The launcher's refusal is its last line; anything before it is not the reason.
+    while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) {
+      message.pop_back();
+    }
+    if (const std::size_t newline = message.rfind('\n'); newline != std::string::npos) {
+      message.erase(0, newline + 1);
+    }
+    return message.size() > kMost ? message.substr(message.size() - kMost) : message;
+  }
+  return {};
+}
+
 bool containerRunning(const json::ObjectPtr& pod, const std::string& container) {
   for (const ObjectPtr& record :
        objects(json::array(json::object(pod, "status"), "containerStatuses"))) {
@@ -209,28 +218,77 @@ bool containerRunning(const json::ObjectPtr& pod, const std::string& container) 
   return false;
 }
 
-backend::Capacity capacityOf(const json::ObjectPtr& node_list, const json::ObjectPtr& quota_list) {
-  std::int64_t millicores = 0;
-  std::int64_t memory = 0;
+backend::Capacity capacityOf(const json::ObjectPtr& node_list, const json::ObjectPtr& pod_list,
+                             const json::ObjectPtr& quota_list) {
+  struct Amount {
+    std::int64_t millicores = 0;
+    std::int64_t bytes = 0;
+  };
+  // What a Pod takes from its node, as the scheduler counts it (resource.PodRequests).
+  const auto requested = [](const ObjectPtr& spec) {
+    const auto of = [](const ObjectPtr& container) {
+      const ObjectPtr requests = json::object(json::object(container, "resources"), "requests");
+      return Amount{quantityOf(requests, "cpu", 1000).value_or(0),
+                    quantityOf(requests, "memory", 1).value_or(0)};
+    };
+    Amount sum;
+    for (const ObjectPtr& container : objects(json::array(spec, "containers"))) {
+      sum.millicores += of(container).millicores;
+      sum.bytes += of(container).bytes;
+    }
+    for (const ObjectPtr& container : objects(json::array(spec, "initContainers"))) {
+      sum.millicores = std::max(sum.millicores, of(container).millicores);
+      sum.bytes = std::max(sum.bytes, of(container).bytes);
+    }
+    const ObjectPtr overhead = json::object(spec, "overhead");
+    sum.millicores += quantityOf(overhead, "cpu", 1000).value_or(0);
+    sum.bytes += quantityOf(overhead, "memory", 1).value_or(0);
+    return sum;
+  };
+  std::map<std::string, Amount> placed;  // by node name
+  for (const ObjectPtr& pod : objects(json::array(pod_list, "items"))) {
+    const ObjectPtr spec = json::object(pod, "spec");
+    const Amount taken = requested(spec);
+    Amount& on = placed[json::string(spec, "nodeName").value_or("")];
+    on.millicores += taken.millicores;
+    on.bytes += taken.bytes;
+  }
+  Amount free;
   for (const ObjectPtr& node : objects(json::array(node_list, "items"))) {
     if (!ready(node)) {
       continue;
     }
     const ObjectPtr allocatable = json::object(json::object(node, "status"), "allocatable");
-    millicores += least(allocatable, {"cpu"}, 1000).value_or(0);
-    memory += least(allocatable, {"memory"}, 1).value_or(0);
+    const Amount& taken = placed[nameOf(node)];
+    free.millicores += std::max<std::int64_t>(
+        0, quantityOf(allocatable, "cpu", 1000).value_or(0) - taken.millicores);
+    free.bytes +=
+        std::max<std::int64_t>(0, quantityOf(allocatable, "memory", 1).value_or(0) - taken.bytes);
   }
   for (const ObjectPtr& quota : objects(json::array(quota_list, "items"))) {
     const ObjectPtr hard = json::object(json::object(quota, "spec"), "hard");
-    if (const auto cpu = least(hard, {"limits.cpu", "requests.cpu", "cpu"}, 1000)) {
-      millicores = std::min(millicores, *cpu);
+    const ObjectPtr used = json::object(json::object(quota, "status"), "used");
+    const auto left = [&](const std::vector<std::string>& keys, std::int64_t unit) {
+      std::optional<std::int64_t> result;
+      for (const std::string& key : keys) {
+        if (const auto limit = quantityOf(hard, key, unit)) {
+          const std::int64_t rest =
+              std::max<std::int64_t>(0, *limit - quantityOf(used, key, unit).value_or(0));
+          result = result ? std::min(*result, rest) : rest;
+        }
+      }
+      return result;
+    };
+    if (const auto cpu = left({"limits.cpu", "requests.cpu", "cpu"}, 1000)) {
+      free.millicores = std::min(free.millicores, *cpu);
     }
-    if (const auto bytes = least(hard, {"limits.memory", "requests.memory", "memory"}, 1)) {
-      memory = std::min(memory, *bytes);
+    if (const auto bytes = left({"limits.memory", "requests.memory", "memory"}, 1)) {
+      free.bytes = std::min(free.bytes, *bytes);
     }
   }
-  const std::int64_t cores = millicores / 1000;
-  return {static_cast<int>(std::min<std::int64_t>(cores, std::numeric_limits<int>::max())), memory};
+  const std::int64_t cores = free.millicores / 1000;
+  return {static_cast<int>(std::min<std::int64_t>(cores, std::numeric_limits<int>::max())),
+          free.bytes};
 }
 
 std::vector<backend::SandboxInfo> sandboxesOf(const json::ObjectPtr& pod_list) {

@@ -46,14 +46,24 @@ std::vector<std::string> isolationProblems(const json::ObjectPtr& policy_list,
 // - otherwise (pending, running): not exited.
 backend::Exit exitOf(const json::ObjectPtr& pod, const std::string& container);
 
+// What the kubelet kept of how the container named `container` ended: its terminated state's
+// message (with terminationMessagePolicy FallbackToLogsOnError, the tail of its output when it
+// failed and wrote no termination log), its last line that is not empty, at most 512 bytes;
+// empty when there is none.
+std::string terminationMessage(const json::ObjectPtr& pod, const std::string& container);
+
 // Whether the container named `container` of `pod` runs now (its state is running).
 bool containerRunning(const json::ObjectPtr& pod, const std::string& container);
 
-// What the cluster can hold for sandboxes: the allocatable cpu and memory of its nodes (a
+// What the cluster can hold for sandboxes now: the allocatable cpu and memory of its nodes (a
 // NodeList) that are Ready and schedulable (not cordoned, no NoSchedule or NoExecute taint),
-// lowered to the hard limits of the namespace's ResourceQuotas (a ResourceQuotaList: limits.*,
-// requests.* or the bare names), whichever is least. Cores are whole cores, rounded down.
-backend::Capacity capacityOf(const json::ObjectPtr& node_list, const json::ObjectPtr& quota_list);
+// each less what the Pods placed on it request (a PodList of the Pods that have not ended: the
+// scheduler's sum of their containers' requests, or their largest init container's when more,
+// and their overhead), lowered to what the namespace's ResourceQuotas (a ResourceQuotaList:
+// limits.*, requests.* or the bare names) leave, hard less status.used, whichever is least.
+// Cores are whole cores, rounded down.
+backend::Capacity capacityOf(const json::ObjectPtr& node_list, const json::ObjectPtr& pod_list,
+                             const json::ObjectPtr& quota_list);
 
 // The Pods of a PodList as sandboxes: each Pod's name as its id, with its labels.
 std::vector<backend::SandboxInfo> sandboxesOf(const json::ObjectPtr& pod_list);

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "json_access.h"
+
 namespace scs::kubernetes {
 namespace {
 
@@ -21,6 +23,15 @@ constexpr auto kPollInterval = std::chrono::milliseconds(20);
 
 }  // namespace
 
+std::string attachFailure(const AttachEnd& end) {
+  const json::ObjectPtr status = end.status.empty() ? nullptr : json::parseObject(end.status);
+  if (!status || json::string(status, "status") != std::string("Failure")) {
+    return {};
+  }
+  const std::string message = json::string(status, "message").value_or("");
+  return message.empty() ? "the server ended the attach with a Failure Status" : message;
+}
+
 std::string channelMessage(Channel channel, std::string_view payload) {
   std::string message(1, static_cast<char>(channel));
   message.append(payload);
@@ -28,13 +39,13 @@ std::string channelMessage(Channel channel, std::string_view payload) {
 }
 
 AttachStream::AttachStream(std::unique_ptr<Poco::Net::HTTPSClientSession> session,
-                           std::unique_ptr<Poco::Net::WebSocket> socket)
-    : session_(std::move(session)), socket_(std::move(socket)) {
+                           std::unique_ptr<Poco::Net::WebSocket> socket, const Heartbeat& heartbeat)
+    : session_(std::move(session)), socket_(std::move(socket)), heartbeat_(heartbeat) {
   socket_->setMaxPayloadSize(kMaxMessage);
 }
 
 std::unique_ptr<AttachStream> AttachStream::open(const KubeClient& client, const std::string& path,
-                                                 std::string* error) {
+                                                 const Heartbeat& heartbeat, std::string* error) {
   std::unique_ptr<Poco::Net::HTTPSClientSession> session = client.session();
   if (!session) {
     *error = "kubernetes: " + client.error();
@@ -54,7 +65,8 @@ std::unique_ptr<AttachStream> AttachStream::open(const KubeClient& client, const
       socket->shutdown();
       return nullptr;
     }
-    return std::unique_ptr<AttachStream>(new AttachStream(std::move(session), std::move(socket)));
+    return std::unique_ptr<AttachStream>(
+        new AttachStream(std::move(session), std::move(socket), heartbeat));
   } catch (const Poco::Net::WebSocketException& failure) {
     *error = "kubernetes: the API server refused to attach (" +
              std::to_string(static_cast<int>(response.getStatus())) + " " + response.getReason() +
@@ -101,10 +113,26 @@ AttachEnd AttachStream::pump(backend::OutputSink& sink) {
   Poco::Buffer<char> buffer(0);
   const Poco::Timespan poll_interval(
       std::chrono::duration_cast<std::chrono::microseconds>(kPollInterval).count());
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point heard = Clock::now();  // the last frame of any kind, a pong included
+  Clock::time_point pinged = heard;
   while (!aborted_ && !broken_) {
     int got = 0;
     int flags = 0;
     try {
+      const Clock::time_point now = Clock::now();
+      if (now - heard > heartbeat_.read_deadline) {
+        end.silent = true;  // half-open, or a server that stopped: the socket would never say
+        end.broke = true;
+        return end;
+      }
+      if (now - pinged >= heartbeat_.ping_interval) {
+        pinged = now;
+        std::lock_guard lock(io_);
+        socket_->sendFrame("", 0,
+                           static_cast<int>(WebSocket::FRAME_FLAG_FIN) |
+                               static_cast<int>(WebSocket::FRAME_OP_PING));
+      }
       // Wait outside the lock, so a writer is never kept out while no data comes; data that
       // TLS has already decrypted shows in available(), not in poll().
       bool ready = false;
@@ -123,6 +151,7 @@ AttachEnd AttachStream::pump(backend::OutputSink& sink) {
         end.broke = true;  // the connection ended without a close
         return end;
       }
+      heard = Clock::now();
       const int opcode = flags & WebSocket::FRAME_OP_BITMASK;
       if (opcode == WebSocket::FRAME_OP_PING) {
         socket_->sendFrame(buffer.begin(), got,
@@ -130,7 +159,15 @@ AttachEnd AttachStream::pump(backend::OutputSink& sink) {
                                static_cast<int>(WebSocket::FRAME_OP_PONG));
         continue;
       }
+      if (opcode == WebSocket::FRAME_OP_PONG) {
+        continue;
+      }
       if (opcode == WebSocket::FRAME_OP_CLOSE) {
+        // RFC 6455 5.5.1: the close is answered, with the status code it carried; the server
+        // then closes the TCP connection first, and no side waits out a timeout.
+        socket_->sendFrame(buffer.begin(), std::min(got, 2),
+                           static_cast<int>(WebSocket::FRAME_FLAG_FIN) |
+                               static_cast<int>(WebSocket::FRAME_OP_CLOSE));
         return end;
       }
       if (opcode != WebSocket::FRAME_OP_BINARY || (flags & WebSocket::FRAME_FLAG_FIN) == 0) {
@@ -153,10 +190,11 @@ AttachEnd AttachStream::pump(backend::OutputSink& sink) {
     const std::string_view payload(buffer.begin() + 1, static_cast<std::size_t>(got) - 1);
     switch (channel) {
       case Channel::kStdout:
-        sink.write(backend::Stream::kStdout, payload);
-        break;
       case Channel::kStderr:
-        sink.write(backend::Stream::kStderr, payload);
+        end.output_bytes += payload.size();
+        sink.write(
+            channel == Channel::kStdout ? backend::Stream::kStdout : backend::Stream::kStderr,
+            payload);
         break;
       case Channel::kError:
         end.status.append(payload.substr(0, kMaxStatus - std::min(kMaxStatus, end.status.size())));

@@ -11,6 +11,7 @@
 #include <scs/backend/backend.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -37,8 +38,25 @@ std::string channelMessage(Channel channel, std::string_view payload);
 
 struct AttachEnd {
   bool broke = false;      // the connection failed, or was aborted, before the server closed it
+  bool silent = false;     // broke because nothing came, not even a pong, within read_deadline
   std::string status;      // what the server wrote on the error channel (a Status, as JSON)
   bool malformed = false;  // a message without a channel byte, or on a channel never sent
+  std::uint64_t output_bytes = 0;  // of stdout and stderr, as they reached the sink
+};
+
+// The failure the server reported on the error channel: the Status's message when it is a
+// Failure, empty for Success or none. Since Kubernetes 1.30 the API server upgrades the
+// connection before it reaches the kubelet, so what fails there (the container is not running,
+// the kubelet cannot be reached) comes as this Status, not as a refused upgrade.
+std::string attachFailure(const AttachEnd& end);
+
+// How the client keeps a quiet connection alive and finds a dead one, as client-go's WebSocket
+// executor does (remotecommand: a ping every 5 s, a read that fails after 61 s without any
+// frame): an intermediary's idle timeout would otherwise cut an idle session or prepared
+// sandbox, and a half-open connection would be read forever.
+struct Heartbeat {
+  std::chrono::milliseconds ping_interval{5000};
+  std::chrono::milliseconds read_deadline{61000};
 };
 
 class AttachStream {
@@ -46,7 +64,7 @@ class AttachStream {
   // Opens the WebSocket to `path` (".../pods/{name}/attach?..."); null with `*error` set when
   // the server refuses the upgrade or does not choose v5.channel.k8s.io.
   static std::unique_ptr<AttachStream> open(const KubeClient& client, const std::string& path,
-                                            std::string* error);
+                                            const Heartbeat& heartbeat, std::string* error);
 
   // Writes `bytes` to the container's stdin in messages of at most 64 KiB; false once the
   // connection has failed. A send blocks while the peer reads no stdin (up to the client's
@@ -57,8 +75,9 @@ class AttachStream {
   // Ends the container's stdin (the v5 close of channel 0); the output goes on.
   bool closeStdin();
 
-  // Reads until the server closes the connection (or abort()), each stdout and stderr payload
-  // to `sink`. Another thread may write() meanwhile: OpenSSL allows one connection's reads and
+  // Reads until the server closes the connection (answering its close), abort(), or silence for
+  // the heartbeat's read_deadline, each stdout and stderr payload to `sink`, with a ping every
+  // ping_interval. Another thread may write() meanwhile: OpenSSL allows one connection's reads and
   // writes only one at a time, so both take one lock, and the reader holds it only once data is
   // waiting.
   AttachEnd pump(backend::OutputSink& sink);
@@ -68,11 +87,12 @@ class AttachStream {
 
  private:
   AttachStream(std::unique_ptr<Poco::Net::HTTPSClientSession> session,
-               std::unique_ptr<Poco::Net::WebSocket> socket);
+               std::unique_ptr<Poco::Net::WebSocket> socket, const Heartbeat& heartbeat);
   bool send(const std::string& message);
 
   std::unique_ptr<Poco::Net::HTTPSClientSession> session_;
   std::unique_ptr<Poco::Net::WebSocket> socket_;
+  const Heartbeat heartbeat_;
   std::mutex io_;
   std::atomic<bool> aborted_{false};
   std::atomic<bool> broken_{false};  // a send failed: the stream may be out of step

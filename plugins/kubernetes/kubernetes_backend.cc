@@ -3,6 +3,9 @@
 
 #include "kubernetes_backend.h"
 
+#include <scs/backend/launcher_protocol.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <system_error>
 
@@ -67,6 +70,16 @@ std::optional<std::string> parseOptions(const std::map<std::string, std::string>
              "' (known: kube-config, kube-context, namespace, nameserver, seccomp-localhost, "
              "seccomp-localhost-file, service-account-dir, api-timeout-ms, start-timeout-ms)";
     }
+  }
+  // The API server validates a localhostProfile as a path beneath the kubelet's seccomp
+  // directory: an absolute one, or one with "..", would fail every Pod's create with 422.
+  const std::string& profile = options->seccomp_localhost;
+  const std::vector<std::string_view> steps = text::split(profile, '/');
+  if (!profile.empty() &&
+      (profile.front() == '/' || std::find(steps.begin(), steps.end(), "..") != steps.end())) {
+    return "kubernetes: seccomp-localhost is a path relative to the kubelet's seccomp directory "
+           "(its --root-dir's seccomp/, e.g. profiles/scs.json), without '..', got '" +
+           profile + "'";
   }
   if (options->seccomp_localhost.empty() != options->seccomp_localhost_file.empty()) {
     return "kubernetes: seccomp-localhost and seccomp-localhost-file go together: the node path "
@@ -162,13 +175,20 @@ Status KubernetesBackend::supports(const backend::Posture& posture) {
   if (const std::string reason = unsupportedReason(posture, pods_.settings()); !reason.empty()) {
     return {Code::kUnsupported, "kubernetes: " + reason};
   }
+  // Without it every Pod is refused at admission; its scheduling is what the read-back accepts.
+  if (const auto runtime = pods_.runtimeClass(posture.runtime); !runtime.status.ok()) {
+    return {Code::kUnsupported, "kubernetes: the cluster's RuntimeClass " + posture.runtime +
+                                    " cannot be read (" + runtime.status.message +
+                                    "): sandbox Pods run under it (docs/SCALING.md)"};
+  }
   return {};
 }
 
 backend::CreateReply KubernetesBackend::create(const backend::SandboxSpec& spec) {
   const auto now = std::chrono::duration_cast<std::chrono::seconds>(
       std::chrono::system_clock::now().time_since_epoch());
-  backend::CreateReply reply = pods_.create(spec, now.count());
+  backend::CreateReply reply =
+      pods_.create(spec, now.count(), std::chrono::steady_clock::now() + options_.start_timeout);
   if (reply.status.ok()) {
     auto sandbox = std::make_shared<Sandbox>();
     sandbox->session = spec.session;
@@ -233,9 +253,13 @@ Status KubernetesBackend::awaitRunning(const std::string& id, const Sandbox& san
   if (!state.status.ok() || state.running) {
     return state.status;
   }
-  return {Code::kUnavailable, state.exit.engine_error.empty()
-                                  ? "kubernetes: the Pod " + id + " ended before it was attached"
-                                  : state.exit.engine_error};
+  if (!state.exit.engine_error.empty()) {
+    return {Code::kUnavailable, state.exit.engine_error};
+  }
+  // Nothing ran yet, so what the container wrote is the launcher's alone (a refusal): containerd
+  // replays no output to a later attach, and the kubelet keeps its tail as the message.
+  return {Code::kUnavailable, "kubernetes: the Pod " + id + " ended before it was attached" +
+                                  (state.message.empty() ? "" : ": " + state.message)};
 }
 
 Status KubernetesBackend::start(const std::string& id, backend::OutputSink* sink) {
@@ -255,7 +279,8 @@ Status KubernetesBackend::start(const std::string& id, backend::OutputSink* sink
     return running;
   }
   std::string error;
-  std::shared_ptr<AttachStream> stream = AttachStream::open(*client_, pods_.attachPath(id), &error);
+  std::shared_ptr<AttachStream> stream =
+      AttachStream::open(*client_, pods_.attachPath(id), options_.heartbeat, &error);
   if (!stream) {
     return {Code::kUnavailable, error};
   }
@@ -281,7 +306,13 @@ Status KubernetesBackend::start(const std::string& id, backend::OutputSink* sink
               std::string("kubernetes: no thread for the sandbox: ") + failure.what()};
     }
   }
-  return write_held ? writeStdin(*stream, sandbox->session, id, held) : Status{};
+  if (write_held) {
+    // A write that fails means the attach has ended, or is ending: the worker reads how (a
+    // Failure Status, a broken connection) and the Pod's end, which the run reports as the
+    // reason; "stdin broke" would say less.
+    writeStdin(*stream, sandbox->session, id, held);
+  }
+  return {};
 }
 
 void KubernetesBackend::pump(const std::string& id, std::shared_ptr<Sandbox> sandbox,
@@ -299,11 +330,21 @@ void KubernetesBackend::pump(const std::string& id, std::shared_ptr<Sandbox> san
 
 backend::Exit KubernetesBackend::exitAfterOutput(const std::string& id, const Sandbox& sandbox,
                                                  const AttachEnd& end) {
+  // A Failure Status on the error channel: the kubelet could not attach, or lost the container.
+  const std::string failure = attachFailure(end);
+  const bool cut = end.broke || !failure.empty();
   const PodApi::State state = pods_.awaitState(
       id, [](const PodApi::State& s) { return s.exit.exited; },
       std::chrono::steady_clock::now() +
-          (end.broke ? options_.broken_attach_patience : options_.exit_patience),
+          (cut ? options_.broken_attach_patience : options_.exit_patience),
       [&] { return removed(sandbox); });
+  const std::string how =
+      !failure.empty() ? "the attach to " + id + " failed (" + failure + ")"
+      : end.silent     ? "the attach connection to " + id +
+                         " fell silent (no frame, not even a "
+                         "pong, for " +
+                         std::to_string(options_.heartbeat.read_deadline.count()) + " ms)"
+                   : "the attach connection to " + id + " broke";
   backend::Exit exit;
   exit.exited = true;
   bool killed = false;
@@ -326,16 +367,21 @@ backend::Exit KubernetesBackend::exitAfterOutput(const std::string& id, const Sa
     if (killed) {
       exit.killed_outside = false;  // the deletion was this backend's
     }
-    if (end.broke && exit.engine_error.empty()) {
-      exit.engine_error = "kubernetes: the attach connection to " + id +
-                          " broke before the end of its output, which may be cut";
+    if (exit.engine_error.empty() && end.output_bytes == 0 &&
+        exit.exit_code == backend::launcher::kRejectedExit && !state.message.empty()) {
+      // The launcher refused between the container's start and the attach: nothing ran, and
+      // its words reached no attach, so they are the kubelet's message (FallbackToLogsOnError).
+      exit.engine_error =
+          "kubernetes: the sandbox's launcher ended it before any code ran: " + state.message;
+    } else if (cut && exit.engine_error.empty()) {
+      exit.engine_error = "kubernetes: " + how + " before the end of its output, which may be cut";
     }
     return exit;
   }
-  exit.engine_error =
-      end.broke ? "kubernetes: the attach connection to " + id + " broke: its output may be cut"
-                : "kubernetes: the Pod " + id + "'s output ended but its status never said how (" +
-                      state.status.message + ")";
+  exit.engine_error = cut ? "kubernetes: " + how + ": its output may be cut"
+                          : "kubernetes: the Pod " + id +
+                                "'s output ended but its status never said how (" +
+                                state.status.message + ")";
   pods_.kill(id);  // it may run on: never leave it running unseen
   return exit;
 }

@@ -38,6 +38,7 @@ struct Options {
   // the container may run on unseen (then it is deleted). Not options: tests shorten them.
   std::chrono::milliseconds exit_patience{30000};
   std::chrono::milliseconds broken_attach_patience{5000};
+  Heartbeat heartbeat;  // of every attach (attach_stream.h)
   // Where in-cluster credentials are (the service account's mount); for tests.
   std::string service_account_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
 };

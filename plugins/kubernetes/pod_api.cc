@@ -24,6 +24,13 @@ using backend::Code;
 constexpr auto kShortestWatch = std::chrono::milliseconds(500);
 constexpr auto kBusyPause = std::chrono::milliseconds(200);
 
+// `text` as one component of a path or query.
+std::string encoded(const std::string& text) {
+  std::string result;
+  Poco::URI::encode(text, "=&,!/+?# ", result);
+  return result;
+}
+
 // One watch's timeoutSeconds: kWatchSeconds, or less when the wait ends sooner or a request's
 // own timeout is shorter (half of it, so the socket never times out first), and at least the
 // 1 s the API takes; so a wait may end up to 1 s after its deadline.
@@ -70,11 +77,39 @@ backend::CapacityReply PodApi::capacity() const {
     result.status = nodes.status.ok() ? quotas.status : nodes.status;
     return result;
   }
-  result.capacity = capacityOf(nodes.body, quotas.body);
+  const std::string running =
+      "?fieldSelector=" + encoded("status.phase!=Succeeded,status.phase!=Failed");
+  ApiReply pods = client_.call("GET", "/api/v1/pods" + running);
+  if (pods.status.code == Code::kRejected && pods.http_status == 403) {
+    pods = client_.call("GET", podsPath() + running);  // RBAC gives this namespace's alone
+  }
+  if (!pods.status.ok()) {
+    result.status = pods.status;
+    return result;
+  }
+  result.capacity = capacityOf(nodes.body, pods.body, quotas.body);
   return result;
 }
 
-backend::CreateReply PodApi::create(const backend::SandboxSpec& spec, std::int64_t now_unix) const {
+PodApi::RuntimeClassReply PodApi::runtimeClass(const std::string& name) const {
+  {
+    std::lock_guard lock(mutex_);
+    if (const auto it = runtime_classes_.find(name); it != runtime_classes_.end()) {
+      return {{}, it->second};
+    }
+  }
+  const ApiReply reply =
+      client_.call("GET", "/apis/node.k8s.io/v1/runtimeclasses/" + encoded(name));
+  if (!reply.status.ok()) {
+    return {reply.status, nullptr};
+  }
+  std::lock_guard lock(mutex_);
+  runtime_classes_[name] = reply.body;
+  return {{}, reply.body};
+}
+
+backend::CreateReply PodApi::create(const backend::SandboxSpec& spec, std::int64_t now_unix,
+                                    std::chrono::steady_clock::time_point quota_deadline) const {
   const auto label = spec.labels.find(backend::kDeadlineLabel);
   const std::optional<std::int64_t> deadline =
       label == spec.labels.end()
@@ -88,7 +123,22 @@ backend::CreateReply PodApi::create(const backend::SandboxSpec& spec, std::int64
   if (!manifest.status.ok()) {
     return {manifest.status, {}};
   }
-  const ApiReply reply = client_.call("POST", podsPath(), manifest.pod);
+  ApiReply reply = client_.call("POST", podsPath(), manifest.pod);
+  // The quota admission plugin refuses a Pod the namespace's quota cannot hold now; it can
+  // later, once other sandboxes end: a wait, not a rejection.
+  const auto over_quota = [&] {
+    return reply.http_status == 403 &&
+           reply.status.message.find("exceeded quota") != std::string::npos;
+  };
+  while (over_quota() && std::chrono::steady_clock::now() + kQuotaPause < quota_deadline) {
+    std::this_thread::sleep_for(kQuotaPause);
+    reply = client_.call("POST", podsPath(), manifest.pod);
+  }
+  if (over_quota()) {
+    return {{Code::kUnavailable,
+             "kubernetes: the namespace's ResourceQuota stayed exceeded: " + reply.status.message},
+            {}};
+  }
   if (!reply.status.ok()) {
     return {reply.status, {}};
   }
@@ -120,10 +170,17 @@ backend::InspectReply PodApi::inspect(const std::string& id) const {
     result.status = listed.status;
     return result;
   }
+  const RuntimeClassReply runtime =
+      runtimeClass(json::string(json::object(pod.body, "spec"), "runtimeClassName").value_or(""));
+  if (!runtime.status.ok()) {
+    result.status = runtime.status;
+    return result;
+  }
   std::vector<std::string> problems = isolationProblems(listed.body, labelsOf(pod.body));
   const bool isolated = problems.empty();
   result.posture = postureFromPod(pod.body, settings_, isolated);
-  const std::vector<std::string> deviations = podDeviations(pod.body, settings_, sent);
+  const std::vector<std::string> deviations =
+      podDeviations(pod.body, settings_, sent, runtime.runtime_class);
   problems.insert(problems.end(), deviations.begin(), deviations.end());
   if (!problems.empty()) {
     result.status = {
@@ -138,9 +195,7 @@ std::string PodApi::podsPath() const {
 }
 
 std::string PodApi::nameSelector(const std::string& id) {
-  std::string selector;
-  Poco::URI::encode("metadata.name=" + id, "=&,!/+ ", selector);
-  return "?fieldSelector=" + selector;
+  return "?fieldSelector=" + encoded("metadata.name=" + id);
 }
 
 PodApi::State PodApi::stateNow(const std::string& id) const {
@@ -167,6 +222,7 @@ PodApi::State PodApi::stateOf(const json::ObjectPtr& pod) {
   State result;
   result.exit = exitOf(pod, kSandboxContainer);
   result.running = !result.exit.exited && containerRunning(pod, kSandboxContainer);
+  result.message = terminationMessage(pod, kSandboxContainer);
   result.resource_version =
       json::string(json::object(pod, "metadata"), "resourceVersion").value_or("");
   return result;
@@ -281,9 +337,7 @@ backend::Status PodApi::remove(const std::string& id) const {
 
 backend::ListReply PodApi::list(const std::string& label_key) const {
   backend::ListReply result;
-  std::string selector;
-  Poco::URI::encode(label_key, "=&,!/+ ", selector);
-  const ApiReply reply = client_.call("GET", podsPath() + "?labelSelector=" + selector);
+  const ApiReply reply = client_.call("GET", podsPath() + "?labelSelector=" + encoded(label_key));
   if (!reply.status.ok()) {
     result.status = reply.status;
     return result;

@@ -27,6 +27,9 @@ inline constexpr std::int64_t kDeadlineGraceSeconds = 30;
 // often a wait sees that it was cancelled.
 inline constexpr int kWatchSeconds = 2;
 
+// How long a create waits before it tries again while the namespace's quota is exceeded.
+inline constexpr auto kQuotaPause = std::chrono::milliseconds(500);
+
 class PodApi {
  public:
   PodApi(const KubeClient& client, PodSettings settings);
@@ -37,13 +40,29 @@ class PodApi {
   // NetworkPolicies must cut a Pod with the managed label off the network both ways.
   std::vector<std::string> clusterProblems() const;
 
-  // The Ready nodes' allocatable cpu and memory, lowered by the namespace's ResourceQuotas.
+  // What the Ready nodes can still hold (their allocatable cpu and memory less the requests of
+  // the Pods placed on them that have not ended), lowered to what the namespace's
+  // ResourceQuotas leave (hard less used). The Pods are the cluster's; where the server may not
+  // list them (403), the namespace's alone.
   backend::CapacityReply capacity() const;
+
+  // The RuntimeClass `name` as the API server holds it (read once, then remembered): its
+  // admission merges its scheduling (nodeSelector, tolerations) into every Pod of it. kNotFound
+  // when the cluster has none by that name.
+  struct RuntimeClassReply {
+    backend::Status status;
+    json::ObjectPtr runtime_class;
+  };
+  RuntimeClassReply runtimeClass(const std::string& name) const;
 
   // POSTs the Pod for `spec`; its name is the sandbox id. Its activeDeadlineSeconds runs from
   // `now_unix` to the spec's deadline label and kDeadlineGraceSeconds more; a spec without that
-  // label, or one podFor() refuses, is kUnsupported; a name taken is kRejected.
-  backend::CreateReply create(const backend::SandboxSpec& spec, std::int64_t now_unix) const;
+  // label, or one podFor() refuses, is kUnsupported; a name taken is kRejected. While the
+  // namespace's ResourceQuota is exceeded (403, "exceeded quota"), as while sandboxes of other
+  // runs hold it, the create waits and tries again, every kQuotaPause, until `quota_deadline`;
+  // then kUnavailable with the API's words.
+  backend::CreateReply create(const backend::SandboxSpec& spec, std::int64_t now_unix,
+                              std::chrono::steady_clock::time_point quota_deadline) const;
 
   // Reads the Pod back as the API server stored it: its posture, with network_disabled only
   // when the namespace's policies isolate it. kRejected, with every reason, when the stored Pod
@@ -59,6 +78,7 @@ class PodApi {
     backend::Status status;
     backend::Exit exit;
     bool running = false;
+    std::string message;           // the kubelet's of the container's end (terminationMessage)
     std::string resource_version;  // to watch from: the list's, or the watched Pod's
   };
   State stateNow(const std::string& id) const;
@@ -102,6 +122,7 @@ class PodApi {
   PodSettings settings_;
   mutable std::mutex mutex_;
   mutable std::map<std::string, backend::SandboxSpec> sent_;  // by Pod name, until removed
+  mutable std::map<std::string, json::ObjectPtr> runtime_classes_;  // by name, as read
 };
 
 }  // namespace scs::kubernetes

@@ -49,6 +49,31 @@ ObjectPtr sandboxContainer(const ObjectPtr& spec) {
   return nullptr;
 }
 
+// One toleration as the API compares them: key, operator (Equal when unset), value, effect.
+bool sameToleration(const ObjectPtr& a, const ObjectPtr& b) {
+  const auto field = [](const ObjectPtr& t, const char* key, const char* unset) {
+    return json::string(t, key).value_or(unset);
+  };
+  return field(a, "key", "") == field(b, "key", "") &&
+         field(a, "operator", "Equal") == field(b, "operator", "Equal") &&
+         field(a, "value", "") == field(b, "value", "") &&
+         field(a, "effect", "") == field(b, "effect", "");
+}
+
+// What default admission adds to every Pod that does not tolerate it already:
+// DefaultTolerationSeconds, the not-ready and unreachable NoExecute taints (for 300 s); and
+// PodTolerationRestriction, where enabled, the memory-pressure NoSchedule taint to a Pod that
+// is not BestEffort (plugin/pkg/admission/podtolerationrestriction). None lets a Pod onto a node
+// it would not be scheduled on when healthy.
+bool toleratedByAdmission(const ObjectPtr& toleration) {
+  const std::string key = json::string(toleration, "key").value_or("");
+  const std::string effect = json::string(toleration, "effect").value_or("");
+  const std::string op = json::string(toleration, "operator").value_or("Equal");
+  return ((key == "node.kubernetes.io/not-ready" || key == "node.kubernetes.io/unreachable") &&
+          effect == "NoExecute") ||
+         (key == "node.kubernetes.io/memory-pressure" && effect == "NoSchedule" && op == "Exists");
+}
+
 std::int64_t quantity(const ObjectPtr& amounts, const char* key, std::int64_t unit) {
   return quantityOf(amounts, key, unit).value_or(0);
 }
@@ -82,7 +107,12 @@ backend::Posture postureFromPod(const json::ObjectPtr& pod, const PodSettings& s
   if (shared("hostIPC")) {
     p.host_namespaces.push_back("ipc");
   }
-  p.network_disabled = network_isolated && !shared("hostNetwork");
+  const std::vector<std::string> command = json::strings(json::array(container, "command"));
+  // Two layers: the launcher refuses the program every IP socket, and the namespace's policies
+  // cut the Pod off (for what the launcher's filter cannot cover: its own node's traffic).
+  p.network_disabled =
+      network_isolated && !shared("hostNetwork") &&
+      std::find(command.begin(), command.end(), launcher::kFlagNoNetwork) != command.end();
 
   p.read_only_root = json::boolean(context, "readOnlyRootFilesystem") == true;
   p.privileged = json::boolean(context, "privileged") != false;
@@ -164,7 +194,8 @@ backend::Posture postureFromPod(const json::ObjectPtr& pod, const PodSettings& s
 }
 
 std::vector<std::string> podDeviations(const json::ObjectPtr& pod, const PodSettings& settings,
-                                       const backend::SandboxSpec& sent) {
+                                       const backend::SandboxSpec& sent,
+                                       const json::ObjectPtr& runtime_class) {
   std::vector<std::string> deviations;
   const auto expect = [&](bool holds, const std::string& sentence) {
     if (!holds) {
@@ -207,17 +238,28 @@ std::vector<std::string> podDeviations(const json::ObjectPtr& pod, const PodSett
   absent(spec, "resourceClaims", "the Pod");
   // Where it runs: a webhook could steer the Pod to a node where the policies or the runtime
   // are not enforced (a virtual kubelet, a control-plane node). Only the scheduler's own
-  // choice, and the tolerations the DefaultTolerationSeconds admission adds, are accepted.
-  absent(spec, "nodeSelector", "the Pod");
+  // choice within the RuntimeClass's scheduling is accepted: its nodeSelector and tolerations,
+  // which the RuntimeClass admission plugin (on by default) merges into every Pod of it, and the
+  // tolerations other default admission adds (toleratedByAdmission()).
+  const ObjectPtr scheduling = json::object(runtime_class, "scheduling");
+  const auto pinned = json::stringMap(json::object(scheduling, "nodeSelector"));
+  for (const auto& entry : json::stringMap(json::object(spec, "nodeSelector"))) {
+    const auto& [key, value] = entry;
+    expect(std::find(pinned.begin(), pinned.end(), entry) != pinned.end(),
+           "the Pod selects nodes by " + key + "=" + value + ", which its RuntimeClass does not");
+  }
   absent(spec, "affinity", "the Pod");
   absent(spec, "topologySpreadConstraints", "the Pod");
   expect(json::string(spec, "schedulerName").value_or("default-scheduler") == "default-scheduler",
          "the Pod is scheduled by another scheduler");
+  const std::vector<ObjectPtr> allowed = objects(json::array(scheduling, "tolerations"));
   for (const ObjectPtr& toleration : objects(json::array(spec, "tolerations"))) {
-    const std::string key = json::string(toleration, "key").value_or("");
-    expect((key == "node.kubernetes.io/not-ready" || key == "node.kubernetes.io/unreachable") &&
-               json::string(toleration, "effect") == std::string("NoExecute"),
-           "the Pod tolerates the taint '" + key + "'");
+    const bool runtime_class_s =
+        std::any_of(allowed.begin(), allowed.end(),
+                    [&](const ObjectPtr& own) { return sameToleration(own, toleration); });
+    expect(runtime_class_s || toleratedByAdmission(toleration),
+           "the Pod tolerates the taint '" + json::string(toleration, "key").value_or("") +
+               "', which its RuntimeClass does not");
   }
   const std::vector<ObjectPtr> containers = objects(json::array(spec, "containers"));
   expect(containers.size() == 1 && sandboxContainer(spec),

@@ -34,9 +34,13 @@ backend::Posture postureFromPod(const json::ObjectPtr& pod, const PodSettings& s
 // (gVisor's, CRI-O's, AppArmor's), AppArmor, SELinux, supplemental groups, fsGroup, sysctls,
 // lifecycle hooks and probes (the kubelet would run them in the sandbox), host ports, resource
 // claims, a /proc that is not masked; and nothing that steers where it runs but the default
-// scheduler and the tolerations of not-ready and unreachable nodes that admission adds.
+// scheduler, the nodeSelector and tolerations of `runtime_class` (the Pod's RuntimeClass as the
+// API server holds it: its admission merges its scheduling into the Pod; null when it has
+// none), and the tolerations default admission adds (not-ready and unreachable NoExecute, and
+// memory-pressure NoSchedule).
 std::vector<std::string> podDeviations(const json::ObjectPtr& pod, const PodSettings& settings,
-                                       const backend::SandboxSpec& sent);
+                                       const backend::SandboxSpec& sent,
+                                       const json::ObjectPtr& runtime_class);
 
 // A resource quantity as the API server writes it ("2", "500m", "5Gi", "1e3", "1.5"), scaled
 // by `unit` (1000 reads cpu in millicores, 1 reads bytes), rounded up; nullopt when malformed.

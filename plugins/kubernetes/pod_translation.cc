@@ -223,6 +223,10 @@ std::vector<std::string> containerCommand(const backend::SandboxSpec& spec) {
   // What no Pod field carries, Landlock gives from PID 1 on: nothing is execve'd from the
   // emptyDirs, and the kubelet's termination log and /etc/hosts, files of the node's disk, are not
   // written (docs/SECURITY.md, 2b). The core accepts the emptyDirs only with this flag.
+  // A Pod has a network interface whatever its NetworkPolicy (which a CNI may not enforce, and
+  // which never covers its own node): the program opens no socket but AF_UNIX, and the kubelet's
+  // KUBERNETES_SERVICE_* variables, set even without service links, leave its environment.
+  command.emplace_back(launcher::kFlagNoNetwork);
   command.emplace_back(launcher::kFlagConfine);
   return command;
 }
@@ -328,6 +332,9 @@ PodManifest podFor(const backend::SandboxSpec& spec, const PodSettings& settings
   container->set("stdinOnce", true);  // stdin ends with the first attach that closes it
   container->set("tty", false);
   container->set("securityContext", context);
+  // The launcher's refusals come before it reads stdin, and an attach replays nothing written
+  // before it: the kubelet keeps the tail of a failed container's output as its message.
+  container->set("terminationMessagePolicy", "FallbackToLogsOnError");
   container->set("resources", resources(p));
   container->set("volumeMounts", mounts);
   ArrayPtr containers = json::emptyArray();

@@ -186,5 +186,31 @@ TEST_F(ServingKubernetesE2eTest, APodAWebhookWeakenedRunsNoCode) {
   EXPECT_EQ(api_.podCount(), 0u);
 }
 
+// The same server against the double's faithful modes, as a cluster of Kubernetes 1.30 or later
+// behaves, with the RuntimeClass pinned to the nodes that have Landlock: runs succeed, and a
+// launcher that refuses before its attach tells the run why.
+TEST_F(ServingKubernetesE2eTest, AgainstAFaithfulClusterARunSaysWhyItsLauncherRefused) {
+  api_.setModes(KubeApiDouble::faithful());
+  api_.addRuntimeClass("runc", R"({"nodeSelector":{"scs.example/landlock":"true"}})", "");
+  auto server = serve({"--prepared", "0"});
+  const Object::Ptr ok = runToEnd(*server, "#fake: stdout=pinned\n");
+  EXPECT_EQ(ok->getValue<std::string>("status"), "succeeded")
+      << ok->getValue<std::string>("reason");
+  EXPECT_THAT(ok->getValue<std::string>("stdout"), HasSubstr("pinned"));
+
+  api_.refuseNextLauncher("setup: --confine: Landlock is unavailable (ENOSYS)");
+  const Object::Ptr refused = runToEnd(*server, "#fake: stdout=never\n");
+  EXPECT_EQ(refused->getValue<std::string>("status"), "sandbox_error");
+  EXPECT_THAT(refused->getValue<std::string>("reason"),
+              HasSubstr("rejected setup: --confine: Landlock is unavailable (ENOSYS)"));
+  server->closeStdin();
+  EXPECT_EQ(server->waitExit(30s), 0) << server->stderrText();
+  const auto deadline = std::chrono::steady_clock::now() + 10s;  // gracefully deleted
+  while (api_.podCount() != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(api_.podCount(), 0u) << "the server exited and left a Pod";
+}
+
 }  // namespace
 }  // namespace scs::testing

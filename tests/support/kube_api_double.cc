@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <deque>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -101,6 +102,28 @@ std::string canonical(const std::string& quantity) {
   return quantity;
 }
 
+// A quantity of the forms the tests and the backend use ("2", "500m", "16Gi", "1G", "512Mi"), in
+// millicores for cpu and in bytes otherwise; 0 when it is none of them.
+std::int64_t amountOf(const std::string& quantity, bool cpu) {
+  std::size_t digits = 0;
+  while (digits < quantity.size() && std::isdigit(static_cast<unsigned char>(quantity[digits]))) {
+    ++digits;
+  }
+  if (digits == 0) {
+    return 0;
+  }
+  const std::int64_t number = std::stoll(quantity.substr(0, digits));
+  static const std::map<std::string, std::int64_t> kScale = {
+      {"", 1},           {"k", 1000},       {"M", 1000000},    {"G", 1000000000},
+      {"Ki", 1LL << 10}, {"Mi", 1LL << 20}, {"Gi", 1LL << 30}, {"Ti", 1LL << 40}};
+  const std::string suffix = quantity.substr(digits);
+  if (suffix == "m") {
+    return cpu ? number : (number + 999) / 1000;
+  }
+  const auto it = kScale.find(suffix);
+  return it == kScale.end() ? 0 : number * it->second * (cpu ? 1000 : 1);
+}
+
 void canonicalizeAmounts(Object::Ptr amounts) {
   if (!amounts) {
     return;
@@ -165,11 +188,22 @@ constexpr std::size_t kQueueCap = 4u << 20;  // output waiting for attach, befor
 
 // What the container writes, as the kubelet holds it for attach: queued until an attach reads
 // it; the program waits while the queue is full (as on a pipe). Once closed (the attach is gone,
-// or the Pod deleted), later writes are dropped and nothing waits.
+// or the Pod deleted), later writes are dropped and nothing waits. Every write also reaches the
+// container's log, whose tail the kubelet keeps; in the mode no_output_before_attach, what is
+// written before the attach reaches only the log, as with containerd.
 class ContainerOutput : public backend::OutputSink {
  public:
+  static constexpr std::size_t kLogTail = 2048;  // the kubelet's FallbackToLogsOnError bytes
+
   void write(backend::Stream stream, std::string_view bytes) override {
     std::unique_lock lock(mutex_);
+    log_.append(bytes);
+    if (log_.size() > kLogTail) {
+      log_.erase(0, log_.size() - kLogTail);
+    }
+    if (drop_unattached_ && !attached_) {
+      return;
+    }
     room_.wait(lock, [&] { return closed_ || queued_ < kQueueCap; });
     if (!closed_ && !bytes.empty()) {
       queue_.emplace_back(stream == backend::Stream::kStdout ? 1 : 2, std::string(bytes));
@@ -200,6 +234,24 @@ class ContainerOutput : public backend::OutputSink {
     closed_ = true;
     room_.notify_all();
   }
+  void dropUnattached() {
+    std::lock_guard lock(mutex_);
+    drop_unattached_ = true;
+  }
+  void attached() {
+    std::lock_guard lock(mutex_);
+    attached_ = true;
+  }
+  // The log's last 80 lines within its last 2048 bytes, as the kubelet reads them.
+  std::string logTail() const {
+    std::lock_guard lock(mutex_);
+    std::size_t at = log_.size();
+    int lines = 0;
+    while (at > 0 && !(log_[at - 1] == '\n' && at != log_.size() && ++lines == 80)) {
+      --at;
+    }
+    return log_.substr(at);
+  }
 
  private:
   mutable std::mutex mutex_;
@@ -208,6 +260,9 @@ class ContainerOutput : public backend::OutputSink {
   std::size_t queued_ = 0;
   bool ended_ = false;
   bool closed_ = false;
+  bool drop_unattached_ = false;
+  bool attached_ = false;
+  std::string log_;
 };
 
 // The container of one Pod: a sandbox of the fake engine (plugins/fake), which plays the
@@ -218,20 +273,34 @@ struct Container {
   bool delivered = false;  // a run's bundle reached it
   ContainerOutput output;
   bool attached = false;  // stdinOnce: one attach a container (guarded by State::mutex)
+  // Guarded by State::mutex: a launcher that refuses as it starts (refuseNextLauncher), and
+  // the exit the kubelet saw when it was not the engine's own (that refusal, a group OOM kill).
+  std::string refusal;
+  std::optional<int> exit_code;
+  bool oom_killed = false;
 };
 
 // What a list or watch of Pods asks for: fieldSelector metadata.name=NAME, labelSelector,
 // resourceVersion and timeoutSeconds.
 struct PodQuery {
   std::string name;
+  std::vector<std::string> not_phases;  // status.phase!=PHASE
   std::string selector;
   std::string version;
   int seconds = 30;
 
   explicit PodQuery(const Poco::URI& uri) {
     for (const auto& [key, value] : uri.getQueryParameters()) {
-      if (key == "fieldSelector" && value.rfind("metadata.name=", 0) == 0) {
-        name = value.substr(14);
+      if (key == "fieldSelector") {
+        std::istringstream terms(value);
+        std::string term;
+        while (std::getline(terms, term, ',')) {
+          if (term.rfind("metadata.name=", 0) == 0) {
+            name = term.substr(14);
+          } else if (term.rfind("status.phase!=", 0) == 0) {
+            not_phases.push_back(term.substr(14));
+          }
+        }
       } else if (key == "labelSelector") {
         selector = value;
       } else if (key == "resourceVersion") {
@@ -244,7 +313,10 @@ struct PodQuery {
 
   // Whether the Pod `pod_name` with `pod` as its object is one it asks for.
   bool selects(const std::string& pod_name, const Object::Ptr& pod) const {
-    return (name.empty() || pod_name == name) && matches(selector, labelsOf(pod));
+    const Object::Ptr status = pod->getObject("status");
+    const std::string phase = status ? status->optValue<std::string>("phase", "") : "";
+    return (name.empty() || pod_name == name) && matches(selector, labelsOf(pod)) &&
+           std::find(not_phases.begin(), not_phases.end(), phase) == not_phases.end();
   }
 };
 
@@ -289,10 +361,14 @@ struct KubeApiDouble::State {
   }
 
   static Object::Ptr containerState(const std::string& state, const std::string& reason,
-                                    std::optional<int> exit_code = std::nullopt) {
+                                    std::optional<int> exit_code = std::nullopt,
+                                    const std::string& message = "") {
     Object::Ptr detail = new Object;
     if (!reason.empty()) {
       detail->set("reason", reason);
+    }
+    if (!message.empty()) {
+      detail->set("message", message);
     }
     if (exit_code) {
       detail->set("exitCode", *exit_code);
@@ -310,11 +386,52 @@ struct KubeApiDouble::State {
   void runKubelet() {
     std::unique_lock lock(mutex);
     while (!stopping) {
-      for (auto& [key, pod] : pods) {
-        advance(key, pod);
+      std::vector<std::shared_ptr<Container>> gone;
+      for (auto it = pods.begin(); it != pods.end();) {
+        advance(it->first, it->second);
+        if (finishDeletion(it->first, it->second, &gone)) {
+          it = pods.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      for (const std::string& id : to_kill) {
+        lock.unlock();
+        engine.kill(id);
+        lock.lock();
+      }
+      to_kill.clear();
+      if (!gone.empty()) {
+        lock.unlock();
+        for (const std::shared_ptr<Container>& container : gone) {
+          container->output.close();
+          engine.remove(container->id);
+        }
+        lock.lock();
       }
       changed.wait_for(lock, std::chrono::milliseconds(10));
     }
+  }
+
+  // A Pod being deleted gracefully is gone once its container has ended and its end is
+  // recorded: a DELETED event, its container to `gone`. Requires mutex.
+  bool finishDeletion(const Key& key, const Object::Ptr& pod,
+                      std::vector<std::shared_ptr<Container>>* gone) {
+    if (!pod->getObject("metadata")->has("deletionTimestamp")) {
+      return false;
+    }
+    const auto live = containers.find(key);
+    const std::string phase = pod->getObject("status")->getValue<std::string>("phase");
+    if (live != containers.end() && phase != "Succeeded" && phase != "Failed" &&
+        phase != "Pending") {
+      return false;
+    }
+    record(key, "DELETED", pod);
+    if (live != containers.end()) {
+      gone->push_back(live->second);
+      containers.erase(live);
+    }
+    return true;
   }
 
   void advance(const Key& key, const Object::Ptr& pod) {
@@ -326,20 +443,41 @@ struct KubeApiDouble::State {
     const Array::Ptr records = status->getArray("containerStatuses");
     Object::Ptr record = records && records->size() > 0 ? records->getObject(0) : nullptr;
     const std::string phase = status->getValue<std::string>("phase");
+    Container& container = *live->second;
     if (phase == "Pending" && !hold_pending) {
       status->set("phase", "Running");
       record->set("state", containerState("running", ""));
       record->set("ready", true);
       this->record(key, "MODIFIED", pod);
-    } else if (phase == "Running" && live->second->output.isEnded()) {
-      const backend::Exit exit = engine.wait(live->second->id, {}).exit;
-      const int code = exit.exit_code.value_or(137);
+      if (!container.refusal.empty()) {  // before it reads stdin, so before any attach
+        container.output.write(backend::Stream::kStderr,
+                               "sandbox launcher: rejected " + container.refusal + "\n");
+        container.exit_code = backend::launcher::kRejectedExit;
+        container.output.ended();
+      }
+    } else if (phase == "Running" && modes.oom_group && !container.oom_killed &&
+               !container.output.isEnded() && engine.progress(container.id).oom_killed) {
+      container.oom_killed = true;  // every process of the container's cgroup, PID 1's too
+      container.exit_code = 137;
+      to_kill.push_back(container.id);
+    } else if (phase == "Running" && container.output.isEnded()) {
+      const backend::Exit exit =
+          container.id.empty() ? backend::Exit{} : engine.wait(container.id, {}).exit;
+      const int code = container.exit_code.value_or(exit.exit_code.value_or(137));
+      const bool oom = container.oom_killed || exit.oom_killed;
       status->set("phase", code == 0 ? "Succeeded" : "Failed");
+      // FallbackToLogsOnError: a failed container that wrote no termination log (the launcher
+      // never does) has its log's tail as the message.
+      const Object::Ptr spec_container =
+          pod->getObject("spec")->getArray("containers")->getObject(0);
+      const bool from_logs =
+          code != 0 && spec_container->optValue<std::string>("terminationMessagePolicy", "") ==
+                           "FallbackToLogsOnError";
       record->set("state", containerState("terminated",
-                                          exit.oom_killed ? "OOMKilled"
-                                          : code == 0     ? "Completed"
-                                                          : "Error",
-                                          code));
+                                          oom         ? "OOMKilled"
+                                          : code == 0 ? "Completed"
+                                                      : "Error",
+                                          code, from_logs ? container.output.logTail() : ""));
       record->set("ready", false);
       this->record(key, "MODIFIED", pod);
     }
@@ -358,6 +496,13 @@ struct KubeApiDouble::State {
   fake::FakeBackend engine{fake::Options{}, nullptr};
   bool drop_next_attach = false;
   bool hold_pending = false;
+  Modes modes;
+  std::map<std::string, Object::Ptr> runtime_classes;  // by name
+  std::string fail_next_attach;                        // its message
+  bool silence_next_attach = false;
+  std::string refuse_next_launcher;  // why
+  int close_replies = 0;
+  std::vector<std::string> to_kill;  // the engine's sandboxes the kubelet ends, outside the lock
   int failures = 0;
   int failure_status = 500;
   std::vector<std::string> requests;
@@ -466,7 +611,30 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
     }
     if (path.size() == 5 && path[0] == "api" && path[2] == "namespaces" &&
         path[4] == "resourcequotas" && method == "GET") {
-      return list("ResourceQuotaList", state_.quotas[path[3]], state_.version);
+      std::vector<Object::Ptr> quotas;
+      for (const Object::Ptr& quota : state_.quotas[path[3]]) {
+        quotas.push_back(withUsage(quota, path[3]));
+      }
+      return list("ResourceQuotaList", quotas, state_.version);
+    }
+    if (method == "GET" && path == std::vector<std::string>{"api", "v1", "pods"}) {
+      const PodQuery query(uri);
+      std::vector<Object::Ptr> items;
+      for (const auto& [where, pod] : state_.pods) {
+        if (query.selects(where.second, pod)) {
+          items.push_back(pod);
+        }
+      }
+      return list("PodList", items, state_.version);
+    }
+    if (method == "GET" && path.size() == 5 && path[0] == "apis" && path[1] == "node.k8s.io" &&
+        path[2] == "v1" && path[3] == "runtimeclasses") {
+      const auto it = state_.runtime_classes.find(path[4]);
+      if (it == state_.runtime_classes.end()) {
+        *code = 404;
+        return status(404, "NotFound", "runtimeclasses.node.k8s.io \"" + path[4] + "\" not found");
+      }
+      return it->second;
     }
     if (path.size() == 6 && path[0] == "apis" && path[1] == "networking.k8s.io" &&
         path[3] == "namespaces" && path[5] == "networkpolicies" && method == "GET") {
@@ -495,6 +663,20 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
         }
         const Object::Ptr pod = it->second;
         if (method == "GET") {
+          return pod;
+        }
+        if (method == "DELETE" && state_.modes.graceful_deletion &&
+            uri.getRawQuery().find("gracePeriodSeconds=0") == std::string::npos) {
+          // The kubelet ends the container, and only then is the Pod gone (runKubelet()).
+          if (!pod->getObject("metadata")->has("deletionTimestamp")) {
+            pod->getObject("metadata")->set("deletionTimestamp", "2026-12-01T00:00:01Z");
+            pod->getObject("metadata")->set("deletionGracePeriodSeconds", 1);
+            state_.record(it->first, "MODIFIED", pod);
+            if (const auto container = state_.containers.find(it->first);
+                container != state_.containers.end() && !container->second->id.empty()) {
+              state_.to_kill.push_back(container->second->id);
+            }
+          }
           return pod;
         }
         if (method == "DELETE") {
@@ -534,6 +716,22 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
       *code = 422;
       return status(422, "Invalid",
                     "Pod \"" + name + "\" is invalid: spec.containers: Required value");
+    }
+    if (Object::Ptr invalid = invalidProfile(name, spec)) {
+      *code = 422;
+      return invalid;
+    }
+    // The built-in admission plugins, then the webhooks.
+    if (Object::Ptr refused = admitRuntimeClass(name, spec)) {
+      *code = 403;
+      return refused;
+    }
+    if (state_.modes.admission_tolerations) {
+      addTolerations(spec);
+    }
+    if (Object::Ptr exceeded = exceededQuota(ns, name, spec)) {
+      *code = 403;
+      return exceeded;
     }
     if (state_.admission) {
       state_.admission(pod);
@@ -578,11 +776,205 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
     return copy(pod);
   }
 
+  // Validation of a seccomp localhostProfile (ValidateSeccompProfileField): a path beneath the
+  // kubelet's seccomp directory, so neither absolute nor with "..". Null when valid.
+  static Object::Ptr invalidProfile(const std::string& name, const Object::Ptr& spec) {
+    std::vector<Object::Ptr> contexts = {spec->getObject("securityContext")};
+    const Array::Ptr containers = spec->getArray("containers");
+    for (std::size_t i = 0; i < containers->size(); ++i) {
+      contexts.push_back(
+          containers->getObject(static_cast<unsigned>(i))->getObject("securityContext"));
+    }
+    for (const Object::Ptr& context : contexts) {
+      const Object::Ptr profile = context ? context->getObject("seccompProfile") : nullptr;
+      const std::string path =
+          profile ? profile->optValue<std::string>("localhostProfile", "") : "";
+      if (!path.empty() &&
+          (path.front() == '/' || ("/" + path + "/").find("/../") != std::string::npos)) {
+        return status(422, "Invalid",
+                      "Pod \"" + name + "\" is invalid: localhostProfile: Invalid value: \"" +
+                          path + "\": must be a relative path");
+      }
+    }
+    return nullptr;
+  }
+
+  // The RuntimeClass admission plugin: a Pod of a RuntimeClass the cluster does not hold is
+  // refused; otherwise its scheduling is merged in (a nodeSelector that conflicts is refused)
+  // and its overhead set. Null when admitted.
+  Object::Ptr admitRuntimeClass(const std::string& name, Object::Ptr spec) {
+    const std::string runtime = spec->optValue<std::string>("runtimeClassName", "");
+    if (runtime.empty()) {
+      return nullptr;
+    }
+    const auto it = state_.runtime_classes.find(runtime);
+    if (it == state_.runtime_classes.end()) {
+      return status(403, "Forbidden",
+                    "pods \"" + name + "\" is forbidden: pod rejected: RuntimeClass \"" + runtime +
+                        "\" not found");
+    }
+    if (const Object::Ptr overhead = it->second->getObject("overhead")) {
+      spec->set("overhead", copy(overhead->getObject("podFixed")));
+    }
+    const Object::Ptr scheduling = it->second->getObject("scheduling");
+    if (!scheduling) {
+      return nullptr;
+    }
+    if (const Object::Ptr selector = scheduling->getObject("nodeSelector")) {
+      Object::Ptr merged = spec->getObject("nodeSelector");
+      if (!merged) {
+        merged = new Object;
+        spec->set("nodeSelector", merged);
+      }
+      for (const std::string& key : selector->getNames()) {
+        if (merged->has(key) && merged->get(key).toString() != selector->get(key).toString()) {
+          return status(403, "Forbidden",
+                        "pods \"" + name + "\" is forbidden: pod rejected: conflict with the " +
+                            "RuntimeClass's nodeSelector " + key);
+        }
+        merged->set(key, selector->get(key));
+      }
+    }
+    if (const Array::Ptr tolerations = scheduling->getArray("tolerations")) {
+      for (std::size_t i = 0; i < tolerations->size(); ++i) {
+        addToleration(spec, copy(tolerations->getObject(static_cast<unsigned>(i))));
+      }
+    }
+    return nullptr;
+  }
+
+  static void addToleration(Object::Ptr spec, const Object::Ptr& toleration) {
+    Array::Ptr tolerations = spec->getArray("tolerations");
+    if (!tolerations) {
+      tolerations = new Array;
+      spec->set("tolerations", tolerations);
+    }
+    for (std::size_t i = 0; i < tolerations->size(); ++i) {
+      if (text(tolerations->getObject(static_cast<unsigned>(i))) == text(toleration)) {
+        return;
+      }
+    }
+    tolerations->add(toleration);
+  }
+
+  // DefaultTolerationSeconds on every Pod; PodTolerationRestriction's on one not BestEffort.
+  static void addTolerations(Object::Ptr spec) {
+    for (const char* key : {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}) {
+      addToleration(
+          spec, parse(std::string(R"({"key":")") + key +
+                      R"(","operator":"Exists","effect":"NoExecute","tolerationSeconds":300})"));
+    }
+    const Object::Ptr resources =
+        spec->getArray("containers")->getObject(0)->getObject("resources");
+    if (resources && (resources->has("requests") || resources->has("limits"))) {
+      addToleration(
+          spec,
+          parse(
+              R"({"key":"node.kubernetes.io/memory-pressure","operator":"Exists","effect":"NoSchedule"})"));
+    }
+  }
+
+  // What a Pod counts against a quota's keys: its containers' requests and limits.
+  static std::map<std::string, std::int64_t> usageOf(const Object::Ptr& spec) {
+    std::map<std::string, std::int64_t> usage;
+    const Array::Ptr containers = spec->getArray("containers");
+    for (std::size_t i = 0; containers && i < containers->size(); ++i) {
+      const Object::Ptr resources =
+          containers->getObject(static_cast<unsigned>(i))->getObject("resources");
+      for (const char* kind : {"requests", "limits"}) {
+        const Object::Ptr amounts = resources ? resources->getObject(kind) : nullptr;
+        for (const char* resource : {"cpu", "memory"}) {
+          if (amounts && amounts->has(resource)) {
+            const std::int64_t amount =
+                amountOf(amounts->getValue<std::string>(resource), std::string(resource) == "cpu");
+            usage[std::string(kind) + "." + resource] += amount;
+            if (std::string(kind) == "requests") {
+              usage[resource] += amount;
+            }
+          }
+        }
+      }
+    }
+    usage["pods"] = 1;
+    return usage;
+  }
+
+  // What the namespace's Pods that have not ended use. Requires state_.mutex.
+  std::map<std::string, std::int64_t> usedIn(const std::string& ns) const {
+    std::map<std::string, std::int64_t> used;
+    for (const auto& [where, pod] : state_.pods) {
+      const std::string phase = pod->getObject("status")->getValue<std::string>("phase");
+      if (where.first == ns && phase != "Succeeded" && phase != "Failed") {
+        for (const auto& [key, amount] : usageOf(pod->getObject("spec"))) {
+          used[key] += amount;
+        }
+      }
+    }
+    return used;
+  }
+
+  static std::string quantityText(const std::string& key, std::int64_t amount) {
+    return key.find("cpu") != std::string::npos ? std::to_string(amount) + "m"
+                                                : std::to_string(amount);
+  }
+
+  // The quota with its status: hard, and what the namespace uses of each key of it.
+  Object::Ptr withUsage(const Object::Ptr& quota, const std::string& ns) const {
+    Object::Ptr result = copy(quota);
+    const Object::Ptr hard = result->getObject("spec")->getObject("hard");
+    const std::map<std::string, std::int64_t> used = usedIn(ns);
+    Object::Ptr used_json = new Object;
+    for (const std::string& key : hard->getNames()) {
+      const auto it = used.find(key);
+      used_json->set(key, quantityText(key, it == used.end() ? 0 : it->second));
+    }
+    Object::Ptr quota_status = new Object;
+    quota_status->set("hard", copy(hard));
+    quota_status->set("used", used_json);
+    result->set("status", quota_status);
+    return result;
+  }
+
+  // The quota admission plugin: the Pod is refused when, with it, the namespace would use more
+  // of a key than a quota's hard. Null when admitted.
+  Object::Ptr exceededQuota(const std::string& ns, const std::string& name,
+                            const Object::Ptr& spec) const {
+    const std::map<std::string, std::int64_t> used = usedIn(ns);
+    const std::map<std::string, std::int64_t> asked = usageOf(spec);
+    for (const Object::Ptr& quota :
+         state_.quotas.count(ns) ? state_.quotas.at(ns) : std::vector<Object::Ptr>{}) {
+      const Object::Ptr hard = quota->getObject("spec")->getObject("hard");
+      for (const std::string& key : hard->getNames()) {
+        const auto wanted = asked.find(key);
+        const std::int64_t in_use = used.count(key) ? used.at(key) : 0;
+        const std::int64_t limit =
+            amountOf(hard->getValue<std::string>(key), key.find("cpu") != std::string::npos);
+        if (wanted != asked.end() && in_use + wanted->second > limit) {
+          return status(403, "Forbidden",
+                        "pods \"" + name + "\" is forbidden: exceeded quota: " +
+                            quota->getObject("metadata")->getValue<std::string>("name") +
+                            ", requested: " + key + "=" + quantityText(key, wanted->second) +
+                            ", used: " + key + "=" + quantityText(key, in_use) +
+                            ", limited: " + key + "=" + hard->getValue<std::string>(key));
+        }
+      }
+    }
+    return nullptr;
+  }
+
   // The Pod's first container runs in the fake engine, started at once: its launcher idles on
-  // stdin until an attach brings the code.
+  // stdin until an attach brings the code (or, told to refuse, it refuses as it starts).
   void startContainer(const std::pair<std::string, std::string>& key,
                       const Object::Ptr& container) {
     auto live = std::make_shared<Container>();
+    if (state_.modes.no_output_before_attach) {
+      live->output.dropUnattached();
+    }
+    live->refusal = std::exchange(state_.refuse_next_launcher, "");
+    if (!live->refusal.empty()) {
+      state_.containers[key] = live;
+      return;
+    }
     backend::SandboxSpec spec;
     spec.run_id = key.second;
     spec.command = json::strings(json::array(container, "command"));
@@ -740,15 +1132,24 @@ void KubeApiDouble::Handler::watch(Poco::Net::HTTPServerRequest& request,
 
 void KubeApiDouble::Handler::attach(Poco::Net::HTTPServerRequest& request,
                                     Poco::Net::HTTPServerResponse& response) {
+  using Poco::Net::WebSocket;
   const Poco::URI uri(request.getURI());
   std::vector<std::string> path;
   uri.getPathSegments(path);
+  std::map<std::string, std::string> asked;  // the query: container, stdin, stdout, stderr
+  for (const auto& [key, value] : uri.getQueryParameters()) {
+    asked[key] = value;
+  }
   std::shared_ptr<Container> live;
   bool drop = false;
+  bool silence = false;
   int code = 0;
   Object::Ptr refused;
+  std::string failure;  // after the upgrade, on channel 3
+  Modes modes;
   {
     std::lock_guard lock(state_.mutex);
+    modes = state_.modes;
     const auto pod = path.size() == 7 && path[0] == "api" && path[2] == "namespaces" &&
                              path[4] == "pods" && path[6] == "attach"
                          ? state_.pods.find({path[3], path[5]})
@@ -761,13 +1162,21 @@ void KubeApiDouble::Handler::attach(Poco::Net::HTTPServerRequest& request,
       refused = status(404, "NotFound", "pods not found");
     } else if (!refused &&
                (pod->second->getObject("status")->getValue<std::string>("phase") != "Running" ||
-                container == state_.containers.end() || container->second->attached)) {
+                container == state_.containers.end() || container->second->attached ||
+                container->second->output.isEnded() || asked["container"] != "sandbox")) {
       code = 400;
       refused = status(400, "BadRequest", "container sandbox is not running or is attached");
     } else if (!refused) {
+      failure = std::exchange(state_.fail_next_attach, "");
       live = container->second;
       live->attached = true;
+      live->output.attached();
       drop = std::exchange(state_.drop_next_attach, false);
+      silence = std::exchange(state_.silence_next_attach, false);
+    }
+    if (refused && code == 400 && modes.attach_failure_after_upgrade) {
+      failure = refused->getValue<std::string>("message");  // the kubelet's words, upgraded first
+      refused = nullptr;
     }
   }
   if (refused) {
@@ -778,25 +1187,74 @@ void KubeApiDouble::Handler::attach(Poco::Net::HTTPServerRequest& request,
       request.get("Sec-WebSocket-Protocol", "").find("v5.channel.k8s.io") != std::string::npos;
   response.set("Sec-WebSocket-Protocol", v5 ? "v5.channel.k8s.io" : "v4.channel.k8s.io");
   struct Closing {
-    Container& container;
-    ~Closing() { container.output.close(); }  // the client is gone: its program never waits
-  } closing{*live};
-  Poco::Net::WebSocket ws(request, response);
+    Container* container;
+    ~Closing() {
+      if (container != nullptr) {
+        container->output.close();  // the client is gone: its program never waits
+      }
+    }
+  } closing{live.get()};
+  WebSocket ws(request, response);
+  // The end the API server sends, and the client's close frame in answer, which it awaits.
+  const auto finish = [&](const std::string& final_status) {
+    sendMessage(ws, 3, final_status);
+    ws.shutdown();
+    // Frames sent before the client saw the close (a ping) may come first; a second at most.
+    Poco::Buffer<char> frame(0);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (std::chrono::steady_clock::now() < until &&
+           ws.poll(Poco::Timespan(0, 50000), Poco::Net::Socket::SELECT_READ)) {
+      int flags = 0;
+      frame.resize(0);
+      if (ws.receiveFrame(frame, flags) <= 0 && flags == 0) {
+        return;  // closed without answering
+      }
+      if ((flags & WebSocket::FRAME_OP_BITMASK) == WebSocket::FRAME_OP_CLOSE) {
+        std::lock_guard lock(state_.mutex);
+        ++state_.close_replies;
+        return;
+      }
+    }
+  };
   try {
+    if (!failure.empty()) {
+      finish(text(status(500, "InternalError", failure)));
+      return;
+    }
+    const bool with_stdin = asked["stdin"] == "true";
+    const std::map<int, bool> sends = {{1, asked["stdout"] == "true"},
+                                       {2, asked["stderr"] == "true"}};
     sendMessage(ws, 1, "");  // the API server's first, empty, message
     std::string input;
     Poco::Buffer<char> frame(0);
+    auto active = std::chrono::steady_clock::now();  // the last frame either way
+    const auto idle_cut = std::chrono::milliseconds(modes.idle_cut_ms);
+    bool silent = false;
     while (!state_.closing) {
+      if (modes.idle_cut_ms > 0 && std::chrono::steady_clock::now() - active > idle_cut) {
+        ws.close();  // the intermediary drops the connection: no close frame
+        return;
+      }
       if (ws.poll(Poco::Timespan(0, 10000), Poco::Net::Socket::SELECT_READ)) {
         int flags = 0;
         frame.resize(0);
         const int got = ws.receiveFrame(frame, flags);
-        if (got <= 0 || (flags & Poco::Net::WebSocket::FRAME_OP_BITMASK) ==
-                            Poco::Net::WebSocket::FRAME_OP_CLOSE) {
+        const int opcode = flags & WebSocket::FRAME_OP_BITMASK;
+        if ((got == 0 && flags == 0) || got < 0 || opcode == WebSocket::FRAME_OP_CLOSE) {
           return;  // the client went away: the container runs on, as the kubelet's would
         }
+        if (silent) {
+          continue;  // half-open: nothing the client sends arrives, nothing comes back
+        }
+        active = std::chrono::steady_clock::now();
+        if (opcode == WebSocket::FRAME_OP_PING) {
+          ws.sendFrame(frame.begin(), got,
+                       static_cast<int>(WebSocket::FRAME_FLAG_FIN) |
+                           static_cast<int>(WebSocket::FRAME_OP_PONG));
+          continue;
+        }
         const std::string message(frame.begin(), frame.size());
-        if (message.size() >= 1 && message[0] == 0) {
+        if (message.size() >= 1 && message[0] == 0 && with_stdin) {
           input += message.substr(1);
           const std::string becomes = std::string(backend::launcher::kSessionFrame) + " ";
           if (!live->session && !live->delivered && input.rfind(becomes, 0) == 0 &&
@@ -815,7 +1273,7 @@ void KubeApiDouble::Handler::attach(Poco::Net::HTTPServerRequest& request,
               deliver(*live, one);
             }
           }
-        } else if (message == std::string("\xff\x00", 2)) {  // v5: stdin ends
+        } else if (message == std::string("\xff\x00", 2) && with_stdin) {  // v5: stdin ends
           if (!live->session && !live->delivered) {
             live->delivered = true;
             deliver(*live, input);
@@ -824,18 +1282,24 @@ void KubeApiDouble::Handler::attach(Poco::Net::HTTPServerRequest& request,
             ws.close();  // without a close frame, the output unread
             return;
           }
+          silent = silence;
         }
+      }
+      if (silent) {
+        continue;
       }
       bool ended = false;
       for (const auto& [channel, bytes] : live->output.take(&ended)) {
-        sendMessage(ws, channel, bytes);
+        if (sends.at(channel)) {
+          sendMessage(ws, channel, bytes);
+          active = std::chrono::steady_clock::now();
+        }
       }
       if (ended) {
         break;
       }
     }
-    sendMessage(ws, 3, R"({"metadata":{},"status":"Success"})");
-    ws.shutdown();
+    finish(R"({"metadata":{},"status":"Success"})");
   } catch (const Poco::Exception&) {
     // the client dropped the connection
   }
@@ -861,7 +1325,9 @@ class Factory : public Poco::Net::HTTPRequestHandlerFactory {
 KubeApiDouble::KubeApiDouble(std::string token)
     : token_(std::move(token)),
       state_(std::make_unique<State>()),
-      server_(std::make_unique<TlsServer>(new Factory(*state_, token_))) {}
+      server_(std::make_unique<TlsServer>(new Factory(*state_, token_))) {
+  addRuntimeClass("runc", "", "");
+}
 
 KubeApiDouble::~KubeApiDouble() {
   state_->closeHandlers();  // every watch and attach ends, and no handler uses the state after
@@ -922,6 +1388,65 @@ void KubeApiDouble::expireWatchHistory() {
 void KubeApiDouble::dropNextAttach() {
   std::lock_guard lock(state_->mutex);
   state_->drop_next_attach = true;
+}
+
+KubeApiDouble::Modes KubeApiDouble::faithful() {
+  Modes modes;
+  modes.attach_failure_after_upgrade = true;
+  modes.no_output_before_attach = true;
+  modes.oom_group = true;
+  modes.graceful_deletion = true;
+  modes.admission_tolerations = true;
+  return modes;  // idle_cut_ms is a choice of the cluster's network, not of Kubernetes
+}
+
+void KubeApiDouble::setModes(const Modes& modes) {
+  std::lock_guard lock(state_->mutex);
+  state_->modes = modes;
+}
+
+void KubeApiDouble::addRuntimeClass(const std::string& name, const std::string& scheduling_json,
+                                    const std::string& overhead_json) {
+  Object::Ptr runtime_class = parse(R"({"apiVersion":"node.k8s.io/v1","kind":"RuntimeClass",)"
+                                    R"("metadata":{"name":")" +
+                                    name + R"("},"handler":")" + name + R"("})");
+  if (!scheduling_json.empty()) {
+    runtime_class->set("scheduling", parse(scheduling_json));
+  }
+  if (!overhead_json.empty()) {
+    runtime_class->set("overhead", parse(R"({"podFixed":)" + overhead_json + "}"));
+  }
+  std::lock_guard lock(state_->mutex);
+  state_->runtime_classes[name] = runtime_class;
+}
+
+void KubeApiDouble::failNextAttach(const std::string& message) {
+  std::lock_guard lock(state_->mutex);
+  state_->fail_next_attach = message;
+}
+
+void KubeApiDouble::silenceNextAttach() {
+  std::lock_guard lock(state_->mutex);
+  state_->silence_next_attach = true;
+}
+
+void KubeApiDouble::refuseNextLauncher(const std::string& why) {
+  std::lock_guard lock(state_->mutex);
+  state_->refuse_next_launcher = why;
+}
+
+void KubeApiDouble::addPod(const std::string& ns, const std::string& pod_json) {
+  const Object::Ptr pod = parse(pod_json);
+  const std::string name = pod->getObject("metadata")->getValue<std::string>("name");
+  std::lock_guard lock(state_->mutex);
+  pod->getObject("metadata")->set("namespace", ns);
+  state_->pods[{ns, name}] = pod;
+  state_->record({ns, name}, "ADDED", pod);
+}
+
+int KubeApiDouble::closeReplies() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->close_replies;
 }
 
 void KubeApiDouble::failNext(int count, int status_code) {

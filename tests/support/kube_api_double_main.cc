@@ -1,8 +1,10 @@
 // The Kubernetes API server double as a program, to run the real server against by hand
 // (docs/SCALING.md, "Trying it without a cluster"):
 //   kube-api-double KUBECONFIG_OUT
-// It serves over TLS on a free port of 127.0.0.1, with one node (8 cpus, 32 GiB) and the
-// namespace scs-sandboxes isolated by the deny-all NetworkPolicy, writes a kubeconfig that
+// It serves over TLS on a free port of 127.0.0.1, in its faithful modes (KubeApiDouble::
+// faithful(): as a cluster of Kubernetes 1.30 or later behaves), with one node (8 cpus, 32 GiB),
+// the RuntimeClass runc and the namespace scs-sandboxes isolated by the deny-all NetworkPolicy,
+// writes a kubeconfig that
 // reaches it to KUBECONFIG_OUT, and runs until SIGINT or SIGTERM. Its Pods play the fake
 // engine's `#fake:` scripts (plugins/fake), not Python.
 
@@ -26,6 +28,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);  // before the server's threads start
 
   scs::testing::KubeApiDouble api;
+  api.setModes(scs::testing::KubeApiDouble::faithful());
   api.addNode("node-1", "8", "32Gi");
   api.addNetworkPolicy(
       "scs-sandboxes",

@@ -193,20 +193,51 @@ TEST(CapacityTest, SchedulableNodesAllocatableLoweredByTheQuota) {
     {"metadata":{"name":"preferred-off"},"spec":{"taints":[{"key":"y","effect":"PreferNoSchedule"}]},
      "status":{"allocatable":{"cpu":"1","memory":"1Gi"},
      "conditions":[{"type":"Ready","status":"True"}]}}]})";
-  const backend::Capacity nodes_only = capacityOf(parsed(nodes), parsed(R"({"items":[]})"));
+  const auto empty = parsed(R"({"items":[]})");
+  const backend::Capacity nodes_only = capacityOf(parsed(nodes), empty, empty);
   EXPECT_EQ(nodes_only.cores, 8);  // 8.9, rounded down: a PreferNoSchedule taint still takes Pods
   EXPECT_EQ(nodes_only.memory_bytes, std::int64_t{32} << 30);
 
   const backend::Capacity quota = capacityOf(
-      parsed(nodes),
+      parsed(nodes), empty,
       parsed(
           R"({"items":[{"spec":{"hard":{"limits.cpu":"4","limits.memory":"8Gi","pods":"20"}}}]})"));
   EXPECT_EQ(quota.cores, 4);
   EXPECT_EQ(quota.memory_bytes, std::int64_t{8} << 30);
 
-  const backend::Capacity none = capacityOf(parsed(R"({"items":[]})"), nullptr);
+  const backend::Capacity none = capacityOf(empty, nullptr, nullptr);
   EXPECT_EQ(none.cores, 0);
   EXPECT_EQ(none.memory_bytes, 0);
+}
+
+// What the scheduler counts as taken (resource.PodRequests), and what a quota's status says is
+// used: the cluster's free room, not its size.
+TEST(CapacityTest, RequestsPlacedOnTheNodesAndTheQuotasUseAreTaken) {
+  const auto nodes = parsed(R"({"items":[
+    {"metadata":{"name":"a"},"status":{"allocatable":{"cpu":"4","memory":"16Gi"},
+     "conditions":[{"type":"Ready","status":"True"}]}},
+    {"metadata":{"name":"b"},"status":{"allocatable":{"cpu":"2","memory":"4Gi"},
+     "conditions":[{"type":"Ready","status":"True"}]}}]})");
+  // On a: two containers (1.5 cores, 3 GiB), an init container asking more memory than both
+  // (5 GiB), and the RuntimeClass's overhead (250m, 1 GiB): 1.75 cores and 6 GiB. On b: more
+  // than it has, which leaves it nothing, not less than nothing. Unscheduled: nowhere.
+  const auto pods = parsed(R"({"items":[
+    {"spec":{"nodeName":"a","overhead":{"cpu":"250m","memory":"1Gi"},
+      "containers":[{"resources":{"requests":{"cpu":"1","memory":"1Gi"}}},
+                    {"resources":{"requests":{"cpu":"500m","memory":"2Gi"}}}],
+      "initContainers":[{"resources":{"requests":{"cpu":"100m","memory":"5Gi"}}}]}},
+    {"spec":{"nodeName":"b","containers":[{"resources":{"requests":{"cpu":"3","memory":"8Gi"}}}]}},
+    {"spec":{"containers":[{"resources":{"requests":{"cpu":"8","memory":"64Gi"}}}]}}]})");
+  const backend::Capacity placed = capacityOf(nodes, pods, parsed(R"({"items":[]})"));
+  EXPECT_EQ(placed.cores, 2);  // 2.25, rounded down
+  EXPECT_EQ(placed.memory_bytes, std::int64_t{10} << 30);
+
+  const backend::Capacity quota = capacityOf(nodes, parsed(R"({"items":[]})"), parsed(R"({"items":[
+    {"spec":{"hard":{"limits.cpu":"10","limits.memory":"20Gi"}},
+     "status":{"used":{"limits.cpu":"7500m","limits.memory":"18Gi"}}},
+    {"spec":{"hard":{"requests.memory":"4Gi"}},"status":{"used":{"requests.memory":"5Gi"}}}]})"));
+  EXPECT_EQ(quota.cores, 2);         // 2.5 left of the first
+  EXPECT_EQ(quota.memory_bytes, 0);  // the second is used past its hard
 }
 
 TEST(SandboxesTest, EachPodByNameWithItsLabels) {

@@ -137,7 +137,7 @@ class AttachTest : public ::testing::Test {
 
   std::unique_ptr<AttachStream> open(const std::string& path) {
     std::string error;
-    auto stream = AttachStream::open(client_, path, &error);
+    auto stream = AttachStream::open(client_, path, Heartbeat{}, &error);
     EXPECT_TRUE(stream) << error;
     return stream;
   }
@@ -203,14 +203,14 @@ TEST_F(AttachTest, AbortEndsThePump) {
 
 TEST_F(AttachTest, OnlyTheV5ProtocolIsAccepted) {
   std::string error;
-  EXPECT_FALSE(AttachStream::open(client_, "/v4", &error));
+  EXPECT_FALSE(AttachStream::open(client_, "/v4", Heartbeat{}, &error));
   EXPECT_THAT(error, HasSubstr("v4.channel.k8s.io"));
   EXPECT_THAT(error, HasSubstr("end stdin"));
 }
 
 TEST_F(AttachTest, ARefusedUpgradeSaysWhy) {
   std::string error;
-  EXPECT_FALSE(AttachStream::open(client_, "/forbidden", &error));
+  EXPECT_FALSE(AttachStream::open(client_, "/forbidden", Heartbeat{}, &error));
   EXPECT_THAT(error, HasSubstr("403"));
 }
 

@@ -38,11 +38,15 @@ class KubernetesBackendTest : public ::testing::Test {
   }
 
   std::unique_ptr<KubernetesBackend> connect(std::string* error) {
+    return KubernetesBackend::connect(options_, &log_, error);
+  }
+
+  static Options testOptions(const std::string& kubeconfig) {
     Options options;
-    options.kube_config = kubeconfig_.path();
+    options.kube_config = kubeconfig;
     options.api_timeout = std::chrono::milliseconds(3000);
     options.broken_attach_patience = std::chrono::milliseconds(300);
-    return KubernetesBackend::connect(options, &log_, error);
+    return options;
   }
 
   std::unique_ptr<KubernetesBackend> connected() {
@@ -88,6 +92,8 @@ class KubernetesBackendTest : public ::testing::Test {
 
   scs::testing::KubeApiDouble api_;
   scs::testing::TempFile kubeconfig_{api_.kubeconfig("scs-sandboxes")};
+  Options options_ = testOptions(kubeconfig_.path());
+  std::string error_;
   mocks::RecordingLog log_;
   mocks::RecordingSink sink_;
   CoreSpecs core_;
@@ -299,7 +305,7 @@ TEST_F(KubernetesBackendTest, LeftoversAreListedByLabelAndCapacityComesFromTheNo
   EXPECT_EQ(listed.sandboxes[0].id, id);
   const backend::CapacityReply capacity = backend->capacity();
   ASSERT_TRUE(capacity.status.ok());
-  EXPECT_EQ(capacity.capacity.cores, 4);
+  EXPECT_EQ(capacity.capacity.cores, 3);  // 4, less the core the Pod requests
   EXPECT_TRUE(backend->remove(id).ok());
   EXPECT_TRUE(backend->list(backend::kManagedLabel).sandboxes.empty());
 }
@@ -325,6 +331,231 @@ TEST_F(KubernetesBackendTest, TheStartupSweepOfARestartedServerDeletesOnlyExpire
   const backend::ListReply left = after->list(backend::kManagedLabel);
   ASSERT_EQ(left.sandboxes.size(), 1u);
   EXPECT_EQ(left.sandboxes[0].id, live.id);
+}
+
+// Against the double's faithful modes (issue 30): each is what a real API server, kubelet or
+// container runtime does where the double is kinder by default, and each test failed on the
+// backend before it met them.
+class FaithfulClusterTest : public KubernetesBackendTest {
+ protected:
+  void SetUp() override {
+    KubernetesBackendTest::SetUp();
+    api_.setModes(scs::testing::KubeApiDouble::faithful());
+  }
+
+  // Runs `code` one-shot in a new sandbox; its exit, or the reason start() gave.
+  struct Ran {
+    backend::Status started;
+    backend::Exit exit;
+  };
+  Ran run(KubernetesBackend& backend, const std::string& run_id, const std::string& code) {
+    Ran ran;
+    const std::string id = createdAndInspected(backend, run_id);
+    EXPECT_TRUE(backend.deliver(id, archive(code)).ok());
+    ran.started = backend.start(id, &sink_);
+    if (ran.started.ok()) {
+      ran.exit = awaitExit(backend, id);
+    }
+    EXPECT_TRUE(backend.remove(id).ok());
+    return ran;
+  }
+};
+
+// An operator pins the RuntimeClass to the nodes that have Landlock (docs/SCALING.md): its
+// admission merges the nodeSelector and tolerations into every Pod, default admission adds its
+// own tolerations, and the Pod still reads back as the core's.
+TEST_F(FaithfulClusterTest, APodTheRuntimeClassesAdmissionSchedulesRuns) {
+  api_.addRuntimeClass("runc",
+                       R"({"nodeSelector":{"scs.example/landlock":"true"},
+          "tolerations":[{"key":"scs.example/sandboxes","operator":"Exists","effect":"NoSchedule"}]})",
+                       R"({"cpu":"100m","memory":"32Mi"})");
+  auto backend = connected();
+  ASSERT_TRUE(backend);
+  ASSERT_TRUE(backend->supports(core_.required()).ok());
+  const Ran ran = run(*backend, "0b1b2c01", "#fake: stdout=pinned\n#fake: exit=0\n");
+  ASSERT_TRUE(ran.started.ok()) << ran.started.message;
+  EXPECT_EQ(ran.exit.exit_code, 0);
+  EXPECT_EQ(sink_.out(), "pinned");
+}
+
+// Without the RuntimeClass every Pod would be refused at admission: the server does not start.
+TEST_F(FaithfulClusterTest, ARuntimeClassTheClusterLacksStopsTheServer) {
+  auto backend = connected();
+  ASSERT_TRUE(backend);
+  backend::Posture elsewhere = core_.required();
+  elsewhere.runtime = "kata";
+  const backend::Status supported = backend->supports(elsewhere);
+  EXPECT_EQ(supported.code, backend::Code::kUnsupported);
+  EXPECT_THAT(supported.message, HasSubstr("RuntimeClass kata cannot be read"));
+}
+
+// Since 1.30 the API server upgrades first: a kubelet it cannot reach is a Failure Status on
+// channel 3, which is the run's reason at once, not a 30 s wait for a status that never says.
+TEST_F(FaithfulClusterTest, AnAttachFailureAfterTheUpgradeIsTheRunsReason) {
+  auto backend = connected();
+  ASSERT_TRUE(backend);
+  api_.failNextAttach(
+      "error dialing backend: dial tcp 10.0.0.5:10250: connect: connection refused");
+  const std::string id = createdAndInspected(*backend, "0b1b2c02");
+  ASSERT_TRUE(backend->deliver(id, archive("#fake: hang\n")).ok());
+  ASSERT_TRUE(backend->start(id, &sink_).ok());
+  const backend::WaitReply reply = backend->wait(id, std::chrono::milliseconds(10000));
+  ASSERT_TRUE(reply.exit.exited) << "still waiting for a status that never comes";
+  EXPECT_THAT(reply.exit.engine_error, HasSubstr("the attach to " + id + " failed"));
+  EXPECT_THAT(reply.exit.engine_error, HasSubstr("dial tcp 10.0.0.5:10250"));
+  // The container it could not attach to may run on: it is ended, not left unseen.
+  EXPECT_TRUE(scs::testing::eventually([&] { return api_.podCount() == 0; }));
+  EXPECT_TRUE(backend->remove(id).ok());
+}
+
+// The launcher refuses before it reads stdin, and no attach replays that: the kubelet's message
+// (FallbackToLogsOnError) carries its words to the run.
+TEST_F(FaithfulClusterTest, ALauncherRefusalBeforeTheAttachIsTheRunsReason) {
+  auto backend = connected();
+  ASSERT_TRUE(backend);
+  api_.refuseNextLauncher("setup: --confine: Landlock is unavailable (ENOSYS)");
+  const Ran ran = run(*backend, "0b1b2c03", "#fake: exit=0\n");
+  const std::string reason = ran.started.ok() ? ran.exit.engine_error : ran.started.message;
+  EXPECT_THAT(reason, HasSubstr("sandbox launcher: rejected setup: --confine: Landlock is "
+                                "unavailable (ENOSYS)"));
+}
+
+// client-go's heartbeat: a ping every few seconds keeps an idle attach (a prepared sandbox, a
+// session between runs) through an intermediary that cuts idle connections.
+TEST_F(FaithfulClusterTest, AnIdleAttachOutlivesAnIntermediarysIdleTimeout) {
+  scs::testing::KubeApiDouble::Modes modes = scs::testing::KubeApiDouble::faithful();
+  modes.idle_cut_ms = 1000;
+  api_.setModes(modes);
+  options_.heartbeat.ping_interval = std::chrono::milliseconds(200);
+  auto backend = connected();
+  ASSERT_TRUE(backend);
+  const std::string id = createdAndInspected(*backend, "0b1b2c04");
+  ASSERT_TRUE(backend->start(id, &sink_).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // idle, prepared
+  ASSERT_FALSE(backend->wait(id, {}).exit.exited) << backend->wait(id, {}).exit.engine_error;
+  ASSERT_TRUE(backend->deliver(id, archive("#fake: stdout=still_here\n")).ok());
+  const backend::Exit exit = awaitExit(*backend, id);
+  EXPECT_EQ(exit.exit_code, 0);
+  EXPECT_EQ(exit.engine_error, "");
+  EXPECT_EQ(sink_.out(), "still_here");
+  EXPECT_TRUE(backend->remove(id).ok());
+}
+
+// A half-open connection says nothing, ever: the read deadline finds it, and the run ends with
+// that reason instead of waiting until it is removed.
+TEST_F(FaithfulClusterTest, AHalfOpenAttachIsFoundByTheReadDeadline) {
+  options_.heartbeat.ping_interval = std::chrono::milliseconds(200);
+  options_.heartbeat.read_deadline = std::chrono::milliseconds(1000);
+  auto backend = connected();
+  ASSERT_TRUE(backend);
+  api_.silenceNextAttach();
+  const std::string id = createdAndInspected(*backend, "0b1b2c05");
+  ASSERT_TRUE(backend->deliver(id, archive("#fake: hang\n")).ok());
+  ASSERT_TRUE(backend->start(id, &sink_).ok());
+  const backend::WaitReply reply = backend->wait(id, std::chrono::milliseconds(10000));
+  ASSERT_TRUE(reply.exit.exited) << "the half-open attach was read forever";
+  EXPECT_THAT(reply.exit.engine_error, HasSubstr("fell silent"));
+  EXPECT_TRUE(backend->remove(id).ok());
+}
+
+// The API server's close is answered (RFC 6455), so neither side waits out a timeout.
+TEST_F(FaithfulClusterTest, TheServersCloseIsAnswered) {
+  auto backend = connected();
+  ASSERT_TRUE(backend);
+  const Ran ran = run(*backend, "0b1b2c06", "#fake: stdout=x\n");
+  ASSERT_TRUE(ran.started.ok()) << ran.started.message;
+  EXPECT_TRUE(scs::testing::eventually([&] { return api_.closeReplies() == 1; }));
+}
+
+// memory.oom.group: a child's OOM kill ends every process of the sandbox, its launcher too.
+// The run is out of memory (the engine's record), and the session is over: its next run is
+// refused with that reason, not delivered to nothing.
+TEST_F(FaithfulClusterTest, AChildsOomKillEndsTheWholeSessionUnderTheKubeletsOomGroup) {
+  auto backend = connected();
+  ASSERT_TRUE(backend);
+  const backend::CreateReply created = backend->create(spec("0b1b2c07", true));
+  ASSERT_TRUE(created.status.ok()) << created.status.message;
+  const std::string& id = created.id;
+  ASSERT_TRUE(backend->inspect(id).status.ok());
+  ASSERT_TRUE(backend->start(id, &sink_).ok());
+  const std::string bundle = archive("#fake: stdout=one\n#fake: child_oom\n");
+  ASSERT_TRUE(
+      backend->deliver(id, "SCS-RUN " + std::to_string(bundle.size()) + "\n" + bundle).ok());
+  const backend::Exit exit = awaitExit(*backend, id);
+  EXPECT_TRUE(exit.oom_killed);
+  EXPECT_EQ(exit.exit_code, 137);
+  EXPECT_FALSE(exit.killed_outside);
+  EXPECT_EQ(backend->deliver(id, "SCS-INTERRUPT\n").code, backend::Code::kUnavailable);
+  EXPECT_TRUE(backend->remove(id).ok());
+}
+
+// A graceful DELETE keeps the Pod, with a deletionTimestamp, until the kubelet has ended it: a
+// kill is still this backend's own end, and the Pod is gone after.
+TEST_F(FaithfulClusterTest, AGracefulDeletionIsThisBackendsOwnEndAndThePodGoesAfter) {
+  auto backend = connected();
+  ASSERT_TRUE(backend);
+  const std::string id = createdAndInspected(*backend, "0b1b2c08");
+  ASSERT_TRUE(backend->deliver(id, archive("#fake: stdout=before\n#fake: hang\n")).ok());
+  ASSERT_TRUE(backend->start(id, &sink_).ok());
+  ASSERT_TRUE(scs::testing::eventually([&] { return sink_.out() == "before"; }));
+  EXPECT_TRUE(backend->kill(id).ok());
+  const backend::Exit exit = awaitExit(*backend, id);
+  EXPECT_FALSE(exit.killed_outside);
+  EXPECT_EQ(exit.engine_error, "");
+  EXPECT_TRUE(backend->remove(id).ok());
+  EXPECT_TRUE(scs::testing::eventually([&] { return api_.podCount() == 0; }));
+}
+
+// The quota admission plugin answers 403 "exceeded quota" while other sandboxes hold the
+// namespace's quota: the create waits for room, as the core's own queue would, and is refused
+// only once the start timeout has passed.
+TEST_F(FaithfulClusterTest, ACreateBeyondTheQuotaWaitsUntilThereIsRoom) {
+  const std::int64_t memory = core_.required().memory_bytes;
+  api_.addResourceQuota("scs-sandboxes",
+                        R"({"limits.memory":")" + std::to_string(memory) + R"("})");
+  options_.start_timeout = std::chrono::milliseconds(8000);
+  auto backend = connected();
+  ASSERT_TRUE(backend);
+  const std::string first = createdAndInspected(*backend, "0b1b2c09");
+  EXPECT_EQ(backend->capacity().capacity.memory_bytes, 0);  // the quota's status.used
+  backend::CreateReply second;
+  std::thread creating([&] { second = backend->create(spec("0b1b2c0a")); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  EXPECT_EQ(api_.podCount(), 1u);  // still waiting
+  EXPECT_TRUE(backend->remove(first).ok());
+  creating.join();
+  ASSERT_TRUE(second.status.ok()) << second.status.message;
+  EXPECT_TRUE(backend->remove(second.id).ok());
+
+  options_.start_timeout = std::chrono::milliseconds(1000);
+  auto impatient = connect(&error_);
+  ASSERT_TRUE(impatient) << error_;
+  const std::string holder = createdAndInspected(*impatient, "0b1b2c0b");
+  const backend::CreateReply refused = impatient->create(spec("0b1b2c0c"));
+  EXPECT_EQ(refused.status.code, backend::Code::kUnavailable);
+  EXPECT_THAT(refused.status.message, HasSubstr("ResourceQuota stayed exceeded"));
+  EXPECT_THAT(refused.status.message, HasSubstr("exceeded quota: quota"));
+  EXPECT_TRUE(impatient->remove(holder).ok());
+}
+
+// A localhostProfile is a path beneath the kubelet's seccomp directory: an absolute one would
+// fail every create with 422, so the option is refused before the server starts.
+TEST_F(FaithfulClusterTest, AnAbsoluteSeccompProfilePathIsRefusedAsAnOption) {
+  Options options;
+  EXPECT_THAT(parseOptions({{"seccomp-localhost", "/var/lib/kubelet/seccomp/scs.json"},
+                            {"seccomp-localhost-file", "/x"}},
+                           &options)
+                  .value_or(""),
+              HasSubstr("relative to the kubelet's seccomp directory"));
+  EXPECT_THAT(parseOptions({{"seccomp-localhost", "profiles/../../etc/x.json"},
+                            {"seccomp-localhost-file", "/x"}},
+                           &options)
+                  .value_or(""),
+              HasSubstr("without '..'"));
+  EXPECT_EQ(
+      parseOptions({{"seccomp-localhost", "profiles/scs.json"}, {"seccomp-localhost-file", "/x"}},
+                   &options),
+      std::nullopt);
 }
 
 }  // namespace

@@ -223,13 +223,13 @@ TEST_F(PodTest, TheStoredPodReadsBackAsWhatWasSentWhereAFieldCarriesIt) {
   // The launcher's argv, then the resource limits it lowers itself to (none is a Pod field).
   std::vector<std::string> command = spec().command;
   command.insert(command.end(), {"--rlimits", "nofile=1024,nproc=256,fsize=268435456,core=0"});
-  command.insert(
-      command.end(),
-      {"--masked",
-       "/proc/acpi,/proc/asound,/proc/interrupts,/proc/kcore,/proc/keys,"
-       "/proc/latency_stats,/proc/sched_debug,/proc/scsi,/proc/timer_list,"
-       "/proc/timer_stats,/sys/devices/virtual/powercap,/sys/firmware",
-       "--readonly", "/proc/bus,/proc/fs,/proc/irq,/proc/sys,/proc/sysrq-trigger", "--confine"});
+  command.insert(command.end(),
+                 {"--masked",
+                  "/proc/acpi,/proc/asound,/proc/interrupts,/proc/kcore,/proc/keys,"
+                  "/proc/latency_stats,/proc/sched_debug,/proc/scsi,/proc/timer_list,"
+                  "/proc/timer_stats,/sys/devices/virtual/powercap,/sys/firmware",
+                  "--readonly", "/proc/bus,/proc/fs,/proc/irq,/proc/sys,/proc/sysrq-trigger",
+                  "--no-network", "--confine"});
   EXPECT_EQ(got.init_command, command);
   EXPECT_EQ(got.masked_paths, required_.masked_paths);
   EXPECT_EQ(got.readonly_paths, required_.readonly_paths);
@@ -249,7 +249,7 @@ TEST_F(PodTest, TheStoredPodReadsBackAsWhatWasSentWhereAFieldCarriesIt) {
     EXPECT_EQ(got.tmpfs[i].path, required_.tmpfs[i].path);
     EXPECT_EQ(got.tmpfs[i].size_bytes, required_.tmpfs[i].size_bytes);
   }
-  EXPECT_THAT(podDeviations(p, settings_, spec()), ::testing::IsEmpty());
+  EXPECT_THAT(podDeviations(p, settings_, spec(), nullptr), ::testing::IsEmpty());
 }
 
 TEST(LauncherLimitsTest, TheLastRlimitsFlagReadsBackAndAMalformedOneReadsAsNone) {
@@ -289,6 +289,78 @@ TEST(LauncherPathsTest, TheLastFlagsPathsReadBackAndMalformedOnesReadAsNone) {
 
 TEST_F(PodTest, WithoutTheDenyAllPolicyThePodHasANetwork) {
   EXPECT_FALSE(postureFromPod(stored(pod()), settings_, false).network_disabled);
+}
+
+// A Pod has eth0 whatever its policies: without the launcher's own refusal of IP sockets on its
+// command line, a Pod the policies isolate still reads as on the network.
+TEST_F(PodTest, WithoutTheLaunchersNoNetworkThePodHasANetwork) {
+  const ObjectPtr p = stored(pod());
+  ASSERT_TRUE(postureFromPod(p, settings_, true).network_disabled);
+  const auto command =
+      p->getObject("spec")->getArray("containers")->getObject(0)->getArray("command");
+  Poco::JSON::Array::Ptr without = json::emptyArray();
+  for (std::size_t i = 0; i < command->size(); ++i) {
+    if (command->getElement<std::string>(static_cast<unsigned>(i)) != "--no-network") {
+      without->add(command->get(static_cast<unsigned>(i)));
+    }
+  }
+  p->getObject("spec")->getArray("containers")->getObject(0)->set("command", without);
+  EXPECT_FALSE(postureFromPod(p, settings_, true).network_disabled);
+}
+
+// The launcher's refusals come before any attach can read them: the kubelet keeps them.
+TEST_F(PodTest, AFailedContainersOutputTailIsKeptAsItsMessage) {
+  EXPECT_EQ(at(pod(), "spec.containers[0].terminationMessagePolicy"), "FallbackToLogsOnError");
+}
+
+// What the RuntimeClass admission plugin merges into a Pod of a RuntimeClass with scheduling
+// (its nodeSelector and tolerations), and the toleration PodTolerationRestriction adds, are the
+// operator's own choices: accepted. The same fields without that RuntimeClass, or beyond it, are
+// a webhook steering the Pod, and refused.
+TEST_F(PodTest, TheRuntimeClassesSchedulingIsAcceptedAndNothingBeyondIt) {
+  const ObjectPtr runtime_class = json::parseObject(R"({"metadata":{"name":"runc"},
+    "handler":"runc","scheduling":{"nodeSelector":{"scs.example/landlock":"true"},
+    "tolerations":[{"key":"scs.example/sandboxes","operator":"Exists","effect":"NoSchedule"}]},
+    "overhead":{"podFixed":{"cpu":"100m","memory":"64Mi"}}})");
+  const auto admitted = [&](const std::string& selector, const std::string& tolerations) {
+    ObjectPtr p = stored(pod());
+    p->getObject("spec")->set("nodeSelector", json::parseObject(selector));
+    p->getObject("spec")->set("tolerations",
+                              json::parseObject(R"({"t":)" + tolerations + "}")->getArray("t"));
+    p->getObject("spec")->set("overhead", json::parseObject(R"({"cpu":"100m","memory":"64Mi"})"));
+    return p;
+  };
+  const std::string own_tolerations =
+      R"([{"key":"scs.example/sandboxes","operator":"Exists","effect":"NoSchedule"},
+          {"key":"node.kubernetes.io/not-ready","operator":"Exists","effect":"NoExecute",
+           "tolerationSeconds":300},
+          {"key":"node.kubernetes.io/memory-pressure","operator":"Exists","effect":"NoSchedule"}])";
+  const ObjectPtr merged = admitted(R"({"scs.example/landlock":"true"})", own_tolerations);
+  EXPECT_THAT(podDeviations(merged, settings_, spec(), runtime_class), ::testing::IsEmpty());
+
+  const auto joined = [&](const ObjectPtr& p, const ObjectPtr& rc) {
+    std::string all;
+    for (const std::string& deviation : podDeviations(p, settings_, spec(), rc)) {
+      all += deviation + "\n";
+    }
+    return all;
+  };
+  EXPECT_THAT(
+      joined(merged, nullptr),
+      HasSubstr("selects nodes by scs.example/landlock=true, which its RuntimeClass does not"));
+  EXPECT_THAT(joined(merged, nullptr), HasSubstr("tolerates the taint 'scs.example/sandboxes'"));
+  EXPECT_THAT(
+      joined(admitted(R"({"scs.example/landlock":"false"})", own_tolerations), runtime_class),
+      HasSubstr("scs.example/landlock=false"));
+  EXPECT_THAT(joined(admitted(R"({"scs.example/landlock":"true","kubernetes.io/hostname":"cp-1"})",
+                              own_tolerations),
+                     runtime_class),
+              HasSubstr("kubernetes.io/hostname=cp-1"));
+  EXPECT_THAT(joined(admitted(R"({"scs.example/landlock":"true"})",
+                              R"([{"key":"scs.example/sandboxes","operator":"Exists",
+                                   "effect":"NoExecute"}])"),
+                     runtime_class),
+              HasSubstr("tolerates the taint 'scs.example/sandboxes'"));  // another effect
 }
 
 // The stored Pod passes the core's own check: what no Pod field carries reads as weak (the
@@ -491,7 +563,7 @@ TEST_F(PodTest, EveryWeakenedFieldOfTheStoredPodIsSeen) {
     const ObjectPtr mutated = copyOf(base);
     mutate(mutated);
     const bool seen = postureFromPod(mutated, settings_, true) != good ||
-                      !podDeviations(mutated, settings_, spec()).empty();
+                      !podDeviations(mutated, settings_, spec(), nullptr).empty();
     EXPECT_TRUE(seen) << name;
   }
 }

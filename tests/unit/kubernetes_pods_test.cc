@@ -55,7 +55,7 @@ class PodApiTest : public ::testing::Test {
   }
 
   std::string created(const backend::SandboxSpec& s) {
-    const backend::CreateReply reply = pods_.create(s, kNow);
+    const backend::CreateReply reply = pods_.create(s, kNow, {});
     EXPECT_TRUE(reply.status.ok()) << reply.status.message;
     return reply.id;
   }
@@ -141,7 +141,7 @@ TEST_F(PodApiTest, APodAMutatingWebhookWeakenedIsSeen) {
 
 TEST_F(PodApiTest, APodTheNamespaceDoesNotIsolateMayNotRunCode) {
   const PodApi open(client_, inNamespace("open-namespace"));
-  const backend::CreateReply reply = open.create(spec(), kNow);
+  const backend::CreateReply reply = open.create(spec(), kNow, {});
   ASSERT_TRUE(reply.status.ok()) << reply.status.message;
   const backend::InspectReply inspected = open.inspect(reply.id);
   EXPECT_EQ(inspected.status.code, backend::Code::kRejected);
@@ -151,15 +151,15 @@ TEST_F(PodApiTest, APodTheNamespaceDoesNotIsolateMayNotRunCode) {
 
 TEST_F(PodApiTest, TheApisErrorsInTheContractsCodes) {
   created(spec());
-  EXPECT_EQ(pods_.create(spec(), kNow).status.code, backend::Code::kRejected);  // 409
+  EXPECT_EQ(pods_.create(spec(), kNow, {}).status.code, backend::Code::kRejected);  // 409
   api_.failNext(1, 429);
-  EXPECT_EQ(pods_.create(spec("dddd"), kNow).status.code, backend::Code::kUnavailable);
+  EXPECT_EQ(pods_.create(spec("dddd"), kNow, {}).status.code, backend::Code::kUnavailable);
   api_.failNext(1, 500);
   EXPECT_EQ(pods_.inspect("scs-0123abcd").status.code, backend::Code::kUnavailable);
   EXPECT_EQ(pods_.inspect("scs-none").status.code, backend::Code::kNotFound);
   backend::SandboxSpec undated = spec("eeee");
   undated.labels.erase(backend::kDeadlineLabel);
-  EXPECT_EQ(pods_.create(undated, kNow).status.code, backend::Code::kUnsupported);
+  EXPECT_EQ(pods_.create(undated, kNow, {}).status.code, backend::Code::kUnsupported);
 }
 
 // A watch of one Pod from the version read: the kubelet's change comes as an event, a watch of
