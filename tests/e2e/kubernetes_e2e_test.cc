@@ -26,6 +26,7 @@ using ::testing::Not;
 
 constexpr const char* kBinary = SCS_BINARY;
 constexpr const char* kSeccompProfile = SCS_SECCOMP_PROFILE;
+constexpr const char* kChecklist = SCS_CHECKLIST;
 constexpr const char* kDenyAll =
     R"({"podSelector":{"matchLabels":{"io.scs.managed":"true"}},"policyTypes":["Ingress","Egress"]})";
 
@@ -210,6 +211,49 @@ TEST_F(ServingKubernetesE2eTest, AgainstAFaithfulClusterARunSaysWhyItsLauncherRe
     std::this_thread::sleep_for(20ms);
   }
   EXPECT_EQ(api_.podCount(), 0u) << "the server exited and left a Pod";
+}
+
+// scripts/kubernetes-checklist, an operator's first step on a real cluster, against the double:
+// the server starts and one sandbox Pod is admitted, read back and attached, which hold; the
+// audit inside it cannot run, since the double's Pods play fake scripts, not Python, and the
+// script says that this fails, with the table; and it leaves no Pod.
+TEST_F(ServingKubernetesE2eTest, TheClusterChecklistRunsAgainstTheDouble) {
+  api_.setModes(KubeApiDouble::faithful());
+  // The script with `flags` after the kubeconfig: its exit code and what it printed.
+  const auto checklist = [&](const std::string& flags) {
+    const std::string command = std::string("SCS_BINARY=") + kBinary + " " + kChecklist + " " +
+                                kubeconfig_.path() + " --seccomp-profile " + kSeccompProfile +
+                                flags + " 2>&1";
+    std::pair<int, std::string> result;
+    FILE* pipe = popen(command.c_str(), "r");
+    if (pipe == nullptr) {
+      return result;
+    }
+    char buffer[4096];
+    for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) {
+      result.second.append(buffer, n);
+    }
+    result.first = WEXITSTATUS(pclose(pipe));
+    return result;
+  };
+  const auto [code, output] =
+      checklist(std::string(" --backend-option seccomp-localhost=profiles/scs.json") +
+                " --backend-option seccomp-localhost-file=" + kSeccompProfile);
+  EXPECT_EQ(code, 1) << output;
+  EXPECT_THAT(output, HasSubstr("HOLDS  the server starts"));
+  EXPECT_THAT(output, HasSubstr("HOLDS  a sandbox Pod is admitted, read back as sent"));
+  EXPECT_THAT(output, HasSubstr("FAILS  every check from inside the sandbox"));
+  EXPECT_THAT(output, HasSubstr("audit_complete"));
+  EXPECT_THAT(output, HasSubstr("Only the cluster's operator can check"));
+  EXPECT_EQ(api_.podCount(), 0u) << "the checklist left a Pod";
+
+  // Without the node path of the core's profile, the server does not start: the script stops
+  // there, saying why.
+  const auto [refused_code, refused] = checklist("");
+  EXPECT_EQ(refused_code, 1) << refused;
+  EXPECT_THAT(refused, HasSubstr("FAILS  the server starts against this cluster"));
+  EXPECT_THAT(refused, HasSubstr("name the node path that holds the core's profile"));
+  EXPECT_THAT(refused, Not(HasSubstr("HOLDS")));
 }
 
 }  // namespace
