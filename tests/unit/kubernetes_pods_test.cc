@@ -93,6 +93,22 @@ TEST_F(PodApiTest, CapacityIsTheReadyNodesLoweredByTheQuota) {
   EXPECT_EQ(reply.capacity.memory_bytes, std::int64_t{8} << 30);
 }
 
+// The API validates a localhostProfile as a path beneath the kubelet's seccomp directory, as the
+// double does: an absolute one is refused at create (422), which parseOptions() keeps from ever
+// being sent.
+TEST_F(PodApiTest, AnAbsoluteLocalhostProfileIsInvalid) {
+  PodSettings settings;
+  settings.seccomp_localhost = "/var/lib/kubelet/seccomp/profiles/scs.json";
+  settings.seccomp_localhost_text = R"({"defaultAction":"SCMP_ACT_ERRNO"})";
+  const PodApi absolute(client_, settings);
+  backend::SandboxSpec s = spec();
+  s.posture.seccomp_profile = settings.seccomp_localhost_text;
+  const backend::CreateReply reply = absolute.create(s, kNow, {});
+  EXPECT_EQ(reply.status.code, backend::Code::kRejected);
+  EXPECT_THAT(reply.status.message, HasSubstr("must be a relative path"));
+  EXPECT_EQ(api_.podCount(), 0u);
+}
+
 TEST_F(PodApiTest, ACreatedPodReadsBackAndPassesTheCoresCheck) {
   const std::string id = created(spec());
   EXPECT_EQ(id, "scs-0123abcd");
