@@ -229,19 +229,28 @@ TEST_F(KubernetesBackendTest, AnOomKillIsReadFromTheContainersReason) {
   EXPECT_TRUE(backend->remove(id).ok());
 }
 
+// At once, as the double deletes by default, or gracefully, as a real API server does: the Pod
+// stays with a deletionTimestamp until the kubelet has ended its container, and is gone after.
 TEST_F(KubernetesBackendTest, AKillDeletesThePodAndTheEndIsThisBackendsOwn) {
   auto backend = connected();
   ASSERT_TRUE(backend);
-  const std::string id = createdAndInspected(*backend, "0a1b2c40");
-  ASSERT_TRUE(backend->deliver(id, archive("#fake: stdout=before\n#fake: hang\n")).ok());
-  ASSERT_TRUE(backend->start(id, &sink_).ok());
-  ASSERT_TRUE(scs::testing::eventually([&] { return sink_.out() == "before"; }));
-  EXPECT_TRUE(backend->kill(id).ok());
-  const backend::Exit exit = awaitExit(*backend, id);
-  EXPECT_FALSE(exit.killed_outside);
-  EXPECT_EQ(exit.engine_error, "");
-  EXPECT_TRUE(backend->remove(id).ok());
-  EXPECT_EQ(backend->kill(id).code, backend::Code::kNotFound);
+  for (const bool graceful : {false, true}) {
+    scs::testing::KubeApiDouble::Modes modes;
+    modes.graceful_deletion = graceful;
+    api_.setModes(modes);
+    mocks::RecordingSink sink;
+    const std::string id = createdAndInspected(*backend, graceful ? "0a1b2c49" : "0a1b2c40");
+    ASSERT_TRUE(backend->deliver(id, archive("#fake: stdout=before\n#fake: hang\n")).ok());
+    ASSERT_TRUE(backend->start(id, &sink).ok());
+    ASSERT_TRUE(scs::testing::eventually([&] { return sink.out() == "before"; }));
+    EXPECT_TRUE(backend->kill(id).ok());
+    const backend::Exit exit = awaitExit(*backend, id);
+    EXPECT_FALSE(exit.killed_outside) << graceful;
+    EXPECT_EQ(exit.engine_error, "") << graceful;
+    EXPECT_TRUE(backend->remove(id).ok());
+    EXPECT_EQ(backend->kill(id).code, backend::Code::kNotFound);
+    EXPECT_TRUE(scs::testing::eventually([&] { return api_.podCount() == 0; })) << graceful;
+  }
 }
 
 TEST_F(KubernetesBackendTest, AnAttachThatDropsIsAnEngineErrorAndThePodIsDeleted) {
@@ -487,23 +496,6 @@ TEST_F(FaithfulClusterTest, AChildsOomKillEndsTheWholeSessionUnderTheKubeletsOom
   EXPECT_FALSE(exit.killed_outside);
   EXPECT_EQ(backend->deliver(id, "SCS-INTERRUPT\n").code, backend::Code::kUnavailable);
   EXPECT_TRUE(backend->remove(id).ok());
-}
-
-// A graceful DELETE keeps the Pod, with a deletionTimestamp, until the kubelet has ended it: a
-// kill is still this backend's own end, and the Pod is gone after.
-TEST_F(FaithfulClusterTest, AGracefulDeletionIsThisBackendsOwnEndAndThePodGoesAfter) {
-  auto backend = connected();
-  ASSERT_TRUE(backend);
-  const std::string id = createdAndInspected(*backend, "0b1b2c08");
-  ASSERT_TRUE(backend->deliver(id, archive("#fake: stdout=before\n#fake: hang\n")).ok());
-  ASSERT_TRUE(backend->start(id, &sink_).ok());
-  ASSERT_TRUE(scs::testing::eventually([&] { return sink_.out() == "before"; }));
-  EXPECT_TRUE(backend->kill(id).ok());
-  const backend::Exit exit = awaitExit(*backend, id);
-  EXPECT_FALSE(exit.killed_outside);
-  EXPECT_EQ(exit.engine_error, "");
-  EXPECT_TRUE(backend->remove(id).ok());
-  EXPECT_TRUE(scs::testing::eventually([&] { return api_.podCount() == 0; }));
 }
 
 // The quota admission plugin answers 403 "exceeded quota" while other sandboxes hold the
