@@ -187,8 +187,9 @@ backend::Exit exitOf(const json::ObjectPtr& pod, const std::string& container) {
   return exit;
 }
 
-std::string terminationMessage(const json::ObjectPtr& pod, const std::string& container) {
+std::string launcherRefusal(const json::ObjectPtr& pod, const std::string& container) {
   constexpr std::size_t kMost = 512;
+  constexpr std::string_view kRefusal = "sandbox launcher: rejected ";  // rejection.py's words
   for (const ObjectPtr& record :
        objects(json::array(json::object(pod, "status"), "containerStatuses"))) {
     if (json::string(record, "name") != container) {
@@ -196,14 +197,23 @@ std::string terminationMessage(const json::ObjectPtr& pod, const std::string& co
     }
     const ObjectPtr terminated = json::object(json::object(record, "state"), "terminated");
     std::string message = json::string(terminated, "message").value_or("");
-    // The launcher's refusal is its last line; anything before it is not the reason.
     while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) {
       message.pop_back();
     }
     if (const std::size_t newline = message.rfind('\n'); newline != std::string::npos) {
       message.erase(0, newline + 1);
     }
-    return message.size() > kMost ? message.substr(message.size() - kMost) : message;
+    if (message.rfind(kRefusal, 0) != 0) {
+      return {};
+    }
+    if (message.size() > kMost) {
+      std::size_t cut = kMost;
+      while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xC0) == 0x80) {
+        --cut;  // not inside a UTF-8 sequence
+      }
+      message.resize(cut);
+    }
+    return message;
   }
   return {};
 }
@@ -223,72 +233,97 @@ backend::Capacity capacityOf(const json::ObjectPtr& node_list, const json::Objec
   struct Amount {
     std::int64_t millicores = 0;
     std::int64_t bytes = 0;
+    void add(const Amount& more) {
+      millicores += more.millicores;
+      bytes += more.bytes;
+    }
   };
-  // What a Pod takes from its node, as the scheduler counts it (resource.PodRequests).
-  const auto requested = [](const ObjectPtr& spec) {
-    const auto of = [](const ObjectPtr& container) {
-      const ObjectPtr requests = json::object(json::object(container, "resources"), "requests");
-      return Amount{quantityOf(requests, "cpu", 1000).value_or(0),
-                    quantityOf(requests, "memory", 1).value_or(0)};
-    };
+  // A Pod's requests or limits (`kind`), as the scheduler and quota count them
+  // (resource.PodRequests): its containers' sum, or its largest init container's when more, and
+  // its overhead.
+  const auto amountOf = [](const ObjectPtr& spec, const char* kind) {
     Amount sum;
-    for (const ObjectPtr& container : objects(json::array(spec, "containers"))) {
-      sum.millicores += of(container).millicores;
-      sum.bytes += of(container).bytes;
+    Amount largest_init;
+    for (const char* list : {"containers", "initContainers"}) {
+      for (const ObjectPtr& container : objects(json::array(spec, list))) {
+        const ObjectPtr amounts = json::object(json::object(container, "resources"), kind);
+        const Amount one{quantityOf(amounts, "cpu", 1000).value_or(0),
+                         quantityOf(amounts, "memory", 1).value_or(0)};
+        if (std::string_view(list) == "containers") {
+          sum.add(one);
+        } else {
+          largest_init = {std::max(largest_init.millicores, one.millicores),
+                          std::max(largest_init.bytes, one.bytes)};
+        }
+      }
     }
-    for (const ObjectPtr& container : objects(json::array(spec, "initContainers"))) {
-      sum.millicores = std::max(sum.millicores, of(container).millicores);
-      sum.bytes = std::max(sum.bytes, of(container).bytes);
-    }
+    sum = {std::max(sum.millicores, largest_init.millicores),
+           std::max(sum.bytes, largest_init.bytes)};
     const ObjectPtr overhead = json::object(spec, "overhead");
-    sum.millicores += quantityOf(overhead, "cpu", 1000).value_or(0);
-    sum.bytes += quantityOf(overhead, "memory", 1).value_or(0);
+    sum.add({quantityOf(overhead, "cpu", 1000).value_or(0),
+             quantityOf(overhead, "memory", 1).value_or(0)});
     return sum;
   };
-  std::map<std::string, Amount> placed;  // by node name
+  // Sandboxes are the core's to count (it admits runs against this capacity): only what other
+  // Pods hold is taken from the nodes, and from a quota's use only what is not the sandboxes'.
+  std::map<std::string, Amount> others_on;  // by node name
+  Amount ours_requested;
+  Amount ours_limited;
   for (const ObjectPtr& pod : objects(json::array(pod_list, "items"))) {
     const ObjectPtr spec = json::object(pod, "spec");
-    const Amount taken = requested(spec);
-    Amount& on = placed[json::string(spec, "nodeName").value_or("")];
-    on.millicores += taken.millicores;
-    on.bytes += taken.bytes;
+    const Labels labels = labelsOf(pod);
+    const auto managed = labels.find(backend::kManagedLabel);
+    if (managed != labels.end() && managed->second == "true") {
+      ours_requested.add(amountOf(spec, "requests"));
+      ours_limited.add(amountOf(spec, "limits"));
+    } else {
+      others_on[json::string(spec, "nodeName").value_or("")].add(amountOf(spec, "requests"));
+    }
   }
-  Amount free;
+  Amount room;
   for (const ObjectPtr& node : objects(json::array(node_list, "items"))) {
     if (!ready(node)) {
       continue;
     }
     const ObjectPtr allocatable = json::object(json::object(node, "status"), "allocatable");
-    const Amount& taken = placed[nameOf(node)];
-    free.millicores += std::max<std::int64_t>(
-        0, quantityOf(allocatable, "cpu", 1000).value_or(0) - taken.millicores);
-    free.bytes +=
-        std::max<std::int64_t>(0, quantityOf(allocatable, "memory", 1).value_or(0) - taken.bytes);
+    const Amount& taken = others_on[nameOf(node)];
+    room.add({std::max<std::int64_t>(
+                  0, quantityOf(allocatable, "cpu", 1000).value_or(0) - taken.millicores),
+              std::max<std::int64_t>(
+                  0, quantityOf(allocatable, "memory", 1).value_or(0) - taken.bytes)});
   }
   for (const ObjectPtr& quota : objects(json::array(quota_list, "items"))) {
     const ObjectPtr hard = json::object(json::object(quota, "spec"), "hard");
     const ObjectPtr used = json::object(json::object(quota, "status"), "used");
-    const auto left = [&](const std::vector<std::string>& keys, std::int64_t unit) {
+    // What the quota leaves sandboxes of `resource`: the least over its keys of hard less what
+    // others use of it.
+    const auto left = [&](const char* resource, std::int64_t unit, std::int64_t ours_requests,
+                          std::int64_t ours_limits) {
       std::optional<std::int64_t> result;
-      for (const std::string& key : keys) {
-        if (const auto limit = quantityOf(hard, key, unit)) {
-          const std::int64_t rest =
-              std::max<std::int64_t>(0, *limit - quantityOf(used, key, unit).value_or(0));
-          result = result ? std::min(*result, rest) : rest;
+      for (const std::string prefix : {"limits.", "requests.", ""}) {
+        const std::string key = prefix + resource;
+        const auto limit = quantityOf(hard, key, unit);
+        if (!limit) {
+          continue;
         }
+        const std::int64_t ours = prefix == "limits." ? ours_limits : ours_requests;
+        const std::int64_t others =
+            std::max<std::int64_t>(0, quantityOf(used, key, unit).value_or(0) - ours);
+        const std::int64_t rest = std::max<std::int64_t>(0, *limit - others);
+        result = result ? std::min(*result, rest) : rest;
       }
       return result;
     };
-    if (const auto cpu = left({"limits.cpu", "requests.cpu", "cpu"}, 1000)) {
-      free.millicores = std::min(free.millicores, *cpu);
+    if (const auto cpu = left("cpu", 1000, ours_requested.millicores, ours_limited.millicores)) {
+      room.millicores = std::min(room.millicores, *cpu);
     }
-    if (const auto bytes = left({"limits.memory", "requests.memory", "memory"}, 1)) {
-      free.bytes = std::min(free.bytes, *bytes);
+    if (const auto bytes = left("memory", 1, ours_requested.bytes, ours_limited.bytes)) {
+      room.bytes = std::min(room.bytes, *bytes);
     }
   }
-  const std::int64_t cores = free.millicores / 1000;
+  const std::int64_t cores = room.millicores / 1000;
   return {static_cast<int>(std::min<std::int64_t>(cores, std::numeric_limits<int>::max())),
-          free.bytes};
+          room.bytes};
 }
 
 std::vector<backend::SandboxInfo> sandboxesOf(const json::ObjectPtr& pod_list) {

@@ -46,22 +46,25 @@ std::vector<std::string> isolationProblems(const json::ObjectPtr& policy_list,
 // - otherwise (pending, running): not exited.
 backend::Exit exitOf(const json::ObjectPtr& pod, const std::string& container);
 
-// What the kubelet kept of how the container named `container` ended: its terminated state's
-// message (with terminationMessagePolicy FallbackToLogsOnError, the tail of its output when it
-// failed and wrote no termination log), its last line that is not empty, at most 512 bytes;
-// empty when there is none.
-std::string terminationMessage(const json::ObjectPtr& pod, const std::string& container);
+// The launcher's refusal as the kubelet kept it for the container named `container`: the last
+// line of its terminated state's message (with terminationMessagePolicy FallbackToLogsOnError,
+// the tail of its output when it failed and wrote no termination log) when that line is the
+// launcher's ("sandbox launcher: rejected ..."), at most 512 bytes, cut on a character's
+// boundary; empty otherwise.
+std::string launcherRefusal(const json::ObjectPtr& pod, const std::string& container);
 
 // Whether the container named `container` of `pod` runs now (its state is running).
 bool containerRunning(const json::ObjectPtr& pod, const std::string& container);
 
-// What the cluster can hold for sandboxes now: the allocatable cpu and memory of its nodes (a
+// What the cluster can hold for sandboxes: the allocatable cpu and memory of its nodes (a
 // NodeList) that are Ready and schedulable (not cordoned, no NoSchedule or NoExecute taint),
-// each less what the Pods placed on it request (a PodList of the Pods that have not ended: the
-// scheduler's sum of their containers' requests, or their largest init container's when more,
-// and their overhead), lowered to what the namespace's ResourceQuotas (a ResourceQuotaList:
-// limits.*, requests.* or the bare names) leave, hard less status.used, whichever is least.
-// Cores are whole cores, rounded down.
+// each less what other Pods placed on it request (a PodList of the Pods that have not ended:
+// the scheduler's sum of their containers' requests, or their largest init container's when
+// more, and their overhead), lowered to what the namespace's ResourceQuotas (a
+// ResourceQuotaList: limits.*, requests.* or the bare names) leave: hard less what Pods other
+// than sandboxes use of it (status.used less the sandboxes' own). Sandboxes, the Pods with the
+// managed label, are not taken: the core counts its own runs against this capacity. Cores are
+// whole cores, rounded down.
 backend::Capacity capacityOf(const json::ObjectPtr& node_list, const json::ObjectPtr& pod_list,
                              const json::ObjectPtr& quota_list);
 

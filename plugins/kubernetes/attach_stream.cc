@@ -165,9 +165,15 @@ AttachEnd AttachStream::pump(backend::OutputSink& sink) {
       if (opcode == WebSocket::FRAME_OP_CLOSE) {
         // RFC 6455 5.5.1: the close is answered, with the status code it carried; the server
         // then closes the TCP connection first, and no side waits out a timeout.
-        socket_->sendFrame(buffer.begin(), std::min(got, 2),
-                           static_cast<int>(WebSocket::FRAME_FLAG_FIN) |
-                               static_cast<int>(WebSocket::FRAME_OP_CLOSE));
+        // The server may close the connection first (an RST then, were a ping still unread):
+        // the output ended cleanly all the same.
+        broken_ = true;  // nothing more may be sent after a close
+        try {
+          socket_->sendFrame(buffer.begin(), std::min(got, 2),
+                             static_cast<int>(WebSocket::FRAME_FLAG_FIN) |
+                                 static_cast<int>(WebSocket::FRAME_OP_CLOSE));
+        } catch (const Poco::Exception&) {
+        }
         return end;
       }
       if (opcode != WebSocket::FRAME_OP_BINARY || (flags & WebSocket::FRAME_FLAG_FIN) == 0) {
@@ -178,7 +184,9 @@ AttachEnd AttachStream::pump(backend::OutputSink& sink) {
       }
     } catch (const Poco::Exception&) {
       // A timeout too: a frame may have been read in part, and the rest would be taken for
-      // frame headers that the program's own output could forge.
+      // frame headers that the program's own output could forge. A ping that failed to go
+      // leaves the stream as out of step as a write that did.
+      broken_ = true;
       end.broke = true;
       return end;
     }

@@ -82,8 +82,9 @@ std::optional<std::string> parseOptions(const std::map<std::string, std::string>
            profile + "'";
   }
   if (options->seccomp_localhost.empty() != options->seccomp_localhost_file.empty()) {
-    return "kubernetes: seccomp-localhost and seccomp-localhost-file go together: the node path "
-           "of the profile and a file here with the text the nodes hold there";
+    return "kubernetes: seccomp-localhost and seccomp-localhost-file go together: the "
+           "profile's path beneath the kubelet's seccomp directory and a file here with the text "
+           "the nodes hold there";
   }
   return std::nullopt;
 }
@@ -259,7 +260,7 @@ Status KubernetesBackend::awaitRunning(const std::string& id, const Sandbox& san
   // Nothing ran yet, so what the container wrote is the launcher's alone (a refusal): containerd
   // replays no output to a later attach, and the kubelet keeps its tail as the message.
   return {Code::kUnavailable, "kubernetes: the Pod " + id + " ended before it was attached" +
-                                  (state.message.empty() ? "" : ": " + state.message)};
+                                  (state.refusal.empty() ? "" : ": " + state.refusal)};
 }
 
 Status KubernetesBackend::start(const std::string& id, backend::OutputSink* sink) {
@@ -367,12 +368,14 @@ backend::Exit KubernetesBackend::exitAfterOutput(const std::string& id, const Sa
     if (killed) {
       exit.killed_outside = false;  // the deletion was this backend's
     }
-    if (exit.engine_error.empty() && end.output_bytes == 0 &&
-        exit.exit_code == backend::launcher::kRejectedExit && !state.message.empty()) {
-      // The launcher refused between the container's start and the attach: nothing ran, and
-      // its words reached no attach, so they are the kubelet's message (FallbackToLogsOnError).
+    if (exit.engine_error.empty() && end.output_bytes == 0 && !end.broke &&
+        exit.exit_code == backend::launcher::kRejectedExit && !state.refusal.empty()) {
+      // The launcher refused between the container's start and the attach, whose whole output,
+      // to its end, was nothing: so no code ran (whose launcher writes a trailer), and the
+      // container's log holds the launcher's words alone (FallbackToLogsOnError).
       exit.engine_error =
-          "kubernetes: the sandbox's launcher ended it before any code ran: " + state.message;
+          "kubernetes: the sandbox's launcher ended it before any code ran (its log: " +
+          state.refusal + ")";
     } else if (cut && exit.engine_error.empty()) {
       exit.engine_error = "kubernetes: " + how + " before the end of its output, which may be cut";
     }

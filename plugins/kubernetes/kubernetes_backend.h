@@ -29,7 +29,7 @@ struct Options {
   std::string kube_context;    // its context; empty: the current one
   std::string namespace_name;  // empty: the kubeconfig context's, or the service account's
   std::string nameserver = "127.0.0.1";
-  std::string seccomp_localhost;                 // node path of the core's seccomp profile
+  std::string seccomp_localhost;  // the core's profile, beneath the kubelet's seccomp directory
   std::string seccomp_localhost_file;            // a file here with the text the nodes hold there
   std::chrono::milliseconds api_timeout{10000};  // one API request
   std::chrono::milliseconds start_timeout{120000};  // a Pod's scheduling, pull and start

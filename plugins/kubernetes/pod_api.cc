@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -23,6 +24,38 @@ using backend::Code;
 // the pause before the next request to an API server that fails or ends watches at once.
 constexpr auto kShortestWatch = std::chrono::milliseconds(500);
 constexpr auto kBusyPause = std::chrono::milliseconds(200);
+
+// Whether a quota's refusal ("... exceeded quota: NAME, requested: K=A, used: K=B, limited:
+// K=C", the quota admission plugin's words) asks for more of a resource than the quota allows at
+// all: no wait for other sandboxes to end could make room.
+bool neverFits(const std::string& message) {
+  const auto figures = [&](const std::string& label, const std::string& until) {
+    std::map<std::string, std::int64_t> result;
+    const std::size_t from = message.find(label);
+    if (from == std::string::npos) {
+      return result;
+    }
+    const std::size_t begin = from + label.size();
+    const std::size_t end = until.empty() ? message.size() : message.find(until, begin);
+    for (const std::string_view item :
+         text::split(std::string_view(message).substr(begin, end - begin), ',')) {
+      const std::vector<std::string_view> parts = text::split(item, '=');
+      if (parts.size() == 2) {
+        if (const auto amount = parseQuantity(parts[1], 1000)) {
+          result[std::string(parts[0])] = *amount;
+        }
+      }
+    }
+    return result;
+  };
+  const auto limited = figures("limited: ", "");
+  for (const auto& [key, asked] : figures("requested: ", ", used: ")) {
+    if (const auto it = limited.find(key); it != limited.end() && asked > it->second) {
+      return true;
+    }
+  }
+  return false;
+}
 
 // `text` as one component of a path or query.
 std::string encoded(const std::string& text) {
@@ -77,22 +110,40 @@ backend::CapacityReply PodApi::capacity() const {
     result.status = nodes.status.ok() ? quotas.status : nodes.status;
     return result;
   }
-  const std::string running =
-      "?fieldSelector=" + encoded("status.phase!=Succeeded,status.phase!=Failed");
-  ApiReply pods = client_.call("GET", "/api/v1/pods" + running);
-  if (pods.status.code == Code::kRejected && pods.http_status == 403) {
-    pods = client_.call("GET", podsPath() + running);  // RBAC gives this namespace's alone
+  // Every Pod of the cluster is a large answer, and the readiness probe asks every second:
+  // the list is read again only after kPodsListReused.
+  json::ObjectPtr pods;
+  {
+    std::lock_guard lock(mutex_);
+    if (pods_listed_ && std::chrono::steady_clock::now() - pods_listed_at_ < kPodsListReused) {
+      pods = pods_listed_;
+    }
   }
-  if (!pods.status.ok()) {
-    result.status = pods.status;
-    return result;
+  if (!pods) {
+    const std::string running =
+        "?fieldSelector=" + encoded("status.phase!=Succeeded,status.phase!=Failed");
+    ApiReply listed = client_.call("GET", "/api/v1/pods" + running);
+    if (listed.status.code == Code::kRejected && listed.http_status == 403) {
+      listed = client_.call("GET", podsPath() + running);  // RBAC gives this namespace's alone
+    }
+    if (!listed.status.ok()) {
+      result.status = listed.status;
+      return result;
+    }
+    pods = listed.body;
+    std::lock_guard lock(mutex_);
+    pods_listed_ = pods;
+    pods_listed_at_ = std::chrono::steady_clock::now();
   }
-  result.capacity = capacityOf(nodes.body, pods.body, quotas.body);
+  result.capacity = capacityOf(nodes.body, pods, quotas.body);
   return result;
 }
 
-PodApi::RuntimeClassReply PodApi::runtimeClass(const std::string& name) const {
-  {
+PodApi::RuntimeClassReply PodApi::runtimeClass(const std::string& name, bool fresh) const {
+  if (name.empty()) {  // a GET of the bare path would be a list
+    return {{Code::kNotFound, "kubernetes: no RuntimeClass named"}, nullptr};
+  }
+  if (!fresh) {
     std::lock_guard lock(mutex_);
     if (const auto it = runtime_classes_.find(name); it != runtime_classes_.end()) {
       return {{}, it->second};
@@ -130,7 +181,8 @@ backend::CreateReply PodApi::create(const backend::SandboxSpec& spec, std::int64
     return reply.http_status == 403 &&
            reply.status.message.find("exceeded quota") != std::string::npos;
   };
-  while (over_quota() && std::chrono::steady_clock::now() + kQuotaPause < quota_deadline) {
+  while (over_quota() && !neverFits(reply.status.message) &&
+         std::chrono::steady_clock::now() + kQuotaPause < quota_deadline) {
     std::this_thread::sleep_for(kQuotaPause);
     reply = client_.call("POST", podsPath(), manifest.pod);
   }
@@ -170,17 +222,24 @@ backend::InspectReply PodApi::inspect(const std::string& id) const {
     result.status = listed.status;
     return result;
   }
-  const RuntimeClassReply runtime =
-      runtimeClass(json::string(json::object(pod.body, "spec"), "runtimeClassName").value_or(""));
-  if (!runtime.status.ok()) {
-    result.status = runtime.status;
-    return result;
+  // The RuntimeClass the core asked for (the read-back compares the Pod's with it), whose
+  // scheduling admission merged in: read again once when the Pod deviates, in case the
+  // operator changed it since it was read.
+  std::vector<std::string> deviations;
+  for (const bool fresh : {false, true}) {
+    const RuntimeClassReply runtime = runtimeClass(sent.posture.runtime, fresh);
+    if (!runtime.status.ok()) {
+      result.status = runtime.status;
+      return result;
+    }
+    deviations = podDeviations(pod.body, settings_, sent, runtime.runtime_class);
+    if (deviations.empty()) {
+      break;
+    }
   }
   std::vector<std::string> problems = isolationProblems(listed.body, labelsOf(pod.body));
   const bool isolated = problems.empty();
   result.posture = postureFromPod(pod.body, settings_, isolated);
-  const std::vector<std::string> deviations =
-      podDeviations(pod.body, settings_, sent, runtime.runtime_class);
   problems.insert(problems.end(), deviations.begin(), deviations.end());
   if (!problems.empty()) {
     result.status = {
@@ -222,7 +281,7 @@ PodApi::State PodApi::stateOf(const json::ObjectPtr& pod) {
   State result;
   result.exit = exitOf(pod, kSandboxContainer);
   result.running = !result.exit.exited && containerRunning(pod, kSandboxContainer);
-  result.message = terminationMessage(pod, kSandboxContainer);
+  result.refusal = launcherRefusal(pod, kSandboxContainer);
   result.resource_version =
       json::string(json::object(pod, "metadata"), "resourceVersion").value_or("");
   return result;

@@ -30,6 +30,9 @@ inline constexpr int kWatchSeconds = 2;
 // How long a create waits before it tries again while the namespace's quota is exceeded.
 inline constexpr auto kQuotaPause = std::chrono::milliseconds(500);
 
+// How long capacity() uses a list of the cluster's Pods before it reads one again.
+inline constexpr auto kPodsListReused = std::chrono::seconds(10);
+
 class PodApi {
  public:
   PodApi(const KubeClient& client, PodSettings settings);
@@ -40,27 +43,28 @@ class PodApi {
   // NetworkPolicies must cut a Pod with the managed label off the network both ways.
   std::vector<std::string> clusterProblems() const;
 
-  // What the Ready nodes can still hold (their allocatable cpu and memory less the requests of
-  // the Pods placed on them that have not ended), lowered to what the namespace's
-  // ResourceQuotas leave (hard less used). The Pods are the cluster's; where the server may not
-  // list them (403), the namespace's alone.
+  // What the Ready nodes can hold for sandboxes (their allocatable cpu and memory less what
+  // other Pods placed there request), lowered to what the namespace's ResourceQuotas leave them
+  // (capacityOf()). The Pods are the cluster's, listed at most every kPodsListReused; where the
+  // server may not list them (403), the namespace's alone.
   backend::CapacityReply capacity() const;
 
-  // The RuntimeClass `name` as the API server holds it (read once, then remembered): its
-  // admission merges its scheduling (nodeSelector, tolerations) into every Pod of it. kNotFound
-  // when the cluster has none by that name.
+  // The RuntimeClass `name` as the API server holds it (read once, then remembered, unless
+  // `fresh`): its admission merges its scheduling (nodeSelector, tolerations) into every Pod of
+  // it. kNotFound when the cluster has none by that name.
   struct RuntimeClassReply {
     backend::Status status;
     json::ObjectPtr runtime_class;
   };
-  RuntimeClassReply runtimeClass(const std::string& name) const;
+  RuntimeClassReply runtimeClass(const std::string& name, bool fresh = false) const;
 
   // POSTs the Pod for `spec`; its name is the sandbox id. Its activeDeadlineSeconds runs from
   // `now_unix` to the spec's deadline label and kDeadlineGraceSeconds more; a spec without that
   // label, or one podFor() refuses, is kUnsupported; a name taken is kRejected. While the
   // namespace's ResourceQuota is exceeded (403, "exceeded quota"), as while sandboxes of other
   // runs hold it, the create waits and tries again, every kQuotaPause, until `quota_deadline`;
-  // then kUnavailable with the API's words.
+  // then kUnavailable with the API's words, at once when the Pod asks for more than the quota
+  // allows at all.
   backend::CreateReply create(const backend::SandboxSpec& spec, std::int64_t now_unix,
                               std::chrono::steady_clock::time_point quota_deadline) const;
 
@@ -78,7 +82,7 @@ class PodApi {
     backend::Status status;
     backend::Exit exit;
     bool running = false;
-    std::string message;           // the kubelet's of the container's end (terminationMessage)
+    std::string refusal;           // the launcher's, as the kubelet kept it (launcherRefusal)
     std::string resource_version;  // to watch from: the list's, or the watched Pod's
   };
   State stateNow(const std::string& id) const;
@@ -123,6 +127,8 @@ class PodApi {
   mutable std::mutex mutex_;
   mutable std::map<std::string, backend::SandboxSpec> sent_;  // by Pod name, until removed
   mutable std::map<std::string, json::ObjectPtr> runtime_classes_;  // by name, as read
+  mutable json::ObjectPtr pods_listed_;  // the cluster's Pods, for capacity()
+  mutable std::chrono::steady_clock::time_point pods_listed_at_;
 };
 
 }  // namespace scs::kubernetes

@@ -242,18 +242,33 @@ std::vector<std::string> podDeviations(const json::ObjectPtr& pod, const PodSett
   // which the RuntimeClass admission plugin (on by default) merges into every Pod of it, and the
   // tolerations other default admission adds (toleratedByAdmission()).
   const ObjectPtr scheduling = json::object(runtime_class, "scheduling");
+  // Both ways: a webhook runs after the RuntimeClass's admission and could drop what it pinned.
   const auto pinned = json::stringMap(json::object(scheduling, "nodeSelector"));
-  for (const auto& entry : json::stringMap(json::object(spec, "nodeSelector"))) {
-    const auto& [key, value] = entry;
+  const auto selected = json::stringMap(json::object(spec, "nodeSelector"));
+  for (const auto& entry : selected) {
     expect(std::find(pinned.begin(), pinned.end(), entry) != pinned.end(),
-           "the Pod selects nodes by " + key + "=" + value + ", which its RuntimeClass does not");
+           "the Pod selects nodes by " + entry.first + "=" + entry.second +
+               ", which its RuntimeClass does not");
+  }
+  for (const auto& entry : pinned) {
+    expect(std::find(selected.begin(), selected.end(), entry) != selected.end(),
+           "the Pod does not select nodes by " + entry.first + "=" + entry.second +
+               ", as its RuntimeClass does");
   }
   absent(spec, "affinity", "the Pod");
   absent(spec, "topologySpreadConstraints", "the Pod");
   expect(json::string(spec, "schedulerName").value_or("default-scheduler") == "default-scheduler",
          "the Pod is scheduled by another scheduler");
   const std::vector<ObjectPtr> allowed = objects(json::array(scheduling, "tolerations"));
-  for (const ObjectPtr& toleration : objects(json::array(spec, "tolerations"))) {
+  const std::vector<ObjectPtr> tolerated = objects(json::array(spec, "tolerations"));
+  for (const ObjectPtr& own : allowed) {
+    expect(
+        std::any_of(tolerated.begin(), tolerated.end(),
+                    [&](const ObjectPtr& toleration) { return sameToleration(own, toleration); }),
+        "the Pod lacks its RuntimeClass's toleration of '" + json::string(own, "key").value_or("") +
+            "'");
+  }
+  for (const ObjectPtr& toleration : tolerated) {
     const bool runtime_class_s =
         std::any_of(allowed.begin(), allowed.end(),
                     [&](const ObjectPtr& own) { return sameToleration(own, toleration); });

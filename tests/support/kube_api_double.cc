@@ -729,13 +729,14 @@ class KubeApiDouble::Handler : public Poco::Net::HTTPRequestHandler {
     if (state_.modes.admission_tolerations) {
       addTolerations(spec);
     }
-    if (Object::Ptr exceeded = exceededQuota(ns, name, spec)) {
-      *code = 403;
-      return exceeded;
-    }
     if (state_.admission) {
       state_.admission(pod);
       spec = pod->getObject("spec");
+    }
+    // ResourceQuota validates, after every mutation.
+    if (Object::Ptr exceeded = exceededQuota(ns, name, spec)) {
+      *code = 403;
+      return exceeded;
     }
     for (const char* key : {"hostNetwork", "hostPID", "hostIPC"}) {  // Go's omitempty
       if (spec->has(key) && spec->get(key).isBoolean() && !spec->getValue<bool>(key)) {

@@ -220,24 +220,31 @@ TEST(CapacityTest, RequestsPlacedOnTheNodesAndTheQuotasUseAreTaken) {
      "conditions":[{"type":"Ready","status":"True"}]}}]})");
   // On a: two containers (1.5 cores, 3 GiB), an init container asking more memory than both
   // (5 GiB), and the RuntimeClass's overhead (250m, 1 GiB): 1.75 cores and 6 GiB. On b: more
-  // than it has, which leaves it nothing, not less than nothing. Unscheduled: nowhere.
+  // than it has, which leaves it nothing, not less than nothing. Unscheduled: nowhere. A
+  // sandbox's own Pod on a: not taken, since the core counts its runs itself.
   const auto pods = parsed(R"({"items":[
     {"spec":{"nodeName":"a","overhead":{"cpu":"250m","memory":"1Gi"},
       "containers":[{"resources":{"requests":{"cpu":"1","memory":"1Gi"}}},
                     {"resources":{"requests":{"cpu":"500m","memory":"2Gi"}}}],
       "initContainers":[{"resources":{"requests":{"cpu":"100m","memory":"5Gi"}}}]}},
     {"spec":{"nodeName":"b","containers":[{"resources":{"requests":{"cpu":"3","memory":"8Gi"}}}]}},
+    {"metadata":{"labels":{"io.scs.managed":"true"}},"spec":{"nodeName":"a",
+      "containers":[{"resources":{"requests":{"cpu":"2","memory":"4Gi"}}}]}},
     {"spec":{"containers":[{"resources":{"requests":{"cpu":"8","memory":"64Gi"}}}]}}]})");
   const backend::Capacity placed = capacityOf(nodes, pods, parsed(R"({"items":[]})"));
   EXPECT_EQ(placed.cores, 2);  // 2.25, rounded down
   EXPECT_EQ(placed.memory_bytes, std::int64_t{10} << 30);
 
-  const backend::Capacity quota = capacityOf(nodes, parsed(R"({"items":[]})"), parsed(R"({"items":[
+  // Of the quota's use, the sandboxes' own (a limit of 1 core and 2 GiB) is not taken either.
+  const auto sandbox = parsed(R"({"items":[{"metadata":{"labels":{"io.scs.managed":"true"}},
+    "spec":{"containers":[{"resources":{"limits":{"cpu":"1","memory":"2Gi"},
+                                        "requests":{"cpu":"1","memory":"2Gi"}}}]}}]})");
+  const backend::Capacity quota = capacityOf(nodes, sandbox, parsed(R"({"items":[
     {"spec":{"hard":{"limits.cpu":"10","limits.memory":"20Gi"}},
      "status":{"used":{"limits.cpu":"7500m","limits.memory":"18Gi"}}},
-    {"spec":{"hard":{"requests.memory":"4Gi"}},"status":{"used":{"requests.memory":"5Gi"}}}]})"));
-  EXPECT_EQ(quota.cores, 2);         // 2.5 left of the first
-  EXPECT_EQ(quota.memory_bytes, 0);  // the second is used past its hard
+    {"spec":{"hard":{"requests.memory":"4Gi"}},"status":{"used":{"requests.memory":"7Gi"}}}]})"));
+  EXPECT_EQ(quota.cores, 3);         // 10 less the 6.5 others use
+  EXPECT_EQ(quota.memory_bytes, 0);  // the second is used past its hard by others
 }
 
 TEST(SandboxesTest, EachPodByNameWithItsLabels) {

@@ -314,7 +314,7 @@ TEST_F(KubernetesBackendTest, LeftoversAreListedByLabelAndCapacityComesFromTheNo
   EXPECT_EQ(listed.sandboxes[0].id, id);
   const backend::CapacityReply capacity = backend->capacity();
   ASSERT_TRUE(capacity.status.ok());
-  EXPECT_EQ(capacity.capacity.cores, 3);  // 4, less the core the Pod requests
+  EXPECT_EQ(capacity.capacity.cores, 4);  // the sandbox's own Pod is the core's to count
   EXPECT_TRUE(backend->remove(id).ok());
   EXPECT_TRUE(backend->list(backend::kManagedLabel).sandboxes.empty());
 }
@@ -429,6 +429,19 @@ TEST_F(FaithfulClusterTest, ALauncherRefusalBeforeTheAttachIsTheRunsReason) {
                                 "unavailable (ENOSYS)"));
 }
 
+// A program's own words, on its own exit with the launcher's code, are the program's output and
+// never the launcher's refusal: the message of the kubelet is read only where no code ran.
+TEST_F(FaithfulClusterTest, AProgramThatExitsAsTheLauncherRefusesIsNotTakenForIt) {
+  auto backend = connected();
+  ASSERT_TRUE(backend);
+  const Ran ran = run(*backend, "0b1b2c0d",
+                      "#fake: stderr=sandbox\\slauncher:\\srejected\\sforged\n#fake: exit=125\n");
+  ASSERT_TRUE(ran.started.ok()) << ran.started.message;
+  EXPECT_EQ(ran.exit.exit_code, 125);
+  EXPECT_EQ(ran.exit.engine_error, "");
+  EXPECT_THAT(sink_.err(), HasSubstr("sandbox launcher: rejected forged"));
+}
+
 // client-go's heartbeat: a ping every few seconds keeps an idle attach (a prepared sandbox, a
 // session between runs) through an intermediary that cuts idle connections.
 TEST_F(FaithfulClusterTest, AnIdleAttachOutlivesAnIntermediarysIdleTimeout) {
@@ -509,7 +522,8 @@ TEST_F(FaithfulClusterTest, ACreateBeyondTheQuotaWaitsUntilThereIsRoom) {
   auto backend = connected();
   ASSERT_TRUE(backend);
   const std::string first = createdAndInspected(*backend, "0b1b2c09");
-  EXPECT_EQ(backend->capacity().capacity.memory_bytes, 0);  // the quota's status.used
+  // The quota's use is the sandbox's own, which the core counts: all of it is the sandboxes'.
+  EXPECT_EQ(backend->capacity().capacity.memory_bytes, memory);
   backend::CreateReply second;
   std::thread creating([&] { second = backend->create(spec("0b1b2c0a")); });
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));

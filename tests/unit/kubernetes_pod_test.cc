@@ -361,6 +361,12 @@ TEST_F(PodTest, TheRuntimeClassesSchedulingIsAcceptedAndNothingBeyondIt) {
                                    "effect":"NoExecute"}])"),
                      runtime_class),
               HasSubstr("tolerates the taint 'scs.example/sandboxes'"));  // another effect
+  // A webhook after the RuntimeClass's admission drops what it pinned: the Pod could land on a
+  // node without Landlock, or one whose network plugin enforces nothing.
+  EXPECT_THAT(joined(admitted("{}", own_tolerations), runtime_class),
+              HasSubstr("does not select nodes by scs.example/landlock=true"));
+  EXPECT_THAT(joined(admitted(R"({"scs.example/landlock":"true"})", "[]"), runtime_class),
+              HasSubstr("lacks its RuntimeClass's toleration of 'scs.example/sandboxes'"));
 }
 
 // The stored Pod passes the core's own check: what no Pod field carries reads as weak (the

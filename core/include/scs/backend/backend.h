@@ -244,9 +244,10 @@ class LogSink {
 // throws.
 //
 // Blocking: wait() blocks at most its timeout (the core passes up to 1 s, and 0 to poll);
-// start() returns once the sandbox runs, never waiting for it to end; every other call returns
-// within the backend's own deadline for one engine request (an operator setting, such as the
-// Docker plugin's api_timeout_ms), answering kTimeout past it.
+// start() returns once the sandbox runs, never waiting for it to end; create() may wait, up to
+// the backend's own start timeout, while the engine has no room for the sandbox yet (a cluster's
+// quota); every other call returns within the backend's own deadline for one engine request (an
+// operator setting, such as the Docker plugin's api_timeout_ms), answering kTimeout past it.
 class RuntimeBackend {
  public:
   virtual ~RuntimeBackend() = default;
