@@ -1161,10 +1161,13 @@ void KubeApiDouble::Handler::attach(Poco::Net::HTTPServerRequest& request,
     if (!refused && pod == state_.pods.end()) {
       code = 404;
       refused = status(404, "NotFound", "pods not found");
+    } else if (!refused && asked["container"] != "sandbox") {
+      code = 400;  // the API server's own check, before any upgrade
+      refused = status(400, "BadRequest", "container " + asked["container"] + " is not valid");
     } else if (!refused &&
                (pod->second->getObject("status")->getValue<std::string>("phase") != "Running" ||
                 container == state_.containers.end() || container->second->attached ||
-                container->second->output.isEnded() || asked["container"] != "sandbox")) {
+                container->second->output.isEnded())) {
       code = 400;
       refused = status(400, "BadRequest", "container sandbox is not running or is attached");
     } else if (!refused) {
@@ -1175,7 +1178,8 @@ void KubeApiDouble::Handler::attach(Poco::Net::HTTPServerRequest& request,
       drop = std::exchange(state_.drop_next_attach, false);
       silence = std::exchange(state_.silence_next_attach, false);
     }
-    if (refused && code == 400 && modes.attach_failure_after_upgrade) {
+    if (refused && code == 400 && live == nullptr && asked["container"] == "sandbox" &&
+        modes.attach_failure_after_upgrade) {
       failure = refused->getValue<std::string>("message");  // the kubelet's words, upgraded first
       refused = nullptr;
     }

@@ -95,9 +95,9 @@ class KubeApiDouble {
     // A DELETE with a grace period keeps the Pod, with a deletionTimestamp, until the kubelet
     // has ended its container; only then is it gone (a DELETED event).
     bool graceful_deletion = false;
-    // Default admission's tolerations: DefaultTolerationSeconds (not-ready and unreachable,
-    // NoExecute, 300 s) on every Pod, PodTolerationRestriction's memory-pressure NoSchedule on
-    // every Pod that is not BestEffort.
+    // Admission's tolerations: DefaultTolerationSeconds (on by default: not-ready and
+    // unreachable, NoExecute, 300 s) on every Pod, and PodTolerationRestriction's (where an
+    // operator enables it) memory-pressure NoSchedule on every Pod that is not BestEffort.
     bool admission_tolerations = false;
     // An intermediary (a load balancer, a proxy) that cuts an attach connection after this long
     // without a frame either way; 0: none.

@@ -112,6 +112,31 @@ backend::Exit exitOfStatus(const std::string& status) {
   return exitOf(parsed(podWithStatus(status)), "sandbox");
 }
 
+// The kubelet's message of a failed container (FallbackToLogsOnError: its log's tail) gives the
+// run only the launcher's own refusal, its last line, whole characters of it.
+TEST(LauncherRefusalTest, OnlyTheLaunchersLastLineWithinItsBound) {
+  const auto pod = [](const std::string& message) {
+    Poco::JSON::Object::Ptr record =
+        parsed(R"({"name":"sandbox","state":{"terminated":{"exitCode":125,"reason":"Error"}}})");
+    record->getObject("state")->getObject("terminated")->set("message", message);
+    Poco::JSON::Object::Ptr p = parsed(R"({"status":{"containerStatuses":[]}})");
+    p->getObject("status")->getArray("containerStatuses")->add(record);
+    return p;
+  };
+  EXPECT_EQ(launcherRefusal(pod("warming\nsandbox launcher: rejected setup: --confine: x\n \n"),
+                            "sandbox"),
+            "sandbox launcher: rejected setup: --confine: x");
+  EXPECT_EQ(launcherRefusal(pod("sandbox launcher: rejected x\nTraceback (most recent call last)"),
+                            "sandbox"),
+            "");  // its last line is not the launcher's
+  EXPECT_EQ(launcherRefusal(pod("anything a program printed"), "sandbox"), "");
+  EXPECT_EQ(launcherRefusal(pod("sandbox launcher: rejected x"), "other"), "");
+  const std::string long_line = "sandbox launcher: rejected " + std::string(484, 'a') + "\xc3\xa9z";
+  const std::string cut = launcherRefusal(pod(long_line), "sandbox");
+  EXPECT_EQ(cut.size(), 511u);  // the 512th byte would split the two of \u00e9
+  EXPECT_EQ(cut.back(), 'a');
+}
+
 TEST(ExitTest, FromTheContainerRecordAndThePodsPhase) {
   const backend::Exit succeeded = exitOfStatus(
       R"({"phase":"Succeeded","containerStatuses":[{"name":"sandbox","state":{"terminated":{"exitCode":0,"reason":"Completed"}}}]})");

@@ -184,6 +184,21 @@ TEST_F(AttachTest, AConnectionDroppedWithoutACloseIsBroken) {
   EXPECT_EQ(sink_.out(), "partial");
 }
 
+// The error channel's Status: a Failure is the attach's failure, with its message; Success,
+// nothing, or what is not a Status at all, none.
+TEST(AttachFailureTest, AFailureStatusAndNothingElse) {
+  AttachEnd end;
+  EXPECT_EQ(attachFailure(end), "");
+  end.status = R"({"metadata":{},"status":"Success"})";
+  EXPECT_EQ(attachFailure(end), "");
+  end.status = "not json";
+  EXPECT_EQ(attachFailure(end), "");
+  end.status = R"({"status":"Failure","message":"container sandbox is not running"})";
+  EXPECT_EQ(attachFailure(end), "container sandbox is not running");
+  end.status = R"({"status":"Failure"})";
+  EXPECT_EQ(attachFailure(end), "the server ended the attach with a Failure Status");
+}
+
 TEST_F(AttachTest, APingIsAnswered) {
   auto stream = open("/ping");
   ASSERT_TRUE(stream);
