@@ -163,10 +163,9 @@ AttachEnd AttachStream::pump(backend::OutputSink& sink) {
         continue;
       }
       if (opcode == WebSocket::FRAME_OP_CLOSE) {
-        // RFC 6455 5.5.1: the close is answered, with the status code it carried; the server
-        // then closes the TCP connection first, and no side waits out a timeout.
-        // The server may close the connection first (an RST then, were a ping still unread):
-        // the output ended cleanly all the same.
+        // RFC 6455 5.5.1: the close is answered, with the status code it carried, so no side
+        // waits out a timeout. A server that closed the connection at once makes the answer
+        // fail (an RST, were a ping still unread): the output ended cleanly all the same.
         broken_ = true;  // nothing more may be sent after a close
         try {
           socket_->sendFrame(buffer.begin(), std::min(got, 2),

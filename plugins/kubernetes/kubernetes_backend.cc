@@ -339,13 +339,12 @@ backend::Exit KubernetesBackend::exitAfterOutput(const std::string& id, const Sa
       std::chrono::steady_clock::now() +
           (cut ? options_.broken_attach_patience : options_.exit_patience),
       [&] { return removed(sandbox); });
-  const std::string how =
-      !failure.empty() ? "the attach to " + id + " failed (" + failure + ")"
-      : end.silent     ? "the attach connection to " + id +
-                         " fell silent (no frame, not even a "
-                         "pong, for " +
-                         std::to_string(options_.heartbeat.read_deadline.count()) + " ms)"
-                   : "the attach connection to " + id + " broke";
+  const std::string silence = std::to_string(options_.heartbeat.read_deadline.count());
+  const std::string how = !failure.empty() ? "the attach to " + id + " failed (" + failure + ")"
+                          : end.silent
+                              ? "the attach connection to " + id + " fell silent (no frame for " +
+                                    silence + " ms, not even a pong)"
+                              : "the attach connection to " + id + " broke";
   backend::Exit exit;
   exit.exited = true;
   bool killed = false;
@@ -371,8 +370,8 @@ backend::Exit KubernetesBackend::exitAfterOutput(const std::string& id, const Sa
     if (exit.engine_error.empty() && end.output_bytes == 0 && !end.broke &&
         exit.exit_code == backend::launcher::kRejectedExit && !state.refusal.empty()) {
       // The launcher refused between the container's start and the attach, whose whole output,
-      // to its end, was nothing: so no code ran (whose launcher writes a trailer), and the
-      // container's log holds the launcher's words alone (FallbackToLogsOnError).
+      // to its end, was nothing: so no code ran (after a run the launcher writes its record),
+      // and the container's log holds the launcher's words alone (FallbackToLogsOnError).
       exit.engine_error =
           "kubernetes: the sandbox's launcher ended it before any code ran (its log: " +
           state.refusal + ")";
