@@ -187,8 +187,12 @@ backend::CreateReply PodApi::create(const backend::SandboxSpec& spec, std::int64
     reply = client_.call("POST", podsPath(), manifest.pod);
   }
   if (over_quota()) {
-    return {{Code::kUnavailable,
-             "kubernetes: the namespace's ResourceQuota stayed exceeded: " + reply.status.message},
+    return {{Code::kUnavailable, std::string("kubernetes: ") +
+                                     (neverFits(reply.status.message)
+                                          ? "the sandbox asks for more than the namespace's "
+                                            "ResourceQuota allows at all: "
+                                          : "the namespace's ResourceQuota stayed exceeded: ") +
+                                     reply.status.message},
             {}};
   }
   if (!reply.status.ok()) {

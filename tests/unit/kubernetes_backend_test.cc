@@ -544,6 +544,23 @@ TEST_F(FaithfulClusterTest, ACreateBeyondTheQuotaWaitsUntilThereIsRoom) {
   EXPECT_TRUE(impatient->remove(holder).ok());
 }
 
+// A sandbox larger than the quota allows at all: no wait could make room, so none is made.
+TEST_F(FaithfulClusterTest, ASandboxLargerThanTheWholeQuotaFailsAtOnce) {
+  const std::int64_t memory = core_.required().memory_bytes;
+  api_.addResourceQuota("scs-sandboxes",
+                        R"({"limits.memory":")" + std::to_string(memory / 2) + R"("})");
+  auto backend = connected();
+  ASSERT_TRUE(backend);
+  const backend::CreateReply refused = backend->create(spec("0b1b2c0e"));
+  EXPECT_EQ(refused.status.code, backend::Code::kUnavailable);
+  EXPECT_THAT(refused.status.message, HasSubstr("more than the namespace's ResourceQuota allows"));
+  const auto seen = api_.requests();
+  EXPECT_EQ(std::count_if(seen.begin(), seen.end(),
+                          [](const std::string& r) { return r.rfind("POST ", 0) == 0; }),
+            1)
+      << "the create was tried again, for a Pod that can never fit";
+}
+
 // A localhostProfile is a path beneath the kubelet's seccomp directory: an absolute one would
 // fail every create with 422, so the option is refused before the server starts.
 TEST_F(FaithfulClusterTest, AnAbsoluteSeccompProfilePathIsRefusedAsAnOption) {
