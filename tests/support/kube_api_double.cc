@@ -395,12 +395,16 @@ struct KubeApiDouble::State {
           ++it;
         }
       }
-      for (const std::string& id : to_kill) {
+      // Taken whole under the lock: a DELETE adds to it while the kills below run unlocked.
+      std::vector<std::string> killing;
+      killing.swap(to_kill);
+      if (!killing.empty()) {
         lock.unlock();
-        engine.kill(id);
+        for (const std::string& id : killing) {
+          engine.kill(id);
+        }
         lock.lock();
       }
-      to_kill.clear();
       if (!gone.empty()) {
         lock.unlock();
         for (const std::shared_ptr<Container>& container : gone) {
