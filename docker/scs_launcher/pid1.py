@@ -20,7 +20,7 @@ import signal
 import threading
 import time
 
-from . import arguments, engine_checks, landlock, processes, program_filter
+from . import arguments, engine_checks, landlock, processes, program_filter, protocol
 from .rejection import reject
 
 PR_SET_DUMPABLE = 4
@@ -84,6 +84,15 @@ class Deadline:
         os._exit(128 + signal.SIGKILL)
 
 
+def offer_packages():
+    """In an image derived for a run's packages (protocol.PACKAGES_DIRECTORY exists), a Python
+    that a bash or JavaScript program starts finds them through PYTHONPATH, which every program
+    inherits. The program's own interpreter runs with -I, which ignores it, and adds the
+    directory itself (child/program.py); PID 1 never has it on its path."""
+    if os.path.isdir(protocol.PACKAGES_DIRECTORY):
+        os.environ["PYTHONPATH"] = protocol.PACKAGES_DIRECTORY
+
+
 def main(argv, root):
     """`root`: the directory holding this package, which the program's interpreter imports its
     bootstrap from."""
@@ -99,6 +108,7 @@ def main(argv, root):
     engine_checks.check_readonly(setup.readonly)
     if setup.confine:
         landlock.confine_filesystem()
+    offer_packages()
     os.chdir(processes.WORKSPACE)
     deadline = Deadline(setup.deadline)
     if setup.session:

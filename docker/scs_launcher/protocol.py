@@ -73,3 +73,8 @@ FLAG_READONLY = "--readonly"
 FLAG_CONFINE = "--confine"
 FLAG_NO_NETWORK = "--no-network"
 FLAG_SESSION = "--session"
+
+# Where an image derived for a run's packages holds them: on no interpreter's default path, so
+# that PID 1 imports and runs nothing of a package; the program's interpreter adds it
+# (child/program.py), a bash or JavaScript program's Python finds it through PYTHONPATH.
+PACKAGES_DIRECTORY = "/usr/local/lib/scs-packages"

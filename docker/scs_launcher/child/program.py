@@ -19,10 +19,12 @@ import os
 import signal
 import sys
 
+from .. import protocol
 from . import record
 
 PATH = "/workspace/main.py"
 PACKAGE = __name__.split(".")[0]
+PACKAGES = protocol.PACKAGES_DIRECTORY
 
 
 # This package's modules, alive while the code runs, though no longer in sys.modules.
@@ -35,6 +37,22 @@ def forget_launcher(root):
         del sys.path[0]
     mine = [name for name in sys.modules if name == PACKAGE or name.startswith(PACKAGE + ".")]
     KEPT.extend(sys.modules.pop(name) for name in mine)
+
+
+def use_packages(directory):
+    """In an image derived for a run's packages: `directory` (protocol.PACKAGES_DIRECTORY) goes
+    on sys.path ahead of the image's own site directories, so that a version asked for wins
+    over the image's, and its .pth files are read as a site directory's. Before the warm
+    imports, which would otherwise import the image's versions. Its code runs here, in the
+    program's process, under the program's filter: never in PID 1."""
+    if not os.path.isdir(directory):
+        return
+    import site
+
+    first_site = next((i for i, entry in enumerate(sys.path)
+                       if entry.endswith(("-packages", "-packages/"))), len(sys.path))
+    sys.path.insert(first_site, directory)
+    site.addsitedir(directory)
 
 
 def warm(names, go):
@@ -95,6 +113,7 @@ def report(fd, exception):
 def main():
     root, fd, go, names = sys.argv[1], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
     forget_launcher(root)
+    use_packages(PACKAGES)
     os.set_inheritable(fd, False)
     # The first line on the report pipe, always this interpreter's, written before any of the
     # program's code runs: how long the warm imports took (PID 1 reads no other as that).

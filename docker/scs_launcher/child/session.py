@@ -231,6 +231,7 @@ def reap_unclaimed_children():
 def main():
     root, channel_fd = sys.argv[1], _int(sys.argv[3])
     program.forget_launcher(root)
+    program.use_packages(program.PACKAGES)
     sys.argv[:] = ["main.py"]
     sys.stdout.reconfigure(line_buffering=True)
     sys.stderr.reconfigure(line_buffering=True)

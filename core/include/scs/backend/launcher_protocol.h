@@ -96,4 +96,11 @@ inline constexpr std::string_view kFlagSession = "--session";
 // refuses every socket but AF_UNIX, and the engine's service variables leave the environment.
 inline constexpr std::string_view kFlagNoNetwork = "--no-network";
 
+// Where an image derived for a run's packages (core/src/packages) holds them: a directory of
+// the image's read-only root that is on no interpreter's default path, so that nothing of a
+// package is imported or run by PID 1. The program's interpreter puts it before the image's own
+// packages (child/program.py), and a bash or JavaScript program's Python finds it through
+// PYTHONPATH.
+inline constexpr std::string_view kPackagesDirectory = "/usr/local/lib/scs-packages";
+
 }  // namespace scs::backend::launcher
