@@ -303,6 +303,77 @@ Status EngineClient::remove(const std::string& id) {
   return statusFromReply("remove", reply);
 }
 
+Result<json::ObjectPtr> EngineClient::inspectImage(const std::string& name) {
+  const HttpReply reply = transport_.call(makeCall("GET", "/images/" + urlEncode(name) + "/json"));
+  Result<json::ObjectPtr> result{statusFromReply("inspect image", reply)};
+  if (!result.status.ok()) {
+    return result;
+  }
+  result.value = json::parseObject(reply.body);
+  if (result.value.isNull()) {
+    return {{Code::kInternal, "inspect image: the engine's record is not a JSON object"}};
+  }
+  return result;
+}
+
+Status EngineClient::putArchive(const std::string& id, const std::string& archive,
+                                std::chrono::milliseconds timeout) {
+  HttpCall call = makeCall("PUT", "/containers/" + urlEncode(id) + "/archive?path=%2F");
+  call.body = archive;
+  call.content_type = "application/x-tar";
+  call.timeout = std::max(timeout, timeout_);
+  return statusFromReply("put archive", transport_.call(call));
+}
+
+Status EngineClient::commit(const std::string& id, const std::string& name,
+                            const json::ObjectPtr& config, std::chrono::milliseconds timeout) {
+  const std::size_t colon = name.rfind(':');
+  const bool tagged = colon != std::string::npos && name.find('/', colon) == std::string::npos;
+  const std::string repo = tagged ? name.substr(0, colon) : name;
+  const std::string tag = tagged ? name.substr(colon + 1) : "latest";
+  HttpCall call = makeCall("POST", "/commit?container=" + urlEncode(id) + "&repo=" +
+                                       urlEncode(repo) + "&tag=" + urlEncode(tag) + "&pause=0");
+  call.body = json::stringify(config);
+  call.content_type = "application/json";
+  call.timeout = std::max(timeout, timeout_);
+  return statusFromReply("commit", transport_.call(call));
+}
+
+Status EngineClient::removeImage(const std::string& name) {
+  const HttpReply reply = transport_.call(makeCall("DELETE", "/images/" + urlEncode(name)));
+  if (reply.error == TransportError::kNone && reply.status == 404) {
+    return {};
+  }
+  return statusFromReply("remove image", reply);
+}
+
+Result<std::vector<ImageSummary>> EngineClient::listImages(const std::string& label_key) {
+  json::ObjectPtr filters = new Poco::JSON::Object();
+  Poco::JSON::Array::Ptr labels = new Poco::JSON::Array();
+  labels->add(label_key);
+  filters->set("label", labels);
+  const HttpReply reply = transport_.call(
+      makeCall("GET", "/images/json?filters=" + urlEncode(json::stringify(filters))));
+  Result<std::vector<ImageSummary>> result{statusFromReply("list images", reply)};
+  if (!result.status.ok()) {
+    return result;
+  }
+  const json::ArrayPtr images = json::parseArray(reply.body);
+  if (images.isNull()) {
+    return {{Code::kInternal, "list images: the engine's reply is not a JSON array"}};
+  }
+  for (std::size_t i = 0; i < images->size(); ++i) {
+    const json::ObjectPtr image = images->getObject(static_cast<unsigned>(i));
+    ImageSummary summary;
+    summary.tags = json::strings(json::array(image, "RepoTags"));
+    for (auto& [key, value] : json::stringMap(json::object(image, "Labels"))) {
+      summary.labels.emplace(std::move(key), std::move(value));
+    }
+    result.value.push_back(std::move(summary));
+  }
+  return result;
+}
+
 Result<std::vector<ContainerSummary>> EngineClient::list(const std::string& label_key) {
   json::ObjectPtr filters = new Poco::JSON::Object();
   Poco::JSON::Array::Ptr labels = new Poco::JSON::Array();

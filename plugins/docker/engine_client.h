@@ -65,6 +65,11 @@ struct WaitOutcome {
   std::string error;  // the engine's Error.Message, when it could not run or wait
 };
 
+struct ImageSummary {
+  std::vector<std::string> tags;  // "repo:tag", as RepoTags lists them
+  std::map<std::string, std::string> labels;
+};
+
 struct ContainerSummary {
   std::string id;
   std::map<std::string, std::string> labels;
@@ -97,6 +102,21 @@ class EngineClient {
   backend::Status remove(const std::string& id);
   // GET /containers/json?all=1 filtered by the label key.
   Result<std::vector<ContainerSummary>> list(const std::string& label_key);
+  // GET /images/{name}/json: the image's record; kNotFound when there is none.
+  Result<json::ObjectPtr> inspectImage(const std::string& name);
+  // PUT /containers/{id}/archive?path=/: unpacks the ustar `archive` into the container's
+  // filesystem, with up to `timeout` for the engine to write it.
+  backend::Status putArchive(const std::string& id, const std::string& archive,
+                             std::chrono::milliseconds timeout);
+  // POST /commit: the container's filesystem as image `name` ("repo:tag") with `config` as its
+  // configuration; up to `timeout`.
+  backend::Status commit(const std::string& id, const std::string& name,
+                         const json::ObjectPtr& config, std::chrono::milliseconds timeout);
+  // DELETE /images/{name}. An image that is gone counts as removed; one a container uses is
+  // kRejected.
+  backend::Status removeImage(const std::string& name);
+  // GET /images/json filtered by the label key.
+  Result<std::vector<ImageSummary>> listImages(const std::string& label_key);
   // GET /events filtered (the filters JSON object), streamed.
   Result<ConnectionPtr> events(const std::string& filters_json, const std::string& since);
 

@@ -311,4 +311,45 @@ backend::ListReply FakeBackend::list(const std::string& label_key) {
   });
 }
 
+backend::Status FakeBackend::buildImage(const backend::ImageLayer& layer) {
+  if (options_.fail.count("build_image") != 0) {
+    return {Code::kUnavailable, "fake: build_image failed, as scripted"};
+  }
+  return guardStatus([&] {
+    if (layer.archive.size() % 512 != 0 || layer.image.empty()) {
+      return Status{Code::kRejected, "fake: build image: the layer is not a ustar archive"};
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    images_.insert_or_assign(layer.image,
+                             backend::ImageInfo{layer.image, layer.base_image, true, layer.labels});
+    return Status{};
+  });
+}
+
+backend::Status FakeBackend::removeImage(const std::string& image) {
+  return guardStatus([&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, sandbox] : sandboxes_) {
+      if (sandbox->spec.posture.image == image) {
+        return Status{Code::kRejected, "fake: remove image: sandbox " + id + " uses " + image};
+      }
+    }
+    images_.erase(image);
+    return Status{};
+  });
+}
+
+backend::ImageListReply FakeBackend::listImages(const std::string& label_key) {
+  return guardReply<backend::ImageListReply>(options_.fail, "list_images", [&] {
+    backend::ImageListReply reply;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, info] : images_) {
+      if (info.labels.count(label_key) != 0) {
+        reply.images.push_back(info);
+      }
+    }
+    return reply;
+  });
+}
+
 }  // namespace scs::fake

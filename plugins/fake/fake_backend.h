@@ -97,6 +97,11 @@ class FakeBackend : public backend::RuntimeBackend {
   backend::Status kill(const std::string& id) override;
   backend::Status remove(const std::string& id) override;
   backend::ListReply list(const std::string& label_key) override;
+  // Derived images are names it remembers, with their labels and the layer's size; one that a
+  // sandbox not yet removed uses cannot be removed, as with Docker.
+  backend::Status buildImage(const backend::ImageLayer& layer) override;
+  backend::Status removeImage(const std::string& image) override;
+  backend::ImageListReply listImages(const std::string& label_key) override;
 
   // What a test sees of one sandbox.
   struct View {
@@ -198,6 +203,7 @@ class FakeBackend : public backend::RuntimeBackend {
   mutable std::condition_variable cv_;
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
   std::vector<std::shared_ptr<Sandbox>> history_;  // every one created, with keep_removed
+  std::map<std::string, backend::ImageInfo> images_;  // derived ones, by name
   bool hold_removals_ = false;
   bool throw_on_next_kill_ = false;
   std::uint64_t next_id_ = 1;

@@ -47,4 +47,16 @@ ListReply CountingBackend::list(const std::string& label_key) {
   return counted("list", inner_.list(label_key));
 }
 
+Status CountingBackend::buildImage(const ImageLayer& layer) {
+  return counted("build_image", inner_.buildImage(layer));
+}
+
+Status CountingBackend::removeImage(const std::string& image) {
+  return counted("remove_image", inner_.removeImage(image));
+}
+
+ImageListReply CountingBackend::listImages(const std::string& label_key) {
+  return counted("list_images", inner_.listImages(label_key));
+}
+
 }  // namespace scs::metrics

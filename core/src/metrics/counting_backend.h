@@ -27,6 +27,9 @@ class CountingBackend final : public backend::RuntimeBackend {
   backend::Status kill(const std::string& id) override;
   backend::Status remove(const std::string& id) override;
   backend::ListReply list(const std::string& label_key) override;
+  backend::Status buildImage(const backend::ImageLayer& layer) override;
+  backend::Status removeImage(const std::string& image) override;
+  backend::ImageListReply listImages(const std::string& label_key) override;
 
  private:
   // Counts the answer's status under `call` unless it is ok; returns the answer unchanged.

@@ -33,7 +33,7 @@
 namespace scs::backend {
 
 // Bumped on any change to a type or a signature in this folder.
-inline constexpr std::uint32_t kAbiVersion = 9;
+inline constexpr std::uint32_t kAbiVersion = 10;
 
 // Exported by every plugin under kAbiSymbol. The loader reads it before anything else.
 struct AbiStamp {
@@ -211,6 +211,34 @@ struct ListReply {
   std::vector<SandboxInfo> sandboxes;
 };
 
+// An image derived from another by one layer of files: the packages of a run (core/src/packages).
+struct ImageLayer {
+  std::string base_image;  // the image it derives from, as a Posture names one
+  std::string image;       // the name the derived image gets, as a Posture will name it
+  // The layer's files: an uncompressed ustar of regular files and their directories, paths
+  // relative to the image's root, owned by root. Added to base_image's filesystem unchanged.
+  std::string archive;
+  std::map<std::string, std::string> labels;  // carried by the derived image
+  // Carried by anything the backend makes on the way and removes before it returns (a
+  // container), so that a later server's startup sweep (list()) removes what a server that
+  // died meanwhile left.
+  std::map<std::string, std::string> build_labels;
+};
+
+struct ImageInfo {
+  std::string image;       // as buildImage() named it
+  std::string base_image;  // as buildImage() was given it
+  // Whether it was made from base_image as that name stands now: false once an image of that
+  // name was made anew (the derived one still carries the old one's files).
+  bool current = true;
+  std::map<std::string, std::string> labels;
+};
+
+struct ImageListReply {
+  Status status;
+  std::vector<ImageInfo> images;
+};
+
 enum class Stream { kStdout, kStderr };
 
 // Owned by the core; receives a run's output as it arrives. Thread-safety: a backend may
@@ -300,6 +328,27 @@ class RuntimeBackend {
 
   // Lists this backend's sandboxes that carry the label `label_key`, running or not.
   virtual ListReply list(const std::string& label_key) = 0;
+
+  // Derived images, for runs that ask for packages. A backend that cannot make them keeps these
+  // defaults: kUnsupported, and a server configured for packages refuses to start with that
+  // message. Unlike the calls above, buildImage() may take as long as the engine needs to
+  // write the layer (minutes). Thread-safety: as every call; the core makes one at a time.
+  //
+  // Makes `layer.image` from `layer.base_image` and the layer's files; kOk at once when an
+  // image of that name exists already, made from base_image as that name stands now (one made
+  // from an earlier image of the name is made anew). Nothing is left behind when it fails.
+  virtual Status buildImage(const ImageLayer& layer) {
+    return {Code::kUnsupported, "this backend cannot derive images (" + layer.image + ")"};
+  }
+  // Removes a derived image. kRejected while a sandbox still uses it; kOk when it is gone.
+  virtual Status removeImage(const std::string& image) {
+    return {Code::kUnsupported, "this backend cannot remove images (" + image + ")"};
+  }
+  // The derived images that carry the label `label_key`, each with its base and whether it is
+  // current (ImageInfo).
+  virtual ImageListReply listImages(const std::string& label_key) {
+    return {{Code::kUnsupported, "this backend cannot list images (" + label_key + ")"}, {}};
+  }
 };
 
 struct BackendContext {
