@@ -55,7 +55,10 @@ install_missing_packages() {
                 libyaml-cpp-dev
                 # the launcher's own Python is linted in the unit tier, and its seccomp filter
                 # tested there (the image has its own copy)
-                python3-pyflakes python3-seccomp)
+                python3-pyflakes python3-seccomp
+                # pip resolves and installs the packages runs ask for (--wheelhouse,
+                # --package-index), on the host; the tests build a C extension's wheel for them
+                python3-pip python3-dev)
   # clang with libFuzzer for ./scripts/fuzz, which ./scripts/test runs.
   [[ "${SCS_WITH_FUZZ:-1}" == 0 ]] || wanted+=(clang libclang-rt-14-dev)
   # Node may come from elsewhere (nodesource, nvm): Debian's nodejs only when there is no node.

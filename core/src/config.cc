@@ -8,7 +8,9 @@
 #include <Poco/JSON/Object.h>
 #include <Poco/JSON/Parser.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -174,6 +176,16 @@ Problem validate(const Config& config, const std::set<std::string>& given) {
   if (auto p = checkLimitPair(config, given, "cpus", &policy::Limits::cpus, l.min_cpus, " CPUs")) {
     return p;
   }
+  const std::string& index = config.packages.resolver.index_url;
+  if (!index.empty() && index.rfind("http://", 0) != 0 && index.rfind("https://", 0) != 0) {
+    return "--package-index: '" + index + "' is not an http:// or https:// URL";
+  }
+  if (!index.empty() && config.allowed_packages.empty()) {
+    return "--package-index needs --allow-packages: the projects the index may serve, or any";
+  }
+  if (!config.allowed_packages.empty() && !config.packages.enabled()) {
+    return "--allow-packages needs --wheelhouse or --package-index";
+  }
   // Without --prepared-max, a --prepared above its default is the ceiling too.
   if (given.count("prepared-max") != 0 && config.runs.prepared_max < config.runs.prepared) {
     return "--prepared-max " + std::to_string(config.runs.prepared_max) + " is below --prepared " +
@@ -311,6 +323,17 @@ ParseResult parse(const std::vector<std::string>& args) {
   }
   if (auto problem = validate(result.config, given)) {
     result.error = *problem;
+  }
+  // pip runs in a directory of its own, where a relative path would name nothing.
+  std::string& wheelhouse = result.config.packages.resolver.wheelhouse;
+  if (!wheelhouse.empty()) {
+    wheelhouse = std::filesystem::absolute(wheelhouse).lexically_normal().string();
+  }
+  const std::vector<std::string>& allowed = result.config.allowed_packages;
+  if (std::find(allowed.begin(), allowed.end(), "any") == allowed.end()) {
+    for (const std::string& name : allowed) {
+      result.config.packages.allowed.insert(packages::normalizedName(name));
+    }
   }
   // gVisor copies what a forked child shares with its parent far sooner than Linux does
   // (measured: about 28 MiB per child of a warm interpreter, against under 1 MiB under runc),

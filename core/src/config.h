@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mcp/http/settings.h"
+#include "packages/package_layers.h"
 #include "policy/files.h"
 #include "policy/limits.h"
 #include "policy/posture.h"
@@ -39,6 +40,8 @@ struct Config {
   std::chrono::seconds start_wait{0};       // start_run\'s wait when the call gives none
   std::size_t max_waiting_per_tenant = 16;  // calls with wait_seconds one tenant has at once
   bool self_test = false;  // run the audit once at startup; refuse to serve when it fails
+  packages::PackageSettings packages;  // `packages` of runs; off unless a wheelhouse or index
+  std::vector<std::string> allowed_packages;  // --allow-packages as given ("any", or names)
 };
 
 // The settings before any file or flag: the shipped defaults.

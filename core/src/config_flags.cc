@@ -314,6 +314,12 @@ const std::vector<Flag>& flags() {
               "--prepared and this, grows only while no run waits and memory allows, and "
               "shrinks back to --prepared when the demand is gone.",
               0, 64, SCS_FIELD(runs.prepared_max)),
+      intFlag("prepared-package-sets", "N",
+              "Package sets (a run's `packages`) whose layers get prepared sandboxes of their own "
+              "while --prepared is on: the sets runs asked for most recently, each kept as ready "
+              "as its own demand wants (none after five minutes without a run of it), up to "
+              "--prepared-max. 0: runs with packages always start a fresh sandbox.",
+              0, 16, SCS_FIELD(runs.prepared_package_sets)),
       intFlag("prepared-idle-seconds", "S",
               "A prepared sandbox idle this long is replaced by a fresh one (its in-sandbox "
               "watchdog allows for this wait on top of the run's timeout).",
@@ -465,6 +471,30 @@ const std::vector<Flag>& flags() {
               "HTTP only: requests one tenant may have in flight at once (answers not yet sent); "
               "one more is refused with 429 before it takes a worker.",
               1, 100'000, SCS_FIELD(http.max_requests_per_tenant)),
+      textFlag("wheelhouse", "DIR",
+               "Offer runs `packages` from this directory of wheels (.whl files), fully offline: "
+               "a run's set is resolved by the host's pip, installed into a read-only layer "
+               "over --image and cached (docs/PACKAGES.md). Wheels only, never a source build. "
+               "Docker backend only.",
+               Shown::kNoDefault, SCS_FIELD(packages.resolver.wheelhouse)),
+      textFlag("package-index", "URL",
+               "Offer runs `packages` from this package index (the simple API, e.g. a devpi or "
+               "a PyPI mirror), which the server reaches and the sandbox never does; with "
+               "--wheelhouse, both. Needs --allow-packages.",
+               Shown::kNoDefault, SCS_FIELD(packages.resolver.index_url)),
+      listFlag("allow-packages", "LIST",
+               "Comma-separated projects a run's packages may install, each of their dependencies "
+               "among them, or any. Default with only --wheelhouse: any of its wheels.",
+               "project", SCS_FIELD(allowed_packages)),
+      intFlag("package-layers", "N",
+              "Package sets kept as derived images; past it the least recently used is removed.",
+              1, 10'000, SCS_FIELD(packages.max_layers)),
+      intFlag("max-packages", "N", "Most requirements one `packages` list may name.", 1, 1000,
+              SCS_FIELD(packages.max_requirements)),
+      intFlag("max-package-bytes", "N",
+              "Most bytes one package set may take installed; the server holds one set's files "
+              "in memory while it makes the set's layer.",
+              1 << 20, std::int64_t{1} << 36, SCS_FIELD(packages.max_layer_bytes)),
       {"self-test", "",
        "Run the sandbox audit (see `safe-code-sandbox audit`) once at startup and refuse to "
        "serve (exit 1) when any check fails.",

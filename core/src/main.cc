@@ -216,8 +216,10 @@ int runAudit(config::Config& config, Poco::Logger& log) {
 }
 
 // Serves MCP over Streamable HTTP until SIGTERM or SIGINT; stdin and stdout are not used.
-int serveHttp(mcp::Server& server, runs::RunManager& manager, mcp::HttpEndpoint endpoint,
-              Poco::Logger& log) {
+// `stop_everything` stops every run (RunManager::shutdown) and what else the answers in flight
+// may wait for.
+int serveHttp(mcp::Server& server, const std::function<void()>& stop_everything,
+              mcp::HttpEndpoint endpoint, Poco::Logger& log) {
   mcp::HttpTransport transport(server, std::move(endpoint));
   if (auto problem = transport.start()) {
     log.error("cannot start: " + *problem);
@@ -231,7 +233,7 @@ int serveHttp(mcp::Server& server, runs::RunManager& manager, mcp::HttpEndpoint 
   }
   log.information("received " + policy::signalName(number) + "; stopping every run");
   transport.stop();
-  manager.shutdown();
+  stop_everything();
   transport.finish();
   log.information("every run stopped; exiting");
   return 0;
@@ -286,6 +288,23 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
   info.tools.start_wait = config.start_wait;
   info.tools.max_waiting_per_tenant = config.max_waiting_per_tenant;
   info.tools.sessions = config.runs.sessions;
+  std::optional<packages::PackageLayers> package_layers;
+  if (config.packages.enabled()) {
+    package_layers.emplace(backend, config.packages, config.sandbox.image);
+    const Result<bool> started = package_layers->start();
+    if (const auto* problem = std::get_if<Error>(&started)) {
+      log.error("cannot start: " + problem->message);
+      return 1;
+    }
+    info.tools.packages = &*package_layers;
+  }
+  // A call that waits for a package layer is answered at once too.
+  const auto stop_everything = [&] {
+    if (package_layers) {
+      package_layers->shutdown();
+    }
+    manager.shutdown();
+  };
   mcp::Server server(manager, *engine->limits, config.files, info);
   if (http) {
     // GET /readyz: the engine answers, and the pool works when one is configured: it has made
@@ -317,7 +336,7 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
       }
       return checks;
     };
-    return serveHttp(server, manager, std::move(*http), log);
+    return serveHttp(server, stop_everything, std::move(*http), log);
   }
   mcp::StdioTransport transport(server, config.max_message_bytes);
 
@@ -326,7 +345,7 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
   SignalThread signals([&](int number) {
     try {
       log.information("received " + policy::signalName(number) + "; stopping every run");
-      manager.shutdown();
+      stop_everything();
       transport.finish();
       log.information("every run stopped; exiting");
     } catch (const std::exception& e) {
@@ -342,7 +361,7 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
                   (config.backend_path.empty() ? config.backend : engine->plugin.string()));
   transport.serve(std::cin, std::cout);
   log.information("stdin closed; stopping every run");
-  manager.shutdown();
+  stop_everything();
   transport.finish();
   std::cout.flush();
   log.information("every run stopped; exiting");

@@ -1443,5 +1443,81 @@ TEST_F(PreparedRunManagerTest, ShutdownRemovesEveryPreparedSandbox) {
   EXPECT_EQ(removed(), 2u);
 }
 
+// Issue 29: a run of a package set runs its layer's image, and the set gets prepared sandboxes
+// of that image for as long as its demand lasts, as the operator's image's pool does.
+StartRequest withPackages(const std::string& image) {
+  StartRequest start_request = request();
+  start_request.packages = PackageLayerUse{image, {"purepkg==2.0"}, false, 0};
+  return start_request;
+}
+
+TEST_F(PreparedRunManagerTest, APackageSetsRunsGetPreparedSandboxesOfItsLayer) {
+  settings_.prepared_max_idle = 3600s;
+  waitPrepared();
+  const std::string first = startRunning(withPackages("layer:a"));
+  // Not the operator's prepared sandbox: one of the layer's image, made for it.
+  EXPECT_TRUE(fake().sandbox("fake-1")->archive.empty());
+  EXPECT_EQ(sandboxOfRun(first)->spec.posture.image, "layer:a");
+  finish(first, 0);
+  EXPECT_EQ(finalOf(first).packages->image, "layer:a");
+
+  // The set's pool makes one of its own, and the set's next run takes it.
+  const auto preparedOfLayer = [](const View& view) {
+    return view.spec.posture.image == "layer:a" &&
+           view.spec.labels.at(kLabelRunId).rfind("prepared-", 0) == 0;
+  };
+  ASSERT_TRUE(fake().awaitSandboxes([&](const std::vector<View>& views) {
+    return std::any_of(views.begin(), views.end(), [&](const View& view) {
+      return preparedOfLayer(view) && view.started && !view.removed;
+    });
+  }));
+  const std::string second = startOk(withPackages("layer:a")).run_id;
+  ASSERT_TRUE(fake().awaitSandboxes([&](const std::vector<View>& views) {
+    return std::any_of(views.begin(), views.end(), [&](const View& view) {
+      return preparedOfLayer(view) && view.archive.find(kHangingCode) != std::string::npos;
+    });
+  }));
+  EXPECT_FALSE(sandboxOfRun(second).has_value());  // it created nothing of its own
+  const auto stopped = manager().stop(kLocalTenant, second);
+  ASSERT_TRUE(stopped.has_value());
+  EXPECT_TRUE(stopped->prepared_sandbox);
+
+  // Five minutes without a run of the set: none of its sandboxes is kept.
+  advance(301s);
+  EXPECT_TRUE(eventually([&] {
+    const auto views = fake().sandboxes();
+    return std::none_of(views.begin(), views.end(), [](const View& view) {
+      return !view.removed && view.spec.posture.image == "layer:a";
+    });
+  }));
+}
+
+TEST_F(PreparedRunManagerTest, OnlyTheSetsInDemandUpToTheirCountGetAPool) {
+  settings_.prepared_package_sets = 1;
+  waitPrepared();
+  finish(startRunning(withPackages("layer:a")), 0);
+  const std::string other = startRunning(withPackages("layer:b"));
+  finish(other, 0);
+  EXPECT_EQ(finalOf(other).status, policy::RunStatus::kSucceeded);
+  // Layer a's demand is remembered for five minutes: b gets no sandbox ahead of need.
+  ASSERT_TRUE(clock_.awaitWaiters(1));
+  const auto views = fake().sandboxes();
+  EXPECT_EQ(std::count_if(views.begin(), views.end(),
+                          [](const View& view) {
+                            return view.spec.posture.image == "layer:b";
+                          }),
+            1);  // its run's own
+}
+
+TEST_F(PreparedRunManagerTest, WithPreparationOffAPackageSetGetsNoPool) {
+  settings_.prepared = 0;
+  const std::string run = startRunning(withPackages("layer:a"));
+  finish(run, 0);
+  EXPECT_EQ(finalOf(run).status, policy::RunStatus::kSucceeded);
+  advance(1s);
+  ASSERT_TRUE(clock_.awaitWaiters(1));
+  EXPECT_EQ(created(), 1u);
+}
+
 }  // namespace
 }  // namespace scs::runs

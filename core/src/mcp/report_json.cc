@@ -167,6 +167,22 @@ Poco::JSON::Array::Ptr fileBlocks(const runs::RunSnapshot& snapshot) {
   return blocks;
 }
 
+namespace {
+
+Object::Ptr packagesToJson(const runs::PackageLayerUse& packages) {
+  Object::Ptr object = newObject();
+  Poco::JSON::Array::Ptr installed = new Poco::JSON::Array();
+  for (const std::string& name : packages.installed) {
+    installed->add(name);
+  }
+  object->set("installed", installed);
+  object->set("built", packages.built);
+  object->set("prepare_seconds", milliRound(packages.prepare_seconds));
+  return object;
+}
+
+}  // namespace
+
 Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot,
                                        const ReportOptions& options) {
   Object::Ptr object = newObject();
@@ -211,10 +227,14 @@ Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot,
   if (snapshot.results.result) {
     object->set("result", *snapshot.results.result);
   }
+  // Told once: in a run's final report, and for a session when it opens.
+  if (snapshot.packages && (snapshot.session_id.empty() || options.verbose)) {
+    object->set("packages", packagesToJson(*snapshot.packages));
+  }
   return object;
 }
 
-Poco::JSON::Object::Ptr sessionToJson(const runs::SessionSnapshot& session) {
+Poco::JSON::Object::Ptr sessionToJson(const runs::SessionSnapshot& session, bool packages) {
   Object::Ptr object = newObject();
   object->set("session_id", session.session_id);
   object->set("language", std::string(policy::nameOf(session.language)));
@@ -226,6 +246,9 @@ Poco::JSON::Object::Ptr sessionToJson(const runs::SessionSnapshot& session) {
   object->set("opened_at", formatTimestamp(session.opened_at));
   object->set("idle_expires_at", formatTimestamp(session.idle_expires_at));
   object->set("expires_at", formatTimestamp(session.expires_at));
+  if (packages && session.packages) {
+    object->set("packages", packagesToJson(*session.packages));
+  }
   return object;
 }
 

@@ -39,7 +39,9 @@ Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot,
 
 // {session_id, status (open or ended), reason once ended, limits, opened_at, idle_expires_at,
 // expires_at}.
-Poco::JSON::Object::Ptr sessionToJson(const runs::SessionSnapshot& session);
+// `packages`: whether to tell the session's packages (open_session does; close_session, which
+// the model calls when it knows them, does not).
+Poco::JSON::Object::Ptr sessionToJson(const runs::SessionSnapshot& session, bool packages = true);
 
 // The effective limits: {memory_gb, timeout_seconds, cpus, processes}.
 Poco::JSON::Object::Ptr limitsToJson(const policy::Limits& limits);

@@ -62,6 +62,7 @@ Settings settingsOf(const ToolSettings& tools) {
       {"session_lifetime",
        {Var(formatDuration(tools.session_lifetime)), formatDuration(tools.session_lifetime)}},
       {"max_sessions_per_tenant", count(tools.max_sessions_per_tenant)},
+      {"max_packages", count(tools.max_packages)},
       {"max_result_bytes",
        {static_cast<std::uint64_t>(runs::kMaxResultBytes), formatBytes(runs::kMaxResultBytes)}},
   };
@@ -183,7 +184,19 @@ Poco::JSON::Array::Ptr toolDefinitions(const ToolSettings& tools, std::string_vi
   const Object::Ptr parsed = parser.parse(std::string(document)).extract<Object::Ptr>();
   const Object::Ptr defs =
       parsed->has("$defs") ? parsed->getObject("$defs") : Object::Ptr(new Object);
-  return fill(parsed->get("tools"), settingsOf(tools), *defs).extract<Array::Ptr>();
+  Array::Ptr filled = fill(parsed->get("tools"), settingsOf(tools), *defs).extract<Array::Ptr>();
+  // Without a package source, neither the argument nor the report's field exists: a model is
+  // not told of what it cannot have.
+  for (std::size_t i = 0; !tools.packages && i < filled->size(); ++i) {
+    const Object::Ptr tool = filled->getObject(static_cast<unsigned>(i));
+    for (const char* schema : {"inputSchema", "outputSchema"}) {
+      if (Object::Ptr properties =
+              tool->has(schema) ? tool->getObject(schema)->getObject("properties") : nullptr) {
+        properties->remove("packages");
+      }
+    }
+  }
+  return filled;
 }
 
 }  // namespace scs::mcp

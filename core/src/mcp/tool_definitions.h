@@ -25,6 +25,10 @@ struct ToolSettings {
   std::chrono::seconds session_idle{600};
   std::chrono::seconds session_lifetime{3600};
   std::size_t max_sessions_per_tenant = 4;
+  // Whether the operator offers packages (a wheelhouse or an index): without, start_run and
+  // open_session do not show the `packages` argument at all.
+  bool packages = false;
+  std::size_t max_packages = 32;
 };
 
 // The `tools` array of a tools/list result. A string "${name}" in tools.json becomes that

@@ -185,6 +185,10 @@ Tools::Tools(runs::RunManager& runs, const policy::LimitPolicy& limits,
 
 Poco::JSON::Array::Ptr Tools::definitions() const {
   ToolSettings settings{limits_.defaults(), limits_.maxima(), files_, retention_, kMaxWaitSeconds};
+  settings.packages = options_.packages != nullptr;
+  if (options_.packages != nullptr) {
+    settings.max_packages = options_.packages->settings().max_requirements;
+  }
   settings.default_start_wait_seconds = static_cast<double>(options_.start_wait.count()) / 1000;
   settings.session_idle = options_.sessions.idle;
   settings.session_lifetime = options_.sessions.max_lifetime;
@@ -226,7 +230,8 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallConte
   };
   if (std::string message = checkArgumentNames(
           arguments, kStartRun,
-          {"code", "language", "files", "limits", "stdin", "session_id", "wait_seconds"});
+          {"code", "language", "files", "limits", "stdin", "session_id", "wait_seconds",
+           "packages"});
       !message.empty()) {
     return refuse(message);
   }
@@ -303,7 +308,20 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallConte
     }
   }
 
+  if (!session_id.empty() && !argument(arguments, "packages").isEmpty()) {
+    return refuse(runs::kSessionPackagesMessage);  // before a layer is made for nothing
+  }
+  auto packages = packagesOf(arguments);
+  if (auto* refused = std::get_if<Poco::JSON::Object::Ptr>(&packages)) {
+    runs_.events().refused(context.tenant, runs::RunEvents::Refusal::kInvalid);
+    return *refused;
+  }
+
   runs::StartRequest request;
+  if (auto& grant = std::get<std::optional<packages::LayerGrant>>(packages)) {
+    request.packages = std::move(grant->use);
+    request.packages_hold = std::move(grant->hold);
+  }
   request.files = std::move(std::get<std::vector<policy::File>>(files));
   request.language = language;
   request.limits = std::get<policy::Limits>(limits);
@@ -460,7 +478,7 @@ Poco::JSON::Object::Ptr Tools::stopRun(const Object& arguments, const CallContex
 Poco::JSON::Object::Ptr Tools::openSession(const Object& arguments,
                                            const CallContext& context) const {
   if (std::string message =
-          checkArgumentNames(arguments, kOpenSession, {"language", "limits", "files"});
+          checkArgumentNames(arguments, kOpenSession, {"language", "limits", "files", "packages"});
       !message.empty()) {
     return toolError(message);
   }
@@ -485,7 +503,15 @@ Poco::JSON::Object::Ptr Tools::openSession(const Object& arguments,
   if (auto* rejection = std::get_if<Error>(&files)) {
     return toolError(rejection->message);
   }
+  auto packages = packagesOf(arguments);
+  if (auto* refused = std::get_if<Poco::JSON::Object::Ptr>(&packages)) {
+    return *refused;
+  }
   runs::OpenSessionRequest request;
+  if (auto& grant = std::get<std::optional<packages::LayerGrant>>(packages)) {
+    request.packages = std::move(grant->use);
+    request.packages_hold = std::move(grant->hold);
+  }
   request.tenant = context.tenant;
   request.limits = std::get<policy::Limits>(limits);
   request.language = language;
@@ -500,6 +526,41 @@ Poco::JSON::Object::Ptr Tools::openSession(const Object& arguments,
     return toolError(refusal->message);
   }
   return toolSuccess(sessionToJson(std::get<runs::SessionSnapshot>(opened)));
+}
+
+std::variant<std::optional<packages::LayerGrant>, Poco::JSON::Object::Ptr> Tools::packagesOf(
+    const Object& arguments) const {
+  const Var asked = argument(arguments, "packages");
+  if (asked.isEmpty()) {
+    return std::optional<packages::LayerGrant>();
+  }
+  if (options_.packages == nullptr) {
+    return toolError(
+        "This server offers no packages: its operator has set no wheelhouse or package index. "
+        "Use what the image has (see start_run's description), or send pure-Python modules "
+        "in `files`.");
+  }
+  std::vector<std::string> specifiers;
+  const bool is_array = asked.type() == typeid(Poco::JSON::Array::Ptr) &&
+                        asked.extract<Poco::JSON::Array::Ptr>();
+  if (is_array) {
+    for (const Var& element : *asked.extract<Poco::JSON::Array::Ptr>()) {
+      if (!element.isString()) {
+        specifiers.clear();
+        break;
+      }
+      specifiers.push_back(element.toString());
+    }
+  }
+  if (!is_array || (specifiers.empty() && asked.extract<Poco::JSON::Array::Ptr>()->size() > 0)) {
+    return toolError(
+        "\"packages\" must be an array of strings, e.g. [\"tqdm\", \"plotly==5.4.1\"].");
+  }
+  Result<packages::LayerGrant> layer = options_.packages->layerFor(specifiers);
+  if (auto* error = std::get_if<Error>(&layer)) {
+    return toolError(error->message);
+  }
+  return std::optional<packages::LayerGrant>(std::move(std::get<packages::LayerGrant>(layer)));
 }
 
 Poco::JSON::Object::Ptr Tools::closeSession(const Object& arguments,
@@ -517,7 +578,7 @@ Poco::JSON::Object::Ptr Tools::closeSession(const Object& arguments,
   if (!closed) {
     return toolError(unknownSessionMessage(id));
   }
-  return toolSuccess(sessionToJson(*closed));
+  return toolSuccess(sessionToJson(*closed, /*packages=*/false));
 }
 
 }  // namespace scs::mcp

@@ -15,6 +15,7 @@
 
 #include "mcp/report_json.h"
 #include "net/tenant_slots.h"
+#include "packages/package_layers.h"
 #include "policy/files.h"
 #include "policy/limits.h"
 #include "runs/run_manager.h"
@@ -57,6 +58,8 @@ struct ToolOptions {
   std::size_t max_waiting_per_tenant = 16;
   // The count of those calls, shared by every Tools of one server (Server makes it).
   std::shared_ptr<net::TenantSlots> waiting;
+  // Where `packages` come from; null: the server offers none, and the tools do not show them.
+  packages::PackageLayers* packages = nullptr;
 };
 
 // The five tools: their definitions for tools/list and their execution for tools/call.
@@ -110,6 +113,9 @@ class Tools {
                                         const runs::OutputOffsets& from,
                                         const ReportOptions& report,
                                         const CallContext& context) const;
+  // The layer for the call's `packages` (nullopt inside when it names none), or the tool error.
+  std::variant<std::optional<packages::LayerGrant>, Poco::JSON::Object::Ptr> packagesOf(
+      const Poco::JSON::Object& arguments) const;
   // How reports are written: compact unless `verbose`, limits left out when the defaults.
   ReportOptions reportOptions(bool with_offsets = false, bool verbose = false) const;
 

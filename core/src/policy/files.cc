@@ -306,18 +306,25 @@ Result<std::vector<File>> resolveFiles(const std::string& code, const Poco::Dyna
 }
 
 std::string buildArchive(const std::vector<File>& files, int uid, int gid) {
-  std::string archive;
-  std::set<std::string> emitted;
+  ArchiveWriter writer(uid, gid);
   for (const File& file : files) {
-    for (const std::string& directory : parentDirectories(file.path)) {
-      if (emitted.insert(directory).second) {
-        appendEntry(archive, directory, '5', 0755, {}, uid, gid);
-      }
-    }
-    appendEntry(archive, file.path, '0', 0644, file.content, uid, gid);
+    writer.add(file.path, file.content);
   }
-  archive.append(2 * kBlock, '\0');
-  return archive;
+  return writer.finish();
+}
+
+void ArchiveWriter::add(const std::string& path, std::string_view content, bool executable) {
+  for (const std::string& directory : parentDirectories(path)) {
+    if (directories_.insert(directory).second) {
+      appendEntry(archive_, directory, '5', 0755, {}, uid_, gid_);
+    }
+  }
+  appendEntry(archive_, path, '0', executable ? 0755 : 0644, content, uid_, gid_);
+}
+
+std::string ArchiveWriter::finish() {
+  archive_.append(2 * kBlock, '\0');
+  return std::move(archive_);
 }
 
 std::optional<std::string> decodeBase64(std::string_view text) {

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -41,6 +42,24 @@ Result<std::vector<File>> resolveFiles(
 // An uncompressed POSIX ustar archive of `files`: regular files only, owner uid/gid from
 // `uid`/`gid`, mode 0644, parent directories (mode 0755) emitted before their files.
 std::string buildArchive(const std::vector<File>& files, int uid, int gid);
+
+// The same archive written one file at a time, for a tree too large to hold twice (a package
+// layer, core/src/packages): `add` appends a file of mode 0644 or, with `executable`, 0755, and
+// any parent directory not yet written; `finish` ends the archive and hands it over. Throws
+// std::invalid_argument for a path that does not fit a ustar header.
+class ArchiveWriter {
+ public:
+  ArchiveWriter(int uid, int gid) : uid_(uid), gid_(gid) {}
+  void add(const std::string& path, std::string_view content, bool executable = false);
+  std::size_t size() const { return archive_.size(); }
+  std::string finish();
+
+ private:
+  int uid_;
+  int gid_;
+  std::string archive_;
+  std::set<std::string> directories_;  // written already
+};
 
 // Base64 with Poco's codec: the standard alphabet, padded, no line breaks. Decoding is strict
 // (no whitespace, no excess padding, nothing cut short): nullopt otherwise.

@@ -34,7 +34,7 @@ std::int64_t RunManager::Impl::executingMemoryLocked() const {
 
 bool RunManager::Impl::memoryFitsLocked(std::int64_t more) const {
   return settings_.host_memory_bytes == 0 ||
-         executingMemoryLocked() + pool_.memory() + sessionMemoryLocked() + more <=
+         executingMemoryLocked() + pools_.memory() + sessionMemoryLocked() + more <=
              settings_.host_memory_bytes;
 }
 
@@ -68,16 +68,18 @@ void RunManager::Impl::admitLocked() {
       return;
     }
     const std::shared_ptr<Run> run = runs_.at(next->id);
-    // A prepared sandbox the run can use already holds part of the run's memory.
-    const PreparedSandbox* prepared = pool_.ready() == 0 || run->session
-                                          ? nullptr
-                                          : pool_.find(run->limits, sandbox_, clock_.now());
-    const std::int64_t needed = run->memory_bytes - (prepared ? pool_.idleHold() : 0);
+    // A prepared sandbox the run can use (of its image: the operator's, or its packages'
+    // layer's) already holds part of the run's memory. Not for a session's run.
+    PreparedPool* pool = run->session ? nullptr : pools_.of(run->image);
+    const PreparedSandbox* prepared =
+        pool == nullptr || pool->ready() == 0 ? nullptr
+                                              : pool->find(run->limits, sandbox_, clock_.now());
+    const std::int64_t needed = run->memory_bytes - (prepared ? pool->idleHold() : 0);
     if (!memoryFitsLocked(needed)) {
       // Idle prepared sandboxes give way to a run; otherwise the chosen run waits for memory
       // rather than be overtaken, so big runs are not starved.
-      if (pool_.evictFor(needed, prepared,
-                         [this](std::int64_t more) { return memoryFitsLocked(more); })) {
+      if (pools_.evictFor(needed, prepared,
+                          [this](std::int64_t more) { return memoryFitsLocked(more); })) {
         pool_changed_.notify_all();
         continue;
       }
@@ -88,7 +90,7 @@ void RunManager::Impl::admitLocked() {
       events_.preparedTaken(prepared != nullptr);
     }
     if (prepared != nullptr) {
-      run->prepared = pool_.claim(prepared, clock_.now());
+      run->prepared = pool->claim(prepared, clock_.now());
     }
     launchLocked(run);
   }
@@ -101,7 +103,9 @@ void RunManager::Impl::launchLocked(const std::shared_ptr<Run>& run) {
     ++live_threads_;
   } catch (const std::system_error& e) {
     logger().error("run " + run->id + ": could not start its thread: " + e.what());
-    pool_.retire(std::move(run->prepared));
+    if (run->prepared) {
+      pools_.of(run->image)->retire(std::move(run->prepared));
+    }
     policy::Verdict verdict;
     verdict.status = policy::RunStatus::kSandboxError;
     verdict.reason = "The server could not start a thread for this run.";

@@ -20,7 +20,7 @@ Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
 void RunManager::Impl::maintenanceThread() {
   std::unique_lock lock(mutex_);
   while (true) {
-    if (pool_.hasRetired()) {
+    if (pools_.hasRetired()) {
       removeRetiredLocked(lock);
       continue;
     }
@@ -40,29 +40,34 @@ void RunManager::Impl::maintenanceThread() {
       lock.lock();
       continue;
     }
-    if (pool_.retireStale(now)) {
+    if (pools_.retireStale(now)) {
       continue;
     }
-    if (!pool_.wantsAnother(now, memoryFitsLocked(pool_.idleHold()), queue_.next().has_value())) {
+    PreparedPool* pool = pools_.wantingAnother(
+        now, [this](std::int64_t more) { return memoryFitsLocked(more); },
+        queue_.next().has_value());
+    if (pool == nullptr) {
       clock_.waitUntil(pool_changed_, lock,
                        std::min(now + kRecheck, retry_at.value_or(now + kRecheck)));
       retireEndedLocked(lock);
       continue;
     }
-    pool_.making(clock_.now());
+    // Pools are dropped only when they hold nothing: this one lives while it makes one.
+    pool->making(clock_.now());
+    const PoolSettings settings = pool->settings();
     lock.unlock();
-    PreparedPtr prepared = prepareOne();
+    PreparedPtr prepared = prepareOne(settings);
     lock.lock();
     if (!prepared) {
-      pool_.failed(clock_.now());
+      pool->failed(clock_.now());
       admitLocked();
       continue;
     }
-    pool_.made(std::move(prepared), clock_.now());
+    pool->made(std::move(prepared), clock_.now());
     changed_.notify_all();
     admitLocked();  // a queued run may take it, or need its memory
   }
-  pool_.retireAll();
+  pools_.retireAll();
   removeRetiredLocked(lock);
   lock.unlock();
   removals_.retry(true);
@@ -70,7 +75,7 @@ void RunManager::Impl::maintenanceThread() {
 
 // Removes the retired prepared sandboxes; releases `lock` while it calls the backend.
 void RunManager::Impl::removeRetiredLocked(std::unique_lock<std::mutex>& lock) {
-  std::vector<PreparedPtr> retired = pool_.takeRetired();
+  std::vector<PreparedPtr> retired = pools_.takeRetired();
   lock.unlock();
   for (const PreparedPtr& prepared : retired) {
     removeSandbox(prepared->sandbox_id, prepared->uid, "prepared sandbox");
@@ -81,7 +86,7 @@ void RunManager::Impl::removeRetiredLocked(std::unique_lock<std::mutex>& lock) {
 // Retires the idle prepared sandboxes that ended (say, the engine restarted), so the pool
 // makes fresh ones before a run finds them dead. Releases `lock` while it asks the backend.
 void RunManager::Impl::retireEndedLocked(std::unique_lock<std::mutex>& lock) {
-  const std::vector<std::string> idle = pool_.idleIds();
+  const std::vector<std::string> idle = pools_.idleIds();
   if (idle.empty()) {
     return;
   }
@@ -94,7 +99,7 @@ void RunManager::Impl::retireEndedLocked(std::unique_lock<std::mutex>& lock) {
     }
   }
   lock.lock();
-  pool_.retireEnded(ended);
+  pools_.retireEnded(ended);
 }
 
 void RunManager::Impl::removeSandbox(const std::string& sandbox_id, std::uint32_t uid,
@@ -102,10 +107,9 @@ void RunManager::Impl::removeSandbox(const std::string& sandbox_id, std::uint32_
   source_.adopt(uid, sandbox_id, whose).release();
 }
 
-// Creates a sandbox for the pool's limits, checks the engine's record of it against the
-// required posture and starts it idle. nullptr, with nothing left behind, on any failure.
-PreparedPtr RunManager::Impl::prepareOne() {
-  const PoolSettings& pool = pool_.settings();
+// Creates a sandbox for a pool's limits in its image, checks the engine's record of it against
+// the required posture and starts it idle. nullptr, with nothing left behind, on any failure.
+PreparedPtr RunManager::Impl::prepareOne(const PoolSettings& pool) {
   // Declared first so that its sink outlives a removal the lease makes on failure.
   auto prepared = std::make_unique<PreparedSandbox>();
   std::optional<SandboxLease> lease = source_.takeUid("prepared sandbox");
@@ -116,7 +120,7 @@ PreparedPtr RunManager::Impl::prepareOne() {
   SandboxBringUp::Steps steps;
   steps.sink = &prepared->sink;
   SandboxSource::Brought brought = source_.bringUp(
-      SandboxKind::kPrepared, "prepared-" + randomHexId(), pool.limits, *lease, steps);
+      SandboxKind::kPrepared, "prepared-" + randomHexId(), pool.limits, pool.image, *lease, steps);
   if (!brought.outcome.failure.empty()) {
     logger().error("cannot prepare a sandbox: " + brought.outcome.failure);
     return nullptr;  // the lease removes what was made

@@ -98,13 +98,23 @@ void PreparedPool::measuredIdle(std::int64_t peak_bytes) {
   }
 }
 
+backend::Posture PreparedPool::postureFor(const policy::Limits& limits,
+                                          const policy::SandboxSettings& settings,
+                                          std::uint32_t uid) const {
+  backend::Posture posture = policy::requiredPosture(limits, settings, uid);
+  if (!settings_.image.empty()) {
+    posture.image = settings_.image;
+  }
+  return posture;
+}
+
 const PreparedSandbox* PreparedPool::find(const policy::Limits& limits,
                                           const policy::SandboxSettings& settings, SteadyTime now,
                                           bool for_session) const {
   const auto found = std::find_if(ready_.begin(), ready_.end(), [&](const PreparedPtr& sandbox) {
     return (for_session || limits.timeout_seconds <= sandbox->timeout_seconds) &&
            now - sandbox->ready_at <= settings_.max_idle &&
-           sandbox->posture == policy::requiredPosture(limits, settings, sandbox->uid);
+           sandbox->posture == postureFor(limits, settings, sandbox->uid);
   });
   return found == ready_.end() ? nullptr : found->get();
 }
@@ -133,11 +143,22 @@ void PreparedPool::claimEnded(std::optional<double> warm_seconds) {
 
 bool PreparedPool::evictFor(std::int64_t needed, const PreparedSandbox* keep,
                             const std::function<bool(std::int64_t)>& fits) {
-  const std::int64_t idle =
-      static_cast<std::int64_t>(ready_.size() - (keep != nullptr ? 1 : 0)) * idleHold();
+  const std::int64_t idle = evictable(keep);
   if (idle == 0 || !fits(needed - idle)) {
     return false;
   }
+  evictUntil(needed, keep, fits);
+  return true;
+}
+
+std::int64_t PreparedPool::evictable(const PreparedSandbox* keep) const {
+  const bool kept = std::any_of(ready_.begin(), ready_.end(),
+                                [&](const PreparedPtr& sandbox) { return sandbox.get() == keep; });
+  return static_cast<std::int64_t>(ready_.size() - (kept ? 1 : 0)) * idleHold();
+}
+
+void PreparedPool::evictUntil(std::int64_t needed, const PreparedSandbox* keep,
+                              const std::function<bool(std::int64_t)>& fits) {
   for (auto it = ready_.begin(); it != ready_.end() && !fits(needed);) {
     if (it->get() == keep) {
       ++it;
@@ -149,7 +170,6 @@ bool PreparedPool::evictFor(std::int64_t needed, const PreparedSandbox* keep,
                          " gives way to a run that needs its memory");
     retired_.push_back(std::move(evicted));
   }
-  return true;
 }
 
 void Demand::record(SteadyTime now, std::size_t in_flight) {
@@ -185,7 +205,8 @@ double Demand::rate(SteadyTime now) {
 
 bool PreparedPool::serves(const policy::Limits& limits,
                           const policy::SandboxSettings& settings) const {
-  return settings_.target > 0 && limits.timeout_seconds <= settings_.limits.timeout_seconds &&
+  return (settings_.target > 0 || !settings_.image.empty()) &&
+         limits.timeout_seconds <= settings_.limits.timeout_seconds &&
          policy::requiredPosture(limits, settings, 0) ==
              policy::requiredPosture(settings_.limits, settings, 0);
 }
@@ -202,7 +223,7 @@ void PreparedPool::demandEnded() {
 }
 
 std::size_t PreparedPool::wanted(SteadyTime now) {
-  if (settings_.target == 0) {
+  if (settings_.target == 0 && settings_.image.empty()) {
     return 0;
   }
   const std::size_t most = demand_.largest(now);
@@ -317,6 +338,148 @@ std::vector<PreparedPtr> PreparedPool::takeRetired() {
   std::vector<PreparedPtr> retired;
   retired.swap(retired_);
   return retired;
+}
+
+bool PreparedPool::empty() const {
+  return ready_.empty() && making_ == 0 && claimed_running_ == 0 && retired_.empty() &&
+         in_flight_ == 0;
+}
+
+PreparedPool* PreparedPools::of(const std::string& image) {
+  if (image.empty()) {
+    return &main_;
+  }
+  const auto found = sets_.find(image);
+  return found == sets_.end() ? nullptr : found->second.get();
+}
+
+PreparedPool* PreparedPools::demandedFor(const std::string& image, SteadyTime now) {
+  if (PreparedPool* pool = of(image)) {
+    return pool;
+  }
+  if (main_.settings().target == 0 || max_sets_ == 0) {
+    return nullptr;
+  }
+  dropIdle(now);
+  if (sets_.size() >= max_sets_) {
+    return nullptr;  // the sets there are still serve runs, or want sandboxes for them
+  }
+  PoolSettings settings = main_.settings();
+  settings.ceiling = std::max(settings.ceiling, settings.target);  // as many as the main pool
+  settings.target = 0;
+  settings.image = image;
+  logger().debug("prepared pool: sandboxes of package layer " + image + " from now on");
+  return sets_.emplace(image, std::make_unique<PreparedPool>(std::move(settings)))
+      .first->second.get();
+}
+
+void PreparedPools::dropIdle(SteadyTime now) {
+  for (auto it = sets_.begin(); it != sets_.end();) {
+    if (it->second->empty() && it->second->wanted(now) == 0) {
+      logger().debug("prepared pool: none of package layer " + it->first + " wanted any more");
+      it = sets_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::int64_t PreparedPools::memory() const {
+  std::int64_t total = main_.memory();
+  for (const auto& [image, pool] : sets_) {
+    total += pool->memory();
+  }
+  return total;
+}
+
+std::size_t PreparedPools::ready() const {
+  std::size_t total = main_.ready();
+  for (const auto& [image, pool] : sets_) {
+    total += pool->ready();
+  }
+  return total;
+}
+
+bool PreparedPools::hasRetired() const {
+  return main_.hasRetired() || std::any_of(sets_.begin(), sets_.end(), [](const auto& set) {
+           return set.second->hasRetired();
+         });
+}
+
+std::vector<PreparedPtr> PreparedPools::takeRetired() {
+  std::vector<PreparedPtr> retired = main_.takeRetired();
+  for (const auto& [image, pool] : sets_) {
+    for (PreparedPtr& sandbox : pool->takeRetired()) {
+      retired.push_back(std::move(sandbox));
+    }
+  }
+  return retired;
+}
+
+std::vector<std::string> PreparedPools::idleIds() const {
+  std::vector<std::string> ids = main_.idleIds();
+  for (const auto& [image, pool] : sets_) {
+    const std::vector<std::string> more = pool->idleIds();
+    ids.insert(ids.end(), more.begin(), more.end());
+  }
+  return ids;
+}
+
+void PreparedPools::retireEnded(const std::vector<std::string>& sandbox_ids) {
+  main_.retireEnded(sandbox_ids);
+  for (const auto& [image, pool] : sets_) {
+    pool->retireEnded(sandbox_ids);
+  }
+}
+
+void PreparedPools::retireAll() {
+  main_.retireAll();
+  for (const auto& [image, pool] : sets_) {
+    pool->retireAll();
+  }
+}
+
+bool PreparedPools::retireStale(SteadyTime now) {
+  if (main_.retireStale(now)) {
+    return true;
+  }
+  for (const auto& [image, pool] : sets_) {
+    if (pool->retireStale(now)) {
+      return true;
+    }
+  }
+  dropIdle(now);
+  return false;
+}
+
+bool PreparedPools::evictFor(std::int64_t needed, const PreparedSandbox* keep,
+                             const std::function<bool(std::int64_t)>& fits) {
+  std::int64_t idle = main_.evictable(keep);
+  for (const auto& [image, pool] : sets_) {
+    idle += pool->evictable(keep);
+  }
+  if (idle == 0 || !fits(needed - idle)) {
+    return false;
+  }
+  for (const auto& [image, pool] : sets_) {
+    pool->evictUntil(needed, keep, fits);
+  }
+  main_.evictUntil(needed, keep, fits);
+  return true;
+}
+
+PreparedPool* PreparedPools::wantingAnother(SteadyTime now,
+                                            const std::function<bool(std::int64_t)>& fits,
+                                            bool runs_waiting) {
+  if (main_.wantsAnother(now, fits(main_.idleHold()), runs_waiting)) {
+    return &main_;
+  }
+  for (const auto& [image, pool] : sets_) {
+    if (pool->wantsAnother(now, fits(pool->idleHold()), runs_waiting)) {
+      return pool.get();
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace scs::runs

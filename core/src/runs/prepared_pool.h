@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -63,6 +64,10 @@ struct PoolSettings {
   policy::Limits limits;    // what each is made for
   std::int64_t memory_bytes = 0;  // their memory limit
   std::chrono::seconds max_idle{300};
+  // A package set's pool (PreparedPools): its sandboxes run this derived image instead of the
+  // operator's, and it keeps none ready but what recent demand wants (target 0 does not turn
+  // it off).
+  std::string image;
 };
 
 // How many sandboxes the pool wants ready follows from two things it remembers of the runs it
@@ -97,6 +102,11 @@ class Demand {
 
 class PreparedPool {
  public:
+  // The posture a sandbox of this pool in `uid` has for `limits`: the required one, in the
+  // pool's image.
+  backend::Posture postureFor(const policy::Limits& limits, const policy::SandboxSettings& settings,
+                              std::uint32_t uid) const;
+
   explicit PreparedPool(PoolSettings settings)
       : settings_(std::move(settings)), wanted_(settings_.target) {}
 
@@ -135,6 +145,12 @@ class PreparedPool {
   // True when it made room.
   bool evictFor(std::int64_t needed, const PreparedSandbox* keep,
                 const std::function<bool(std::int64_t)>& fits);
+  // What its idle sandboxes other than `keep` hold in admission, and their retirement, oldest
+  // first, until `fits(needed)` holds or none is left: evictFor() in two steps, for
+  // PreparedPools to make room from several pools.
+  std::int64_t evictable(const PreparedSandbox* keep) const;
+  void evictUntil(std::int64_t needed, const PreparedSandbox* keep,
+                  const std::function<bool(std::int64_t)>& fits);
 
   // Whether a run with these limits could use a sandbox of this pool (in any uid).
   bool serves(const policy::Limits& limits, const policy::SandboxSettings& settings) const;
@@ -172,6 +188,8 @@ class PreparedPool {
 
   // The ids of the idle sandboxes, to check whether they still live.
   std::vector<std::string> idleIds() const;
+  // It holds no sandbox (ready, being made, taken or retired) and serves no run in flight.
+  bool empty() const;
   bool hasRetired() const { return !retired_.empty(); }
   std::vector<PreparedPtr> takeRetired();
 
@@ -193,6 +211,50 @@ class PreparedPool {
   bool made_any_ = false;
   bool last_failed_ = false;
   std::vector<PreparedPtr> retired_;  // to be removed
+};
+
+// The pools of prepared sandboxes: the operator's image's (main()), and one for each of the
+// package sets in most demand, at most `max_sets`: a set's pool is made when a run of the set
+// arrives and the main pool is on, keeps ready only what that set's demand wants, and goes once
+// it holds nothing and wants none, making room for another set's. Not thread-safe: the run
+// manager calls it with its lock held.
+class PreparedPools {
+ public:
+  PreparedPools(PoolSettings main, std::size_t max_sets)
+      : main_(std::move(main)), max_sets_(max_sets) {}
+
+  PreparedPool& main() { return main_; }
+  const PreparedPool& main() const { return main_; }
+  // The pool of `image` (empty: the operator's), or nullptr.
+  PreparedPool* of(const std::string& image);
+  // The pool of `image`, made now if there is room for another set's: for a run or session of
+  // that set that arrived. nullptr when there is none to be had.
+  PreparedPool* demandedFor(const std::string& image, SteadyTime now);
+
+  // Over every pool, as PreparedPool's of the same name.
+  std::int64_t memory() const;
+  std::size_t ready() const;
+  bool hasRetired() const;
+  std::vector<PreparedPtr> takeRetired();
+  std::vector<std::string> idleIds() const;
+  void retireEnded(const std::vector<std::string>& sandbox_ids);
+  void retireAll();
+  bool retireStale(SteadyTime now);
+  // Idle sandboxes of any pool give way, the operator's image's last.
+  bool evictFor(std::int64_t needed, const PreparedSandbox* keep,
+                const std::function<bool(std::int64_t)>& fits);
+  // The pool whose wantsAnother() holds now, the main one first; nullptr when none does.
+  // `fits(bytes)`: whether that much more memory fits.
+  PreparedPool* wantingAnother(SteadyTime now, const std::function<bool(std::int64_t)>& fits,
+                               bool runs_waiting);
+
+ private:
+  // Drops the sets' pools that are empty() and want none now.
+  void dropIdle(SteadyTime now);
+
+  PreparedPool main_;
+  const std::size_t max_sets_;
+  std::map<std::string, std::unique_ptr<PreparedPool>> sets_;  // by derived image
 };
 
 }  // namespace scs::runs

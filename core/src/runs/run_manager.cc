@@ -55,8 +55,9 @@ RunManager::Impl::Impl(backend::RuntimeBackend& backend, const RunSettings& sett
       source_(bring_up_, uids_, removals_, sandbox_),
       retention_({settings.retention, settings.max_retained, settings.max_retained_bytes,
                   settings.max_retained_per_tenant, settings.max_retained_bytes_per_tenant}),
-      pool_({settings.prepared, settings.prepared_max, settings.prepared_limits,
-             memoryBytes(settings.prepared_limits), settings.prepared_max_idle}) {
+      pools_({settings.prepared, settings.prepared_max, settings.prepared_limits,
+              memoryBytes(settings.prepared_limits), settings.prepared_max_idle, ""},
+             settings.prepared_package_sets) {
   maintenance_thread_ = std::thread([this] { maintenanceThread(); });
 }
 
@@ -86,6 +87,10 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
                    ": a session has one language. Open another session for " + asked +
                    ", or leave out \"language\".");
   }
+  if (session && request.packages) {
+    events_.refused(request.tenant, RunEvents::Refusal::kInvalid);
+    return invalid(kSessionPackagesMessage);
+  }
   if (session) {
     // Its limits but the timeout are the session's.
     const double timeout = request.limits.timeout_seconds;
@@ -111,6 +116,13 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
   run->files = std::move(request.files);
   run->language = request.language;
   run->stdin_data = std::move(request.stdin_data);
+  if (request.packages) {
+    run->image = request.packages->image;
+    run->packages_hold = std::move(request.packages_hold);
+  } else if (session) {
+    request.packages = session->packages;
+  }
+  run->report.packages = std::move(request.packages);
   run->enqueued_at = clock_.now();
   run->report.submitted_at = clock_.wallNow();
   run->report.run_id = run->id;
@@ -134,9 +146,10 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
     queue_.push(run->tenant, run->id);
   }
   // Counted before admission, which may end the run at once (its thread failed to start).
-  if (!session && pool_.serves(run->limits, sandbox_)) {
+  if (PreparedPool* pool = session ? nullptr : pools_.demandedFor(run->image, run->enqueued_at);
+      pool != nullptr && pool->serves(run->limits, sandbox_)) {
     run->pool_demand = true;
-    pool_.demanded(run->enqueued_at);
+    pool->demanded(run->enqueued_at);
     pool_changed_.notify_all();
   }
   admitLocked();
@@ -152,7 +165,7 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
     if (refusal) {
       queue_.remove(run->tenant, run->id);
       if (run->pool_demand) {
-        pool_.demandEnded();
+        pools_.of(run->image)->demandEnded();
       }
       runs_.erase(run->id);
       events_.refused(run->tenant, RunEvents::Refusal::kQueueFull);
@@ -281,12 +294,12 @@ void RunManager::Impl::shutdown() {
 
 bool RunManager::Impl::awaitPrepared(std::size_t count, std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
-  return clock_.waitFor(changed_, lock, timeout, [&] { return pool_.ready() >= count; });
+  return clock_.waitFor(changed_, lock, timeout, [&] { return pools_.main().ready() >= count; });
 }
 
 bool RunManager::Impl::preparedHealthy() {
   std::lock_guard lock(mutex_);
-  return pool_.healthy();
+  return pools_.main().healthy();
 }
 
 RunLoad RunManager::Impl::load() {
@@ -294,7 +307,7 @@ RunLoad RunManager::Impl::load() {
   RunLoad load;
   load.queued = queue_.queued();
   load.executing = queue_.executing();
-  load.prepared_ready = pool_.ready();
+  load.prepared_ready = pools_.ready();
   load.runs_known = runs_.size();
   load.reports_retained = retention_.count();
   load.report_bytes_retained = retention_.bytes();
@@ -311,9 +324,10 @@ void RunManager::Impl::finalizeLocked(Run& run, policy::Verdict verdict, RunResu
   }
   if (run.pool_demand) {
     run.pool_demand = false;
-    pool_.demandEnded();
+    pools_.of(run.image)->demandEnded();
   }
   run.phase = Phase::kFinal;
+  run.packages_hold.reset();  // its sandbox, if made, keeps the image itself now
   run.finished = clock_.now();
   run.finished_at = clock_.wallNow();
   run.report.status = verdict.status;
@@ -331,11 +345,12 @@ void RunManager::Impl::finalizeLocked(Run& run, policy::Verdict verdict, RunResu
   if (held_slot) {
     queue_.ended(run.tenant);
     if (run.prepared) {
+      PreparedPool& pool = *pools_.of(run.image);
       const std::optional<double>& warm_seconds = run.report.results.warm_seconds;
-      pool_.claimEnded(warm_seconds);
+      pool.claimEnded(warm_seconds);
       // Its footprint idle is the whole of one only if its imports had finished.
       if (run.idle_peak_bytes && (warm_seconds || settings_.prepared_warm_modules.empty())) {
-        pool_.measuredIdle(*run.idle_peak_bytes);
+        pool.measuredIdle(*run.idle_peak_bytes);
       }
     }
     pool_changed_.notify_all();  // the pool may refill now

@@ -65,6 +65,9 @@ struct RunSettings {
   // 0 turns preparation off.
   std::size_t prepared = 0;
   std::size_t prepared_max = 0;
+  // Package sets (core/src/packages) whose layers get prepared sandboxes of their own, the
+  // sets in most demand, while preparation is on (PreparedPools).
+  std::size_t prepared_package_sets = 2;
   policy::Limits prepared_limits;
   std::chrono::seconds prepared_max_idle{300};
   // Modules a prepared sandbox's interpreter imports while it waits (those the image lacks
@@ -72,6 +75,20 @@ struct RunSettings {
   std::vector<std::string> prepared_warm_modules;
   SessionSettings sessions;
 };
+
+// The packages a run or session asked for, once the server has the layer that holds them
+// (core/src/packages): its sandbox runs the derived image instead of the operator's.
+struct PackageLayerUse {
+  std::string image;                   // the derived image
+  std::vector<std::string> installed;  // "name==version" of every project in the layer
+  bool built = false;                  // the layer was made for this call; false: cached
+  double prepare_seconds = 0;          // resolving the set and, when built, making the layer
+};
+
+// Why a run in a session may not name packages.
+inline constexpr const char* kSessionPackagesMessage =
+    "A session's packages are the session's: open_session takes \"packages\" for all its runs. "
+    "Leave \"packages\" out of this start_run, or open another session with them.";
 
 struct CapturedOutput {
   std::string text;         // valid UTF-8 (invalid bytes replaced), head and tail when cut
@@ -111,6 +128,7 @@ struct RunSnapshot {
   // A run in a session: its id, and whether the session is still open now.
   std::string session_id;
   bool session_alive = false;
+  std::optional<PackageLayerUse> packages;  // the run's (a session's run: its session's)
 };
 
 // What open_session and close_session report about a session.
@@ -123,6 +141,7 @@ struct SessionSnapshot {
   std::chrono::system_clock::time_point opened_at;
   std::chrono::system_clock::time_point idle_expires_at;  // when it closes without a run
   std::chrono::system_clock::time_point expires_at;       // when it closes at the latest
+  std::optional<PackageLayerUse> packages;
 };
 
 struct OpenSessionRequest {
@@ -130,12 +149,17 @@ struct OpenSessionRequest {
   policy::Limits limits;            // resolved by LimitPolicy
   std::vector<policy::File> files;  // validated; written into /workspace before the first run
   policy::Language language = policy::Language::kPython;
+  std::optional<PackageLayerUse> packages;  // its sandbox runs the layer's image
+  std::shared_ptr<void> packages_hold;      // kept until its sandbox is removed
 };
 
 struct StartRequest {
   std::vector<policy::File> files;  // validated; the language's code file first
   // In a session, the session's: start() refuses another.
   policy::Language language = policy::Language::kPython;
+  // Its sandbox runs the layer's image; never with session_id (a session's are its own).
+  std::optional<PackageLayerUse> packages;
+  std::shared_ptr<void> packages_hold;  // kept until the run is final
   policy::Limits limits;                  // resolved by LimitPolicy
   std::string tenant = kLocalTenant;      // owns the run: only this tenant can see or stop it
   std::optional<std::string> stdin_data;  // the program's stdin; none: /dev/null

@@ -86,6 +86,8 @@ struct Run {
   // Until the run starts: then they go into its archive.
   std::vector<policy::File> files;
   std::optional<std::string> stdin_data;
+  std::string image;  // the packages' derived image; empty: the operator's
+  std::shared_ptr<void> packages_hold;  // keeps that image until the run is final
 
   Phase phase = Phase::kQueued;
   Cause cause = Cause::kNone;
@@ -221,7 +223,7 @@ struct RunManager::Impl {
 
   // The maintenance thread (maintenance.cc).
   void maintenanceThread();
-  PreparedPtr prepareOne();
+  PreparedPtr prepareOne(const PoolSettings& pool);
   void removeRetiredLocked(std::unique_lock<std::mutex>& lock);
   // Removes a sandbox whose run is over (or that never had one) and gives its uid back.
   void removeSandbox(const std::string& sandbox_id, std::uint32_t uid, const std::string& whose);
@@ -245,7 +247,7 @@ struct RunManager::Impl {
   std::map<std::string, std::shared_ptr<Session>> sessions_;
   FairQueue queue_;
   ReportRetention retention_;
-  PreparedPool pool_;
+  PreparedPools pools_;
   std::size_t live_threads_ = 0;  // run threads not yet done with their sandbox
   std::vector<std::thread> done_threads_;
   bool shutting_down_ = false;

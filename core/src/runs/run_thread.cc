@@ -183,7 +183,7 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome, SandboxLease& lease) 
   };
   steps.stopped = [&] { return causeSet(run); };
   const SandboxBringUp::Outcome brought =
-      source_.bringUp(SandboxKind::kRun, run.id, run.limits, lease, steps).outcome;
+      source_.bringUp(SandboxKind::kRun, run.id, run.limits, run.image, lease, steps).outcome;
   std::string().swap(archive);
   if (brought.sandbox_id.empty()) {
     lease.release();  // its uid is free again at once: no sandbox was made with it

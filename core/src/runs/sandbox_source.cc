@@ -48,10 +48,14 @@ SandboxLease SandboxSource::adopt(std::uint32_t uid, std::string sandbox_id, std
 }
 
 SandboxSource::Brought SandboxSource::bringUp(SandboxKind kind, const std::string& label_id,
-                                              const policy::Limits& limits, SandboxLease& lease,
+                                              const policy::Limits& limits,
+                                              const std::string& image, SandboxLease& lease,
                                               SandboxBringUp::Steps steps) {
   Brought brought;
   brought.posture = policy::requiredPosture(limits, sandbox_, lease.uid());
+  if (!image.empty()) {
+    brought.posture.image = image;  // every other control as for the operator's image
+  }
   const backend::SandboxSpec spec =
       kind == SandboxKind::kSession
           ? bring_up_.sessionSpec(label_id, limits, brought.posture)

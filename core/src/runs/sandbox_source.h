@@ -74,11 +74,12 @@ class SandboxSource {
     backend::Posture posture;  // the posture it was checked against
   };
   // Brings up a sandbox of `kind` for `limits` in the uid of `lease`, labelled for `label_id`:
-  // the required posture, the kind's spec, then SandboxBringUp::bringUp with `steps`. The
+  // the required posture (with `image` for the operator's when not empty: a run's packages),
+  // the kind's spec, then SandboxBringUp::bringUp with `steps`. The
   // sandbox is bound to `lease` as soon as it exists (before `steps.created` is called), so
   // whatever the outcome, releasing the lease removes what was made.
   Brought bringUp(SandboxKind kind, const std::string& label_id, const policy::Limits& limits,
-                  SandboxLease& lease, SandboxBringUp::Steps steps);
+                  const std::string& image, SandboxLease& lease, SandboxBringUp::Steps steps);
 
  private:
   SandboxBringUp& bring_up_;

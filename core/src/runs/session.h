@@ -50,6 +50,8 @@ struct Session {
   policy::Language language = policy::Language::kPython;  // of every run in it
   std::int64_t memory_bytes = 0;    // counted against the host's memory until it is removed
   std::vector<policy::File> files;  // from open_session: go with its first run
+  std::optional<PackageLayerUse> packages;  // its sandbox runs their layer's image
+  std::shared_ptr<void> packages_hold;      // keeps that image until the sandbox is removed
   std::string sandbox_id;           // once it is up
   bool open = true;  // false once ended (closed, expired, its interpreter gone)
   // open_session is still bringing its sandbox up; once it is not, the sandbox runs (a session

@@ -44,6 +44,7 @@ SessionSnapshot RunManager::Impl::sessionSnapshotLocked(const Session& session) 
   snapshot.session_id = session.id;
   snapshot.language = session.language;
   snapshot.limits = session.limits;
+  snapshot.packages = session.packages;
   snapshot.open = session.open;
   snapshot.end_reason = session.end_reason;
   snapshot.opened_at = session.opened_wall;
@@ -97,17 +98,20 @@ Result<SessionSnapshot> RunManager::Impl::openSession(OpenSessionRequest request
           "with this one. Close one with close_session, or ask for less "
           "memory_gb.");
     }
-    if (pool_.serves(request.limits, sandbox_)) {
+    // Its image's pool: the operator's, or its packages' layer's.
+    const std::string image = request.packages ? request.packages->image : std::string();
+    PreparedPool* pool = pools_.demandedFor(image, clock_.now());
+    if (pool != nullptr && pool->serves(request.limits, sandbox_)) {
       // An arrival the pool could serve: the rate it keeps sandboxes ready for counts it.
-      pool_.demanded(clock_.now());
-      pool_.demandEnded();
+      pool->demanded(clock_.now());
+      pool->demandEnded();
     }
     // A prepared sandbox of the session's posture already holds part of its memory and a uid
     // of its own, and becomes the session's once its launcher is told so.
     const PreparedSandbox* prepared =
-        pool_.find(request.limits, sandbox_, clock_.now(), /*for_session=*/true);
-    const std::int64_t needed = memory - (prepared ? pool_.idleHold() : 0);
-    if (!memoryFitsLocked(needed) && !pool_.evictFor(needed, prepared, [this](std::int64_t more) {
+        pool ? pool->find(request.limits, sandbox_, clock_.now(), /*for_session=*/true) : nullptr;
+    const std::int64_t needed = memory - (prepared ? pool->idleHold() : 0);
+    if (!memoryFitsLocked(needed) && !pools_.evictFor(needed, prepared, [this](std::int64_t more) {
           return memoryFitsLocked(more);
         })) {
       return refused("Not enough of the host's memory is free for a session of " +
@@ -129,10 +133,10 @@ Result<SessionSnapshot> RunManager::Impl::openSession(OpenSessionRequest request
     session = std::make_shared<Session>();
     if (prepared) {
       // Its lease only once the pool has let go of it, so that the two never both remove it.
-      session->prepared = pool_.claim(prepared, clock_.now());
+      session->prepared = pool->claim(prepared, clock_.now());
       session->sandbox_id = session->prepared->sandbox_id;
       session->lease = source_.adopt(session->prepared->uid, session->sandbox_id, "session " + id);
-      pool_.claimEnded();  // a session is no run the pool's refill should wait for
+      pool->claimEnded();  // a session is no run the pool's refill should wait for
     } else {
       session->lease = std::move(*lease);
     }
@@ -142,6 +146,8 @@ Result<SessionSnapshot> RunManager::Impl::openSession(OpenSessionRequest request
     session->language = request.language;
     session->memory_bytes = memory;
     session->files = std::move(request.files);
+    session->packages = std::move(request.packages);
+    session->packages_hold = std::move(request.packages_hold);
     session->opened = session->last_active = clock_.now();
     session->opened_wall = session->last_active_wall = clock_.wallNow();
     session->sink.setListener([this] {
@@ -223,7 +229,8 @@ SandboxBringUp::Outcome RunManager::Impl::bringUpSession(Session& session) {
     return shutting_down_;
   };
   return source_
-      .bringUp(SandboxKind::kSession, "session-" + session.id, session.limits, session.lease, steps)
+      .bringUp(SandboxKind::kSession, "session-" + session.id, session.limits,
+               session.packages ? session.packages->image : std::string(), session.lease, steps)
       .outcome;
 }
 
@@ -307,6 +314,7 @@ void RunManager::Impl::releaseSessionsLocked(std::unique_lock<std::mutex>& lock)
   lock.lock();
   for (const auto& session : releasing) {
     session->removed = true;
+    session->packages_hold.reset();
   }
   changed_.notify_all();
   admitLocked();  // its memory is free

@@ -1,0 +1,316 @@
+// pip as the resolver: Debian's python3-pip has PEP 440 versions, markers, the platform tags and
+// a backtracking resolver that we would otherwise write again; its --report (JSON) says what it
+// installed and each wheel's hash.
+
+#include "packages/wheel_resolver.h"
+
+#include <Poco/DigestStream.h>
+#include <Poco/JSON/Object.h>
+#include <Poco/JSON/Parser.h>
+#include <Poco/Pipe.h>
+#include <Poco/PipeStream.h>
+#include <Poco/Process.h>
+#include <Poco/SHA2Engine.h>
+#include <Poco/URI.h>
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <cctype>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+namespace scs::packages {
+namespace {
+
+using Poco::JSON::Object;
+
+constexpr int kNewestGlibcMinor = 36;  // bookworm's glibc 2.36
+constexpr int kOldestManylinuxMinor = 17;
+constexpr std::size_t kMaxReasonBytes = 1500;
+
+struct PipRun {
+  int exit_code = -1;
+  bool timed_out = false;
+  bool stopped = false;  // by PipControl::stop()
+  std::string output;    // stdout and stderr together
+};
+
+PipRun runPip(const std::vector<std::string>& argv, const std::string& directory,
+              std::chrono::seconds timeout, PipControl& control) {
+  PipRun run;
+  Poco::Pipe out;
+  Poco::Process::Args args(argv.begin() + 1, argv.end());
+  Poco::ProcessHandle handle =
+      Poco::Process::launch(argv.front(), args, directory, nullptr, &out, &out);
+  control.begin(handle.id());
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  bool done = false;
+  std::thread watchdog([&] {
+    std::unique_lock lock(mutex);
+    if (!done_cv.wait_for(lock, timeout, [&] { return done; })) {
+      run.timed_out = true;
+      Poco::Process::kill(handle);
+    }
+  });
+  Poco::PipeInputStream stream(out);
+  std::ostringstream collected;
+  collected << stream.rdbuf();
+  run.output = collected.str();
+  run.exit_code = handle.wait();
+  control.end();
+  {
+    std::lock_guard lock(mutex);
+    done = true;
+  }
+  done_cv.notify_all();
+  watchdog.join();
+  run.stopped = control.stopped();
+  return run;
+}
+
+// pip's reason, from its ERROR lines and what follows "The conflict is caused by:".
+std::string pipReason(const std::string& output) {
+  std::istringstream lines(output);
+  std::string reason;
+  bool conflict = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("ERROR: ", 0) == 0) {
+      line.erase(0, 7);
+      conflict = false;
+    } else if (line.find("The conflict is caused by:") != std::string::npos) {
+      conflict = true;
+    } else if (!conflict || line.find_first_not_of(' ') == std::string::npos ||
+               line.rfind("To fix this", 0) == 0) {
+      conflict = false;
+      continue;
+    }
+    const std::size_t start = line.find_first_not_of(' ');
+    if (start == std::string::npos) {
+      continue;
+    }
+    reason += (reason.empty() ? "" : " ") + line.substr(start);
+  }
+  if (reason.size() > kMaxReasonBytes) {
+    reason = reason.substr(0, kMaxReasonBytes) + "...";
+  }
+  return reason.empty() ? "pip failed without saying why" : reason;
+}
+
+// "name" of each "No matching distribution found for name..." in pip's output.
+std::vector<std::string> missingProjects(const std::string& output) {
+  std::vector<std::string> names;
+  const std::string marker = "No matching distribution found for ";
+  for (std::size_t at = output.find(marker); at != std::string::npos;
+       at = output.find(marker, at + 1)) {
+    const std::size_t start = at + marker.size();
+    std::size_t end = start;
+    while (end < output.size() && (std::isalnum(static_cast<unsigned char>(output[end])) != 0 ||
+                                   output[end] == '-' || output[end] == '_' || output[end] == '.')) {
+      ++end;
+    }
+    names.push_back(normalizedName(output.substr(start, end - start)));
+  }
+  return names;
+}
+
+// The wheelhouse's files of project `name` (the first field of a wheel's file name).
+std::vector<std::string> wheelsOf(const std::string& wheelhouse, const std::string& name) {
+  std::vector<std::string> found;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(wheelhouse, error)) {
+    const std::string file = entry.path().filename().string();
+    if (file.size() > 4 && file.compare(file.size() - 4, 4, ".whl") == 0 &&
+        normalizedName(file.substr(0, file.find('-'))) == name) {
+      found.push_back(file);
+    }
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+std::string failure(const PipRun& run, const ResolverSettings& settings) {
+  if (run.stopped) {
+    return "The server is shutting down; nothing was installed.";
+  }
+  if (run.timed_out) {
+    return "Resolving the packages took longer than " + std::to_string(settings.timeout.count()) +
+           " seconds, the server's limit; nothing was installed.";
+  }
+  std::string message = "The packages cannot be installed: " + pipReason(run.output);
+  if (!settings.wheelhouse.empty()) {
+    for (const std::string& name : missingProjects(run.output)) {
+      const std::vector<std::string> wheels = wheelsOf(settings.wheelhouse, name);
+      if (!wheels.empty()) {
+        message += " The wheelhouse has " + name + " only as " + wheels.front() +
+                   (wheels.size() > 1 ? " and " + std::to_string(wheels.size() - 1) + " more"
+                                      : std::string()) +
+                   ": none for the sandbox (CPython " + settings.python_version + ", " +
+                   (settings.platforms.empty() ? defaultPlatforms() : settings.platforms).front() +
+                   " or manylinux), or not of the versions asked for.";
+      }
+    }
+  }
+  return message;
+}
+
+std::string sha256Of(const Object::Ptr& item) {
+  const Object::Ptr info = item->getObject("download_info");
+  const Object::Ptr archive = info ? info->getObject("archive_info") : nullptr;
+  if (!archive) {
+    return {};
+  }
+  if (const Object::Ptr hashes = archive->getObject("hashes"); hashes && hashes->has("sha256")) {
+    return hashes->getValue<std::string>("sha256");
+  }
+  const std::string hash = archive->optValue<std::string>("hash", "");
+  return hash.rfind("sha256=", 0) == 0 ? hash.substr(7) : std::string();
+}
+
+std::string fileSha256(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  Poco::SHA2Engine sha256;
+  Poco::DigestOutputStream digest(sha256);
+  digest << in.rdbuf();
+  digest.close();
+  return Poco::DigestEngine::digestToHex(sha256.digest());
+}
+
+}  // namespace
+
+void PipControl::stop() {
+  std::lock_guard lock(mutex_);
+  stopped_ = true;
+  if (running_) {
+    Poco::Process::kill(static_cast<Poco::Process::PID>(*running_));
+  }
+}
+
+bool PipControl::stopped() const {
+  std::lock_guard lock(mutex_);
+  return stopped_;
+}
+
+void PipControl::begin(long pid) {
+  std::lock_guard lock(mutex_);
+  running_ = pid;
+  if (stopped_) {
+    Poco::Process::kill(static_cast<Poco::Process::PID>(pid));
+  }
+}
+
+void PipControl::end() {
+  std::lock_guard lock(mutex_);
+  running_.reset();
+}
+
+std::vector<std::string> defaultPlatforms() {
+  utsname name{};
+  uname(&name);
+  const std::string arch = name.machine;
+  std::vector<std::string> tags = {"linux_" + arch};
+  for (int minor = kNewestGlibcMinor; minor >= kOldestManylinuxMinor; --minor) {
+    tags.push_back("manylinux_2_" + std::to_string(minor) + "_" + arch);
+  }
+  tags.push_back("manylinux2014_" + arch);
+  if (arch == "x86_64" || arch == "i686") {
+    tags.push_back("manylinux2010_" + arch);
+    tags.push_back("manylinux1_" + arch);
+  }
+  return tags;
+}
+
+Result<std::vector<ResolvedPackage>> resolveInto(const std::vector<Requirement>& requirements,
+                                                 const std::string& target, const std::string& work,
+                                                 const ResolverSettings& settings,
+                                                 PipControl& control) {
+  const std::string report = work + "/report.json";
+  std::vector<std::string> argv = settings.pip;
+  for (const char* flag :
+       {"install", "--isolated", "--disable-pip-version-check", "--no-input", "--no-cache-dir",
+        "--root-user-action", "ignore", "--progress-bar", "off", "--only-binary", ":all:",
+        "--implementation", "cp"}) {
+    argv.emplace_back(flag);
+  }
+  std::string abi = "cp" + settings.python_version;
+  abi.erase(std::remove(abi.begin(), abi.end(), '.'), abi.end());
+  argv.insert(argv.end(), {"--python-version", settings.python_version, "--abi", abi, "--target",
+                           target, "--report", report});
+  for (const std::string& platform :
+       settings.platforms.empty() ? defaultPlatforms() : settings.platforms) {
+    argv.insert(argv.end(), {"--platform", platform});
+  }
+  if (settings.index_url.empty()) {
+    argv.emplace_back("--no-index");
+  } else {
+    argv.insert(argv.end(), {"--index-url", settings.index_url});
+    // pip ignores a plain-HTTP index on any host but this one unless it is trusted; the
+    // operator who named it has chosen to (docs/PACKAGES.md says what that trusts).
+    if (const Poco::URI uri(settings.index_url); uri.getScheme() == "http") {
+      argv.insert(argv.end(), {"--trusted-host", uri.getHost()});
+    }
+  }
+  if (!settings.wheelhouse.empty()) {
+    argv.insert(argv.end(), {"--find-links", settings.wheelhouse});
+  }
+  argv.emplace_back("--");
+  for (const Requirement& requirement : requirements) {
+    argv.push_back(requirement.text);
+  }
+
+  PipRun run;
+  try {
+    run = runPip(argv, work, settings.timeout, control);
+  } catch (const std::exception& e) {
+    return internal("The server cannot run pip (" + settings.pip.front() + "): " + e.what());
+  }
+  if (run.stopped) {
+    return refused(failure(run, settings));
+  }
+  if (run.exit_code != 0 || run.timed_out) {
+    return invalid(failure(run, settings));
+  }
+
+  std::ifstream in(report);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<ResolvedPackage> resolved;
+  try {
+    Poco::JSON::Parser parser;
+    const Object::Ptr parsed = parser.parse(text.str()).extract<Object::Ptr>();
+    const Poco::JSON::Array::Ptr installed = parsed->getArray("install");
+    for (std::size_t i = 0; installed && i < installed->size(); ++i) {
+      const Object::Ptr item = installed->getObject(static_cast<unsigned>(i));
+      const Object::Ptr metadata = item->getObject("metadata");
+      const Object::Ptr info = item->getObject("download_info");
+      ResolvedPackage package;
+      package.name = normalizedName(metadata->getValue<std::string>("name"));
+      package.version = metadata->getValue<std::string>("version");
+      package.sha256 = sha256Of(item);
+      const std::string url = info ? info->optValue<std::string>("url", "") : "";
+      package.wheel = url.substr(url.find_last_of('/') + 1);
+      if (package.sha256.empty() && url.rfind("file://", 0) == 0) {
+        package.sha256 = fileSha256(Poco::URI(url).getPath());  // a wheelhouse's own file
+      }
+      if (package.wheel.size() < 4 || package.wheel.compare(package.wheel.size() - 4, 4, ".whl")) {
+        return internal("pip installed " + package.name + " from " + package.wheel +
+                        ", which is not a wheel");
+      }
+      resolved.push_back(std::move(package));
+    }
+  } catch (const std::exception& e) {
+    return internal(std::string("pip's report of what it installed cannot be read: ") + e.what());
+  }
+  if (resolved.empty()) {
+    return internal("pip's report lists nothing installed");
+  }
+  std::sort(resolved.begin(), resolved.end(),
+            [](const ResolvedPackage& a, const ResolvedPackage& b) { return a.name < b.name; });
+  return resolved;
+}
+
+}  // namespace scs::packages
