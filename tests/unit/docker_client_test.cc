@@ -30,6 +30,8 @@ using testing::connected;
 using testing::connectTo;
 using testing::expectStartup;
 using ::testing::Field;
+using ::testing::HasSubstr;
+using testing::JsonBodyEq;
 using testing::goodSpec;
 using ::testing::InSequence;
 using ::testing::Invoke;
@@ -39,6 +41,7 @@ using testing::opened;
 using testing::quietSettings;
 using testing::reply;
 using ::testing::Return;
+using ::testing::SizeIs;
 using testing::scripted;
 using testing::ScriptedConnection;
 using ::testing::StrictMock;
@@ -796,6 +799,121 @@ TEST_F(EventsTest, OomEventBeforeDieIsEvidence) {
 
 TEST_F(EventsTest, DieWithoutOomIsNoEvidence) {
   runWithEvents({event("oom", "other"), event("die", "abc")}, false);
+}
+
+// Issue 29: a derived image is a container of the base that is created, never started, takes the
+// layer's archive and is committed with the base's configuration and the layer's labels.
+using ImageTest = EngineTest;
+
+backend::ImageLayer packageLayer() {
+  backend::ImageLayer layer;
+  layer.base_image = "safe-code-sandbox:latest";
+  layer.image = "safe-code-sandbox-packages:abc";
+  layer.archive = std::string(1024, '\0');
+  layer.labels = {{"io.scs.package-set", "abc"}};
+  layer.build_labels = {{"io.scs.managed", "true"}, {"io.scs.owner-pid", "42"}};
+  return layer;
+}
+
+constexpr const char* kBasePath = "/v1.41/images/safe-code-sandbox%3Alatest/json";
+constexpr const char* kMadePath = "/v1.41/images/safe-code-sandbox-packages%3Aabc/json";
+constexpr const char* kBaseRecord =
+    R"({"Id":"sha256:base","Config":{"Env":["PATH=/usr/bin"],"User":"",)"
+    R"("Labels":{"io.scs.image-inputs":"x"}}})";
+
+TEST_F(ImageTest, ALayerIsCommittedFromANeverStartedContainerOfTheBase) {
+  InSequence order;
+  EXPECT_CALL(transport_, call(IsCall("GET", kBasePath))).WillOnce(Return(reply(200, kBaseRecord)));
+  EXPECT_CALL(transport_, call(IsCall("GET", kMadePath)))
+      .WillOnce(Return(reply(404, R"({"message":"No such image"})")));
+  EXPECT_CALL(transport_,
+              call(AllOf(IsCall("POST", "/v1.41/containers/create"),
+                         JsonBodyEq(R"({"Image":"safe-code-sandbox:latest","Cmd":["/bin/true"],)"
+                                    R"("Entrypoint":[],"NetworkDisabled":true,)"
+                                    R"("Labels":{"io.scs.managed":"true","io.scs.owner-pid":"42"}})"))))
+      .WillOnce(Return(reply(201, R"({"Id":"builder","Warnings":[]})")));
+  EXPECT_CALL(transport_, call(AllOf(IsCall("PUT", "/v1.41/containers/builder/archive?path=%2F"),
+                                     Field(&HttpCall::body, SizeIs(1024u)),
+                                     Field(&HttpCall::content_type, "application/x-tar"))))
+      .WillOnce(Return(reply(200)));
+  EXPECT_CALL(transport_,
+              call(AllOf(IsCall("POST",
+                                "/v1.41/commit?container=builder&repo=safe-code-sandbox-packages&"
+                                "tag=abc&pause=0"),
+                         JsonBodyEq(R"({"Env":["PATH=/usr/bin"],"User":"","Labels":{)"
+                                    R"("io.scs.image-inputs":"x","io.scs.package-set":"abc",)"
+                                    R"("io.scs.base-image":"safe-code-sandbox:latest",)"
+                                    R"("io.scs.base-image-id":"sha256:base"}})"))))
+      .WillOnce(Return(reply(201, R"({"Id":"sha256:made"})")));
+  EXPECT_CALL(transport_, call(IsCall("DELETE", "/v1.41/containers/builder?force=1&v=1")))
+      .WillOnce(Return(reply(204)));
+  const backend::Status built = backend_->buildImage(packageLayer());
+  EXPECT_TRUE(built.ok()) << built.message;
+}
+
+TEST_F(ImageTest, ALayerMadeOnThisBaseIsKeptAndOneOnAnEarlierBaseIsMadeAnew) {
+  InSequence order;
+  EXPECT_CALL(transport_, call(IsCall("GET", kBasePath))).WillOnce(Return(reply(200, kBaseRecord)));
+  EXPECT_CALL(transport_, call(IsCall("GET", kMadePath)))
+      .WillOnce(Return(
+          reply(200, R"({"Id":"sha256:made","Config":{"Labels":{"io.scs.base-image-id":)"
+                     R"("sha256:base"}}})")));
+  EXPECT_TRUE(backend_->buildImage(packageLayer()).ok());
+
+  EXPECT_CALL(transport_, call(IsCall("GET", kBasePath))).WillOnce(Return(reply(200, kBaseRecord)));
+  EXPECT_CALL(transport_, call(IsCall("GET", kMadePath)))
+      .WillOnce(Return(
+          reply(200, R"({"Id":"sha256:made","Config":{"Labels":{"io.scs.base-image-id":)"
+                     R"("sha256:older"}}})")));
+  EXPECT_CALL(transport_,
+              call(IsCall("DELETE", "/v1.41/images/safe-code-sandbox-packages%3Aabc")))
+      .WillOnce(Return(reply(200, "[]")));
+  EXPECT_CALL(transport_, call(IsCall("POST", "/v1.41/containers/create")))
+      .WillOnce(Return(reply(201, R"({"Id":"builder"})")));
+  EXPECT_CALL(transport_, call(IsCall("PUT", "/v1.41/containers/builder/archive?path=%2F")))
+      .WillOnce(Return(reply(200)));
+  EXPECT_CALL(transport_, call(Field(&HttpCall::method, "POST")))
+      .WillOnce(Return(reply(201, R"({"Id":"sha256:new"})")));
+  EXPECT_CALL(transport_, call(IsCall("DELETE", "/v1.41/containers/builder?force=1&v=1")))
+      .WillOnce(Return(reply(204)));
+  EXPECT_TRUE(backend_->buildImage(packageLayer()).ok());
+}
+
+TEST_F(ImageTest, AFailedWriteLeavesNoContainerAndNoImage) {
+  InSequence order;
+  EXPECT_CALL(transport_, call(IsCall("GET", kBasePath))).WillOnce(Return(reply(200, kBaseRecord)));
+  EXPECT_CALL(transport_, call(IsCall("GET", kMadePath))).WillOnce(Return(reply(404)));
+  EXPECT_CALL(transport_, call(IsCall("POST", "/v1.41/containers/create")))
+      .WillOnce(Return(reply(201, R"({"Id":"builder"})")));
+  EXPECT_CALL(transport_, call(IsCall("PUT", "/v1.41/containers/builder/archive?path=%2F")))
+      .WillOnce(Return(reply(500, R"({"message":"no space left on device"})")));
+  EXPECT_CALL(transport_, call(IsCall("DELETE", "/v1.41/containers/builder?force=1&v=1")))
+      .WillOnce(Return(reply(204)));
+  EXPECT_CALL(transport_,
+              call(IsCall("DELETE", "/v1.41/images/safe-code-sandbox-packages%3Aabc")))
+      .WillOnce(Return(reply(404)));
+  const backend::Status built = backend_->buildImage(packageLayer());
+  EXPECT_EQ(built.code, Code::kUnavailable);
+  EXPECT_THAT(built.message, HasSubstr("no space left on device"));
+}
+
+TEST_F(ImageTest, TheListSaysWhichLayersWereMadeOnTheirBaseAsItIsNow) {
+  EXPECT_CALL(transport_, call(IsCall("GET",
+                                      "/v1.41/images/json?filters="
+                                      "%7B%22label%22%3A%5B%22io.scs.package-set%22%5D%7D")))
+      .WillOnce(Return(reply(
+          200, R"([{"RepoTags":["safe-code-sandbox-packages:a"],"Labels":{)"
+               R"("io.scs.base-image":"safe-code-sandbox:latest","io.scs.base-image-id":"sha256:base"}},)"
+               R"({"RepoTags":["safe-code-sandbox-packages:b"],"Labels":{)"
+               R"("io.scs.base-image":"safe-code-sandbox:latest","io.scs.base-image-id":"sha256:old"}}])")));
+  EXPECT_CALL(transport_, call(IsCall("GET", kBasePath))).WillOnce(Return(reply(200, kBaseRecord)));
+  const backend::ImageListReply listed = backend_->listImages("io.scs.package-set");
+  ASSERT_TRUE(listed.status.ok()) << listed.status.message;
+  ASSERT_EQ(listed.images.size(), 2u);
+  EXPECT_EQ(listed.images[0].image, "safe-code-sandbox-packages:a");
+  EXPECT_EQ(listed.images[0].base_image, "safe-code-sandbox:latest");
+  EXPECT_TRUE(listed.images[0].current);
+  EXPECT_FALSE(listed.images[1].current);
 }
 
 }  // namespace
