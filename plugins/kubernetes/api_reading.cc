@@ -229,7 +229,7 @@ bool containerRunning(const json::ObjectPtr& pod, const std::string& container) 
 }
 
 backend::Capacity capacityOf(const json::ObjectPtr& node_list, const json::ObjectPtr& pod_list,
-                             const json::ObjectPtr& quota_list) {
+                             const json::ObjectPtr& quota_list, const OwnPod& own) {
   struct Amount {
     std::int64_t millicores = 0;
     std::int64_t bytes = 0;
@@ -264,16 +264,17 @@ backend::Capacity capacityOf(const json::ObjectPtr& node_list, const json::Objec
              quantityOf(overhead, "memory", 1).value_or(0)});
     return sum;
   };
-  // Sandboxes are the core's to count (it admits runs against this capacity): only what other
-  // Pods hold is taken from the nodes, and from a quota's use only what is not the sandboxes'.
+  // This server's sandboxes are its core's to count (it admits runs against this capacity):
+  // only what other Pods hold is taken from the nodes, and from a quota's use only what is not
+  // this server's. Another replica's sandboxes, with the same labels, are other Pods here.
   std::map<std::string, Amount> others_on;  // by node name
   Amount ours_requested;
   Amount ours_limited;
   for (const ObjectPtr& pod : objects(json::array(pod_list, "items"))) {
     const ObjectPtr spec = json::object(pod, "spec");
-    const Labels labels = labelsOf(pod);
-    const auto managed = labels.find(backend::kManagedLabel);
-    if (managed != labels.end() && managed->second == "true") {
+    const ObjectPtr metadata = json::object(pod, "metadata");
+    if (own(json::string(metadata, "namespace").value_or(""),
+            json::string(metadata, "name").value_or(""))) {
       ours_requested.add(amountOf(spec, "requests"));
       ours_limited.add(amountOf(spec, "limits"));
     } else {

@@ -7,6 +7,7 @@
 
 #include <scs/backend/backend.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -62,11 +63,13 @@ bool containerRunning(const json::ObjectPtr& pod, const std::string& container);
 // the scheduler's sum of their containers' requests, or their largest init container's when
 // more, and their overhead), lowered to what the namespace's ResourceQuotas (a
 // ResourceQuotaList: limits.*, requests.* or the bare names) leave: hard less what Pods other
-// than sandboxes use of it (status.used less the sandboxes' own). Sandboxes, the Pods with the
-// managed label, are not taken: the core counts its own runs against this capacity. Cores are
+// than sandboxes use of it (status.used less the sandboxes' own). This server's sandboxes, the
+// Pods for which `own(namespace, name)` holds, are not taken: the core counts its own runs
+// against this capacity. Every other Pod is, another replica's sandboxes included. Cores are
 // whole cores, rounded down.
+using OwnPod = std::function<bool(const std::string& namespace_name, const std::string& name)>;
 backend::Capacity capacityOf(const json::ObjectPtr& node_list, const json::ObjectPtr& pod_list,
-                             const json::ObjectPtr& quota_list);
+                             const json::ObjectPtr& quota_list, const OwnPod& own);
 
 // The Pods of a PodList as sandboxes: each Pod's name as its id, with its labels.
 std::vector<backend::SandboxInfo> sandboxesOf(const json::ObjectPtr& pod_list);

@@ -170,7 +170,12 @@ std::shared_ptr<KubernetesBackend::Sandbox> KubernetesBackend::find(const std::s
   return it == sandboxes_.end() ? nullptr : it->second;
 }
 
-backend::CapacityReply KubernetesBackend::capacity() { return pods_.capacity(); }
+backend::CapacityReply KubernetesBackend::capacity() {
+  return pods_.capacity([this](const std::string& name) {
+    std::lock_guard lock(mu_);
+    return sandboxes_.count(name) != 0;
+  });
+}
 
 Status KubernetesBackend::supports(const backend::Posture& posture) {
   if (const std::string reason = unsupportedReason(posture, pods_.settings()); !reason.empty()) {

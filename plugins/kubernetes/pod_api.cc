@@ -101,7 +101,7 @@ std::vector<std::string> PodApi::clusterProblems() const {
   return isolationProblems(reply.body, {{backend::kManagedLabel, "true"}});
 }
 
-backend::CapacityReply PodApi::capacity() const {
+backend::CapacityReply PodApi::capacity(const std::function<bool(const std::string&)>& own) const {
   backend::CapacityReply result;
   const ApiReply nodes = client_.call("GET", "/api/v1/nodes");
   const ApiReply quotas =
@@ -135,7 +135,11 @@ backend::CapacityReply PodApi::capacity() const {
     pods_listed_ = pods;
     pods_listed_at_ = std::chrono::steady_clock::now();
   }
-  result.capacity = capacityOf(nodes.body, pods, quotas.body);
+  result.capacity =
+      capacityOf(nodes.body, pods, quotas.body,
+                 [&](const std::string& namespace_name, const std::string& name) {
+                   return namespace_name == settings_.namespace_name && own(name);
+                 });
   return result;
 }
 

@@ -46,8 +46,9 @@ class PodApi {
   // What the Ready nodes can hold for sandboxes (their allocatable cpu and memory less what
   // other Pods placed there request), lowered to what the namespace's ResourceQuotas leave them
   // (capacityOf()). The Pods are the cluster's, listed at most every kPodsListReused; where the
-  // server may not list them (403), the namespace's alone.
-  backend::CapacityReply capacity() const;
+  // server may not list them (403), the namespace's alone. `own(name)`: whether the Pod of
+  // that name in this namespace is one of this server's sandboxes.
+  backend::CapacityReply capacity(const std::function<bool(const std::string&)>& own) const;
 
   // The RuntimeClass `name` as the API server holds it (read once, then remembered, unless
   // `fresh`): its admission merges its scheduling (nodeSelector, tolerations) into every Pod of

@@ -199,6 +199,9 @@ TEST(ExitTest, FromTheContainerRecordAndThePodsPhase) {
   EXPECT_FALSE(other.exited);
 }
 
+// No Pod is this server's.
+bool noneOwn(const std::string&, const std::string&) { return false; }
+
 TEST(CapacityTest, SchedulableNodesAllocatableLoweredByTheQuota) {
   const std::string nodes = R"({"items":[
     {"metadata":{"name":"a"},"status":{"allocatable":{"cpu":"3900m","memory":"15Gi"},
@@ -219,18 +222,19 @@ TEST(CapacityTest, SchedulableNodesAllocatableLoweredByTheQuota) {
      "status":{"allocatable":{"cpu":"1","memory":"1Gi"},
      "conditions":[{"type":"Ready","status":"True"}]}}]})";
   const auto empty = parsed(R"({"items":[]})");
-  const backend::Capacity nodes_only = capacityOf(parsed(nodes), empty, empty);
+  const backend::Capacity nodes_only = capacityOf(parsed(nodes), empty, empty, noneOwn);
   EXPECT_EQ(nodes_only.cores, 8);  // 8.9, rounded down: a PreferNoSchedule taint still takes Pods
   EXPECT_EQ(nodes_only.memory_bytes, std::int64_t{32} << 30);
 
   const backend::Capacity quota = capacityOf(
       parsed(nodes), empty,
       parsed(
-          R"({"items":[{"spec":{"hard":{"limits.cpu":"4","limits.memory":"8Gi","pods":"20"}}}]})"));
+          R"({"items":[{"spec":{"hard":{"limits.cpu":"4","limits.memory":"8Gi","pods":"20"}}}]})"),
+      noneOwn);
   EXPECT_EQ(quota.cores, 4);
   EXPECT_EQ(quota.memory_bytes, std::int64_t{8} << 30);
 
-  const backend::Capacity none = capacityOf(empty, nullptr, nullptr);
+  const backend::Capacity none = capacityOf(empty, nullptr, nullptr, noneOwn);
   EXPECT_EQ(none.cores, 0);
   EXPECT_EQ(none.memory_bytes, 0);
 }
@@ -245,29 +249,39 @@ TEST(CapacityTest, RequestsPlacedOnTheNodesAndTheQuotasUseAreTaken) {
      "conditions":[{"type":"Ready","status":"True"}]}}]})");
   // On a: two containers (1.5 cores, 3 GiB), an init container asking more memory than both
   // (5 GiB), and the RuntimeClass's overhead (250m, 1 GiB): 1.75 cores and 6 GiB. On b: more
-  // than it has, which leaves it nothing, not less than nothing. Unscheduled: nowhere. A
-  // sandbox's own Pod on a: not taken, since the core counts its runs itself.
+  // than it has, which leaves it nothing, not less than nothing. Unscheduled: nowhere. This
+  // server's own sandbox's Pod on a: not taken, since the core counts its runs itself; another
+  // replica's (the same labels, its own Pod) on b, or one in another namespace: taken.
   const auto pods = parsed(R"({"items":[
     {"spec":{"nodeName":"a","overhead":{"cpu":"250m","memory":"1Gi"},
       "containers":[{"resources":{"requests":{"cpu":"1","memory":"1Gi"}}},
                     {"resources":{"requests":{"cpu":"500m","memory":"2Gi"}}}],
       "initContainers":[{"resources":{"requests":{"cpu":"100m","memory":"5Gi"}}}]}},
     {"spec":{"nodeName":"b","containers":[{"resources":{"requests":{"cpu":"3","memory":"8Gi"}}}]}},
-    {"metadata":{"labels":{"io.scs.managed":"true"}},"spec":{"nodeName":"a",
-      "containers":[{"resources":{"requests":{"cpu":"2","memory":"4Gi"}}}]}},
+    {"metadata":{"namespace":"sandboxes","name":"scs-mine","labels":{"io.scs.managed":"true"}},
+      "spec":{"nodeName":"a","containers":[{"resources":{"requests":{"cpu":"2","memory":"4Gi"}}}]}},
+    {"metadata":{"namespace":"sandboxes","name":"scs-replica","labels":{"io.scs.managed":"true"}},
+      "spec":{"nodeName":"a","containers":[{"resources":{"requests":{"cpu":"1","memory":"1Gi"}}}]}},
+    {"metadata":{"namespace":"other","name":"scs-mine","labels":{"io.scs.managed":"true"}},
+      "spec":{"nodeName":"a","containers":[{"resources":{"requests":{"cpu":"250m","memory":"1Gi"}}}]}},
     {"spec":{"containers":[{"resources":{"requests":{"cpu":"8","memory":"64Gi"}}}]}}]})");
-  const backend::Capacity placed = capacityOf(nodes, pods, parsed(R"({"items":[]})"));
-  EXPECT_EQ(placed.cores, 2);  // 2.25, rounded down
-  EXPECT_EQ(placed.memory_bytes, std::int64_t{10} << 30);
+  const auto mine = [](const std::string& namespace_name, const std::string& name) {
+    return namespace_name == "sandboxes" && name == "scs-mine";
+  };
+  const backend::Capacity placed = capacityOf(nodes, pods, parsed(R"({"items":[]})"), mine);
+  EXPECT_EQ(placed.cores, 1);  // 4 - 1.75 - 1 - 0.25: 1, rounded down
+  EXPECT_EQ(placed.memory_bytes, std::int64_t{8} << 30);
 
   // Of the quota's use, the sandboxes' own (a limit of 1 core and 2 GiB) is not taken either.
-  const auto sandbox = parsed(R"({"items":[{"metadata":{"labels":{"io.scs.managed":"true"}},
+  const auto sandbox = parsed(R"({"items":[{"metadata":{"namespace":"sandboxes","name":"scs-mine",
+    "labels":{"io.scs.managed":"true"}},
     "spec":{"containers":[{"resources":{"limits":{"cpu":"1","memory":"2Gi"},
                                         "requests":{"cpu":"1","memory":"2Gi"}}}]}}]})");
   const backend::Capacity quota = capacityOf(nodes, sandbox, parsed(R"({"items":[
     {"spec":{"hard":{"limits.cpu":"10","limits.memory":"20Gi"}},
      "status":{"used":{"limits.cpu":"7500m","limits.memory":"18Gi"}}},
-    {"spec":{"hard":{"requests.memory":"4Gi"}},"status":{"used":{"requests.memory":"7Gi"}}}]})"));
+    {"spec":{"hard":{"requests.memory":"4Gi"}},"status":{"used":{"requests.memory":"7Gi"}}}]})"),
+                                              mine);
   EXPECT_EQ(quota.cores, 3);         // 10 less the 6.5 others use
   EXPECT_EQ(quota.memory_bytes, 0);  // the second is used past its hard by others
 }

@@ -83,12 +83,13 @@ TEST_F(PodApiTest, ANamespaceWithoutItIsRefusedWithTheReason) {
 }
 
 TEST_F(PodApiTest, CapacityIsTheReadyNodesLoweredByTheQuota) {
-  backend::CapacityReply reply = pods_.capacity();
+  const auto none = [](const std::string&) { return false; };
+  backend::CapacityReply reply = pods_.capacity(none);
   ASSERT_TRUE(reply.status.ok()) << reply.status.message;
   EXPECT_EQ(reply.capacity.cores, 7);
   EXPECT_EQ(reply.capacity.memory_bytes, std::int64_t{31} << 30);
   api_.addResourceQuota("scs-sandboxes", R"({"limits.cpu":"4","limits.memory":"8Gi"})");
-  reply = pods_.capacity();
+  reply = pods_.capacity(none);
   EXPECT_EQ(reply.capacity.cores, 4);
   EXPECT_EQ(reply.capacity.memory_bytes, std::int64_t{8} << 30);
 }
@@ -271,7 +272,9 @@ TEST_F(PodApiTest, AWrongTokenIsRefused) {
   ClusterAccess wrong = access(api_);
   wrong.token = "stolen";
   const KubeClient client(wrong, std::chrono::milliseconds(3000));
-  EXPECT_EQ(PodApi(client, PodSettings{}).capacity().status.code, backend::Code::kRejected);
+  EXPECT_EQ(PodApi(client, PodSettings{}).capacity([](const std::string&) { return false; })
+                .status.code,
+            backend::Code::kRejected);
 }
 
 }  // namespace
