@@ -43,13 +43,20 @@ class PackagesTest : public ::testing::Test {
   }
 
   static void TearDownTestSuite() {
-    index_server_.reset();
-    wheelhouse_server_.reset();
+    // Each server ends on stdin EOF, which removes every sandbox it made before it exits.
+    for (std::unique_ptr<testing::McpProcess>* server : {&index_server_, &wheelhouse_server_}) {
+      if (*server) {
+        (*server)->closeStdin();
+        EXPECT_TRUE((*server)->waitExit(std::chrono::seconds(10)).has_value());
+        server->reset();
+      }
+    }
     index_.reset();
     fs::remove_all(wheels_);
-    // The layers this suite made; an image a sandbox still used would make this fail loudly.
+    // The layers this suite made, which no sandbox uses any more (no -f: one that did would
+    // fail here).
     const CommandResult removed = runCommand(
-        "docker images -q --filter label=io.scs.package-set | sort -u | xargs -r docker rmi -f");
+        "docker images -q --filter label=io.scs.package-set | sort -u | xargs -r docker rmi");
     EXPECT_EQ(removed.exit_code, 0) << removed.output;
   }
 
