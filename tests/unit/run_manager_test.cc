@@ -1492,21 +1492,33 @@ TEST_F(PreparedRunManagerTest, APackageSetsRunsGetPreparedSandboxesOfItsLayer) {
   }));
 }
 
-TEST_F(PreparedRunManagerTest, OnlyTheSetsInDemandUpToTheirCountGetAPool) {
+TEST_F(PreparedRunManagerTest, TheSetAskedForLastTakesThePlaceOfAnIdleSetsPool) {
   settings_.prepared_package_sets = 1;
+  settings_.prepared_max_idle = 3600s;
   waitPrepared();
-  finish(startRunning(withPackages("layer:a")), 0);
-  const std::string other = startRunning(withPackages("layer:b"));
-  finish(other, 0);
-  EXPECT_EQ(finalOf(other).status, policy::RunStatus::kSucceeded);
-  // Layer a's demand is remembered for five minutes: b gets no sandbox ahead of need.
-  ASSERT_TRUE(clock_.awaitWaiters(1));
-  const auto views = fake().sandboxes();
-  EXPECT_EQ(std::count_if(views.begin(), views.end(),
-                          [](const View& view) {
-                            return view.spec.posture.image == "layer:b";
-                          }),
-            1);  // its run's own
+  const auto live = [&](const std::string& image) {
+    const auto views = fake().sandboxes();
+    return std::count_if(views.begin(), views.end(), [&](const View& view) {
+      return !view.removed && view.spec.posture.image == image &&
+             view.spec.labels.at(kLabelRunId).rfind("prepared-", 0) == 0;
+    });
+  };
+  // While a run of layer a executes, its pool serves it: layer b's run gets no pool.
+  const std::string a = startRunning(withPackages("layer:a"));
+  ASSERT_TRUE(eventually([&] { return live("layer:a") == 1; }));
+  const std::string b = startRunning(withPackages("layer:b"));
+  finish(b, 0);
+  EXPECT_EQ(finalOf(b).status, policy::RunStatus::kSucceeded);
+  ASSERT_TRUE(clock_.awaitWaiters(2));  // a's run and the maintenance thread
+  EXPECT_EQ(live("layer:b"), 0);
+
+  // Once a's pool is idle, the next run of b takes its place: a's sandbox goes, b's comes.
+  finish(a, 0);
+  EXPECT_EQ(finalOf(a).status, policy::RunStatus::kSucceeded);
+  const std::string again = startRunning(withPackages("layer:b"));
+  EXPECT_TRUE(eventually([&] { return live("layer:a") == 0 && live("layer:b") == 1; }));
+  finish(again, 0);
+  EXPECT_EQ(finalOf(again).status, policy::RunStatus::kSucceeded);
 }
 
 TEST_F(PreparedRunManagerTest, WithPreparationOffAPackageSetGetsNoPool) {

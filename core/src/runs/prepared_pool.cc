@@ -212,6 +212,7 @@ bool PreparedPool::serves(const policy::Limits& limits,
 }
 
 void PreparedPool::demanded(SteadyTime now) {
+  last_demanded_ = now;
   demand_.record(now, ++in_flight_);
   wanted(now);
 }
@@ -362,7 +363,24 @@ PreparedPool* PreparedPools::demandedFor(const std::string& image, SteadyTime no
   }
   dropIdle(now);
   if (sets_.size() >= max_sets_) {
-    return nullptr;  // the sets there are still serve runs, or want sandboxes for them
+    // The idle pool of the set asked for least recently gives way, its sandboxes retired.
+    auto oldest = sets_.end();
+    for (auto it = sets_.begin(); it != sets_.end(); ++it) {
+      if (it->second->idle() &&
+          (oldest == sets_.end() ||
+           it->second->lastDemanded() < oldest->second->lastDemanded())) {
+        oldest = it;
+      }
+    }
+    if (oldest == sets_.end()) {
+      return nullptr;  // every set's pool serves runs now
+    }
+    logger().debug("prepared pool: package layer " + oldest->first + " gives way to " + image);
+    oldest->second->retireAll();
+    for (PreparedPtr& sandbox : oldest->second->takeRetired()) {
+      retired_.push_back(std::move(sandbox));
+    }
+    sets_.erase(oldest);
   }
   PoolSettings settings = main_.settings();
   settings.ceiling = std::max(settings.ceiling, settings.target);  // as many as the main pool
@@ -401,13 +419,17 @@ std::size_t PreparedPools::ready() const {
 }
 
 bool PreparedPools::hasRetired() const {
-  return main_.hasRetired() || std::any_of(sets_.begin(), sets_.end(), [](const auto& set) {
-           return set.second->hasRetired();
-         });
+  return !retired_.empty() || main_.hasRetired() ||
+         std::any_of(sets_.begin(), sets_.end(),
+                     [](const auto& set) { return set.second->hasRetired(); });
 }
 
 std::vector<PreparedPtr> PreparedPools::takeRetired() {
   std::vector<PreparedPtr> retired = main_.takeRetired();
+  for (PreparedPtr& sandbox : retired_) {
+    retired.push_back(std::move(sandbox));
+  }
+  retired_.clear();
   for (const auto& [image, pool] : sets_) {
     for (PreparedPtr& sandbox : pool->takeRetired()) {
       retired.push_back(std::move(sandbox));

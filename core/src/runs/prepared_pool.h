@@ -190,6 +190,11 @@ class PreparedPool {
   std::vector<std::string> idleIds() const;
   // It holds no sandbox (ready, being made, taken or retired) and serves no run in flight.
   bool empty() const;
+  // No run it serves is in flight and none of its sandboxes is being made or taken: what it
+  // holds is idle (ready or retired) and may all be retired.
+  bool idle() const { return in_flight_ == 0 && making_ == 0 && claimed_running_ == 0; }
+  // When a run it serves last arrived.
+  SteadyTime lastDemanded() const { return last_demanded_; }
   bool hasRetired() const { return !retired_.empty(); }
   std::vector<PreparedPtr> takeRetired();
 
@@ -206,6 +211,7 @@ class PreparedPool {
   std::int64_t idle_peak_ = 0;       // the largest footprint measured of an idle, warm sandbox
   std::size_t claimed_running_ = 0;  // runs executing in a sandbox from here
   SteadyTime last_claim_{};
+  SteadyTime last_demanded_{};
   SteadyTime retry_at_{};  // the next attempt after a failure
   std::chrono::seconds backoff_{1};
   bool made_any_ = false;
@@ -214,10 +220,11 @@ class PreparedPool {
 };
 
 // The pools of prepared sandboxes: the operator's image's (main()), and one for each of the
-// package sets in most demand, at most `max_sets`: a set's pool is made when a run of the set
-// arrives and the main pool is on, keeps ready only what that set's demand wants, and goes once
-// it holds nothing and wants none, making room for another set's. Not thread-safe: the run
-// manager calls it with its lock held.
+// package sets asked for most recently, at most `max_sets`: a set's pool is made when a run of
+// the set arrives and the main pool is on, and keeps ready only what that set's demand wants. It
+// goes once it holds nothing and wants none, or, with its sandboxes retired, when another set's
+// run arrives and it is the idle one whose set was asked for least recently. Not thread-safe:
+// the run manager calls it with its lock held.
 class PreparedPools {
  public:
   PreparedPools(PoolSettings main, std::size_t max_sets)
@@ -227,8 +234,9 @@ class PreparedPools {
   const PreparedPool& main() const { return main_; }
   // The pool of `image` (empty: the operator's), or nullptr.
   PreparedPool* of(const std::string& image);
-  // The pool of `image`, made now if there is room for another set's: for a run or session of
-  // that set that arrived. nullptr when there is none to be had.
+  // The pool of `image`, made now if there is room for another set's or an idle set's pool
+  // gives way: for a run or session of that set that arrived. nullptr when there is none to be
+  // had (every set's pool serves runs now).
   PreparedPool* demandedFor(const std::string& image, SteadyTime now);
 
   // Over every pool, as PreparedPool's of the same name.
@@ -255,6 +263,7 @@ class PreparedPools {
   PreparedPool main_;
   const std::size_t max_sets_;
   std::map<std::string, std::unique_ptr<PreparedPool>> sets_;  // by derived image
+  std::vector<PreparedPtr> retired_;  // of pools that gave way, to be removed
 };
 
 }  // namespace scs::runs
