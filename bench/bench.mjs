@@ -23,6 +23,7 @@ import { burst } from './phases/burst.mjs';
 import { languages } from './phases/languages.mjs';
 import { latency } from './phases/latency.mjs';
 import { memory, soak, throughput } from './phases/load.mjs';
+import { packages } from './phases/packages.mjs';
 import { session } from './phases/session.mjs';
 import { tenantSoak } from './tenants.mjs';
 
@@ -65,6 +66,12 @@ async function main() {
       results.phases.languages = await languages('runc');
       if (cfg.runsc !== '0' && (results.machine.runtimes.includes('runsc') || cfg.runsc === '1')) {
         results.phases.runsc_languages = await languages('runsc');
+      }
+    }
+    if (want('packages')) {
+      results.phases.packages = await packages('runc');
+      if (cfg.runsc !== '0' && (results.machine.runtimes.includes('runsc') || cfg.runsc === '1')) {
+        results.phases.runsc_packages = await packages('runsc');
       }
     }
     if (want('analysis')) {

@@ -4,8 +4,9 @@ import { spawn } from 'node:child_process';
 
 import { BENCH_LABEL, TRIVIAL, cfg, sandbox } from './config.mjs';
 
-// `interpreter`: the argv that runs `code` given as its last argument.
-function dockerRunArgs(runtime, code, interpreter) {
+// `interpreter`: the argv that runs `code` given as its last argument. `image` and `env` (more
+// variables) for another image than the benchmark's.
+function dockerRunArgs(runtime, code, interpreter, { image = cfg.image, env = [] } = {}) {
   const args = ['run', '--rm', '--label', `${BENCH_LABEL}=1`, '--runtime', runtime,
     '--network', 'none', '--read-only', '--cap-drop', 'ALL',
     '--security-opt', 'no-new-privileges', '--security-opt', `seccomp=${cfg.seccomp}`,
@@ -20,20 +21,20 @@ function dockerRunArgs(runtime, code, interpreter) {
   for (const limit of sandbox.ulimits) {
     args.push('--ulimit', `${limit.Name}=${limit.Soft}:${limit.Hard}`);
   }
-  for (const variable of sandbox.env) {
+  for (const variable of [...sandbox.env, ...env]) {
     args.push('--env', variable);
   }
-  args.push(cfg.image, ...interpreter, code);
+  args.push(image, ...interpreter, code);
   return args;
 }
 
 // `code` must print "1" (the trivial run) or end its output with "ok".
 const PYTHON = ['/usr/bin/python3', '-I', '-c'];
 
-export function dockerRun(runtime, code = TRIVIAL, interpreter = PYTHON) {
+export function dockerRun(runtime, code = TRIVIAL, interpreter = PYTHON, options = {}) {
   return new Promise((resolve, reject) => {
     const started = performance.now();
-    const child = spawn('docker', dockerRunArgs(runtime, code, interpreter),
+    const child = spawn('docker', dockerRunArgs(runtime, code, interpreter, options),
       { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';

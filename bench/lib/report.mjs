@@ -94,6 +94,29 @@ export function table(results) {
     lines.push('');
   }
 
+  for (const pa of [results.phases.packages, results.phases.runsc_packages].filter(Boolean)) {
+    const mib = (bytes) => (bytes / 1024 ** 2).toFixed(0);
+    lines.push(`| packages (${pa.runtime}), ms | p50 | p95 | min | max |`);
+    lines.push('|---|---:|---:|---:|---:|');
+    for (const [key, name] of [
+      ['first', `first run of a new set (pygments, chardet, a C extension: ${mib(pa.layer_bytes.medium)} MiB layer), settled server`],
+      ['prepare_first', '  of which the set\'s layer (prepare_seconds)'],
+      ['pace', 'the same set 2 s after (an agent\'s turn)'],
+      ['back_to_back', 'the same set again at once'],
+      ['docker_run', '`docker run --rm` of the image with that set'],
+      ['first_big', `first run of a new set with a 64 MiB module (${mib(pa.layer_bytes.big)} MiB layer)`],
+      ['prepare_first_big', '  of which the set\'s layer (prepare_seconds)'],
+      ['docker_run_big', '`docker run --rm` of the image with that set']]) {
+      const s = pa[key];
+      lines.push(`| ${name} | ${ms(s.p50)} | ${ms(s.p95)} | ${ms(s.min)} | ${ms(s.max)} |`);
+    }
+    lines.push(`cached set / \`docker run\` p50: ${(pa.pace.p50 / pa.docker_run.p50).toFixed(2)} ` +
+      `at an agent's pace, ${(pa.back_to_back.p50 / pa.docker_run.p50).toFixed(2)} back to back; ` +
+      `first run / \`docker run\` p50: ${(pa.first.p50 / pa.docker_run.p50).toFixed(1)} ` +
+      `(big: ${(pa.first_big.p50 / pa.docker_run_big.p50).toFixed(1)}).`);
+    lines.push('');
+  }
+
   if (results.phases.session) {
     const se = results.phases.session;
     lines.push('| one `start_run` with `wait_seconds`, ms | p50 | p95 | min | max |');

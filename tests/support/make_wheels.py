@@ -9,6 +9,11 @@ index on the network: `make_wheels.py OUT [--native] [--index]`.
 - winonly 1.0: a CPython 3.11 wheel for Windows only: no wheel for the sandbox's platform.
 - cext 1.0 (--native): a C extension, compiled here with the host's gcc against the CPython
   3.11 headers (python3-dev) as a manylinux wheel: cext.add(a, b).
+- --host NAME... (for the benchmark): a pure-Python wheel of each host module NAME as Debian
+  installed it (/usr/lib/python3/dist-packages), its version the host's: real code of a real
+  size, where no index is reachable; and padN 1.0 for N in 1..--pads (tiny projects that make
+  each set of a round a new one); --big MB: bigpkg 1.0, whose module carries MB MiB of random
+  bytes, the size of a compiled library such as polars'.
 - --index: OUT/simple/<project>/index.html for each project, a PEP 503 simple index whose links
   carry each wheel's sha256, as a real index's do, served by any static HTTP server.
 
@@ -84,6 +89,22 @@ def native_wheel(out):
                  tag=f"cp311-cp311-manylinux_2_17_{arch}")
 
 
+def host_wheel(out, name):
+    """A wheel of the host's module `name`, as Debian installed it, without its bytecode."""
+    import importlib.metadata
+
+    root = "/usr/lib/python3/dist-packages"
+    version = importlib.metadata.version(name)
+    files = {}
+    for directory, subdirectories, names in os.walk(os.path.join(root, name)):
+        subdirectories[:] = [d for d in subdirectories if d != "__pycache__"]
+        for file in names:
+            path = os.path.join(directory, file)
+            with open(path, "rb") as f:
+                files[os.path.relpath(path, root)] = f.read()
+    return wheel(out, name, version, files)
+
+
 def index(out, wheels):
     """A PEP 503 simple index of `wheels` under out/simple."""
     projects = {}
@@ -117,6 +138,18 @@ def main(argv):
     ]
     if "--native" in argv:
         wheels.append(native_wheel(out))
+    if "--host" in argv:
+        at = argv.index("--host") + 1
+        while at < len(argv) and not argv[at].startswith("--"):
+            wheels.append(host_wheel(out, argv[at]))
+            at += 1
+    if "--big" in argv:
+        size = int(argv[argv.index("--big") + 1]) << 20
+        wheels.append(wheel(out, "bigpkg", "1.0", {"bigpkg/__init__.py": "import os\n",
+                                                   "bigpkg/_library.bin": os.urandom(size)}))
+    if "--pads" in argv:
+        for n in range(1, int(argv[argv.index("--pads") + 1]) + 1):
+            wheels.append(wheel(out, f"pad{n}", "1.0", {f"pad{n}/__init__.py": f"N = {n}\n"}))
     if "--index" in argv:
         index(out, wheels)
     for path in wheels:
