@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # The Debian package, tested as an operator installs it (issue 15):
 #   - builds the package from BUILD_DIR (cpack);
-#   - makes a clean Debian 12 root with mmdebstrap holding systemd, man-db and the packages the
-#     .deb's Depends names, nothing more (so dpkg -i shows that Depends is enough), and boots it
-#     as a container with systemd as PID 1;
+#   - makes a clean Debian 12 root with mmdebstrap holding systemd, man-db, the packages the
+#     .deb's Depends names and python3-pip (a Recommends, for packages), nothing more (so dpkg -i
+#     shows that Depends is enough), and boots it as a container with systemd as PID 1;
 #   - installs the package and writes a token file, as docs/OPERATING.md says;
 #   - checks the unit with systemd-analyze verify, and its exposure with systemd-analyze
 #     security (at most kMaxExposure);
 #   - fake backend: systemctl enable --now; /healthz, /readyz and /metrics from the host with
 #     curl, tools/list and a run through the official MCP SDK (tests/e2e/sdk/installed_check.mjs);
-#   - Docker backend, through the host engine's socket, with --self-test: the hardened unit
-#     audits a real sandbox before it serves, runs real code, and on stop leaves no sandbox;
+#   - Docker backend, through the host engine's socket, with --self-test and a wheelhouse: the
+#     hardened unit audits a real sandbox before it serves, runs real code, installs a run's
+#     packages with pip under the unit's own confinement, and on stop leaves no sandbox;
 #   - dpkg --remove stops the service and keeps the config file; dpkg --purge removes it and
 #     the token file.
 # The root is cached as an image named by a hash of its package list.
@@ -68,7 +69,7 @@ log "built $(basename "$deb") ($(du -k "$deb" | cut -f1) KiB)"
 
 # Depends, without versions; of alternatives the first.
 depends="$(dpkg-deb -f "$deb" Depends | sed 's/([^)]*)//g; s/|[^,]*//g; s/[[:space:]]//g')"
-include="systemd,systemd-sysv,man-db,$depends"
+include="systemd,systemd-sysv,man-db,python3-pip,$depends"
 image="scs-install-root:$(printf '%s' "$include" | sha256sum | cut -c1-12)"
 if ! docker image inspect "$image" >/dev/null 2>&1; then
   log "making a clean Debian 12 root with $include"
@@ -148,10 +149,14 @@ for series in 'scs_runs_started_total{tenant="alice"} 1' \
 done
 log "/metrics counts the run"
 
-log "Docker backend: systemctl restart with --self-test"
+log "Docker backend: systemctl restart with --self-test and a wheelhouse"
 managed() { docker ps -aq --filter label=io.scs.managed | sort; }
 before="$(managed)"
-start_with "--self-test" restart
+/usr/bin/python3 -I "$root/tests/support/make_wheels.py" "$work/wheels" >/dev/null
+docker cp "$work/wheels" "$container:/var/lib/safe-code-sandbox-wheelhouse"
+in_root 'chown -R root:root /var/lib/safe-code-sandbox-wheelhouse &&
+         chmod -R a+rX /var/lib/safe-code-sandbox-wheelhouse'
+start_with "--self-test --wheelhouse /var/lib/safe-code-sandbox-wheelhouse" restart
 ready="$(fetch "http://$address:8080/readyz")" || fail "/readyz never said ready with Docker"
 docker_run="$(invocation)"
 journal "$docker_run"
@@ -160,12 +165,17 @@ grep -q 'self-test: .* 0 failed' "$work/journal.log" ||
 sdk 'print(6 * 7)' >"$work/sdk.log" 2>&1 || { cat "$work/sdk.log"; fail "the MCP SDK check"; }
 cat "$work/sdk.log"
 grep -q '^run: succeeded "42\\n"' "$work/sdk.log" || fail "the Docker run did not succeed"
+sdk 'import purepkg; print(purepkg.VERSION)' purepkg >"$work/sdk.log" 2>&1 ||
+  { cat "$work/sdk.log"; fail "the MCP SDK check with packages"; }
+cat "$work/sdk.log"
+grep -q '^run: succeeded "2.0\\n"' "$work/sdk.log" || fail "the run with packages did not succeed"
 in_root 'systemctl stop safe-code-sandbox'
 journal "$docker_run"
 grep -q 'every run stopped; exiting' "$work/journal.log" ||
   fail "the service did not stop cleanly"
 [[ "$(managed)" == "$before" ]] || fail "sandboxes were left behind: $(managed)"
-log "the self-test passed, the run succeeded, and stopping left no sandbox"
+docker images -q --filter label=io.scs.package-set | sort -u | xargs -r docker rmi >/dev/null
+log "the self-test passed, the runs succeeded (one with packages), and stopping left no sandbox"
 
 log "removing"
 in_root 'systemctl start safe-code-sandbox && dpkg --remove safe-code-sandbox' >"$work/dpkg.log" 2>&1 ||

@@ -169,15 +169,19 @@ Poco::JSON::Array::Ptr fileBlocks(const runs::RunSnapshot& snapshot) {
 
 namespace {
 
-Object::Ptr packagesToJson(const runs::PackageLayerUse& packages) {
+// What was installed always; whether this call made the layer and how long it took only when it
+// did, unless `verbose` (a cached set's few milliseconds tell a model nothing).
+Object::Ptr packagesToJson(const runs::PackageLayerUse& packages, bool verbose) {
   Object::Ptr object = newObject();
   Poco::JSON::Array::Ptr installed = new Poco::JSON::Array();
   for (const std::string& name : packages.installed) {
     installed->add(name);
   }
   object->set("installed", installed);
-  object->set("built", packages.built);
-  object->set("prepare_seconds", milliRound(packages.prepare_seconds));
+  if (packages.built || verbose) {
+    object->set("built", packages.built);
+    object->set("prepare_seconds", milliRound(packages.prepare_seconds));
+  }
   return object;
 }
 
@@ -229,7 +233,7 @@ Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot,
   }
   // Told once: in a run's final report, and for a session when it opens.
   if (snapshot.packages && (snapshot.session_id.empty() || options.verbose)) {
-    object->set("packages", packagesToJson(*snapshot.packages));
+    object->set("packages", packagesToJson(*snapshot.packages, options.verbose));
   }
   return object;
 }
@@ -247,7 +251,7 @@ Poco::JSON::Object::Ptr sessionToJson(const runs::SessionSnapshot& session, bool
   object->set("idle_expires_at", formatTimestamp(session.idle_expires_at));
   object->set("expires_at", formatTimestamp(session.expires_at));
   if (packages && session.packages) {
-    object->set("packages", packagesToJson(*session.packages));
+    object->set("packages", packagesToJson(*session.packages, true));
   }
   return object;
 }
