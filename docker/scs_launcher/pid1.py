@@ -87,10 +87,13 @@ class Deadline:
 def offer_packages():
     """In an image derived for a run's packages (protocol.PACKAGES_DIRECTORY exists), a Python
     that a bash or JavaScript program starts finds them through PYTHONPATH, which every program
-    inherits. The program's own interpreter runs with -I, which ignores it, and adds the
-    directory itself (child/program.py); PID 1 never has it on its path."""
+    inherits, after whatever the image's PYTHONPATH names. Such a Python puts PYTHONPATH ahead
+    of the standard library and reads no .pth file there; the program's own interpreter runs
+    with -I, which ignores PYTHONPATH, and adds the directory as a site directory after the
+    standard library (child/program.py). PID 1 never has it on its path."""
     if os.path.isdir(protocol.PACKAGES_DIRECTORY):
-        os.environ["PYTHONPATH"] = protocol.PACKAGES_DIRECTORY
+        paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        os.environ["PYTHONPATH"] = os.pathsep.join(paths + [protocol.PACKAGES_DIRECTORY])
 
 
 def main(argv, root):

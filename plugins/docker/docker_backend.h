@@ -75,7 +75,7 @@ class DockerBackend : public backend::RuntimeBackend {
   backend::ListReply list(const std::string& label_key) override;
   // A container of the base image, never started, takes the layer's files and is committed
   // with the base image's own configuration and the layer's labels (docker_backend_images.cc).
-  backend::Status buildImage(const backend::ImageLayer& layer) override;
+  backend::Status buildImage(backend::ImageLayer layer) override;
   backend::Status removeImage(const std::string& image) override;
   backend::ImageListReply listImages(const std::string& label_key) override;
 

@@ -28,7 +28,7 @@ std::string labelOf(const std::map<std::string, std::string>& labels, const char
 
 }  // namespace
 
-backend::Status DockerBackend::buildImage(const backend::ImageLayer& layer) {
+backend::Status DockerBackend::buildImage(backend::ImageLayer layer) {
   return guardedStatus("build image", [&]() -> backend::Status {
     Result<json::ObjectPtr> base = client_.inspectImage(layer.base_image);
     if (!base.status.ok()) {
@@ -78,7 +78,8 @@ backend::Status DockerBackend::buildImage(const backend::ImageLayer& layer) {
     if (!container.status.ok()) {
       return container.status;
     }
-    backend::Status status = client_.putArchive(container.value, layer.archive, kLayerWriteTimeout);
+    backend::Status status =
+        client_.putArchive(container.value, std::move(layer.archive), kLayerWriteTimeout);
     if (status.ok()) {
       status = client_.commit(container.value, layer.image, config, kLayerWriteTimeout);
     }

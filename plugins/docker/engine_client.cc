@@ -316,10 +316,10 @@ Result<json::ObjectPtr> EngineClient::inspectImage(const std::string& name) {
   return result;
 }
 
-Status EngineClient::putArchive(const std::string& id, const std::string& archive,
+Status EngineClient::putArchive(const std::string& id, std::string archive,
                                 std::chrono::milliseconds timeout) {
   HttpCall call = makeCall("PUT", "/containers/" + urlEncode(id) + "/archive?path=%2F");
-  call.body = archive;
+  call.body = std::move(archive);
   call.content_type = "application/x-tar";
   call.timeout = std::max(timeout, timeout_);
   return statusFromReply("put archive", transport_.call(call));

@@ -106,7 +106,7 @@ class EngineClient {
   Result<json::ObjectPtr> inspectImage(const std::string& name);
   // PUT /containers/{id}/archive?path=/: unpacks the ustar `archive` into the container's
   // filesystem, with up to `timeout` for the engine to write it.
-  backend::Status putArchive(const std::string& id, const std::string& archive,
+  backend::Status putArchive(const std::string& id, std::string archive,
                              std::chrono::milliseconds timeout);
   // POST /commit: the container's filesystem as image `name` ("repo:tag") with `config` as its
   // configuration; up to `timeout`.

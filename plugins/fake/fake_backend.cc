@@ -311,7 +311,7 @@ backend::ListReply FakeBackend::list(const std::string& label_key) {
   });
 }
 
-backend::Status FakeBackend::buildImage(const backend::ImageLayer& layer) {
+backend::Status FakeBackend::buildImage(backend::ImageLayer layer) {
   if (options_.fail.count("build_image") != 0) {
     return {Code::kUnavailable, "fake: build_image failed, as scripted"};
   }

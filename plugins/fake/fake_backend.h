@@ -99,7 +99,7 @@ class FakeBackend : public backend::RuntimeBackend {
   backend::ListReply list(const std::string& label_key) override;
   // Derived images are names it remembers, with their labels and the layer's size; one that a
   // sandbox not yet removed uses cannot be removed, as with Docker.
-  backend::Status buildImage(const backend::ImageLayer& layer) override;
+  backend::Status buildImage(backend::ImageLayer layer) override;
   backend::Status removeImage(const std::string& image) override;
   backend::ImageListReply listImages(const std::string& label_key) override;
 

@@ -132,10 +132,13 @@ class PackagesTest : public ::testing::Test {
 };
 
 constexpr const char* kImportBoth =
-    "import sys, purepkg, cext\n"
+    "import importlib.util, os, struct, sys, purepkg, cext\n"
     "print('versions', purepkg.VERSION, cext.add(2, 3))\n"
     "print('files', purepkg.__file__, cext.__file__)\n"
-    "print('pth', getattr(sys, 'scs_pth_seen', False))\n";
+    "print('pth', getattr(sys, 'scs_pth_seen', False))\n"
+    "with open(importlib.util.cache_from_source(purepkg.__file__), 'rb') as pyc:\n"
+    "    stamp = struct.unpack('<I', pyc.read(12)[8:12])[0]\n"
+    "print('pyc', stamp == int(os.stat(purepkg.__file__).st_mtime))\n";
 
 TEST_F(PackagesTest, ARunImportsAPureAndANativePackageAndTheSecondRunIsServedFromTheCache) {
   const auto first = run(wheelhouseServer(), kImportBoth, list({"purepkg", "cext"}));
@@ -144,8 +147,10 @@ TEST_F(PackagesTest, ARunImportsAPureAndANativePackageAndTheSecondRunIsServedFro
   EXPECT_EQ(verdict(first, "files"),
             "/usr/local/lib/scs-packages/purepkg/__init__.py "
             "/usr/local/lib/scs-packages/cext.cpython-311-x86_64-linux-gnu.so");
-  // The wheel's .pth file was read by the program's interpreter, as by a site directory's.
+  // The wheel's .pth file was read by the program's interpreter, as by a site directory's; the
+  // bytecode pip compiled is valid beside its source, so no import compiles again.
   EXPECT_EQ(verdict(first, "pth"), "True");
+  EXPECT_EQ(verdict(first, "pyc"), "True");
   const auto packages = packagesOf(first);
   EXPECT_TRUE(flag(packages, "built"));
   ASSERT_EQ(packages->getArray("installed")->size(), 2u);

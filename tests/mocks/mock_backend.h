@@ -24,7 +24,7 @@ class MockRuntimeBackend : public backend::RuntimeBackend {
   MOCK_METHOD(backend::Status, kill, (const std::string& id), (override));
   MOCK_METHOD(backend::Status, remove, (const std::string& id), (override));
   MOCK_METHOD(backend::ListReply, list, (const std::string& label_key), (override));
-  MOCK_METHOD(backend::Status, buildImage, (const backend::ImageLayer& layer), (override));
+  MOCK_METHOD(backend::Status, buildImage, (backend::ImageLayer layer), (override));
   MOCK_METHOD(backend::Status, removeImage, (const std::string& image), (override));
   MOCK_METHOD(backend::ImageListReply, listImages, (const std::string& label_key), (override));
 
@@ -52,8 +52,8 @@ class MockRuntimeBackend : public backend::RuntimeBackend {
     ON_CALL(*this, kill(_)).WillByDefault([&real](const auto& id) { return real.kill(id); });
     ON_CALL(*this, remove(_)).WillByDefault([&real](const auto& id) { return real.remove(id); });
     ON_CALL(*this, list(_)).WillByDefault([&real](const auto& key) { return real.list(key); });
-    ON_CALL(*this, buildImage(_)).WillByDefault([&real](const auto& layer) {
-      return real.buildImage(layer);
+    ON_CALL(*this, buildImage(_)).WillByDefault([&real](backend::ImageLayer layer) {
+      return real.buildImage(std::move(layer));
     });
     ON_CALL(*this, removeImage(_)).WillByDefault([&real](const auto& image) {
       return real.removeImage(image);

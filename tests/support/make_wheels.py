@@ -7,6 +7,7 @@ index on the network: `make_wheels.py OUT [--native] [--index]`.
   do.
 - needsold 1.0: needs purepkg<2, so that it conflicts with purepkg==2.0.
 - winonly 1.0: a CPython 3.11 wheel for Windows only: no wheel for the sandbox's platform.
+- longpath 1.0: a file whose name is longer than a tar header holds (120 bytes).
 - cext 1.0 (--native): a C extension, compiled here with the host's gcc against the CPython
   3.11 headers (python3-dev) as a manylinux wheel: cext.add(a, b).
 - --host NAME... (for the benchmark): a pure-Python wheel of each host module NAME as Debian
@@ -135,6 +136,8 @@ def main(argv):
         }),
         wheel(out, "needsold", "1.0", {"needsold/__init__.py": ""}, requires=["purepkg<2"]),
         wheel(out, "winonly", "1.0", {"winonly/__init__.py": ""}, tag="cp311-cp311-win_amd64"),
+        wheel(out, "longpath", "1.0", {"longpath/__init__.py": "",
+                                       "longpath/" + "n" * 117 + ".py": ""}),
     ]
     if "--native" in argv:
         wheels.append(native_wheel(out))

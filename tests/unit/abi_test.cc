@@ -59,7 +59,7 @@ const std::map<std::uint32_t, std::string> kFingerprints = {
     // CapacityReply::versions (the audit names the runtime's version).
     {9, "d4c1aff7f279b539209fd76b7bb80d45d249b61aff5a980d5a5905019138109f"},
     // 10: derived images (buildImage, removeImage, listImages), for the packages of a run.
-    {10, "141b436bf2c0aea23d22df3675dad7883573c2cc55040d8360c7c9419aabc09a"},
+    {10, "75271bfe9b3b16e37cb46444fe5138306ce5db17abea4feae1699f79f2cc81bf"},
 };
 
 TEST(AbiTest, TheHeaderMatchesTheFingerprintOfItsAbiVersion) {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <string>
 #include <thread>
@@ -72,6 +73,9 @@ TEST(RequirementTest, AnythingButAPlainRequirementIsRefusedBeforeAnyToolSeesIt) 
            "-pkg",
            "pkg-",
            "pkg==v1",
+           "pkg.whl",
+           "pkg==1.0.tar.gz",
+           "Pkg.ZIP",
            std::string(201, 'a'),
        }) {
     const Result<Requirement> parsed = parseRequirement(bad);
@@ -80,6 +84,8 @@ TEST(RequirementTest, AnythingButAPlainRequirementIsRefusedBeforeAnyToolSeesIt) 
   EXPECT_THAT(errorOf(parseRequirement("pkg[extra]")), HasSubstr("extras are not accepted"));
   EXPECT_THAT(errorOf(parseRequirement("pkg @ https://x")), HasSubstr("URLs are not accepted"));
   EXPECT_THAT(errorOf(parseRequirement("pkg;x")), HasSubstr("markers are not accepted"));
+  EXPECT_THAT(errorOf(parseRequirement("pkg-1.0-py3-none-any.whl")),
+              HasSubstr("pip would take for a path"));
 }
 
 TEST(RequirementTest, ASetNamesEachProjectOnceWithinTheCountAndTheAllowList) {
@@ -198,6 +204,47 @@ TEST_F(PackageLayersTest, ASetThatCannotBeHadIsRefusedNamingThePackageAndNothing
               AllOf(HasSubstr("The conflict is caused by"), HasSubstr("needsold 1.0 depends on "
                                                                        "purepkg<2")));
   EXPECT_THAT(errorFor({"purepkg==3"}), HasSubstr("purepkg==3"));
+}
+
+// pip runs once for a set, however it is spelled, and once a minute for one that cannot be had.
+TEST_F(PackageLayersTest, ACachedOrRefusedSetRunsNoPipAgain) {
+  const fs::path counter = wheelhouse_ / ("pip-runs-" + std::to_string(::getpid()));
+  const fs::path script = wheelhouse_ / ("counting-pip-" + std::to_string(::getpid()) + ".sh");
+  std::ofstream(script) << "echo \"$1\" >>" << counter.string()
+                        << "\nexec /usr/bin/python3 -I -m pip \"$@\"\n";
+  settings_.resolver.pip = {"/bin/sh", script.string()};
+  const auto runs = [&] {
+    std::ifstream in(counter);
+    std::string line;
+    std::vector<std::string> lines;
+    while (std::getline(in, line)) {
+      lines.push_back(line);
+    }
+    return lines;
+  };
+  EXPECT_TRUE(grantOf({"purepkg", "needsold"}).use.built);
+  EXPECT_EQ(runs(), (std::vector<std::string>{"--version", "install"}));
+  EXPECT_FALSE(grantOf({"NeedsOld", "PurePkg"}).use.built);
+  EXPECT_THAT(errorFor({"nosuch==1"}), HasSubstr("nosuch"));
+  EXPECT_THAT(errorFor({"NoSuch==1"}), HasSubstr("nosuch"));
+  EXPECT_EQ(runs(), (std::vector<std::string>{"--version", "install", "install"}));
+  fs::remove(counter);
+  fs::remove(script);
+}
+
+TEST_F(PackageLayersTest, ALayerGoneFromTheEngineIsMadeAgain) {
+  const std::string image = grantOf({"purepkg"}).use.image;
+  ASSERT_TRUE(fake_.removeImage(image).ok());  // another server, or an operator's docker rmi
+  const LayerGrant again = grantOf({"purepkg"});
+  EXPECT_TRUE(again.use.built);
+  EXPECT_EQ(again.use.image, image);
+  EXPECT_EQ(fake_.listImages(kPackageSetLabel).images.size(), 1u);
+}
+
+TEST_F(PackageLayersTest, AFileWhosePathNoTarHeaderHoldsIsRefusedNamingIt) {
+  EXPECT_CALL(backend_, buildImage(_)).Times(0);
+  EXPECT_THAT(errorFor({"longpath"}), AllOf(HasSubstr("too long for the layer"),
+                                            HasSubstr("longpath/"), HasSubstr("nnnnnnnn")));
 }
 
 TEST_F(PackageLayersTest, ADependencyTheOperatorDoesNotAllowIsRefused) {

@@ -1521,6 +1521,17 @@ TEST_F(PreparedRunManagerTest, TheSetAskedForLastTakesThePlaceOfAnIdleSetsPool) 
   EXPECT_EQ(finalOf(again).status, policy::RunStatus::kSucceeded);
 }
 
+TEST_F(PreparedRunManagerTest, ARunThePoolsCannotServeMakesNoPoolForItsSet) {
+  waitPrepared();
+  StartRequest bigger = withPackages("layer:a");
+  bigger.limits = request(2).limits;  // more memory than prepared sandboxes have
+  const std::string run = startRunning(std::move(bigger));
+  finish(run, 0);
+  EXPECT_EQ(finalOf(run).status, policy::RunStatus::kSucceeded);
+  ASSERT_TRUE(clock_.awaitWaiters(1));
+  EXPECT_EQ(created(), 2u);  // the main pool's and the run's own: none of the layer's
+}
+
 TEST_F(PreparedRunManagerTest, WithPreparationOffAPackageSetGetsNoPool) {
   settings_.prepared = 0;
   const std::string run = startRunning(withPackages("layer:a"));

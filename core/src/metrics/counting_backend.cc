@@ -47,8 +47,8 @@ ListReply CountingBackend::list(const std::string& label_key) {
   return counted("list", inner_.list(label_key));
 }
 
-Status CountingBackend::buildImage(const ImageLayer& layer) {
-  return counted("build_image", inner_.buildImage(layer));
+Status CountingBackend::buildImage(ImageLayer layer) {
+  return counted("build_image", inner_.buildImage(std::move(layer)));
 }
 
 Status CountingBackend::removeImage(const std::string& image) {

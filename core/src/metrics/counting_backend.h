@@ -27,7 +27,7 @@ class CountingBackend final : public backend::RuntimeBackend {
   backend::Status kill(const std::string& id) override;
   backend::Status remove(const std::string& id) override;
   backend::ListReply list(const std::string& label_key) override;
-  backend::Status buildImage(const backend::ImageLayer& layer) override;
+  backend::Status buildImage(backend::ImageLayer layer) override;
   backend::Status removeImage(const std::string& image) override;
   backend::ImageListReply listImages(const std::string& label_key) override;
 

@@ -7,6 +7,7 @@
 #include <Poco/SHA2Engine.h>
 #include <scs/backend/launcher_protocol.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +24,13 @@ namespace {
 namespace fs = std::filesystem;
 namespace launcher = backend::launcher;
 using Clock = std::chrono::steady_clock;
+
+// How long a set that cannot be had is refused again without pip (a changed wheelhouse ends it
+// sooner); how many requests' resolutions are remembered; how old a list of the engine's
+// derived images may be before a cached layer is looked for in a new one.
+constexpr auto kFailureReuse = std::chrono::seconds(60);
+constexpr std::size_t kMaxRequested = 256;
+constexpr auto kImagesRecheck = std::chrono::seconds(10);
 
 Poco::Logger& logger() { return Poco::Logger::get("scs.packages"); }
 
@@ -58,10 +66,13 @@ std::string sha256Hex(const std::string& text) {
   return Poco::DigestEngine::digestToHex(sha256.digest());
 }
 
+constexpr std::uint64_t kTarBlock = 512;
+
 // The files pip installed under `target`, as one archive whose paths are under `site_dir`
-// (without its leading "/"), written file by file so that the server holds them once. Console
-// scripts (bin/) are left out: their first line names the host's interpreter. A file keeps its
-// executable bit (a package may run a program it carries); nothing is setuid.
+// (without its leading "/"), written file by file so that the server holds them once, at most
+// `max_bytes` of archive (headers and padding counted). Console scripts (bin/) are left out:
+// their first line names the host's interpreter. A file keeps its executable bit (a package may
+// run a program it carries; nothing is setuid) and its time (pip's bytecode records it).
 Result<std::string> layerArchive(const fs::path& target, const std::string& site_dir,
                                  std::uint64_t max_bytes) {
   std::vector<fs::path> files;
@@ -77,13 +88,15 @@ Result<std::string> layerArchive(const fs::path& target, const std::string& site
       return internal("pip installed " + relative.string() +
                       ", which is not a regular file or directory");
     }
+    total += kTarBlock + (it->is_regular_file()
+                              ? (it->file_size() + kTarBlock - 1) / kTarBlock * kTarBlock
+                              : 0);
+    if (total > max_bytes) {
+      return invalid("The packages take more than " + std::to_string(max_bytes >> 20) +
+                     " MiB installed, the most this server's operator allows for one set; "
+                     "nothing was installed. Ask for fewer or smaller packages.");
+    }
     if (it->is_regular_file()) {
-      total += it->file_size();
-      if (total > max_bytes) {
-        return invalid("The packages take more than " + std::to_string(max_bytes >> 20) +
-                       " MiB installed, the most this server's operator allows for one set; "
-                       "nothing was installed. Ask for fewer or smaller packages.");
-      }
       files.push_back(relative);
     }
   }
@@ -93,9 +106,18 @@ Result<std::string> layerArchive(const fs::path& target, const std::string& site
     std::ifstream in(target / relative, std::ios::binary);
     std::ostringstream content;
     content << in.rdbuf();
-    const bool executable =
-        (fs::status(target / relative).permissions() & fs::perms::owner_exec) != fs::perms::none;
-    archive.add(site_dir + "/" + relative.string(), content.str(), executable);
+    struct stat status {};
+    if (::stat((target / relative).c_str(), &status) != 0) {
+      return internal("cannot read " + relative.string() + " of what pip installed");
+    }
+    try {
+      archive.add(site_dir + "/" + relative.string(), content.str(), (status.st_mode & S_IXUSR) != 0,
+                  status.st_mtime);
+    } catch (const std::invalid_argument&) {
+      return invalid("The packages hold a file whose path is too long for the layer (at most 100 "
+                     "bytes of name and 155 of directory): " + relative.string() +
+                     "; nothing was installed.");
+    }
   }
   return archive.finish();
 }
@@ -123,6 +145,17 @@ Result<bool> PackageLayers::start() {
   if (!wheelhouse.empty() && !fs::is_directory(wheelhouse)) {
     return invalid("--wheelhouse " + wheelhouse + " is not a directory");
   }
+  const Result<std::string> pip = checkPip(settings_.resolver, pip_);
+  if (const auto* problem = std::get_if<Error>(&pip)) {
+    return *problem;
+  }
+  logger().information("packages from " +
+                       (wheelhouse.empty() ? std::string() : "the wheelhouse " + wheelhouse) +
+                       (!wheelhouse.empty() && !settings_.resolver.index_url.empty() ? " and " : "") +
+                       (settings_.resolver.index_url.empty()
+                            ? std::string()
+                            : "the index " + settings_.resolver.index_url) +
+                       ", resolved by " + std::get<std::string>(pip));
   const backend::ImageListReply listed = backend_.listImages(kPackageSetLabel);
   if (listed.status.code == backend::Code::kUnsupported) {
     return invalid("packages (--wheelhouse, --package-index) need a backend that derives images: " +
@@ -177,11 +210,49 @@ std::string PackageLayers::wheelhouseStamp() const {
 }
 
 bool PackageLayers::stillValidLocked(const Resolved& resolved, const std::string& stamp) const {
-  if (!settings_.resolver.index_url.empty() &&
-      Clock::now() - resolved.when > settings_.index_reuse) {
+  const auto age = Clock::now() - resolved.when;
+  if (resolved.failure) {
+    return age < kFailureReuse && resolved.wheelhouse_stamp == stamp;
+  }
+  if (!settings_.resolver.index_url.empty() && age > settings_.index_reuse) {
     return false;  // the index may have newer versions by now
   }
   return resolved.wheelhouse_stamp == stamp && layers_.count(resolved.digest) != 0;
+}
+
+void PackageLayers::rememberLocked(const std::string& key, Resolved resolved) {
+  requested_.insert_or_assign(key, std::move(resolved));
+  while (requested_.size() > kMaxRequested) {
+    requested_.erase(std::min_element(
+        requested_.begin(), requested_.end(),
+        [](const auto& a, const auto& b) { return a.second.when < b.second.when; }));
+  }
+}
+
+bool PackageLayers::stillThereLocked(const std::string& image,
+                                     std::unique_lock<std::mutex>& lock) {
+  if (Clock::now() - images_listed_ >= kImagesRecheck) {
+    lock.unlock();
+    const backend::ImageListReply listed = backend_.listImages(kPackageSetLabel);
+    lock.lock();
+    if (!listed.status.ok()) {
+      return true;  // the engine will say, at the run's create
+    }
+    images_seen_.clear();
+    for (const backend::ImageInfo& info : listed.images) {
+      images_seen_.insert(info.image);
+    }
+    images_listed_ = Clock::now();
+  }
+  return images_seen_.count(image) != 0;
+}
+
+void PackageLayers::forgetLocked(const std::string& digest) {
+  for (auto request = requested_.begin(); request != requested_.end();) {
+    request = request->second.digest == digest ? requested_.erase(request) : std::next(request);
+  }
+  recency_.remove(digest);
+  layers_.erase(digest);
 }
 
 LayerGrant PackageLayers::grantLocked(const std::string& digest, bool built) {
@@ -209,9 +280,9 @@ Result<LayerGrant> PackageLayers::layerFor(const std::vector<std::string>& speci
     return *error;
   }
   const std::vector<Requirement>& requirements = std::get<std::vector<Requirement>>(parsed);
-  std::string key;
+  std::string key;  // the same for every spelling and order of one set
   for (const Requirement& requirement : requirements) {
-    key += requirement.text + " ";
+    key += requirement.key() + " ";
   }
   const std::string stamp = wheelhouseStamp();
   {
@@ -222,9 +293,24 @@ Result<LayerGrant> PackageLayers::layerFor(const std::vector<std::string>& speci
       }
       if (const auto found = requested_.find(key);
           found != requested_.end() && stillValidLocked(found->second, stamp)) {
-        LayerGrant grant = grantLocked(found->second.digest, false);
-        grant.use.prepare_seconds = secondsSince(begun);
-        return grant;
+        if (found->second.failure) {
+          return *found->second.failure;
+        }
+        const std::string digest = found->second.digest;
+        const std::string image = layers_.at(digest).image;  // kept: the lock may be let go
+        if (stillThereLocked(image, lock)) {
+          if (layers_.count(digest) == 0) {
+            continue;  // forgotten while the list was taken
+          }
+          LayerGrant grant = grantLocked(digest, false);
+          grant.use.prepare_seconds = secondsSince(begun);
+          return grant;
+        }
+        if (layers_.count(digest) != 0) {
+          logger().warning("package layer " + image + " is gone from the engine; making it again");
+          forgetLocked(digest);
+        }
+        continue;
       }
       if (!building_) {
         break;
@@ -237,6 +323,12 @@ Result<LayerGrant> PackageLayers::layerFor(const std::vector<std::string>& speci
   {
     std::lock_guard lock(mutex_);
     building_ = false;
+    // A set that cannot be had is told again for a while without pip, unless the server is
+    // going away.
+    if (const Error* error = std::get_if<Error>(&made);
+        error != nullptr && error->kind == ErrorKind::kInvalid) {
+      rememberLocked(key, {"", Clock::now(), stamp, *error});
+    }
   }
   built_.notify_all();
   if (auto* grant = std::get_if<LayerGrant>(&made)) {
@@ -287,7 +379,7 @@ Result<LayerGrant> PackageLayers::makeLayer(const std::vector<Requirement>& requ
     {
       std::lock_guard lock(mutex_);
       if (layers_.count(digest) != 0) {  // another request resolved to the same set
-        requested_[key] = {digest, Clock::now(), stamp};
+        rememberLocked(key, {digest, Clock::now(), stamp, std::nullopt});
         return grantLocked(digest, false);
       }
     }
@@ -317,7 +409,8 @@ Result<LayerGrant> PackageLayers::makeLayer(const std::vector<Requirement>& requ
                          std::to_string(secondsSince(build_start)) + " s");
     std::lock_guard lock(mutex_);
     layers_[digest] = {layer.image, std::move(installed)};
-    requested_[key] = {digest, Clock::now(), stamp};
+    images_seen_.insert(layer.image);
+    rememberLocked(key, {digest, Clock::now(), stamp, std::nullopt});
     LayerGrant grant = grantLocked(digest, true);
     evictLocked(digest);
     return grant;
@@ -345,11 +438,9 @@ void PackageLayers::evictLocked(const std::string& keep) {
       continue;
     }
     logger().information("removed package layer " + image + ", the least recently used");
-    for (auto request = requested_.begin(); request != requested_.end();) {
-      request = request->second.digest == *it ? requested_.erase(request) : std::next(request);
-    }
-    layers_.erase(*it);
-    it = recency_.erase(it);
+    const std::string digest = *it;
+    it = std::next(it);
+    forgetLocked(digest);
   }
 }
 

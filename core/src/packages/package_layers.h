@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -82,9 +83,10 @@ class PackageLayers {
     std::vector<std::string> installed;  // "name==version"
   };
   struct Resolved {  // a request's set, as resolved at `when`
-    std::string digest;
+    std::string digest;  // empty when it failed
     std::chrono::steady_clock::time_point when;
     std::string wheelhouse_stamp;
+    std::optional<Error> failure;  // why it cannot be had, told again for a while
   };
   // The layers' holds, shared with the holds themselves, which may outlive this object (a
   // retained run's record).
@@ -95,6 +97,14 @@ class PackageLayers {
 
   std::string wheelhouseStamp() const;
   bool stillValidLocked(const Resolved& resolved, const std::string& stamp) const;
+  // Remembers how `key` resolved, forgetting the oldest past kMaxRequested.
+  void rememberLocked(const std::string& key, Resolved resolved);
+  // Whether the engine still has `image`, from a list of the derived images at most
+  // kImagesRecheck old (another server on the engine, or an operator's `docker rmi`, may have
+  // removed it). Takes the list with `lock` released.
+  bool stillThereLocked(const std::string& image, std::unique_lock<std::mutex>& lock);
+  // Forgets the layer `digest` and the requests that resolved to it. Requires mutex_.
+  void forgetLocked(const std::string& digest);
   // The grant for `digest`, moved to the front of the recency list. Requires mutex_.
   LayerGrant grantLocked(const std::string& digest, bool built);
   Result<LayerGrant> makeLayer(const std::vector<Requirement>& requirements,
@@ -118,7 +128,9 @@ class PackageLayers {
   bool stopping_ = false;
   std::map<std::string, Layer> layers_;        // by digest
   std::list<std::string> recency_;             // digests, most recently used first
-  std::map<std::string, Resolved> requested_;  // by the request's sorted texts
+  std::map<std::string, Resolved> requested_;  // by the request's sorted keys
+  std::set<std::string> images_seen_;          // derived images the engine had when listed
+  std::chrono::steady_clock::time_point images_listed_{};
 };
 
 }  // namespace scs::packages

@@ -44,7 +44,25 @@ Error bad(std::string_view specifier, const std::string& why) {
                  "\"tqdm>=4,<5\".");
 }
 
+// pip takes a requirement that ends as an archive's file name does for a path to one.
+bool looksLikeArchive(std::string_view text) {
+  static constexpr std::array<std::string_view, 10> kSuffixes = {
+      ".whl", ".zip", ".tar", ".tgz", ".tbz", ".txz", ".tlz", ".gz", ".bz2", ".xz"};
+  std::string lower(text);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return std::any_of(kSuffixes.begin(), kSuffixes.end(), [&](std::string_view suffix) {
+    return lower.size() >= suffix.size() &&
+           lower.compare(lower.size() - suffix.size(), suffix.size(), suffix) == 0;
+  });
+}
+
 }  // namespace
+
+std::string Requirement::key() const {
+  const std::size_t clauses = text.find_first_of("=!<>~");
+  return name + (clauses == std::string::npos ? std::string() : text.substr(clauses));
+}
 
 std::string normalizedName(const std::string& name) {
   std::string out;
@@ -80,9 +98,6 @@ Result<Requirement> parseRequirement(const std::string& specifier) {
   }
   Requirement requirement{normalizedName(std::string(name)), std::string(name)};
   std::string_view rest = trimmed(text.substr(end));
-  if (rest.empty()) {
-    return requirement;
-  }
   static constexpr std::array<std::string_view, 7> kOperators = {"==", "!=", "<=", ">=",
                                                                  "~=", "<",  ">"};
   bool first = true;
@@ -116,6 +131,9 @@ Result<Requirement> parseRequirement(const std::string& specifier) {
     }
     requirement.text.append(version);
     rest = trimmed(rest.substr(version_end));
+  }
+  if (looksLikeArchive(requirement.text)) {
+    return bad(specifier, "it ends as an archive's file name, which pip would take for a path");
   }
   return requirement;
 }

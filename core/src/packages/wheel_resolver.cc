@@ -13,9 +13,11 @@
 #include <Poco/SHA2Engine.h>
 #include <Poco/URI.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -57,18 +59,36 @@ PipRun runPip(const std::vector<std::string>& argv, const std::string& directory
       Poco::Process::kill(handle);
     }
   });
-  Poco::PipeInputStream stream(out);
-  std::ostringstream collected;
-  collected << stream.rdbuf();
-  run.output = collected.str();
-  run.exit_code = handle.wait();
-  control.end();
-  {
-    std::lock_guard lock(mutex);
-    done = true;
+  // Whatever happens below, the watchdog and PipControl let go of the pid before it is reaped,
+  // so that neither can kill a process that took the number since.
+  const auto let_go = [&] {
+    control.end();
+    {
+      std::lock_guard lock(mutex);
+      done = true;
+    }
+    done_cv.notify_all();
+    if (watchdog.joinable()) {
+      watchdog.join();
+    }
+  };
+  try {
+    Poco::PipeInputStream stream(out);
+    std::ostringstream collected;
+    collected << stream.rdbuf();
+    run.output = collected.str();
+    siginfo_t ended{};
+    while (::waitid(P_PID, static_cast<id_t>(handle.id()), &ended, WEXITED | WNOWAIT) != 0 &&
+           errno == EINTR) {
+    }
+  } catch (...) {
+    let_go();
+    Poco::Process::kill(handle);  // not reaped yet: still this pip
+    handle.wait();
+    throw;
   }
-  done_cv.notify_all();
-  watchdog.join();
+  let_go();
+  run.exit_code = handle.wait();
   run.stopped = control.stopped();
   return run;
 }
@@ -206,6 +226,33 @@ void PipControl::begin(long pid) {
 void PipControl::end() {
   std::lock_guard lock(mutex_);
   running_.reset();
+}
+
+Result<std::string> checkPip(const ResolverSettings& settings, PipControl& control) {
+  std::vector<std::string> argv = settings.pip;
+  argv.emplace_back("--version");
+  PipRun run;
+  try {
+    run = runPip(argv, std::filesystem::temp_directory_path().string(),
+                 std::chrono::seconds(60), control);
+  } catch (const std::exception& e) {
+    return invalid("packages need pip on this host (Debian's python3-pip); " + settings.pip.front() +
+                   " cannot run: " + e.what());
+  }
+  const std::string line = run.output.substr(0, run.output.find('\n'));
+  if (run.exit_code != 0 || line.rfind("pip ", 0) != 0) {
+    return invalid("packages need pip on this host (apt-get install python3-pip): `" +
+                   settings.pip.front() + " -m pip --version` said: " + line);
+  }
+  const std::size_t python = line.rfind("(python ");
+  const std::string version =
+      python == std::string::npos ? "" : line.substr(python + 8, line.find(')', python) - python - 8);
+  if (version != settings.python_version) {
+    return invalid("packages need pip under Python " + settings.python_version +
+                   ", the sandbox's, to judge dependencies for it; this host's pip runs under " +
+                   (version.empty() ? "an unknown Python" : "Python " + version) + ": " + line);
+  }
+  return line;
 }
 
 std::vector<std::string> defaultPlatforms() {

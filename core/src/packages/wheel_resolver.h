@@ -55,6 +55,11 @@ class PipControl {
   bool stopped_ = false;
 };
 
+// pip's version line ("pip 23.0.1 from ... (python 3.11)"), or an Error when pip cannot run or
+// runs under another Python than the sandbox's: pip judges dependencies' markers by its own
+// interpreter, whatever --python-version says, so the two must be the same major.minor.
+Result<std::string> checkPip(const ResolverSettings& settings, PipControl& control);
+
 // Installs `requirements` and their dependencies into `target` (an empty directory) and returns
 // what was installed; `work` is a directory for pip's report. An Error that names the package
 // and pip's reason when the set cannot be had: a project the sources do not have, no wheel for

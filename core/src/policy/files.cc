@@ -218,7 +218,7 @@ void putOctal(char* header, std::size_t offset, std::size_t width, std::uint64_t
 }
 
 void appendEntry(std::string& archive, std::string_view name, char type, std::uint32_t mode,
-                 std::string_view content, int uid, int gid) {
+                 std::string_view content, int uid, int gid, std::int64_t mtime = 0) {
   const std::optional<NameParts> parts = splitUstarName(name);
   if (!parts) {
     throw std::invalid_argument("path does not fit a tar header: " + std::string(name));
@@ -230,7 +230,7 @@ void appendEntry(std::string& archive, std::string_view name, char type, std::ui
   putOctal(header, 108, 8, static_cast<std::uint32_t>(uid));
   putOctal(header, 116, 8, static_cast<std::uint32_t>(gid));
   putOctal(header, 124, 12, content.size());
-  putOctal(header, 136, 12, 0);  // mtime
+  putOctal(header, 136, 12, static_cast<std::uint64_t>(std::max<std::int64_t>(mtime, 0)));
   header[156] = type;
   putText(header, 257, 6, std::string_view("ustar\0", 6));  // magic
   putText(header, 263, 2, "00");                            // version
@@ -313,13 +313,14 @@ std::string buildArchive(const std::vector<File>& files, int uid, int gid) {
   return writer.finish();
 }
 
-void ArchiveWriter::add(const std::string& path, std::string_view content, bool executable) {
+void ArchiveWriter::add(const std::string& path, std::string_view content, bool executable,
+                        std::int64_t mtime) {
   for (const std::string& directory : parentDirectories(path)) {
     if (directories_.insert(directory).second) {
       appendEntry(archive_, directory, '5', 0755, {}, uid_, gid_);
     }
   }
-  appendEntry(archive_, path, '0', executable ? 0755 : 0644, content, uid_, gid_);
+  appendEntry(archive_, path, '0', executable ? 0755 : 0644, content, uid_, gid_, mtime);
 }
 
 std::string ArchiveWriter::finish() {

@@ -7,6 +7,7 @@
 #include <scs/backend/launcher_protocol.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <set>
 #include <string>
@@ -44,13 +45,16 @@ Result<std::vector<File>> resolveFiles(
 std::string buildArchive(const std::vector<File>& files, int uid, int gid);
 
 // The same archive written one file at a time, for a tree too large to hold twice (a package
-// layer, core/src/packages): `add` appends a file of mode 0644 or, with `executable`, 0755, and
-// any parent directory not yet written; `finish` ends the archive and hands it over. Throws
-// std::invalid_argument for a path that does not fit a ustar header.
+// layer, core/src/packages): `add` appends a file of mode 0644 or, with `executable`, 0755,
+// modified at `mtime` (unix seconds; a package's bytecode is valid only beside sources of the
+// time it was compiled from), and any parent directory not yet written; `finish` ends the
+// archive and hands it over. Throws std::invalid_argument for a path that does not fit a ustar
+// header.
 class ArchiveWriter {
  public:
   ArchiveWriter(int uid, int gid) : uid_(uid), gid_(gid) {}
-  void add(const std::string& path, std::string_view content, bool executable = false);
+  void add(const std::string& path, std::string_view content, bool executable = false,
+           std::int64_t mtime = 0);
   std::size_t size() const { return archive_.size(); }
   std::string finish();
 

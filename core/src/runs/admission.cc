@@ -104,7 +104,9 @@ void RunManager::Impl::launchLocked(const std::shared_ptr<Run>& run) {
   } catch (const std::system_error& e) {
     logger().error("run " + run->id + ": could not start its thread: " + e.what());
     if (run->prepared) {
-      pools_.of(run->image)->retire(std::move(run->prepared));
+      PreparedPool& pool = *pools_.of(run->image);
+      pool.claimEnded();  // it never ran: the pool's count of runs in its sandboxes goes down
+      pool.retire(std::move(run->prepared));
     }
     policy::Verdict verdict;
     verdict.status = policy::RunStatus::kSandboxError;

@@ -336,8 +336,9 @@ class RuntimeBackend {
   //
   // Makes `layer.image` from `layer.base_image` and the layer's files; kOk at once when an
   // image of that name exists already, made from base_image as that name stands now (one made
-  // from an earlier image of the name is made anew). Nothing is left behind when it fails.
-  virtual Status buildImage(const ImageLayer& layer) {
+  // from an earlier image of the name is made anew). Nothing is left behind when it fails. The
+  // layer is the backend's to move from (its archive may be large).
+  virtual Status buildImage(ImageLayer layer) {
     return {Code::kUnsupported, "this backend cannot derive images (" + layer.image + ")"};
   }
   // Removes a derived image. kRejected while a sandbox still uses it; kOk when it is gone.
