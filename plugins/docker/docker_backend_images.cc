@@ -36,7 +36,8 @@ backend::Status DockerBackend::buildImage(backend::ImageLayer layer) {
     }
     const std::string base_id = json::string(base.value, "Id").value_or("");
     if (Result<json::ObjectPtr> made = client_.inspectImage(layer.image); made.status.ok()) {
-      const json::ObjectPtr made_labels = json::object(json::object(made.value, "Config"), "Labels");
+      const json::ObjectPtr made_labels =
+          json::object(json::object(made.value, "Config"), "Labels");
       if (json::string(made_labels, kBaseIdLabel).value_or("") == base_id) {
         return {};  // made before, by this server or an earlier one, on this very base
       }

@@ -41,6 +41,15 @@ std::string engineMessage(const HttpReply& reply) {
 
 bool isSuccess(int status) { return status >= 200 && status < 300; }
 
+// The `filters` query value that keeps what carries the label `label_key`, URL-encoded.
+std::string labelFilter(const std::string& label_key) {
+  json::ObjectPtr filters = new Poco::JSON::Object();
+  Poco::JSON::Array::Ptr labels = new Poco::JSON::Array();
+  labels->add(label_key);
+  filters->set("label", labels);
+  return urlEncode(json::stringify(filters));
+}
+
 }  // namespace
 
 std::optional<ApiVersion> parseApiVersion(std::string_view text) {
@@ -331,8 +340,9 @@ Status EngineClient::commit(const std::string& id, const std::string& name,
   const bool tagged = colon != std::string::npos && name.find('/', colon) == std::string::npos;
   const std::string repo = tagged ? name.substr(0, colon) : name;
   const std::string tag = tagged ? name.substr(colon + 1) : "latest";
-  HttpCall call = makeCall("POST", "/commit?container=" + urlEncode(id) + "&repo=" +
-                                       urlEncode(repo) + "&tag=" + urlEncode(tag) + "&pause=0");
+  HttpCall call =
+      makeCall("POST", "/commit?container=" + urlEncode(id) + "&repo=" + urlEncode(repo) +
+                           "&tag=" + urlEncode(tag) + "&pause=0");
   call.body = json::stringify(config);
   call.content_type = "application/json";
   call.timeout = std::max(timeout, timeout_);
@@ -348,12 +358,8 @@ Status EngineClient::removeImage(const std::string& name) {
 }
 
 Result<std::vector<ImageSummary>> EngineClient::listImages(const std::string& label_key) {
-  json::ObjectPtr filters = new Poco::JSON::Object();
-  Poco::JSON::Array::Ptr labels = new Poco::JSON::Array();
-  labels->add(label_key);
-  filters->set("label", labels);
-  const HttpReply reply = transport_.call(
-      makeCall("GET", "/images/json?filters=" + urlEncode(json::stringify(filters))));
+  const HttpReply reply =
+      transport_.call(makeCall("GET", "/images/json?filters=" + labelFilter(label_key)));
   Result<std::vector<ImageSummary>> result{statusFromReply("list images", reply)};
   if (!result.status.ok()) {
     return result;
@@ -375,12 +381,8 @@ Result<std::vector<ImageSummary>> EngineClient::listImages(const std::string& la
 }
 
 Result<std::vector<ContainerSummary>> EngineClient::list(const std::string& label_key) {
-  json::ObjectPtr filters = new Poco::JSON::Object();
-  Poco::JSON::Array::Ptr labels = new Poco::JSON::Array();
-  labels->add(label_key);
-  filters->set("label", labels);
-  const HttpReply reply = transport_.call(
-      makeCall("GET", "/containers/json?all=1&filters=" + urlEncode(json::stringify(filters))));
+  const HttpReply reply =
+      transport_.call(makeCall("GET", "/containers/json?all=1&filters=" + labelFilter(label_key)));
   Result<std::vector<ContainerSummary>> result{statusFromReply("list", reply)};
   if (!result.status.ok()) {
     return result;

@@ -135,11 +135,10 @@ backend::CapacityReply PodApi::capacity(const std::function<bool(const std::stri
     pods_listed_ = pods;
     pods_listed_at_ = std::chrono::steady_clock::now();
   }
-  result.capacity =
-      capacityOf(nodes.body, pods, quotas.body,
-                 [&](const std::string& namespace_name, const std::string& name) {
-                   return namespace_name == settings_.namespace_name && own(name);
-                 });
+  result.capacity = capacityOf(nodes.body, pods, quotas.body,
+                               [&](const std::string& namespace_name, const std::string& name) {
+                                 return namespace_name == settings_.namespace_name && own(name);
+                               });
   return result;
 }
 

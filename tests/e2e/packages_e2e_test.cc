@@ -7,15 +7,15 @@
 #include <Poco/JSON/Object.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "support/mcp_client.h"
+#include "support/wheels.h"
 
 namespace scs::testing {
 namespace {
@@ -30,15 +30,10 @@ const std::string kBinary = SCS_BINARY;
 class PackagesE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string pattern = (fs::temp_directory_path() / "scs-wheels-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    wheelhouse_ = pattern;
-    const std::string command = "/usr/bin/python3 -I " SCS_SOURCE_DIR
-                                "/tests/support/make_wheels.py " +
-                                wheelhouse_.string() + " >/dev/null";
-    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    wheels_ = std::make_unique<TestWheels>();
+    wheelhouse_ = wheels_->path();
   }
-  static void TearDownTestSuite() { fs::remove_all(wheelhouse_); }
+  static void TearDownTestSuite() { wheels_.reset(); }
 
   static McpProcess& serve(std::optional<McpProcess>& process,
                            std::vector<std::string> extra = {}) {
@@ -72,10 +67,9 @@ class PackagesE2eTest : public ::testing::Test {
     return array;
   }
 
-  static fs::path wheelhouse_;
+  static inline std::unique_ptr<TestWheels> wheels_;
+  static inline fs::path wheelhouse_;
 };
-
-fs::path PackagesE2eTest::wheelhouse_;
 
 TEST_F(PackagesE2eTest, OnlyAServerWithAWheelhouseOffersPackages) {
   std::optional<McpProcess> plain;
@@ -103,8 +97,8 @@ TEST_F(PackagesE2eTest, ARunGetsItsSetBuiltOnceThenFromTheCache) {
   serve(server, {"--wheelhouse", wheelhouse_.string()});
   const Object::Ptr arguments =
       object({{"code", "#fake: stdout=ok\n"}, {"packages", list({"needsold"})}});
-  const Object::Ptr first =
-      finalReport(*server, callOk(*server, "start_run", arguments)->getValue<std::string>("run_id"));
+  const Object::Ptr first = finalReport(
+      *server, callOk(*server, "start_run", arguments)->getValue<std::string>("run_id"));
   EXPECT_EQ(first->getValue<std::string>("status"), "succeeded");
   ASSERT_FALSE(packagesOf(first).isNull());
   EXPECT_EQ(packagesOf(first)->size(), 2u);
@@ -112,8 +106,8 @@ TEST_F(PackagesE2eTest, ARunGetsItsSetBuiltOnceThenFromTheCache) {
   EXPECT_EQ(packagesOf(first)->getElement<std::string>(1), "purepkg==1.0");
   EXPECT_TRUE(first->getObject("packages")->getValue<bool>("built"));
 
-  const Object::Ptr second =
-      finalReport(*server, callOk(*server, "start_run", arguments)->getValue<std::string>("run_id"));
+  const Object::Ptr second = finalReport(
+      *server, callOk(*server, "start_run", arguments)->getValue<std::string>("run_id"));
   // A compact report of a cached set says what is installed, and no more.
   EXPECT_EQ(second->getObject("packages")->getArray("installed")->size(), 2u);
   EXPECT_FALSE(second->getObject("packages")->has("built"));
@@ -159,8 +153,9 @@ TEST_F(PackagesE2eTest, ASessionsPackagesAreTheSessionsForAllItsRuns) {
   EXPECT_THAT(toolText(refused), HasSubstr("A session's packages are the session's"));
 
   const Object::Ptr run = finalReport(
-      *server, callOk(*server, "start_run", object({{"code", "#fake: stdout=ok\n"}, {"session_id", id}}))
-                   ->getValue<std::string>("run_id"));
+      *server,
+      callOk(*server, "start_run", object({{"code", "#fake: stdout=ok\n"}, {"session_id", id}}))
+          ->getValue<std::string>("run_id"));
   EXPECT_EQ(run->getValue<std::string>("status"), "succeeded");
   EXPECT_FALSE(run->has("packages"));  // told once, when the session opened
 }
@@ -176,9 +171,9 @@ TEST_F(PackagesE2eTest, AnIndexNeedsAnAllowListAndAnAllowListNeedsASource) {
     const std::optional<int> status = server.waitExit(std::chrono::seconds(10));
     ASSERT_TRUE(status.has_value()) << ::testing::PrintToString(args);
     EXPECT_NE(*status, 0) << ::testing::PrintToString(args);
-    EXPECT_THAT(server.stderrText(), ::testing::AnyOf(HasSubstr("--package-index"),
-                                                      HasSubstr("--allow-packages"),
-                                                      HasSubstr("--wheelhouse")));
+    EXPECT_THAT(server.stderrText(),
+                ::testing::AnyOf(HasSubstr("--package-index"), HasSubstr("--allow-packages"),
+                                 HasSubstr("--wheelhouse")));
   }
 }
 

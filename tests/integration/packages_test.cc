@@ -9,7 +9,6 @@
 #include <Poco/JSON/Object.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <algorithm>
 #include <chrono>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "integration/harness.h"
+#include "support/wheels.h"
 
 namespace scs::integration {
 namespace {
@@ -33,13 +33,7 @@ class PackagesTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     ASSERT_EQ(engineProblem(), "");
-    std::string pattern = (fs::temp_directory_path() / "scs-wheels-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    wheels_ = pattern;
-    const CommandResult made = runCommand("/usr/bin/python3 -I " SCS_SOURCE_DIR
-                                          "/tests/support/make_wheels.py " +
-                                          wheels_.string() + " --native --index");
-    ASSERT_EQ(made.exit_code, 0) << made.output;
+    wheels_ = std::make_unique<testing::TestWheels>("--native --index");
   }
 
   static void TearDownTestSuite() {
@@ -52,7 +46,7 @@ class PackagesTest : public ::testing::Test {
       }
     }
     index_.reset();
-    fs::remove_all(wheels_);
+    wheels_.reset();
     // The layers this suite made, which no sandbox uses any more (no -f: one that did would
     // fail here).
     const CommandResult removed = runCommand(
@@ -62,7 +56,8 @@ class PackagesTest : public ::testing::Test {
 
   static testing::McpProcess& wheelhouseServer() {
     if (!wheelhouse_server_) {
-      wheelhouse_server_ = launchServer({"--prepared", "0", "--wheelhouse", wheels_.string()});
+      wheelhouse_server_ =
+          launchServer({"--prepared", "0", "--wheelhouse", wheels_->path().string()});
     }
     return *wheelhouse_server_;
   }
@@ -81,7 +76,7 @@ class PackagesTest : public ::testing::Test {
               "server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)\n"
               "print(server.server_address[1], flush=True)\n"
               "server.serve_forever()\n",
-              wheels_.string()});
+              wheels_->path().string()});
       const std::optional<std::string> port = index_->readLine(std::chrono::seconds(10));
       if (!port) {
         throw std::runtime_error("the index did not start: " + index_->stderrText());
@@ -125,7 +120,7 @@ class PackagesTest : public ::testing::Test {
     return packages;
   }
 
-  static inline fs::path wheels_;
+  static inline std::unique_ptr<testing::TestWheels> wheels_;
   static inline std::unique_ptr<testing::McpProcess> index_;
   static inline std::unique_ptr<testing::McpProcess> wheelhouse_server_;
   static inline std::unique_ptr<testing::McpProcess> index_server_;
@@ -214,8 +209,9 @@ TEST_F(PackagesTest, TheLayerIsReadOnlyAndTheScratchSpaceStillRefusesExecution) 
 TEST_F(PackagesTest, ASetThatCannotBeHadIsRefusedBeforeAnyCodeRuns) {
   EXPECT_THAT(refusal(wheelhouseServer(), list({"nosuch"})),
               HasSubstr("No matching distribution found for nosuch"));
-  EXPECT_THAT(refusal(wheelhouseServer(), list({"winonly"})),
-              HasSubstr("The wheelhouse has winonly only as winonly-1.0-cp311-cp311-win_amd64.whl"));
+  EXPECT_THAT(
+      refusal(wheelhouseServer(), list({"winonly"})),
+      HasSubstr("The wheelhouse has winonly only as winonly-1.0-cp311-cp311-win_amd64.whl"));
   EXPECT_THAT(refusal(wheelhouseServer(), list({"purepkg==2.0", "needsold"})),
               HasSubstr("needsold 1.0 depends on purepkg<2"));
   EXPECT_THAT(refusal(wheelhouseServer(), list({"purepkg @ https://example.com/p.whl"})),
@@ -231,8 +227,7 @@ TEST_F(PackagesTest, ASessionsRunsShareItsPackagesAndItsState) {
   Poco::JSON::Object::Ptr arguments = new Poco::JSON::Object;
   arguments->set("packages", list({"purepkg==1.0"}));
   const auto session = callToolOk(wheelhouseServer(), "open_session", arguments);
-  EXPECT_EQ(packagesOf(session)->getArray("installed")->getElement<std::string>(0),
-            "purepkg==1.0");
+  EXPECT_EQ(packagesOf(session)->getArray("installed")->getElement<std::string>(0), "purepkg==1.0");
   const std::string id = text(session, "session_id");
   const auto run_in = [&](const std::string& code) {
     Poco::JSON::Object::Ptr run_arguments = startRunArguments({code, {}, nullptr});

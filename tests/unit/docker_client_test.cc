@@ -30,20 +30,20 @@ using testing::connected;
 using testing::connectTo;
 using testing::expectStartup;
 using ::testing::Field;
-using ::testing::HasSubstr;
-using testing::JsonBodyEq;
 using testing::goodSpec;
+using ::testing::HasSubstr;
 using ::testing::InSequence;
 using ::testing::Invoke;
 using testing::IsCall;
+using testing::JsonBodyEq;
 using testing::MockEngineSocket;
 using testing::opened;
 using testing::quietSettings;
 using testing::reply;
 using ::testing::Return;
-using ::testing::SizeIs;
 using testing::scripted;
 using testing::ScriptedConnection;
+using ::testing::SizeIs;
 using ::testing::StrictMock;
 using State = ScriptedConnection::State;
 
@@ -826,11 +826,12 @@ TEST_F(ImageTest, ALayerIsCommittedFromANeverStartedContainerOfTheBase) {
   EXPECT_CALL(transport_, call(IsCall("GET", kBasePath))).WillOnce(Return(reply(200, kBaseRecord)));
   EXPECT_CALL(transport_, call(IsCall("GET", kMadePath)))
       .WillOnce(Return(reply(404, R"({"message":"No such image"})")));
-  EXPECT_CALL(transport_,
-              call(AllOf(IsCall("POST", "/v1.41/containers/create"),
-                         JsonBodyEq(R"({"Image":"safe-code-sandbox:latest","Cmd":["/bin/true"],)"
-                                    R"("Entrypoint":[],"NetworkDisabled":true,)"
-                                    R"("Labels":{"io.scs.managed":"true","io.scs.owner-pid":"42"}})"))))
+  EXPECT_CALL(
+      transport_,
+      call(AllOf(IsCall("POST", "/v1.41/containers/create"),
+                 JsonBodyEq(R"({"Image":"safe-code-sandbox:latest","Cmd":["/bin/true"],)"
+                            R"("Entrypoint":[],"NetworkDisabled":true,)"
+                            R"("Labels":{"io.scs.managed":"true","io.scs.owner-pid":"42"}})"))))
       .WillOnce(Return(reply(201, R"({"Id":"builder","Warnings":[]})")));
   EXPECT_CALL(transport_, call(AllOf(IsCall("PUT", "/v1.41/containers/builder/archive?path=%2F"),
                                      Field(&HttpCall::body, SizeIs(1024u)),
@@ -855,18 +856,17 @@ TEST_F(ImageTest, ALayerMadeOnThisBaseIsKeptAndOneOnAnEarlierBaseIsMadeAnew) {
   InSequence order;
   EXPECT_CALL(transport_, call(IsCall("GET", kBasePath))).WillOnce(Return(reply(200, kBaseRecord)));
   EXPECT_CALL(transport_, call(IsCall("GET", kMadePath)))
-      .WillOnce(Return(
-          reply(200, R"({"Id":"sha256:made","Config":{"Labels":{"io.scs.base-image-id":)"
-                     R"("sha256:base"}}})")));
+      .WillOnce(
+          Return(reply(200, R"({"Id":"sha256:made","Config":{"Labels":{"io.scs.base-image-id":)"
+                            R"("sha256:base"}}})")));
   EXPECT_TRUE(backend_->buildImage(packageLayer()).ok());
 
   EXPECT_CALL(transport_, call(IsCall("GET", kBasePath))).WillOnce(Return(reply(200, kBaseRecord)));
   EXPECT_CALL(transport_, call(IsCall("GET", kMadePath)))
-      .WillOnce(Return(
-          reply(200, R"({"Id":"sha256:made","Config":{"Labels":{"io.scs.base-image-id":)"
-                     R"("sha256:older"}}})")));
-  EXPECT_CALL(transport_,
-              call(IsCall("DELETE", "/v1.41/images/safe-code-sandbox-packages%3Aabc")))
+      .WillOnce(
+          Return(reply(200, R"({"Id":"sha256:made","Config":{"Labels":{"io.scs.base-image-id":)"
+                            R"("sha256:older"}}})")));
+  EXPECT_CALL(transport_, call(IsCall("DELETE", "/v1.41/images/safe-code-sandbox-packages%3Aabc")))
       .WillOnce(Return(reply(200, "[]")));
   EXPECT_CALL(transport_, call(IsCall("POST", "/v1.41/containers/create")))
       .WillOnce(Return(reply(201, R"({"Id":"builder"})")));
@@ -889,8 +889,7 @@ TEST_F(ImageTest, AFailedWriteLeavesNoContainerAndNoImage) {
       .WillOnce(Return(reply(500, R"({"message":"no space left on device"})")));
   EXPECT_CALL(transport_, call(IsCall("DELETE", "/v1.41/containers/builder?force=1&v=1")))
       .WillOnce(Return(reply(204)));
-  EXPECT_CALL(transport_,
-              call(IsCall("DELETE", "/v1.41/images/safe-code-sandbox-packages%3Aabc")))
+  EXPECT_CALL(transport_, call(IsCall("DELETE", "/v1.41/images/safe-code-sandbox-packages%3Aabc")))
       .WillOnce(Return(reply(404)));
   const backend::Status built = backend_->buildImage(packageLayer());
   EXPECT_EQ(built.code, Code::kUnavailable);
@@ -902,10 +901,11 @@ TEST_F(ImageTest, TheListSaysWhichLayersWereMadeOnTheirBaseAsItIsNow) {
                                       "/v1.41/images/json?filters="
                                       "%7B%22label%22%3A%5B%22io.scs.package-set%22%5D%7D")))
       .WillOnce(Return(reply(
-          200, R"([{"RepoTags":["safe-code-sandbox-packages:a"],"Labels":{)"
-               R"("io.scs.base-image":"safe-code-sandbox:latest","io.scs.base-image-id":"sha256:base"}},)"
-               R"({"RepoTags":["safe-code-sandbox-packages:b"],"Labels":{)"
-               R"("io.scs.base-image":"safe-code-sandbox:latest","io.scs.base-image-id":"sha256:old"}}])")));
+          200,
+          R"([{"RepoTags":["safe-code-sandbox-packages:a"],"Labels":{)"
+          R"("io.scs.base-image":"safe-code-sandbox:latest","io.scs.base-image-id":"sha256:base"}},)"
+          R"({"RepoTags":["safe-code-sandbox-packages:b"],"Labels":{)"
+          R"("io.scs.base-image":"safe-code-sandbox:latest","io.scs.base-image-id":"sha256:old"}}])")));
   EXPECT_CALL(transport_, call(IsCall("GET", kBasePath))).WillOnce(Return(reply(200, kBaseRecord)));
   const backend::ImageListReply listed = backend_->listImages("io.scs.package-set");
   ASSERT_TRUE(listed.status.ok()) << listed.status.message;

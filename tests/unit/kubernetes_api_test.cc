@@ -281,7 +281,7 @@ TEST(CapacityTest, RequestsPlacedOnTheNodesAndTheQuotasUseAreTaken) {
     {"spec":{"hard":{"limits.cpu":"10","limits.memory":"20Gi"}},
      "status":{"used":{"limits.cpu":"7500m","limits.memory":"18Gi"}}},
     {"spec":{"hard":{"requests.memory":"4Gi"}},"status":{"used":{"requests.memory":"7Gi"}}}]})"),
-                                              mine);
+                                             mine);
   EXPECT_EQ(quota.cores, 3);         // 10 less the 6.5 others use
   EXPECT_EQ(quota.memory_bytes, 0);  // the second is used past its hard by others
 }

@@ -272,9 +272,9 @@ TEST_F(PodApiTest, AWrongTokenIsRefused) {
   ClusterAccess wrong = access(api_);
   wrong.token = "stolen";
   const KubeClient client(wrong, std::chrono::milliseconds(3000));
-  EXPECT_EQ(PodApi(client, PodSettings{}).capacity([](const std::string&) { return false; })
-                .status.code,
-            backend::Code::kRejected);
+  EXPECT_EQ(
+      PodApi(client, PodSettings{}).capacity([](const std::string&) { return false; }).status.code,
+      backend::Code::kRejected);
 }
 
 }  // namespace

@@ -4,13 +4,13 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
+#include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +19,7 @@
 #include "mocks/mock_backend.h"
 #include "packages/package_layers.h"
 #include "packages/requirements.h"
+#include "support/wheels.h"
 
 namespace scs::packages {
 namespace {
@@ -111,15 +112,10 @@ TEST(RequirementTest, ASetNamesEachProjectOnceWithinTheCountAndTheAllowList) {
 class PackageLayersTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string pattern = (fs::temp_directory_path() / "scs-wheels-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    wheelhouse_ = pattern;
-    const std::string command = "/usr/bin/python3 -I " SCS_SOURCE_DIR
-                                "/tests/support/make_wheels.py " +
-                                wheelhouse_.string() + " >/dev/null";
-    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    wheels_ = std::make_unique<testing::TestWheels>();
+    wheelhouse_ = wheels_->path();
   }
-  static void TearDownTestSuite() { fs::remove_all(wheelhouse_); }
+  static void TearDownTestSuite() { wheels_.reset(); }
 
   PackageLayersTest() {
     backend_.delegateTo(fake_);
@@ -151,14 +147,13 @@ class PackageLayersTest : public ::testing::Test {
     return error ? error->message : "";
   }
 
-  static fs::path wheelhouse_;
+  static inline std::unique_ptr<testing::TestWheels> wheels_;
+  static inline fs::path wheelhouse_;
   fake::FakeBackend fake_{fake::Options{}, nullptr};
   ::testing::NiceMock<mocks::MockRuntimeBackend> backend_;
   PackageSettings settings_;
   std::optional<PackageLayers> layers_;
 };
-
-fs::path PackageLayersTest::wheelhouse_;
 
 TEST_F(PackageLayersTest, ANewSetIsBuiltOnceAndThenServedFromTheCache) {
   backend::ImageLayer built;
@@ -197,12 +192,11 @@ TEST_F(PackageLayersTest, VersionsAskedForAreTheVersionsInstalled) {
 TEST_F(PackageLayersTest, ASetThatCannotBeHadIsRefusedNamingThePackageAndNothingIsBuilt) {
   EXPECT_CALL(backend_, buildImage(_)).Times(0);
   EXPECT_THAT(errorFor({"nosuch"}), HasSubstr("No matching distribution found for nosuch"));
-  EXPECT_THAT(errorFor({"winonly"}),
-              AllOf(HasSubstr("winonly-1.0-cp311-cp311-win_amd64.whl"),
-                    HasSubstr("none for the sandbox (CPython 3.11")));
+  EXPECT_THAT(errorFor({"winonly"}), AllOf(HasSubstr("winonly-1.0-cp311-cp311-win_amd64.whl"),
+                                           HasSubstr("none for the sandbox (CPython 3.11")));
   EXPECT_THAT(errorFor({"purepkg==2.0", "needsold"}),
               AllOf(HasSubstr("The conflict is caused by"), HasSubstr("needsold 1.0 depends on "
-                                                                       "purepkg<2")));
+                                                                      "purepkg<2")));
   EXPECT_THAT(errorFor({"purepkg==3"}), HasSubstr("purepkg==3"));
 }
 
@@ -278,14 +272,20 @@ TEST_F(PackageLayersTest, TheLeastRecentlyUsedLayerGoesPastTheCapUnlessAnyoneHol
 
 TEST_F(PackageLayersTest, StartAdoptsThisBasesLayersAndRemovesThoseOfAnEarlierBase) {
   EXPECT_CALL(backend_, listImages(kPackageSetLabel))
-      .WillOnce(Return(backend::ImageListReply{
-          {},
-          {{"safe-code-sandbox-packages:current", "safe-code-sandbox:latest", true,
-            {{kPackageSetLabel, "digest-a"}, {kPackagesLabel, "a==1"}}},
-           {"safe-code-sandbox-packages:stale", "safe-code-sandbox:latest", false,
-            {{kPackageSetLabel, "digest-b"}, {kPackagesLabel, "b==1"}}},
-           {"safe-code-sandbox-packages:other", "another:image", true,
-            {{kPackageSetLabel, "digest-c"}, {kPackagesLabel, "c==1"}}}}}));
+      .WillOnce(Return(
+          backend::ImageListReply{{},
+                                  {{"safe-code-sandbox-packages:current",
+                                    "safe-code-sandbox:latest",
+                                    true,
+                                    {{kPackageSetLabel, "digest-a"}, {kPackagesLabel, "a==1"}}},
+                                   {"safe-code-sandbox-packages:stale",
+                                    "safe-code-sandbox:latest",
+                                    false,
+                                    {{kPackageSetLabel, "digest-b"}, {kPackagesLabel, "b==1"}}},
+                                   {"safe-code-sandbox-packages:other",
+                                    "another:image",
+                                    true,
+                                    {{kPackageSetLabel, "digest-c"}, {kPackagesLabel, "c==1"}}}}}));
   EXPECT_CALL(backend_, removeImage("safe-code-sandbox-packages:stale"));
   EXPECT_CALL(backend_, removeImage("safe-code-sandbox-packages:current")).Times(0);
   EXPECT_CALL(backend_, removeImage("safe-code-sandbox-packages:other")).Times(0);

@@ -228,10 +228,9 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallConte
     runs_.events().refused(context.tenant, why);
     return toolError(message);
   };
-  if (std::string message = checkArgumentNames(
-          arguments, kStartRun,
-          {"code", "language", "files", "limits", "stdin", "session_id", "wait_seconds",
-           "packages"});
+  if (std::string message = checkArgumentNames(arguments, kStartRun,
+                                               {"code", "language", "files", "limits", "stdin",
+                                                "session_id", "wait_seconds", "packages"});
       !message.empty()) {
     return refuse(message);
   }
@@ -541,8 +540,8 @@ std::variant<std::optional<packages::LayerGrant>, Poco::JSON::Object::Ptr> Tools
         "in `files`.");
   }
   std::vector<std::string> specifiers;
-  const bool is_array = asked.type() == typeid(Poco::JSON::Array::Ptr) &&
-                        asked.extract<Poco::JSON::Array::Ptr>();
+  const bool is_array =
+      asked.type() == typeid(Poco::JSON::Array::Ptr) && asked.extract<Poco::JSON::Array::Ptr>();
   if (is_array) {
     for (const Var& element : *asked.extract<Poco::JSON::Array::Ptr>()) {
       if (!element.isString()) {

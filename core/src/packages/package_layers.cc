@@ -88,9 +88,9 @@ Result<std::string> layerArchive(const fs::path& target, const std::string& site
       return internal("pip installed " + relative.string() +
                       ", which is not a regular file or directory");
     }
-    total += kTarBlock + (it->is_regular_file()
-                              ? (it->file_size() + kTarBlock - 1) / kTarBlock * kTarBlock
-                              : 0);
+    total +=
+        kTarBlock +
+        (it->is_regular_file() ? (it->file_size() + kTarBlock - 1) / kTarBlock * kTarBlock : 0);
     if (total > max_bytes) {
       return invalid("The packages take more than " + std::to_string(max_bytes >> 20) +
                      " MiB installed, the most this server's operator allows for one set; "
@@ -111,12 +111,13 @@ Result<std::string> layerArchive(const fs::path& target, const std::string& site
       return internal("cannot read " + relative.string() + " of what pip installed");
     }
     try {
-      archive.add(site_dir + "/" + relative.string(), content.str(), (status.st_mode & S_IXUSR) != 0,
-                  status.st_mtime);
+      archive.add(site_dir + "/" + relative.string(), content.str(),
+                  (status.st_mode & S_IXUSR) != 0, status.st_mtime);
     } catch (const std::invalid_argument&) {
-      return invalid("The packages hold a file whose path is too long for the layer (at most 100 "
-                     "bytes of name and 155 of directory): " + relative.string() +
-                     "; nothing was installed.");
+      return invalid(
+          "The packages hold a file whose path is too long for the layer (at most 100 "
+          "bytes of name and 155 of directory): " +
+          relative.string() + "; nothing was installed.");
     }
   }
   return archive.finish();
@@ -133,7 +134,6 @@ std::vector<std::string> words(const std::string& text) {
 
 }  // namespace
 
-
 PackageLayers::PackageLayers(backend::RuntimeBackend& backend, PackageSettings settings,
                              std::string base_image)
     : backend_(backend), settings_(std::move(settings)), base_image_(std::move(base_image)) {}
@@ -149,13 +149,12 @@ Result<bool> PackageLayers::start() {
   if (const auto* problem = std::get_if<Error>(&pip)) {
     return *problem;
   }
-  logger().information("packages from " +
-                       (wheelhouse.empty() ? std::string() : "the wheelhouse " + wheelhouse) +
-                       (!wheelhouse.empty() && !settings_.resolver.index_url.empty() ? " and " : "") +
-                       (settings_.resolver.index_url.empty()
-                            ? std::string()
-                            : "the index " + settings_.resolver.index_url) +
-                       ", resolved by " + std::get<std::string>(pip));
+  logger().information(
+      "packages from " + (wheelhouse.empty() ? std::string() : "the wheelhouse " + wheelhouse) +
+      (!wheelhouse.empty() && !settings_.resolver.index_url.empty() ? " and " : "") +
+      (settings_.resolver.index_url.empty() ? std::string()
+                                            : "the index " + settings_.resolver.index_url) +
+      ", resolved by " + std::get<std::string>(pip));
   const backend::ImageListReply listed = backend_.listImages(kPackageSetLabel);
   if (listed.status.code == backend::Code::kUnsupported) {
     return invalid("packages (--wheelhouse, --package-index) need a backend that derives images: " +
@@ -186,8 +185,7 @@ Result<bool> PackageLayers::start() {
     recency_.push_back(digest);  // older than anything used from now on
   }
   if (!layers_.empty()) {
-    logger().information("found " + std::to_string(layers_.size()) +
-                         " package layers made before");
+    logger().information("found " + std::to_string(layers_.size()) + " package layers made before");
   }
   evictLocked("");
   return true;
@@ -229,8 +227,7 @@ void PackageLayers::rememberLocked(const std::string& key, Resolved resolved) {
   }
 }
 
-bool PackageLayers::stillThereLocked(const std::string& image,
-                                     std::unique_lock<std::mutex>& lock) {
+bool PackageLayers::stillThereLocked(const std::string& image, std::unique_lock<std::mutex>& lock) {
   if (Clock::now() - images_listed_ >= kImagesRecheck) {
     lock.unlock();
     const backend::ImageListReply listed = backend_.listImages(kPackageSetLabel);
@@ -338,14 +335,14 @@ Result<LayerGrant> PackageLayers::layerFor(const std::vector<std::string>& speci
 }
 
 std::map<std::string, std::string> PackageLayers::buildLabels() const {
-  const auto deadline = std::chrono::system_clock::now() + settings_.resolver.timeout +
-                        std::chrono::hours(1);
-  return {{runs::kLabelManaged, "true"},
-          {runs::kLabelOwnerPid, std::to_string(::getpid())},
-          {runs::kLabelDeadline,
-           std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                              deadline.time_since_epoch())
-                              .count())}};
+  const auto deadline =
+      std::chrono::system_clock::now() + settings_.resolver.timeout + std::chrono::hours(1);
+  return {
+      {runs::kLabelManaged, "true"},
+      {runs::kLabelOwnerPid, std::to_string(::getpid())},
+      {runs::kLabelDeadline,
+       std::to_string(
+           std::chrono::duration_cast<std::chrono::seconds>(deadline.time_since_epoch()).count())}};
 }
 
 Result<LayerGrant> PackageLayers::makeLayer(const std::vector<Requirement>& requirements,
@@ -354,8 +351,8 @@ Result<LayerGrant> PackageLayers::makeLayer(const std::vector<Requirement>& requ
     WorkDirectory work;
     const fs::path target = work.path() / "target";
     fs::create_directory(target);
-    Result<std::vector<ResolvedPackage>> resolved = resolveInto(
-        requirements, target.string(), work.path().string(), settings_.resolver, pip_);
+    Result<std::vector<ResolvedPackage>> resolved =
+        resolveInto(requirements, target.string(), work.path().string(), settings_.resolver, pip_);
     if (auto* error = std::get_if<Error>(&resolved)) {
       return *error;
     }
@@ -396,8 +393,8 @@ Result<LayerGrant> PackageLayers::makeLayer(const std::vector<Requirement>& requ
     for (const std::string& name : installed) {
       listed += (listed.empty() ? "" : " ") + name;
     }
-    layer.labels = {{kPackageSetLabel, digest}, {kPackageBaseLabel, base_image_},
-                    {kPackagesLabel, listed}};
+    layer.labels = {
+        {kPackageSetLabel, digest}, {kPackageBaseLabel, base_image_}, {kPackagesLabel, listed}};
     layer.build_labels = buildLabels();
     const Clock::time_point build_start = Clock::now();
     if (const backend::Status built = backend_.buildImage(layer); !built.ok()) {

@@ -82,7 +82,7 @@ class PackageLayers {
     std::string image;
     std::vector<std::string> installed;  // "name==version"
   };
-  struct Resolved {  // a request's set, as resolved at `when`
+  struct Resolved {      // a request's set, as resolved at `when`
     std::string digest;  // empty when it failed
     std::chrono::steady_clock::time_point when;
     std::string wheelhouse_stamp;
@@ -107,8 +107,8 @@ class PackageLayers {
   void forgetLocked(const std::string& digest);
   // The grant for `digest`, moved to the front of the recency list. Requires mutex_.
   LayerGrant grantLocked(const std::string& digest, bool built);
-  Result<LayerGrant> makeLayer(const std::vector<Requirement>& requirements,
-                               const std::string& key, const std::string& stamp);
+  Result<LayerGrant> makeLayer(const std::vector<Requirement>& requirements, const std::string& key,
+                               const std::string& stamp);
   // Removes the least recently used layers beyond max_layers, sparing those held and `keep`.
   // The engine refuses to remove one a sandbox still uses; it goes on a later call.
   void evictLocked(const std::string& keep);

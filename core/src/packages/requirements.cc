@@ -98,8 +98,8 @@ Result<Requirement> parseRequirement(const std::string& specifier) {
   }
   Requirement requirement{normalizedName(std::string(name)), std::string(name)};
   std::string_view rest = trimmed(text.substr(end));
-  static constexpr std::array<std::string_view, 7> kOperators = {"==", "!=", "<=", ">=",
-                                                                 "~=", "<",  ">"};
+  static constexpr std::array<std::string_view, 7> kOperators = {
+      "==", "!=", "<=", ">=", "~=", "<", ">"};
   bool first = true;
   while (!rest.empty()) {
     if (!first) {
@@ -114,7 +114,7 @@ Result<Requirement> parseRequirement(const std::string& specifier) {
                                  [&](std::string_view o) { return rest.substr(0, o.size()) == o; });
     if (op == kOperators.end()) {
       const char c = rest.front();
-      return bad(specifier, c == '[' ? "extras are not accepted"
+      return bad(specifier, c == '['   ? "extras are not accepted"
                             : c == ';' ? "environment markers are not accepted"
                             : c == '@' ? "URLs are not accepted"
                                        : "a version clause starts with ==, !=, <=, >=, ~=, < or >");

@@ -129,8 +129,9 @@ std::vector<std::string> missingProjects(const std::string& output) {
        at = output.find(marker, at + 1)) {
     const std::size_t start = at + marker.size();
     std::size_t end = start;
-    while (end < output.size() && (std::isalnum(static_cast<unsigned char>(output[end])) != 0 ||
-                                   output[end] == '-' || output[end] == '_' || output[end] == '.')) {
+    while (end < output.size() &&
+           (std::isalnum(static_cast<unsigned char>(output[end])) != 0 || output[end] == '-' ||
+            output[end] == '_' || output[end] == '.')) {
       ++end;
     }
     names.push_back(normalizedName(output.substr(start, end - start)));
@@ -233,11 +234,11 @@ Result<std::string> checkPip(const ResolverSettings& settings, PipControl& contr
   argv.emplace_back("--version");
   PipRun run;
   try {
-    run = runPip(argv, std::filesystem::temp_directory_path().string(),
-                 std::chrono::seconds(60), control);
+    run = runPip(argv, std::filesystem::temp_directory_path().string(), std::chrono::seconds(60),
+                 control);
   } catch (const std::exception& e) {
-    return invalid("packages need pip on this host (Debian's python3-pip); " + settings.pip.front() +
-                   " cannot run: " + e.what());
+    return invalid("packages need pip on this host (Debian's python3-pip); " +
+                   settings.pip.front() + " cannot run: " + e.what());
   }
   const std::string line = run.output.substr(0, run.output.find('\n'));
   if (run.exit_code != 0 || line.rfind("pip ", 0) != 0) {
@@ -245,8 +246,9 @@ Result<std::string> checkPip(const ResolverSettings& settings, PipControl& contr
                    settings.pip.front() + " -m pip --version` said: " + line);
   }
   const std::size_t python = line.rfind("(python ");
-  const std::string version =
-      python == std::string::npos ? "" : line.substr(python + 8, line.find(')', python) - python - 8);
+  const std::string version = python == std::string::npos
+                                  ? ""
+                                  : line.substr(python + 8, line.find(')', python) - python - 8);
   if (version != settings.python_version) {
     return invalid("packages need pip under Python " + settings.python_version +
                    ", the sandbox's, to judge dependencies for it; this host's pip runs under " +
@@ -277,10 +279,9 @@ Result<std::vector<ResolvedPackage>> resolveInto(const std::vector<Requirement>&
                                                  PipControl& control) {
   const std::string report = work + "/report.json";
   std::vector<std::string> argv = settings.pip;
-  for (const char* flag :
-       {"install", "--isolated", "--disable-pip-version-check", "--no-input", "--no-cache-dir",
-        "--root-user-action", "ignore", "--progress-bar", "off", "--only-binary", ":all:",
-        "--implementation", "cp"}) {
+  for (const char* flag : {"install", "--isolated", "--disable-pip-version-check", "--no-input",
+                           "--no-cache-dir", "--root-user-action", "ignore", "--progress-bar",
+                           "off", "--only-binary", ":all:", "--implementation", "cp"}) {
     argv.emplace_back(flag);
   }
   std::string abi = "cp" + settings.python_version;

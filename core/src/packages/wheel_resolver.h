@@ -20,8 +20,8 @@ namespace scs::packages {
 struct ResolverSettings {
   // argv before "install": the host's Python in isolated mode (no PYTHONPATH, no user site).
   std::vector<std::string> pip = {"/usr/bin/python3", "-I", "-m", "pip"};
-  std::string wheelhouse;  // a directory of wheels; empty: none
-  std::string index_url;   // a simple-API index the server reaches; empty: none
+  std::string wheelhouse;               // a directory of wheels; empty: none
+  std::string index_url;                // a simple-API index the server reaches; empty: none
   std::string python_version = "3.11";  // the sandbox image's CPython, major.minor
   std::vector<std::string> platforms;   // wheel platform tags it loads; empty: defaultPlatforms()
   std::chrono::seconds timeout{300};

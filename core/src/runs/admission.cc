@@ -71,9 +71,9 @@ void RunManager::Impl::admitLocked() {
     // A prepared sandbox the run can use (of its image: the operator's, or its packages'
     // layer's) already holds part of the run's memory. Not for a session's run.
     PreparedPool* pool = run->session ? nullptr : pools_.of(run->image);
-    const PreparedSandbox* prepared =
-        pool == nullptr || pool->ready() == 0 ? nullptr
-                                              : pool->find(run->limits, sandbox_, clock_.now());
+    const PreparedSandbox* prepared = pool == nullptr || pool->ready() == 0
+                                          ? nullptr
+                                          : pool->find(run->limits, sandbox_, clock_.now());
     const std::int64_t needed = run->memory_bytes - (prepared ? pool->idleHold() : 0);
     if (!memoryFitsLocked(needed)) {
       // Idle prepared sandboxes give way to a run; otherwise the chosen run waits for memory

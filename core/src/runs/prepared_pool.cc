@@ -367,8 +367,7 @@ PreparedPool* PreparedPools::demandedFor(const std::string& image, SteadyTime no
     auto oldest = sets_.end();
     for (auto it = sets_.begin(); it != sets_.end(); ++it) {
       if (it->second->idle() &&
-          (oldest == sets_.end() ||
-           it->second->lastDemanded() < oldest->second->lastDemanded())) {
+          (oldest == sets_.end() || it->second->lastDemanded() < oldest->second->lastDemanded())) {
         oldest = it;
       }
     }

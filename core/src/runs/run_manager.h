@@ -159,7 +159,7 @@ struct StartRequest {
   policy::Language language = policy::Language::kPython;
   // Its sandbox runs the layer's image; never with session_id (a session's are its own).
   std::optional<PackageLayerUse> packages;
-  std::shared_ptr<void> packages_hold;  // kept until the run is final
+  std::shared_ptr<void> packages_hold;    // kept until the run is final
   policy::Limits limits;                  // resolved by LimitPolicy
   std::string tenant = kLocalTenant;      // owns the run: only this tenant can see or stop it
   std::optional<std::string> stdin_data;  // the program's stdin; none: /dev/null

@@ -86,7 +86,7 @@ struct Run {
   // Until the run starts: then they go into its archive.
   std::vector<policy::File> files;
   std::optional<std::string> stdin_data;
-  std::string image;  // the packages' derived image; empty: the operator's
+  std::string image;                    // the packages' derived image; empty: the operator's
   std::shared_ptr<void> packages_hold;  // keeps that image until the run is final
 
   Phase phase = Phase::kQueued;
