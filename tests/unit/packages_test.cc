@@ -74,6 +74,8 @@ TEST(RequirementTest, AnythingButAPlainRequirementIsRefusedBeforeAnyToolSeesIt) 
            "-pkg",
            "pkg-",
            "pkg==v1",
+           "pkg==1,",
+           "pkg==1, ",
            "pkg.whl",
            "pkg==1.0.tar.gz",
            "Pkg.ZIP",

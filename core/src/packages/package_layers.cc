@@ -145,6 +145,11 @@ Result<bool> PackageLayers::start() {
   if (!wheelhouse.empty() && !fs::is_directory(wheelhouse)) {
     return invalid("--wheelhouse " + wheelhouse + " is not a directory");
   }
+  const backend::ImageListReply listed = backend_.listImages(kPackageSetLabel);
+  if (listed.status.code == backend::Code::kUnsupported) {
+    return invalid("packages (--wheelhouse, --package-index) need a backend that derives images: " +
+                   listed.status.message);
+  }
   const Result<std::string> pip = checkPip(settings_.resolver, pip_);
   if (const auto* problem = std::get_if<Error>(&pip)) {
     return *problem;
@@ -155,11 +160,6 @@ Result<bool> PackageLayers::start() {
       (settings_.resolver.index_url.empty() ? std::string()
                                             : "the index " + settings_.resolver.index_url) +
       ", resolved by " + std::get<std::string>(pip));
-  const backend::ImageListReply listed = backend_.listImages(kPackageSetLabel);
-  if (listed.status.code == backend::Code::kUnsupported) {
-    return invalid("packages (--wheelhouse, --package-index) need a backend that derives images: " +
-                   listed.status.message);
-  }
   if (!listed.status.ok()) {
     logger().warning("cannot list the package layers made before: " + listed.status.message);
     return true;

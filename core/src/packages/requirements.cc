@@ -113,7 +113,7 @@ Result<Requirement> parseRequirement(const std::string& specifier) {
     const auto op = std::find_if(kOperators.begin(), kOperators.end(),
                                  [&](std::string_view o) { return rest.substr(0, o.size()) == o; });
     if (op == kOperators.end()) {
-      const char c = rest.front();
+      const char c = rest.empty() ? '\0' : rest.front();  // empty after a trailing comma
       return bad(specifier, c == '['   ? "extras are not accepted"
                             : c == ';' ? "environment markers are not accepted"
                             : c == '@' ? "URLs are not accepted"
