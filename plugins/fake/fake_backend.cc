@@ -312,9 +312,6 @@ backend::ListReply FakeBackend::list(const std::string& label_key) {
 }
 
 backend::Status FakeBackend::buildImage(backend::ImageLayer layer) {
-  if (options_.fail.count("build_image") != 0) {
-    return {Code::kUnavailable, "fake: build_image failed, as scripted"};
-  }
   return guardStatus([&] {
     if (layer.archive.size() % 512 != 0 || layer.image.empty()) {
       return Status{Code::kRejected, "fake: build image: the layer is not a ustar archive"};
@@ -340,7 +337,7 @@ backend::Status FakeBackend::removeImage(const std::string& image) {
 }
 
 backend::ImageListReply FakeBackend::listImages(const std::string& label_key) {
-  return guardReply<backend::ImageListReply>(options_.fail, "list_images", [&] {
+  return guardReply<backend::ImageListReply>([&] {
     backend::ImageListReply reply;
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [name, info] : images_) {

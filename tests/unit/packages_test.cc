@@ -185,6 +185,17 @@ TEST_F(PackageLayersTest, ANewSetIsBuiltOnceAndThenServedFromTheCache) {
   EXPECT_EQ(again.use.installed, first.use.installed);
 }
 
+TEST_F(PackageLayersTest, AnEngineThatCannotMakeTheLayerIsTheServersErrorAndTheNextCallTriesAgain) {
+  EXPECT_CALL(backend_, buildImage(_))
+      .WillOnce(Return(backend::Status{backend::Code::kUnavailable, "no space left on device"}))
+      .WillOnce([&](backend::ImageLayer layer) { return fake_.buildImage(std::move(layer)); });
+  const Result<LayerGrant> failed = layers().layerFor({"purepkg"});
+  ASSERT_TRUE(std::holds_alternative<Error>(failed));
+  EXPECT_EQ(std::get<Error>(failed).kind, ErrorKind::kInternal);
+  EXPECT_THAT(std::get<Error>(failed).message, HasSubstr("no space left on device"));
+  EXPECT_TRUE(grantOf({"purepkg"}).use.built);  // not remembered as a set that cannot be had
+}
+
 TEST_F(PackageLayersTest, VersionsAskedForAreTheVersionsInstalled) {
   EXPECT_EQ(grantOf({"purepkg<2"}).use.installed, std::vector<std::string>{"purepkg==1.0"});
   EXPECT_EQ(grantOf({"needsold"}).use.installed,

@@ -539,21 +539,17 @@ std::variant<std::optional<packages::LayerGrant>, Poco::JSON::Object::Ptr> Tools
         "Use what the image has (see start_run's description), or send pure-Python modules "
         "in `files`.");
   }
-  std::vector<std::string> specifiers;
-  const bool is_array =
-      asked.type() == typeid(Poco::JSON::Array::Ptr) && asked.extract<Poco::JSON::Array::Ptr>();
-  if (is_array) {
-    for (const Var& element : *asked.extract<Poco::JSON::Array::Ptr>()) {
-      if (!element.isString()) {
-        specifiers.clear();
-        break;
-      }
-      specifiers.push_back(element.toString());
-    }
-  }
-  if (!is_array || (specifiers.empty() && asked.extract<Poco::JSON::Array::Ptr>()->size() > 0)) {
+  const Poco::JSON::Array::Ptr array = asked.type() == typeid(Poco::JSON::Array::Ptr)
+                                           ? asked.extract<Poco::JSON::Array::Ptr>()
+                                           : nullptr;
+  if (!array || std::any_of(array->begin(), array->end(),
+                            [](const Var& element) { return !element.isString(); })) {
     return toolError(
         "\"packages\" must be an array of strings, e.g. [\"tqdm\", \"plotly==5.4.1\"].");
+  }
+  std::vector<std::string> specifiers;
+  for (const Var& element : *array) {
+    specifiers.push_back(element.toString());
   }
   Result<packages::LayerGrant> layer = options_.packages->layerFor(specifiers);
   if (auto* error = std::get_if<Error>(&layer)) {

@@ -396,17 +396,20 @@ Result<LayerGrant> PackageLayers::makeLayer(const std::vector<Requirement>& requ
     layer.labels = {
         {kPackageSetLabel, digest}, {kPackageBaseLabel, base_image_}, {kPackagesLabel, listed}};
     layer.build_labels = buildLabels();
+    const std::string image = layer.image;
+    const std::size_t archive_bytes = layer.archive.size();
     const Clock::time_point build_start = Clock::now();
-    if (const backend::Status built = backend_.buildImage(layer); !built.ok()) {
-      logger().error("cannot make package layer " + layer.image + ": " + built.message);
+    // Moved: the archive is the set's whole size, and the backend keeps no copy of it.
+    if (const backend::Status built = backend_.buildImage(std::move(layer)); !built.ok()) {
+      logger().error("cannot make package layer " + image + ": " + built.message);
       return internal("The server could not make the packages' layer: " + built.message);
     }
-    logger().information("made package layer " + layer.image + " (" +
-                         std::to_string(layer.archive.size() >> 10) + " KiB) in " +
+    logger().information("made package layer " + image + " (" +
+                         std::to_string(archive_bytes >> 10) + " KiB) in " +
                          std::to_string(secondsSince(build_start)) + " s");
     std::lock_guard lock(mutex_);
-    layers_[digest] = {layer.image, std::move(installed)};
-    images_seen_.insert(layer.image);
+    layers_[digest] = {image, std::move(installed)};
+    images_seen_.insert(image);
     rememberLocked(key, {digest, Clock::now(), stamp, std::nullopt});
     LayerGrant grant = grantLocked(digest, true);
     evictLocked(digest);

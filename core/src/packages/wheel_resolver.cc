@@ -4,13 +4,11 @@
 
 #include "packages/wheel_resolver.h"
 
-#include <Poco/DigestStream.h>
 #include <Poco/JSON/Object.h>
 #include <Poco/JSON/Parser.h>
 #include <Poco/Pipe.h>
 #include <Poco/PipeStream.h>
 #include <Poco/Process.h>
-#include <Poco/SHA2Engine.h>
 #include <Poco/URI.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -171,8 +169,7 @@ std::string failure(const PipRun& run, const ResolverSettings& settings) {
                    (wheels.size() > 1 ? " and " + std::to_string(wheels.size() - 1) + " more"
                                       : std::string()) +
                    ": none for the sandbox (CPython " + settings.python_version + ", " +
-                   (settings.platforms.empty() ? defaultPlatforms() : settings.platforms).front() +
-                   " or manylinux), or not of the versions asked for.";
+                   defaultPlatforms().front() + " or manylinux), or not of the versions asked for.";
       }
     }
   }
@@ -190,15 +187,6 @@ std::string sha256Of(const Object::Ptr& item) {
   }
   const std::string hash = archive->optValue<std::string>("hash", "");
   return hash.rfind("sha256=", 0) == 0 ? hash.substr(7) : std::string();
-}
-
-std::string fileSha256(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  Poco::SHA2Engine sha256;
-  Poco::DigestOutputStream digest(sha256);
-  digest << in.rdbuf();
-  digest.close();
-  return Poco::DigestEngine::digestToHex(sha256.digest());
 }
 
 }  // namespace
@@ -288,8 +276,7 @@ Result<std::vector<ResolvedPackage>> resolveInto(const std::vector<Requirement>&
   abi.erase(std::remove(abi.begin(), abi.end(), '.'), abi.end());
   argv.insert(argv.end(), {"--python-version", settings.python_version, "--abi", abi, "--target",
                            target, "--report", report});
-  for (const std::string& platform :
-       settings.platforms.empty() ? defaultPlatforms() : settings.platforms) {
+  for (const std::string& platform : defaultPlatforms()) {
     argv.insert(argv.end(), {"--platform", platform});
   }
   if (settings.index_url.empty()) {
@@ -341,12 +328,12 @@ Result<std::vector<ResolvedPackage>> resolveInto(const std::vector<Requirement>&
       package.sha256 = sha256Of(item);
       const std::string url = info ? info->optValue<std::string>("url", "") : "";
       package.wheel = url.substr(url.find_last_of('/') + 1);
-      if (package.sha256.empty() && url.rfind("file://", 0) == 0) {
-        package.sha256 = fileSha256(Poco::URI(url).getPath());  // a wheelhouse's own file
-      }
       if (package.wheel.size() < 4 || package.wheel.compare(package.wheel.size() - 4, 4, ".whl")) {
         return internal("pip installed " + package.name + " from " + package.wheel +
                         ", which is not a wheel");
+      }
+      if (package.sha256.empty()) {  // pip hashes what it installs, from a file or an index
+        return internal("pip's report gives no sha256 of " + package.wheel);
       }
       resolved.push_back(std::move(package));
     }

@@ -23,7 +23,6 @@ struct ResolverSettings {
   std::string wheelhouse;               // a directory of wheels; empty: none
   std::string index_url;                // a simple-API index the server reaches; empty: none
   std::string python_version = "3.11";  // the sandbox image's CPython, major.minor
-  std::vector<std::string> platforms;   // wheel platform tags it loads; empty: defaultPlatforms()
   std::chrono::seconds timeout{300};
 };
 

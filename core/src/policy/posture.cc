@@ -261,10 +261,11 @@ std::int64_t hostTaskLimit(const std::string& runtime, std::int64_t processes) {
   return processes;
 }
 
-Posture requiredPosture(const Limits& limits, const SandboxSettings& settings, std::uint32_t uid) {
+Posture requiredPosture(const Limits& limits, const SandboxSettings& settings, std::uint32_t uid,
+                        const std::string& image) {
   const std::string user = std::to_string(uid) + ":" + std::to_string(uid);
   Posture posture;
-  posture.image = settings.image;
+  posture.image = image.empty() ? settings.image : image;
   posture.runtime = settings.runtime;
   posture.user = user;
   posture.network_disabled = true;

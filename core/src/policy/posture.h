@@ -51,9 +51,11 @@ inline constexpr std::int64_t kRunscSpareTasks = 256;
 std::int64_t hostTaskLimit(const std::string& runtime, std::int64_t processes);
 
 // The posture the core demands for a run with these limits, in a sandbox of host uid `uid`
-// (from the operator's range: the sandbox runs as uid:uid and owns /workspace).
+// (from the operator's range: the sandbox runs as uid:uid and owns /workspace), of `image`: a
+// run's packages' layer derived from the operator's (core/src/packages), or, when empty, the
+// operator's own. Every other control is the same for both.
 backend::Posture requiredPosture(const Limits& limits, const SandboxSettings& settings,
-                                 std::uint32_t uid);
+                                 std::uint32_t uid, const std::string& image = {});
 
 // The sandbox's user must be "uid:gid" with gid = uid inside `range`. One sentence per
 // violation; empty when it holds. Checked beside assertPosture() on the spec and the read-back.

@@ -98,23 +98,14 @@ void PreparedPool::measuredIdle(std::int64_t peak_bytes) {
   }
 }
 
-backend::Posture PreparedPool::postureFor(const policy::Limits& limits,
-                                          const policy::SandboxSettings& settings,
-                                          std::uint32_t uid) const {
-  backend::Posture posture = policy::requiredPosture(limits, settings, uid);
-  if (!settings_.image.empty()) {
-    posture.image = settings_.image;
-  }
-  return posture;
-}
-
 const PreparedSandbox* PreparedPool::find(const policy::Limits& limits,
                                           const policy::SandboxSettings& settings, SteadyTime now,
                                           bool for_session) const {
   const auto found = std::find_if(ready_.begin(), ready_.end(), [&](const PreparedPtr& sandbox) {
     return (for_session || limits.timeout_seconds <= sandbox->timeout_seconds) &&
            now - sandbox->ready_at <= settings_.max_idle &&
-           sandbox->posture == postureFor(limits, settings, sandbox->uid);
+           sandbox->posture ==
+               policy::requiredPosture(limits, settings, sandbox->uid, settings_.image);
   });
   return found == ready_.end() ? nullptr : found->get();
 }
@@ -139,16 +130,6 @@ void PreparedPool::claimEnded(std::optional<double> warm_seconds) {
   if (warm_seconds) {
     warmed_ = smoothed(warmed_, std::chrono::duration<double>(*warm_seconds));
   }
-}
-
-bool PreparedPool::evictFor(std::int64_t needed, const PreparedSandbox* keep,
-                            const std::function<bool(std::int64_t)>& fits) {
-  const std::int64_t idle = evictable(keep);
-  if (idle == 0 || !fits(needed - idle)) {
-    return false;
-  }
-  evictUntil(needed, keep, fits);
-  return true;
 }
 
 std::int64_t PreparedPool::evictable(const PreparedSandbox* keep) const {
@@ -205,8 +186,7 @@ double Demand::rate(SteadyTime now) {
 
 bool PreparedPool::serves(const policy::Limits& limits,
                           const policy::SandboxSettings& settings) const {
-  return (settings_.target > 0 || !settings_.image.empty()) &&
-         limits.timeout_seconds <= settings_.limits.timeout_seconds &&
+  return settings_.target > 0 && limits.timeout_seconds <= settings_.limits.timeout_seconds &&
          policy::requiredPosture(limits, settings, 0) ==
              policy::requiredPosture(settings_.limits, settings, 0);
 }
@@ -354,11 +334,15 @@ PreparedPool* PreparedPools::of(const std::string& image) {
   return found == sets_.end() ? nullptr : found->second.get();
 }
 
-PreparedPool* PreparedPools::demandedFor(const std::string& image, SteadyTime now) {
+PreparedPool* PreparedPools::demandedFor(const std::string& image, const policy::Limits& limits,
+                                         const policy::SandboxSettings& settings, SteadyTime now) {
+  if (!main_.serves(limits, settings)) {
+    return nullptr;  // every pool makes sandboxes of the main pool's limits
+  }
   if (PreparedPool* pool = of(image)) {
     return pool;
   }
-  if (main_.settings().target == 0 || max_sets_ == 0) {
+  if (max_sets_ == 0) {
     return nullptr;
   }
   dropIdle(now);
@@ -381,13 +365,12 @@ PreparedPool* PreparedPools::demandedFor(const std::string& image, SteadyTime no
     }
     sets_.erase(oldest);
   }
-  PoolSettings settings = main_.settings();
-  settings.ceiling = std::max(settings.ceiling, settings.target);  // as many as the main pool
-  settings.target = 0;
-  settings.image = image;
+  PoolSettings set = main_.settings();
+  set.ceiling = std::max(set.ceiling, set.target);  // as many as the main pool
+  set.target = 0;
+  set.image = image;
   logger().debug("prepared pool: sandboxes of package layer " + image + " from now on");
-  return sets_.emplace(image, std::make_unique<PreparedPool>(std::move(settings)))
-      .first->second.get();
+  return sets_.emplace(image, std::make_unique<PreparedPool>(std::move(set))).first->second.get();
 }
 
 void PreparedPools::dropIdle(SteadyTime now) {

@@ -102,11 +102,6 @@ class Demand {
 
 class PreparedPool {
  public:
-  // The posture a sandbox of this pool in `uid` has for `limits`: the required one, in the
-  // pool's image.
-  backend::Posture postureFor(const policy::Limits& limits, const policy::SandboxSettings& settings,
-                              std::uint32_t uid) const;
-
   explicit PreparedPool(PoolSettings settings)
       : settings_(std::move(settings)), wanted_(settings_.target) {}
 
@@ -140,19 +135,16 @@ class PreparedPool {
   // warm imports that sandbox made before the run arrived.
   void claimEnded(std::optional<double> warm_seconds = std::nullopt);
 
-  // Retires idle sandboxes other than `keep` until `fits(needed)` holds (`fits` counts this
-  // pool's memory() as it shrinks); does nothing when even all of them would not make room.
-  // True when it made room.
-  bool evictFor(std::int64_t needed, const PreparedSandbox* keep,
-                const std::function<bool(std::int64_t)>& fits);
   // What its idle sandboxes other than `keep` hold in admission, and their retirement, oldest
-  // first, until `fits(needed)` holds or none is left: evictFor() in two steps, for
-  // PreparedPools to make room from several pools.
+  // first, until `fits(needed)` holds (`fits` counts this pool's memory() as it shrinks) or
+  // none is left: PreparedPools::evictFor makes room from several pools with them.
   std::int64_t evictable(const PreparedSandbox* keep) const;
   void evictUntil(std::int64_t needed, const PreparedSandbox* keep,
                   const std::function<bool(std::int64_t)>& fits);
 
-  // Whether a run with these limits could use a sandbox of this pool (in any uid).
+  // Whether the pool is on and a run with these limits could use its sandboxes (in any uid). A
+  // package set's pool, whose target is 0, is never asked: PreparedPools::demandedFor asks the
+  // main pool, whose limits every set's pool shares.
   bool serves(const policy::Limits& limits, const policy::SandboxSettings& settings) const;
   // A run the pool serves arrived, and one such run ended (was reported): the demand it
   // follows.
@@ -234,10 +226,12 @@ class PreparedPools {
   const PreparedPool& main() const { return main_; }
   // The pool of `image` (empty: the operator's), or nullptr.
   PreparedPool* of(const std::string& image);
-  // The pool of `image`, made now if there is room for another set's or an idle set's pool
-  // gives way: for a run or session of that set that arrived. nullptr when there is none to be
-  // had (every set's pool serves runs now).
-  PreparedPool* demandedFor(const std::string& image, SteadyTime now);
+  // The pool of `image` for a run or session of these limits that arrived: made now if there is
+  // room for another set's or an idle set's pool gives way. nullptr when the pools could not
+  // serve those limits (or preparation is off), or there is none to be had (every set's pool
+  // serves runs now).
+  PreparedPool* demandedFor(const std::string& image, const policy::Limits& limits,
+                            const policy::SandboxSettings& settings, SteadyTime now);
 
   // Over every pool, as PreparedPool's of the same name.
   std::int64_t memory() const;
@@ -248,7 +242,9 @@ class PreparedPools {
   void retireEnded(const std::vector<std::string>& sandbox_ids);
   void retireAll();
   bool retireStale(SteadyTime now);
-  // Idle sandboxes of any pool give way, the operator's image's last.
+  // Retires idle sandboxes other than `keep`, of any pool, the operator's image's last, until
+  // `fits(needed)` holds; does nothing when even all of them would not make room. True when it
+  // made room.
   bool evictFor(std::int64_t needed, const PreparedSandbox* keep,
                 const std::function<bool(std::int64_t)>& fits);
   // The pool whose wantsAnother() holds now, the main one first; nullptr when none does.

@@ -146,10 +146,9 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
     queue_.push(run->tenant, run->id);
   }
   // Counted before admission, which may end the run at once (its thread failed to start).
-  // Only a run the pools could serve makes (or keeps) a package set's pool.
-  if (PreparedPool* pool = session || !pools_.main().serves(run->limits, sandbox_)
-                               ? nullptr
-                               : pools_.demandedFor(run->image, run->enqueued_at)) {
+  if (PreparedPool* pool =
+          session ? nullptr
+                  : pools_.demandedFor(run->image, run->limits, sandbox_, run->enqueued_at)) {
     run->pool_demand = true;
     pool->demanded(run->enqueued_at);
     pool_changed_.notify_all();

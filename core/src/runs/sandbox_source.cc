@@ -52,10 +52,7 @@ SandboxSource::Brought SandboxSource::bringUp(SandboxKind kind, const std::strin
                                               const std::string& image, SandboxLease& lease,
                                               SandboxBringUp::Steps steps) {
   Brought brought;
-  brought.posture = policy::requiredPosture(limits, sandbox_, lease.uid());
-  if (!image.empty()) {
-    brought.posture.image = image;  // every other control as for the operator's image
-  }
+  brought.posture = policy::requiredPosture(limits, sandbox_, lease.uid(), image);
   const backend::SandboxSpec spec =
       kind == SandboxKind::kSession
           ? bring_up_.sessionSpec(label_id, limits, brought.posture)

@@ -100,9 +100,7 @@ Result<SessionSnapshot> RunManager::Impl::openSession(OpenSessionRequest request
     }
     // Its image's pool: the operator's, or its packages' layer's.
     const std::string image = request.packages ? request.packages->image : std::string();
-    PreparedPool* pool = pools_.main().serves(request.limits, sandbox_)
-                             ? pools_.demandedFor(image, clock_.now())
-                             : nullptr;
+    PreparedPool* pool = pools_.demandedFor(image, request.limits, sandbox_, clock_.now());
     if (pool != nullptr) {
       // An arrival the pool could serve: the rate it keeps sandboxes ready for counts it.
       pool->demanded(clock_.now());
