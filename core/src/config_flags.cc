@@ -492,8 +492,8 @@ const std::vector<Flag>& flags() {
       intFlag("max-packages", "N", "Most requirements one `packages` list may name.", 1, 1000,
               SCS_FIELD(packages.max_requirements)),
       intFlag("max-package-bytes", "N",
-              "Most bytes one package set may take installed; the server holds one set's files "
-              "in memory while it makes the set's layer.",
+              "Most bytes one package set's layer may take: its files, and a 512-byte header "
+              "each; the server holds one layer in memory while it makes it.",
               1 << 20, std::int64_t{1} << 36, SCS_FIELD(packages.max_layer_bytes)),
       {"self-test", "",
        "Run the sandbox audit (see `safe-code-sandbox audit`) once at startup and refuse to "
