@@ -58,7 +58,10 @@ install_missing_packages() {
                 python3-pyflakes python3-seccomp
                 # pip resolves and installs the packages runs ask for (--wheelhouse,
                 # --package-index), on the host; the tests build a C extension's wheel for them
-                python3-pip python3-dev)
+                python3-pip python3-dev
+                # egress (--egress-allow): wildcards refused on public suffixes, hosts in
+                # their canonical ASCII form
+                libpsl-dev publicsuffix libidn2-dev)
   # clang with libFuzzer for ./scripts/fuzz, which ./scripts/test runs.
   [[ "${SCS_WITH_FUZZ:-1}" == 0 ]] || wanted+=(clang libclang-rt-14-dev)
   # Node may come from elsewhere (nodesource, nvm): Debian's nodejs only when there is no node.

@@ -108,6 +108,16 @@ Problem applyFile(Config& config, const std::string& path, std::set<std::string>
     Problem problem;
     if (key == "backend-option") {
       problem = applyFileBackendOptions(config, value);
+    } else if (key.rfind("egress-", 0) == 0 && value.type() == typeid(Poco::JSON::Array::Ptr)) {
+      // A repeated flag's entries (egress-allow, egress-deny, egress-resolve).
+      const auto array = value.extract<Poco::JSON::Array::Ptr>();
+      for (std::size_t i = 0; i < array->size() && !problem; ++i) {
+        std::string text;
+        problem = scalarText(key, array->get(static_cast<unsigned>(i)), &text);
+        if (!problem) {
+          problem = flag->apply(config, text);
+        }
+      }
     } else {
       std::string value_text;
       if (*flag->metavar == '\0' && value.type() == typeid(bool)) {
@@ -160,8 +170,43 @@ Problem checkHttpFlags(const Config& config, const std::set<std::string>& given)
   return std::nullopt;
 }
 
+}  // namespace
+
+std::optional<std::string> buildEgressPolicy(const Config& config, egress::EgressPolicy& policy) {
+  const Config::Egress& e = config.egress;
+  if (e.allow.empty() && (!e.deny.empty() || !e.resolve.empty())) {
+    return std::string(e.deny.empty() ? "--egress-resolve" : "--egress-deny") +
+           " needs --egress-allow: without an allow entry no program reaches any host";
+  }
+  const auto apply = [](const std::vector<std::string>& entries, const char* flag,
+                        auto add) -> std::optional<std::string> {
+    for (const std::string& entry : entries) {
+      const Result<bool> added = add(entry);
+      if (const Error* error = std::get_if<Error>(&added)) {
+        return std::string(flag) + ": " + error->message;
+      }
+    }
+    return std::nullopt;
+  };
+  if (auto p = apply(e.allow, "--egress-allow",
+                     [&](const std::string& v) { return policy.allow(v); })) {
+    return p;
+  }
+  if (auto p = apply(e.deny, "--egress-deny", [&](const std::string& v) { return policy.deny(v); })) {
+    return p;
+  }
+  return apply(e.resolve, "--egress-resolve",
+               [&](const std::string& v) { return policy.pin(v); });
+}
+
+namespace {
+
 Problem validate(const Config& config, const std::set<std::string>& given) {
   if (auto p = checkHttpFlags(config, given)) {
+    return p;
+  }
+  egress::EgressPolicy egress(nullptr);
+  if (auto p = buildEgressPolicy(config, egress)) {
     return p;
   }
   const policy::LimitSettings& l = config.limits;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "egress/relay.h"
 #include "mcp/http/settings.h"
 #include "packages/package_layers.h"
 #include "policy/files.h"
@@ -42,7 +43,18 @@ struct Config {
   bool self_test = false;  // run the audit once at startup; refuse to serve when it fails
   packages::PackageSettings packages;  // `packages` of runs; off unless a wheelhouse or index
   std::vector<std::string> allowed_packages;  // --allow-packages as given ("any", or names)
+  // Egress by allow-list (issue 44): the entries as given (checked by buildEgressPolicy()),
+  // and the caps of the relay. No allow entry: no egress at all.
+  struct Egress {
+    std::vector<std::string> allow;    // TENANT=PATTERN[:PORT]
+    std::vector<std::string> deny;     // TENANT=PATTERN[:PORT]
+    std::vector<std::string> resolve;  // NAME=ADDRESS
+    egress::EgressLimits limits;
+  } egress;
 };
+
+// The policy of config.egress: every entry applied to `policy`, or the first that is refused.
+std::optional<std::string> buildEgressPolicy(const Config& config, egress::EgressPolicy& policy);
 
 // The settings before any file or flag: the shipped defaults.
 Config defaults();

@@ -170,6 +170,19 @@ Flag listenFlag(const char* name, const char* metavar, const char* help, Field f
           }};
 }
 
+// A flag given once per entry (in a config file: a string or an array of them); the entries
+// of the file and of the command line add up. Checked as a whole later (validate()).
+template <typename Field>
+Flag repeatedFlag(const char* name, const char* metavar, const char* help, Field field) {
+  return {name, metavar, help, nullptr, [=](Config& c, const std::string& v) -> Problem {
+            if (v.empty()) {
+              return flagName(name) + " needs a value";
+            }
+            field(c).push_back(v);
+            return std::nullopt;
+          }};
+}
+
 // A flag whose value is a comma-separated list (mcp::splitList) of at least one `item`.
 template <typename Field>
 Flag listFlag(const char* name, const char* metavar, const char* help, const char* item,
@@ -495,6 +508,36 @@ const std::vector<Flag>& flags() {
               "Most bytes one package set's layer may take: its files, and a 512-byte header "
               "each; the server holds one layer in memory while it makes it.",
               1 << 20, std::int64_t{1} << 36, SCS_FIELD(packages.max_layer_bytes)),
+      repeatedFlag("egress-allow", "TENANT=HOST[:PORT]",
+                   "Let TENANT's programs reach HOST through the server (repeat for several; the "
+                   "tenant of stdio and of a server without tokens is local). HOST is a name, "
+                   "*.SUFFIX (any name below it; refused on a public suffix), an IP address or a "
+                   "CIDR; PORT defaults to 443. The server resolves and dials, never a private, "
+                   "loopback, link-local or metadata address unless named here; the sandbox still "
+                   "has no network interface. Default: none (no egress, no proxy). "
+                   "docs/SECURITY.md 3e.",
+                   SCS_FIELD(egress.allow)),
+      repeatedFlag("egress-deny", "TENANT=HOST[:PORT]",
+                   "Refuse TENANT's programs HOST even where --egress-allow would let them (deny "
+                   "wins); same forms.",
+                   SCS_FIELD(egress.deny)),
+      repeatedFlag("egress-resolve", "NAME=ADDRESS",
+                   "Resolve NAME to ADDRESS for egress instead of asking DNS (an internal host, a "
+                   "test); the address may then be private or loopback, for that name only.",
+                   SCS_FIELD(egress.resolve)),
+      intFlag("egress-max-connections", "N",
+              "Egress connections one sandbox may have open at once; one more is refused.", 1,
+              1024, SCS_FIELD(egress.limits.streams_per_sandbox)),
+      intFlag("egress-max-connections-per-tenant", "N",
+              "Egress connections one tenant's sandboxes may have open at once, all together.", 1,
+              100'000, SCS_FIELD(egress.limits.streams_per_tenant)),
+      intFlag("egress-max-bytes", "N",
+              "Egress bytes (sent and received) one sandbox may move in its life; past it every "
+              "connection of it is reset.",
+              1 << 20, std::int64_t{1} << 40, SCS_FIELD(egress.limits.bytes_per_sandbox)),
+      intFlag("egress-idle-seconds", "S",
+              "An egress connection with no byte either way for this long is closed.", 1, 86'400,
+              SCS_FIELD(egress.limits.idle)),
       {"self-test", "",
        "Run the sandbox audit (see `safe-code-sandbox audit`) once at startup and refuse to "
        "serve (exit 1) when any check fails.",

@@ -259,6 +259,26 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
   metrics.knowTenants(http && http->tokens ? http->tokens->tenants()
                                            : std::vector<std::string>{runs::kLocalTenant});
   config.runs.reserved_uids = swept.kept_uids;
+  // Egress (issue 44): declared before the manager, so that it outlives every channel's use of
+  // the backend; its destructor waits for the streams' threads.
+  egress::EgressPolicy egress_policy;
+  if (auto problem = config::buildEgressPolicy(config, egress_policy)) {
+    log.error("cannot start: " + *problem);
+    return 1;
+  }
+  std::optional<egress::EgressService> egress_service;
+  if (egress_policy.enabled()) {
+    if (config.backend == "kubernetes") {
+      log.error("cannot start: --egress-allow needs a backend whose sandboxes' programs may use "
+                "the sandbox's loopback; the kubernetes backend's filter refuses them every IP "
+                "socket (docs/SCALING.md), so it carries no egress yet");
+      return 1;
+    }
+    egress_service.emplace(egress_policy, config.egress.limits, &metrics);
+    config.runs.egress = &*egress_service;
+    log.information("egress: programs of " + std::to_string(config.egress.allow.size()) +
+                    " allow entries reach their hosts through the server's relay");
+  }
   runs::RunManager manager(backend, config.runs, config.sandbox, clock, &metrics);
   // Declared after the manager, so it stops before the manager goes.
   std::optional<metrics::MetricsEndpoint> metrics_endpoint;
@@ -288,6 +308,7 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
   info.tools.start_wait = config.start_wait;
   info.tools.max_waiting_per_tenant = config.max_waiting_per_tenant;
   info.tools.sessions = config.runs.sessions;
+  info.tools.egress = egress_service ? &egress_policy : nullptr;
   std::optional<packages::PackageLayers> package_layers;
   if (config.packages.enabled()) {
     package_layers.emplace(backend, config.packages, config.sandbox.image);

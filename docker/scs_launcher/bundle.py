@@ -138,6 +138,11 @@ def control_members(data):
     return control
 
 
+def egress_nonce(control):
+    """The run's egress nonce (read_control() checked its form), or None without egress."""
+    return control.get(protocol.CONTROL_EGRESS) if control else None
+
+
 def read_control(raw):
     """The control file, checked; None when the bundle had none."""
     if raw is None:
@@ -161,6 +166,9 @@ def read_control(raw):
         or any(type(control.get(cap)) is not int or control[cap] < 0 for cap in caps)
         or (watchdog is not None and (type(watchdog) is not int or watchdog <= 0))
         or type(result_cap) is not int or result_cap < 64
+        or (protocol.CONTROL_EGRESS in control and not (
+            isinstance(control[protocol.CONTROL_EGRESS], str)
+            and re.fullmatch(r"[0-9a-f]{32}", control[protocol.CONTROL_EGRESS])))
     ):
         raise Rejected("bundle: control file is malformed")
     return control

@@ -9,12 +9,13 @@ A prepared sandbox's stdin may begin with the session frame instead (protocol.py
 interpreter, which has imported modules but run no code, is ended, the deadline becomes the
 session's and PID 1 serves a session (session.py) from there."""
 
+import json
 import os
 import signal
 import sys
 import traceback
 
-from . import bundle, files_out, languages, processes, protocol, report
+from . import bundle, files_out, languages, processes, protocol, relay, report
 from .child import STUB
 from .rejection import Rejected, reject
 
@@ -140,27 +141,42 @@ def serve(deadline, warm, root):
         reject(str(why))
     if control and control.get(protocol.CONTROL_WATCHDOG):
         deadline.shorten(control[protocol.CONTROL_WATCHDOG])
-    null = os.open("/dev/null", os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
+    egress = bundle.egress_nonce(control)
+    if egress is None:
+        null = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+    else:
+        os.environ.update(relay.proxy_environment())  # for a language's interpreter, started next
     out_dir = control[protocol.CONTROL_OUT_DIR] if control else bundle.WORKSPACE + "/out"
     bundle.make_out_dir(out_dir)
 
     stdin_data = members.get(protocol.STDIN_FILE)
     if language == languages.PYTHON:
+        # The go word says whether the run has stdin, and with egress ("2", "3") the proxy
+        # variables follow it, as JSON, for the interpreter to take into its environment.
+        word = (b"0" if stdin_data is None else b"1") if egress is None else (
+            (b"2" if stdin_data is None else b"3") +
+            json.dumps(relay.proxy_environment()).encode("ascii"))
         try:
-            os.write(go_w, b"0" if stdin_data is None else b"1")
+            os.write(go_w, word)
         except OSError:
             pass  # its interpreter is gone (it said why on stderr): its exit says how
         os.close(go_w)
     else:
         child, report_r, stdin_w = switch_language(loop, started, language, root)
+    egress_relay = None
+    if egress is not None:
+        egress_relay = relay.Relay(loop, egress)
+        relay.serve_stdin(loop, egress_relay)
     feed = processes.Feed(loop, stdin_w, stdin_data or b"")
     report_pipe = processes.Drain(loop, report_r, MAX_REPORT_BYTES)
     try:
         loop.run(lambda: child in loop.exits)
         exit = report.exit_record(loop.exits[child])
         processes.end_every_process()
+        if egress_relay is not None:
+            egress_relay.close()
         feed.close()
         report_pipe.ready(0)  # every writer has ended: to its end
         if control:

@@ -32,6 +32,9 @@ CONTROL_STDIN = "stdin"
 CONTROL_WATCHDOG = "watchdog_seconds"
 CONTROL_RESULT_CAP = "result_cap"
 CONTROL_LANGUAGE = "language"
+# The sandbox's egress nonce (issue 44), present only when its tenant may reach hosts through the
+# server: PID 1 then serves its relay (relay.py) and gives programs the proxy variables.
+CONTROL_EGRESS = "egress"
 
 # The languages CONTROL_LANGUAGE names (languages.py; python when the control file names none),
 # and the file in /workspace that holds each one's code.

@@ -20,7 +20,7 @@ import socket
 import struct
 import traceback
 
-from . import bundle, files_out, languages, processes, protocol, report
+from . import bundle, files_out, languages, processes, protocol, relay, report
 from .child import STUB
 from .rejection import Rejected, reject
 
@@ -49,7 +49,8 @@ class Frames:
 
     def __init__(self):
         self.buffer = bytearray()
-        self.size = None  # of the bundle whose header was read
+        self.size = None  # of the bundle (or egress frame's data) whose header was read
+        self.net = None   # the egress frame whose header was read
 
     def feed(self, data):
         """The frames `data` completes, in order: a run's bundle (bytes), or None for an
@@ -68,6 +69,13 @@ class Frames:
                 if header == protocol.INTERRUPT_FRAME.encode():
                     frames.append(None)
                     continue
+                if header.startswith(relay.STDIN_FRAME + b" "):
+                    net = relay.parse_header(header)
+                    if net is None:
+                        raise Rejected(f"unknown frame {header[:32]!r}")
+                    self.net = net
+                    self.size = net[2] if net[0] == relay.DATA else 0
+                    continue
                 kind, _, size = header.partition(b" ")
                 if (kind != protocol.RUN_FRAME.encode() or not size.isdigit()
                         or int(size) > protocol.MAX_FRAME_BYTES):
@@ -75,7 +83,12 @@ class Frames:
                 self.size = int(size)
             if len(self.buffer) < self.size:
                 return frames
-            frames.append(bytes(self.buffer[:self.size]))
+            payload = bytes(self.buffer[:self.size])
+            if self.net is not None:
+                frames.append(self.net + (payload,))  # an egress frame: (type, id, value, data)
+                self.net = None
+            else:
+                frames.append(payload)
             del self.buffer[:self.size]
             self.size = None
 
@@ -103,6 +116,8 @@ class Session:
         self.current = None
         self.seq = 0
         self.delivered = False  # a run has reached the interpreter
+        self.relay = None  # egress (relay.py), from the first run whose control names it
+        self.environment = None  # the proxy variables, for Python's interpreter's next run
         # Python's interpreter starts at once, so that a Python session's first run need not
         # wait for it; a session whose first run is in another language replaces it then.
         self.start_interpreter(languages.PYTHON)
@@ -162,7 +177,10 @@ class Session:
             except OSError:
                 pass  # it is gone: the loop sees it end
             return
-        command = json.dumps({"run": run.seq, "result_cap": result_cap})
+        message = {"run": run.seq, "result_cap": result_cap}
+        if self.environment:
+            message["environment"], self.environment = self.environment, None
+        command = json.dumps(message)
         try:
             socket.send_fds(self.channel, [command.encode("ascii")], [stdin_r])
         except BlockingIOError:
@@ -187,7 +205,10 @@ class Session:
             reject(f"session: {why}")
         # In order: an interrupt is for the run whose frame came last before it.
         for frame in frames:
-            if frame is not None:
+            if isinstance(frame, tuple):
+                if self.relay is not None:
+                    self.relay.on_frame(*frame)
+            elif frame is not None:
                 self.frames.append([frame, False])
                 self.next_run()
             elif self.frames:
@@ -234,6 +255,13 @@ class Session:
             reject(f"session: {why}")
         if control is None:
             reject("session: a run without its control file")
+        egress = bundle.egress_nonce(control)
+        if egress is not None and self.relay is None:
+            # The proxy variables go to every interpreter started from now on (a bash or
+            # JavaScript session's, next), and to Python's, already running, with this run.
+            self.environment = relay.proxy_environment()
+            os.environ.update(self.environment)
+            self.relay = relay.Relay(self.loop, egress)
         try:
             language = languages.of(control)
             if not self.delivered and language != self.language:

@@ -58,6 +58,19 @@ Dispatcher::Dispatcher(runs::RunManager& runs, const policy::LimitPolicy& limits
       modern_(modern),
       tasks_(tasks) {}
 
+std::string Dispatcher::instructions() const {
+  const std::string network = egressSentence(info_.tools.egress, context_.tenant);
+  if (network.empty()) {
+    return kInstructions;
+  }
+  std::string text = kInstructions;
+  const std::string closed = " without network";
+  if (const auto at = text.find(closed); at != std::string::npos) {
+    text.erase(at, closed.size());
+  }
+  return text + " " + network;
+}
+
 Object::Ptr Dispatcher::dispatch(const std::string& method, const Object::Ptr& params) {
   if (modern_) {
     return dispatchModern(method, params);
@@ -70,7 +83,7 @@ Object::Ptr Dispatcher::dispatch(const std::string& method, const Object::Ptr& p
   }
   if (method == "tools/list") {
     Object::Ptr result = newObject();
-    result->set("tools", tools_.definitions());
+    result->set("tools", tools_.definitions(context_.tenant));
     return result;
   }
   if (method == "tools/call") {
@@ -125,7 +138,7 @@ Object::Ptr Dispatcher::initialize(const Object::Ptr& params) {
   result->set("protocolVersion", version);
   result->set("capabilities", capabilities);
   result->set("serverInfo", serverInfo());
-  result->set("instructions", kInstructions);
+  result->set("instructions", instructions());
   return result;
 }
 

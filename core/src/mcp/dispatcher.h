@@ -126,6 +126,8 @@ class Dispatcher {
   CallContext callContext() const;
   Poco::JSON::Object::Ptr serverInfo() const;
   Poco::JSON::Object::Ptr initialize(const Poco::JSON::Object::Ptr& params);
+  // kInstructions, and for a tenant with egress the hosts its programs reach.
+  std::string instructions() const;
   Poco::JSON::Object::Ptr setLogLevel(const Poco::JSON::Object::Ptr& params);
   Poco::JSON::Object::Ptr callTool(const Poco::JSON::Object::Ptr& params);
 

@@ -54,9 +54,10 @@ Object::Ptr Dispatcher::dispatchModern(const std::string& method, const Object::
     result = discover();
   } else if (method == "tools/list") {
     result = newObject();
-    result->set("tools", tools_.definitions());
+    result->set("tools", tools_.definitions(context_.tenant));
     result->set("ttlMs", kListTtlMs);
-    result->set("cacheScope", "public");
+    // With egress, a tenant's list names the hosts its programs reach: its own.
+    result->set("cacheScope", info_.tools.egress != nullptr ? "private" : "public");
   } else if (method == "tools/call") {
     result = callTool(params);
     if (tasks_ && params->getValue<std::string>("name") == kStartRun) {
@@ -92,7 +93,7 @@ Object::Ptr Dispatcher::discover() {
   Object::Ptr result = newObject();
   result->set("supportedVersions", modernVersions());
   result->set("capabilities", capabilities);
-  result->set("instructions", kInstructions);
+  result->set("instructions", instructions());
   result->set("ttlMs", kListTtlMs);
   result->set("cacheScope", "public");
   return result;

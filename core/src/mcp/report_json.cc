@@ -171,6 +171,40 @@ namespace {
 
 // What was installed always; whether this call made the layer and how long it took only when it
 // did, unless `verbose` (a cached set's few milliseconds tell a model nothing).
+// The report's network part (egress, issue 44): each host reached with its bytes, and each
+// refusal with its reason, so that a model learns why a host failed without guessing.
+Object::Ptr networkToJson(const egress::NetworkReport& network) {
+  Object::Ptr object = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+  if (!network.reached.empty()) {
+    Poco::JSON::Array::Ptr reached = new Poco::JSON::Array;
+    for (const egress::NetworkReport::Host& host : network.reached) {
+      Object::Ptr entry = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+      entry->set("host", host.target);
+      entry->set("connections", host.streams);
+      entry->set("bytes_sent", host.bytes_up);
+      entry->set("bytes_received", host.bytes_down);
+      reached->add(entry);
+    }
+    object->set("reached", reached);
+  }
+  if (!network.refused.empty()) {
+    Poco::JSON::Array::Ptr refused = new Poco::JSON::Array;
+    for (const egress::NetworkReport::Refusal& refusal : network.refused) {
+      Object::Ptr entry = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+      if (!refusal.target.empty()) {
+        entry->set("host", refusal.target);
+      }
+      entry->set("reason", refusal.reason);
+      if (refusal.count > 1) {
+        entry->set("times", refusal.count);
+      }
+      refused->add(entry);
+    }
+    object->set("refused", refused);
+  }
+  return object;
+}
+
 Object::Ptr packagesToJson(const runs::PackageLayerUse& packages, bool verbose) {
   Object::Ptr object = newObject();
   Poco::JSON::Array::Ptr installed = new Poco::JSON::Array();
@@ -230,6 +264,9 @@ Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot,
   setResults(*object, snapshot, options);
   if (snapshot.results.result) {
     object->set("result", *snapshot.results.result);
+  }
+  if (!snapshot.network.empty()) {
+    object->set("network", networkToJson(snapshot.network));
   }
   // Told once: in a run's final report, and for a session when it opens.
   if (snapshot.packages && (snapshot.session_id.empty() || options.verbose)) {

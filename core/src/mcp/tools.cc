@@ -183,7 +183,26 @@ Tools::Tools(runs::RunManager& runs, const policy::LimitPolicy& limits,
              const policy::FileSettings& files, std::chrono::seconds retention, ToolOptions options)
     : runs_(runs), limits_(limits), files_(files), retention_(retention), options_(options) {}
 
-Poco::JSON::Array::Ptr Tools::definitions() const {
+std::string egressSentence(const egress::EgressPolicy* policy, const std::string& tenant) {
+  if (policy == nullptr || !policy->enabledFor(tenant)) {
+    return {};
+  }
+  std::string hosts;
+  for (const std::string& entry : policy->allowedFor(tenant)) {
+    hosts += (hosts.empty() ? "" : ", ") + entry;
+  }
+  std::string except;
+  for (const std::string& entry : policy->deniedFor(tenant)) {
+    except += (except.empty() ? "" : ", ") + entry;
+  }
+  return "Network: programs reach only " + hosts +
+         (except.empty() ? std::string() : " (except " + except + ")") +
+         ", through the server's proxy, which HTTP_PROXY, HTTPS_PROXY and ALL_PROXY name "
+         "(curl, urllib, requests, pip and Node's fetch use it unchanged); anything else is "
+         "refused at once with the reason, also in the report's network part.";
+}
+
+Poco::JSON::Array::Ptr Tools::definitions(const std::string& tenant) const {
   ToolSettings settings{limits_.defaults(), limits_.maxima(), files_, retention_, kMaxWaitSeconds};
   settings.packages = options_.packages != nullptr;
   if (options_.packages != nullptr) {
@@ -193,7 +212,18 @@ Poco::JSON::Array::Ptr Tools::definitions() const {
   settings.session_idle = options_.sessions.idle;
   settings.session_lifetime = options_.sessions.max_lifetime;
   settings.max_sessions_per_tenant = options_.sessions.max_open_per_tenant;
-  return toolDefinitions(settings);
+  Poco::JSON::Array::Ptr tools = toolDefinitions(settings);
+  const std::string network = egressSentence(options_.egress, tenant);
+  if (!network.empty()) {
+    for (std::size_t i = 0; i < tools->size(); ++i) {
+      Poco::JSON::Object::Ptr tool = tools->getObject(static_cast<unsigned>(i));
+      const std::string name = tool->getValue<std::string>("name");
+      if (name == kStartRun || name == kOpenSession) {
+        tool->set("description", tool->getValue<std::string>("description") + " " + network);
+      }
+    }
+  }
+  return tools;
 }
 
 bool Tools::has(const std::string& name) const {

@@ -13,6 +13,7 @@
 #include <string>
 #include <variant>
 
+#include "egress/host_policy.h"
 #include "mcp/report_json.h"
 #include "net/tenant_slots.h"
 #include "packages/package_layers.h"
@@ -60,7 +61,13 @@ struct ToolOptions {
   std::shared_ptr<net::TenantSlots> waiting;
   // Where `packages` come from; null: the server offers none, and the tools do not show them.
   packages::PackageLayers* packages = nullptr;
+  // The operator's egress policy; null: no tenant's sandbox reaches any host.
+  const egress::EgressPolicy* egress = nullptr;
 };
+
+// What `tenant`'s programs may reach, in one sentence for the model ("Network: ... only"), or
+// empty when it reaches nothing.
+std::string egressSentence(const egress::EgressPolicy* policy, const std::string& tenant);
 
 // The five tools: their definitions for tools/list and their execution for tools/call.
 // Holds references only; cheap to build per call. Thread-safe as far as RunManager is.
@@ -72,7 +79,8 @@ class Tools {
 
   // The `tools` array of a tools/list result: name, title, description, inputSchema,
   // outputSchema and annotations of each tool. The limits quoted are the effective ones.
-  Poco::JSON::Array::Ptr definitions() const;
+  // `tenant`: whose programs' network start_run and open_session describe.
+  Poco::JSON::Array::Ptr definitions(const std::string& tenant = runs::kLocalTenant) const;
 
   bool has(const std::string& name) const;
 

@@ -77,6 +77,20 @@ Metrics::Metrics(const std::string& version, const std::string& backend)
                           .Help("Admitted runs a prepared sandbox could serve, by result: hit "
                                 "(one was ready) or miss (the run made its own).")
                           .Register(*registry_)),
+      egress_connections_(BuildCounter()
+                              .Name("scs_egress_connections_total")
+                              .Help("Connections programs made through the egress relay that "
+                                    "reached their host, by tenant.")
+                              .Register(*registry_)),
+      egress_bytes_(BuildCounter()
+                        .Name("scs_egress_bytes_total")
+                        .Help("Bytes carried by the egress relay, by tenant and direction (sent: "
+                              "from the program; received: to it).")
+                        .Register(*registry_)),
+      egress_refusals_(BuildCounter()
+                           .Name("scs_egress_refusals_total")
+                           .Help("Egress connections refused or cut, by tenant and reason.")
+                           .Register(*registry_)),
       engine_errors_(BuildCounter()
                          .Name("scs_engine_errors_total")
                          .Help("Backend calls that did not answer ok, by call and code.")
@@ -187,6 +201,19 @@ void Metrics::knowTenants(const std::vector<std::string>& tenants) {
 
 void Metrics::preparedTaken(bool hit) {
   prepared_takes_.Add({{"result", hit ? "hit" : "miss"}}).Increment();
+}
+
+void Metrics::streamEnded(const std::string& tenant, std::uint64_t bytes_up,
+                          std::uint64_t bytes_down) {
+  egress_connections_.Add({{"tenant", tenant}}).Increment();
+  egress_bytes_.Add({{"tenant", tenant}, {"direction", "sent"}})
+      .Increment(static_cast<double>(bytes_up));
+  egress_bytes_.Add({{"tenant", tenant}, {"direction", "received"}})
+      .Increment(static_cast<double>(bytes_down));
+}
+
+void Metrics::streamRefused(const std::string& tenant, std::string_view reason) {
+  egress_refusals_.Add({{"tenant", tenant}, {"reason", std::string(reason)}}).Increment();
 }
 
 void Metrics::engineFailed(std::string_view call, backend::Code code) {

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "egress/relay.h"
 #include "runs/run_events.h"
 #include "runs/run_manager.h"
 
@@ -32,7 +33,7 @@ namespace scs::metrics {
 std::string_view codeName(backend::Code code);
 
 // Thread-safe; every counting call is short and never blocks on I/O.
-class Metrics final : public runs::RunEvents {
+class Metrics final : public runs::RunEvents, public egress::EgressEvents {
  public:
   // `version` and `backend` label scs_build_info.
   Metrics(const std::string& version, const std::string& backend);
@@ -47,6 +48,10 @@ class Metrics final : public runs::RunEvents {
   // first one: runs started, and finished and refused with each status and reason.
   void knowTenants(const std::vector<std::string>& tenants);
   void preparedTaken(bool hit) override;
+  // Egress (issue 44): connections carried and their bytes, and refusals by reason.
+  void streamEnded(const std::string& tenant, std::uint64_t bytes_up,
+                   std::uint64_t bytes_down) override;
+  void streamRefused(const std::string& tenant, std::string_view reason) override;
 
   // A backend call (its method name) answered `code`, other than kOk.
   void engineFailed(std::string_view call, backend::Code code);
@@ -62,6 +67,9 @@ class Metrics final : public runs::RunEvents {
   prometheus::Family<prometheus::Counter>& refused_;
   prometheus::Family<prometheus::Counter>& finished_;
   prometheus::Family<prometheus::Counter>& prepared_takes_;
+  prometheus::Family<prometheus::Counter>& egress_connections_;
+  prometheus::Family<prometheus::Counter>& egress_bytes_;
+  prometheus::Family<prometheus::Counter>& egress_refusals_;
   prometheus::Family<prometheus::Counter>& engine_errors_;
   prometheus::Counter& swept_;
   prometheus::Gauge& queued_;

@@ -55,6 +55,9 @@ class SandboxBringUp {
     std::function<void(const std::string& sandbox_id)> created;
     // Asked between steps; true ends the sequence before the next step, with no failure.
     std::function<bool()> stopped;
+    // The sandbox's stdin stays open after its code (SandboxSpec::session): egress frames
+    // follow it.
+    bool stdin_open = false;
   };
 
   struct Outcome {

@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "egress/relay.h"
 #include "policy/files.h"
 #include "policy/language.h"
 #include "policy/limits.h"
@@ -38,6 +39,9 @@ struct SessionSettings {
 };
 
 struct RunSettings {
+  // Egress by allow-list (issue 44): runs and sessions of a tenant the policy names get a
+  // channel of their sandbox's (egress/relay.h). Null: no egress, no relay, no proxy variables.
+  egress::EgressService* egress = nullptr;
   int max_concurrent = 4;
   // Queued runs: per tenant, and of all tenants together (where the tenant with the most
   // queued runs gives way, see tenant_share.h).
@@ -129,6 +133,8 @@ struct RunSnapshot {
   std::string session_id;
   bool session_alive = false;
   std::optional<PackageLayerUse> packages;  // the run's (a session's run: its session's)
+  // What the program reached through the relay, and what it was refused (egress only).
+  egress::NetworkReport network;
 };
 
 // What open_session and close_session report about a session.

@@ -103,6 +103,10 @@ struct Run {
 
   std::string sandbox_id;
   std::unique_ptr<OutputCapture> capture;
+  // A run of a tenant with egress, in a sandbox of its own: its sandbox's channel, and the sink
+  // in front of `capture` that takes the channel's frames out (it outlives the sandbox too).
+  std::shared_ptr<egress::EgressChannel> egress;
+  std::unique_ptr<egress::EgressSink> egress_sink;
   PreparedPtr prepared;       // taken at admission; freed once its sandbox is removed
   bool ran_prepared = false;  // its code went to the prepared sandbox
   // The engine's peak memory of that sandbox before the code arrived: its idle footprint.
@@ -134,6 +138,7 @@ struct Outcome {
   // this run (empty: it lives on).
   bool interrupted = false;
   std::string session_end;
+  egress::NetworkReport network;
 };
 
 struct RunManager::Impl {
@@ -185,6 +190,11 @@ struct RunManager::Impl {
   void reportEarly(Run& run, const std::string& sandbox_id, Outcome& outcome);
   void decideLocked(Run& run, Outcome& outcome, RunResults results);
   void finish(Run& run, Outcome& outcome);
+  // Egress: the nonce the run's control file carries (its sandbox's channel's), and a channel
+  // given the way to its sandbox's stdin.
+  std::optional<std::string> egressNonceOf(const Run& run) const;
+  void attachEgress(const std::shared_ptr<egress::EgressChannel>& channel,
+                    const std::string& sandbox_id);
   bool causeSet(const Run& run);
   void killSandbox(const std::string& sandbox_id, const std::string& run_id);
 

@@ -91,6 +91,9 @@ void RunManager::Impl::runThread(const std::shared_ptr<Run>& run) {
   }
   // Reported first: the evidence is complete, and removal (5 to 60 ms) need not delay it.
   finish(*run, outcome);
+  if (run->egress) {
+    run->egress->close();  // its streams, should the sandbox not have said it ended
+  }
   lease.release();
   std::unique_lock lock(mutex_);
   if (run->session) {
@@ -102,6 +105,21 @@ void RunManager::Impl::runThread(const std::shared_ptr<Run>& run) {
   --live_threads_;
   done_threads_.push_back(std::move(run->thread));
   changed_.notify_all();
+}
+
+std::optional<std::string> RunManager::Impl::egressNonceOf(const Run& run) const {
+  const std::shared_ptr<egress::EgressChannel>& channel =
+      run.session ? run.session->egress : run.egress;
+  return channel ? std::optional<std::string>(channel->nonce()) : std::nullopt;
+}
+
+void RunManager::Impl::attachEgress(const std::shared_ptr<egress::EgressChannel>& channel,
+                                    const std::string& sandbox_id) {
+  if (channel) {
+    channel->attach([&backend = backend_, sandbox_id](const std::string& bytes) {
+      return backend.deliver(sandbox_id, bytes).ok();
+    });
+  }
 }
 
 bool RunManager::Impl::causeSet(const Run& run) {
@@ -141,6 +159,10 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome, SandboxLease& lease) 
       std::lock_guard wake(mutex_);
       changed_.notify_all();
     });
+    if (!run.session && settings_.egress != nullptr && settings_.egress->enabledFor(run.tenant)) {
+      run.egress = settings_.egress->open(run.tenant, "run " + run.id);
+      run.egress_sink = std::make_unique<egress::EgressSink>(run.egress, run.capture.get());
+    }
     logger().information(
         "run " + run.id + " of tenant " + run.tenant + " started after " +
         policy::formatNumber(secondsBetween(run.enqueued_at, *run.exec_start)) + " s in the queue" +
@@ -149,7 +171,7 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome, SandboxLease& lease) 
 
   for (policy::File& control :
        controlFiles(nonce, settings_.out_files, bring_up_.watchdogSeconds(run.limits), stdin_data,
-                    run.language)) {
+                    run.language, egressNonceOf(run))) {
     files.push_back(std::move(control));
   }
   stdin_data.reset();
@@ -176,8 +198,11 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome, SandboxLease& lease) 
   files.clear();
   SandboxBringUp::Steps steps;
   steps.archive = &archive;
-  steps.sink = run.capture.get();
+  steps.sink = run.egress_sink ? static_cast<backend::OutputSink*>(run.egress_sink.get())
+                               : run.capture.get();
+  steps.stdin_open = run.egress != nullptr;
   steps.created = [&](const std::string& sandbox_id) {
+    attachEgress(run.egress, sandbox_id);
     std::lock_guard lock(mutex_);
     run.sandbox_id = sandbox_id;
   };
@@ -235,7 +260,9 @@ bool RunManager::Impl::runInPrepared(Run& run, const std::string& archive, Outco
     std::lock_guard lock(mutex_);
     run.idle_peak_bytes = idle_progress.peak_memory_bytes;
   }
-  run.prepared->sink.bind(run.capture.get());
+  attachEgress(run.egress, sandbox_id);
+  run.prepared->sink.bind(run.egress_sink ? static_cast<backend::OutputSink*>(run.egress_sink.get())
+                                          : run.capture.get());
   const backend::Status delivered = backend_.deliver(sandbox_id, archive);
   if (!delivered.ok()) {
     outcome.evidence.sandbox_failure = "delivery failed: " + delivered.message;
@@ -410,6 +437,11 @@ RunResults& RunManager::Impl::launcherResults(Run& run, Outcome& outcome) {
 
 void RunManager::Impl::decideLocked(Run& run, Outcome& outcome, RunResults results) {
   keepOnlyTheLaunchersWord(results, outcome);
+  // What the program did through the relay up to now: PID 1 ends its streams before its
+  // trailer, and a session's run takes what happened since the session's last run.
+  if (const auto& channel = run.session ? run.session->egress : run.egress) {
+    run.report.network = channel->takeReport();
+  }
   const bool launcher_failed = results.launcher_error.has_value();
   if (launcher_failed) {
     // The launcher's own traceback: the operator's to read, never the program's output.

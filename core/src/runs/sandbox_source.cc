@@ -53,10 +53,11 @@ SandboxSource::Brought SandboxSource::bringUp(SandboxKind kind, const std::strin
                                               SandboxBringUp::Steps steps) {
   Brought brought;
   brought.posture = policy::requiredPosture(limits, sandbox_, lease.uid(), image);
-  const backend::SandboxSpec spec =
+  backend::SandboxSpec spec =
       kind == SandboxKind::kSession
           ? bring_up_.sessionSpec(label_id, limits, brought.posture)
           : bring_up_.spec(label_id, limits, brought.posture, kind == SandboxKind::kPrepared);
+  spec.session = spec.session || steps.stdin_open;
   steps.created = [&lease, created = std::move(steps.created)](const std::string& sandbox_id) {
     lease.bind(sandbox_id);
     if (created) {

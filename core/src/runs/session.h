@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "egress/relay.h"
 #include "policy/files.h"
 #include "policy/language.h"
 #include "policy/limits.h"
@@ -68,6 +69,14 @@ struct Session {
   std::chrono::system_clock::time_point last_active_wall;
   std::optional<SteadyTime> ended;
   SessionSink sink;  // outlives the sandbox: the session record is dropped only after removal
+  // A session of a tenant with egress: its sandbox's channel (streams outlive runs: a thread of
+  // the code may hold a connection), and the sink in front of `sink` that takes its frames out.
+  std::shared_ptr<egress::EgressChannel> egress;
+  std::unique_ptr<egress::EgressSink> egress_sink;
+  // The sink the session's sandbox writes to.
+  backend::OutputSink* outerSink() {
+    return egress_sink ? static_cast<backend::OutputSink*>(egress_sink.get()) : &sink;
+  }
   // The prepared sandbox it took, if it began in one: its sink, which forwards to `sink`, is
   // the backend's and so outlives the sandbox too.
   PreparedPtr prepared;

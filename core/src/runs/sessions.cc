@@ -150,6 +150,11 @@ Result<SessionSnapshot> RunManager::Impl::openSession(OpenSessionRequest request
     session->packages_hold = std::move(request.packages_hold);
     session->opened = session->last_active = clock_.now();
     session->opened_wall = session->last_active_wall = clock_.wallNow();
+    if (settings_.egress != nullptr && settings_.egress->enabledFor(session->tenant)) {
+      session->egress = settings_.egress->open(session->tenant, "session " + id);
+      session->egress_sink =
+          std::make_unique<egress::EgressSink>(session->egress, &session->sink);
+    }
     session->sink.setListener([this] {
       std::lock_guard wake(mutex_);
       changed_.notify_all();
@@ -191,7 +196,8 @@ SandboxBringUp::Outcome RunManager::Impl::openInPrepared(Session& session) {
   if (delivered.ok()) {
     // What the idle launcher wrote is dropped (no run is bound to the session's sink), and
     // an end from now on is the session's.
-    session.prepared->sink.bind(&session.sink);
+    attachEgress(session.egress, sandbox_id);
+    session.prepared->sink.bind(session.outerSink());
     outcome.sandbox_id = sandbox_id;
     return outcome;
   }
@@ -219,8 +225,9 @@ SandboxBringUp::Outcome RunManager::Impl::openInPrepared(Session& session) {
 
 SandboxBringUp::Outcome RunManager::Impl::bringUpSession(Session& session) {
   SandboxBringUp::Steps steps;
-  steps.sink = &session.sink;
+  steps.sink = session.outerSink();
   steps.created = [&](const std::string& sandbox_id) {
+    attachEgress(session.egress, sandbox_id);
     std::lock_guard lock(mutex_);
     session.sandbox_id = sandbox_id;
   };
@@ -308,6 +315,11 @@ void RunManager::Impl::releaseSessionsLocked(std::unique_lock<std::mutex>& lock)
     session->releasing = true;  // claimed: no other thread removes it too
   }
   lock.unlock();
+  for (const auto& session : releasing) {
+    if (session->egress) {
+      session->egress->close();
+    }
+  }
   for (SandboxLease& lease : leases) {
     lease.release();
   }

@@ -193,7 +193,8 @@ std::string sessionRunFrame(std::string_view archive) {
 std::vector<policy::File> controlFiles(std::string_view nonce, const OutFileCaps& caps,
                                        std::int64_t watchdog_seconds,
                                        const std::optional<std::string>& stdin_data,
-                                       policy::Language language) {
+                                       policy::Language language,
+                                       const std::optional<std::string>& egress_nonce) {
   Object::Ptr control = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   const auto key = [](std::string_view name) { return std::string(name); };
   control->set(key(launcher::kControlNonce), std::string(nonce));
@@ -207,6 +208,9 @@ std::vector<policy::File> controlFiles(std::string_view nonce, const OutFileCaps
   control->set(key(launcher::kControlWatchdog), watchdog_seconds);
   control->set(key(launcher::kControlResultCap), static_cast<std::uint64_t>(kMaxResultBytes));
   control->set(key(launcher::kControlLanguage), std::string(policy::nameOf(language)));
+  if (egress_nonce) {
+    control->set(key(launcher::kControlEgress), *egress_nonce);
+  }
   std::ostringstream json;
   control->stringify(json);
   std::vector<policy::File> files{{kControlPath, json.str()}};

@@ -101,7 +101,8 @@ std::size_t trailerCapBytes(const OutFileCaps& caps);
 std::vector<policy::File> controlFiles(std::string_view nonce, const OutFileCaps& caps,
                                        std::int64_t watchdog_seconds,
                                        const std::optional<std::string>& stdin_data,
-                                       policy::Language language = policy::Language::kPython);
+                                       policy::Language language = policy::Language::kPython,
+                                       const std::optional<std::string>& egress_nonce = {});
 
 // Parses the trailer's bytes (everything after the marker). Never trusts them: malformed JSON
 // or fields are an error sentence; files that break a path rule or a cap are left out and

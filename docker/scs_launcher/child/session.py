@@ -166,6 +166,7 @@ class Interpreter:
                 os.close(fd)
             sys.stdin = _open(0, "r", closefd=False)
             command = json.loads(message)
+            os.environ.update(command.get("environment") or {})  # egress's proxy variables
             outcome = self.run(command["run"], command["result_cap"])
             flush_everything()
             reap_unclaimed_children()

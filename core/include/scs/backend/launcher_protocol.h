@@ -43,6 +43,9 @@ inline constexpr std::string_view kControlStdin = "stdin";
 inline constexpr std::string_view kControlWatchdog = "watchdog_seconds";
 inline constexpr std::string_view kControlResultCap = "result_cap";
 inline constexpr std::string_view kControlLanguage = "language";
+// The sandbox's egress nonce (issue 44), present only when its tenant may reach hosts through the
+// server: PID 1 then serves its relay and gives programs the proxy variables.
+inline constexpr std::string_view kControlEgress = "egress";
 
 // The languages kControlLanguage names (python when the control file names none), and the file
 // in /workspace that holds each one's code.

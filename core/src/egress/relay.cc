@@ -1,0 +1,722 @@
+#include "egress/relay.h"
+
+#include <Poco/Logger.h>
+#include <Poco/Net/NetException.h>
+#include <Poco/Net/SocketAddress.h>
+#include <Poco/Net/StreamSocket.h>
+#include <Poco/Timespan.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <random>
+#include <thread>
+#include <utility>
+
+#include "egress/proxy_handshake.h"
+
+namespace scs::egress {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Poco::Logger& logger() { return Poco::Logger::get("scs.egress"); }
+
+constexpr std::size_t kReadChunk = kMaxStdinPayloadBytes;
+
+std::string randomNonce() {
+  std::random_device random;
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string nonce;
+  for (int i = 0; i < 32; ++i) {
+    nonce.push_back(kHex[random() % 16]);
+  }
+  return nonce;
+}
+
+std::string targetText(const std::string& host, std::uint16_t port) {
+  const bool ipv6 = host.find(':') != std::string::npos;
+  return (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+int millisUntil(Clock::time_point at) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(at - Clock::now());
+  return static_cast<int>(std::clamp<long long>(left.count(), 0, 60'000));
+}
+
+}  // namespace
+
+// One connection of the program's. The fields under "guarded" are the channel's mutex's.
+struct EgressChannel::Stream {
+  explicit Stream(std::uint32_t id_) : id(id_), wake_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+  ~Stream() {
+    if (wake_fd >= 0) {
+      ::close(wake_fd);
+    }
+  }
+  void wake() const {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const auto written = ::write(wake_fd, &one, sizeof one);
+  }
+  void drainWake() const {
+    std::uint64_t count = 0;
+    [[maybe_unused]] const auto read = ::read(wake_fd, &count, sizeof count);
+  }
+
+  const std::uint32_t id;
+  const int wake_fd;
+  // guarded
+  std::string inbound;                     // from the program, not yet taken by the stream's thread
+  std::uint64_t received = 0;              // data bytes from the program in all
+  std::uint64_t allowed = kInitialWindow;  // what the program may have sent in all
+  std::uint64_t credit = kInitialWindow;   // bytes the server may still send the program
+  bool program_fin = false;
+  bool reset = false;
+  std::string reset_reason;  // the server's own reason for a reset (a cap, the sandbox's end)
+  bool done = false;         // its thread has finished
+};
+
+EgressService::EgressService(const EgressPolicy& policy, EgressLimits limits, EgressEvents* events)
+    : policy_(policy), limits_(limits), events_(events) {}
+
+EgressService::~EgressService() {
+  std::vector<std::weak_ptr<EgressChannel>> channels;
+  {
+    std::lock_guard lock(mutex_);
+    channels.swap(channels_);
+  }
+  for (const auto& weak : channels) {
+    if (const auto channel = weak.lock()) {
+      channel->close();
+    }
+  }
+  // A stream's thread may be in a dial (at most limits_.connect) or a poll (woken by its reset).
+  std::unique_lock lock(mutex_);
+  threads_ended_.wait(lock, [this] { return threads_ == 0; });
+}
+
+void EgressService::threadStarted() {
+  std::lock_guard lock(mutex_);
+  ++threads_;
+}
+
+void EgressService::threadEnded() {
+  std::lock_guard lock(mutex_);
+  if (--threads_ == 0) {
+    threads_ended_.notify_all();
+  }
+}
+
+std::shared_ptr<EgressChannel> EgressService::open(std::string tenant, std::string label) {
+  auto channel = std::make_shared<EgressChannel>(*this, std::move(tenant), std::move(label));
+  std::lock_guard lock(mutex_);
+  std::erase_if(channels_, [](const auto& weak) { return weak.expired(); });
+  channels_.push_back(channel);
+  return channel;
+}
+
+bool EgressService::takeTenantStream(const std::string& tenant) {
+  std::lock_guard lock(mutex_);
+  std::size_t& open = tenant_streams_[tenant];
+  if (open >= limits_.streams_per_tenant) {
+    return false;
+  }
+  ++open;
+  return true;
+}
+
+void EgressService::giveTenantStream(const std::string& tenant) {
+  std::lock_guard lock(mutex_);
+  const auto found = tenant_streams_.find(tenant);
+  if (found != tenant_streams_.end() && found->second > 0 && --found->second == 0) {
+    tenant_streams_.erase(found);
+  }
+}
+
+EgressChannel::EgressChannel(EgressService& service, std::string tenant, std::string label)
+    : service_(service),
+      tenant_(std::move(tenant)),
+      label_(std::move(label)),
+      nonce_(randomNonce()),
+      frames_(nonce_) {}
+
+EgressChannel::~EgressChannel() = default;
+
+void EgressChannel::attach(std::function<bool(const std::string&)> deliver) {
+  std::lock_guard lock(mutex_);
+  deliver_ = std::move(deliver);
+}
+
+bool EgressChannel::send(const Frame& frame) {
+  std::function<bool(const std::string&)> deliver;
+  {
+    std::lock_guard lock(mutex_);
+    if (ended_ || !deliver_) {
+      return false;
+    }
+    deliver = deliver_;
+  }
+  return deliver(encodeStdinFrame(frame));
+}
+
+void EgressChannel::onStdout(std::string_view bytes, std::string& output) {
+  std::vector<Frame> frames;
+  frames_.feed(bytes, output, frames);
+  for (Frame& frame : frames) {
+    onFrame(std::move(frame));
+  }
+  if (!frames_.violation().empty()) {
+    std::lock_guard lock(mutex_);
+    if (!ended_) {
+      logger().warning("egress " + label_ + ": " + frames_.violation() +
+                       "; every stream of the sandbox is reset");
+      resetAllLocked("the sandbox's frames broke the protocol");
+      ended_ = true;
+    }
+  }
+}
+
+void EgressChannel::onEnded(std::string& output) {
+  frames_.finish(output);
+  std::lock_guard lock(mutex_);
+  resetAllLocked("the sandbox ended");
+  ended_ = true;
+}
+
+void EgressChannel::resetAllLocked(std::string_view why) {
+  for (auto& [id, stream] : streams_) {
+    if (!stream->reset) {
+      stream->reset = true;
+      stream->reset_reason = std::string(why);
+    }
+    stream->wake();
+  }
+}
+
+void EgressChannel::onFrame(Frame frame) {
+  std::vector<Frame> replies;  // sent once the lock is let go
+  {
+    std::lock_guard lock(mutex_);
+    if (ended_) {
+      return;
+    }
+    const auto found = streams_.find(frame.stream);
+    Stream* stream = found == streams_.end() ? nullptr : found->second.get();
+    switch (frame.type) {
+      case FrameType::kOpen: {
+        if (stream != nullptr || frame.stream <= last_stream_) {
+          replies.push_back({FrameType::kReset, frame.stream, 0, {}});
+          break;
+        }
+        last_stream_ = frame.stream;
+        // Streams whose threads have finished are forgotten first.
+        for (auto it = streams_.begin(); it != streams_.end();) {
+          if (!it->second->done) {
+            ++it;
+            continue;
+          }
+          it = streams_.erase(it);
+        }
+        std::size_t open = streams_.size();
+        if (open >= service_.limits().streams_per_sandbox || !service_.takeTenantStream(tenant_)) {
+          replies.push_back({FrameType::kReset, frame.stream, 0, {}});
+          const std::string reason =
+              "more than " +
+              std::to_string(open >= service_.limits().streams_per_sandbox
+                                 ? service_.limits().streams_per_sandbox
+                                 : service_.limits().streams_per_tenant) +
+              " connections at once" +
+              (open >= service_.limits().streams_per_sandbox ? "" : " for this tenant");
+          NetworkReport::Refusal* same = nullptr;
+          for (auto& refusal : report_.refused) {
+            if (refusal.target.empty() && refusal.reason == reason) {
+              same = &refusal;
+            }
+          }
+          if (same == nullptr) {
+            report_.refused.push_back({"", reason, 0});
+            same = &report_.refused.back();
+          }
+          ++same->count;
+          if (service_.events_ != nullptr) {
+            service_.events_->streamRefused(tenant_, "limit");
+          }
+          break;
+        }
+        auto created = std::make_shared<Stream>(frame.stream);
+        streams_[frame.stream] = created;
+        service_.threadStarted();
+        std::thread([self = shared_from_this(), created] {
+          self->serve(created);
+          self->service_.threadEnded();
+        }).detach();
+        break;
+      }
+      case FrameType::kData:
+        if (stream == nullptr || stream->reset) {
+          break;  // a stream the server has already let go
+        }
+        stream->received += frame.payload.size();
+        if (stream->received > stream->allowed) {
+          stream->reset = true;
+          stream->reset_reason = "the sandbox sent past its credit";
+        } else {
+          stream->inbound += frame.payload;
+        }
+        stream->wake();
+        break;
+      case FrameType::kCredit:
+        if (stream != nullptr) {
+          stream->credit = std::min<std::uint64_t>(stream->credit + frame.value, 1ull << 40);
+          stream->wake();
+        }
+        break;
+      case FrameType::kFin:
+        if (stream != nullptr) {
+          stream->program_fin = true;
+          stream->wake();
+        }
+        break;
+      case FrameType::kReset:
+        if (stream != nullptr) {
+          stream->reset = true;
+          stream->wake();
+        }
+        break;
+    }
+  }
+  for (const Frame& reply : replies) {
+    send(reply);
+  }
+}
+
+void EgressChannel::account(const std::string& target, std::uint64_t up, std::uint64_t down,
+                            bool opened) {
+  std::lock_guard lock(mutex_);
+  auto host = std::find_if(report_.reached.begin(), report_.reached.end(),
+                           [&](const NetworkReport::Host& h) { return h.target == target; });
+  if (host == report_.reached.end()) {
+    report_.reached.push_back({target, 0, 0, 0});
+    host = std::prev(report_.reached.end());
+  }
+  host->streams += opened ? 1 : 0;
+  host->bytes_up += up;
+  host->bytes_down += down;
+  bytes_total_ += up + down;
+  if (bytes_total_ > service_.limits().bytes_per_sandbox) {
+    resetAllLocked("past the sandbox's " + std::to_string(service_.limits().bytes_per_sandbox) +
+                   " bytes of egress");
+  }
+}
+
+void EgressChannel::refuse(const std::string& target, const std::string& reason,
+                           std::string_view kind) {
+  {
+    std::lock_guard lock(mutex_);
+    auto same = std::find_if(
+        report_.refused.begin(), report_.refused.end(),
+        [&](const NetworkReport::Refusal& r) { return r.target == target && r.reason == reason; });
+    if (same == report_.refused.end()) {
+      report_.refused.push_back({target, reason, 0});
+      same = std::prev(report_.refused.end());
+    }
+    ++same->count;
+  }
+  logger().information("egress " + label_ + " of tenant " + tenant_ + ": refused " +
+                       (target.empty() ? std::string("a stream") : target) + ": " + reason);
+  if (service_.events_ != nullptr) {
+    service_.events_->streamRefused(tenant_, kind);
+  }
+}
+
+NetworkReport EgressChannel::takeReport() {
+  std::lock_guard lock(mutex_);
+  NetworkReport taken = std::move(report_);
+  report_ = {};
+  return taken;
+}
+
+void EgressChannel::close() {
+  std::lock_guard lock(mutex_);
+  resetAllLocked("the sandbox ended");
+  ended_ = true;
+}
+
+// A stream's life on its own thread: the proxy request, the policy's decision, the dial, the
+// server name of a TLS stream, then the bytes both ways until both sides are done.
+void EgressChannel::serve(const std::shared_ptr<Stream>& stream) {
+  const auto started = Clock::now();
+  const EgressLimits& limits = service_.limits();
+  const std::uint32_t id = stream->id;
+
+  // Moves what the program has sent into `into` and gives it the same credit back. False once
+  // the stream is reset.
+  struct Taken {
+    bool reset = false;
+    bool fin = false;
+    std::uint64_t credit = 0;
+  };
+  const auto take = [&](std::string* into) {
+    Taken taken;
+    std::size_t moved = 0;
+    {
+      std::lock_guard lock(mutex_);
+      taken.reset = stream->reset;
+      taken.fin = stream->program_fin;
+      taken.credit = stream->credit;
+      if (into != nullptr && !stream->inbound.empty()) {
+        moved = stream->inbound.size();
+        into->append(stream->inbound);
+        stream->inbound.clear();
+        stream->allowed += moved;
+      }
+    }
+    if (moved > 0) {
+      send({FrameType::kCredit, id, static_cast<std::uint32_t>(moved), {}});
+    }
+    return taken;
+  };
+  const auto sendData = [&](std::string_view bytes) {
+    while (!bytes.empty()) {
+      const std::size_t n = std::min(bytes.size(), kMaxStdinPayloadBytes);
+      send({FrameType::kData, id, 0, std::string(bytes.substr(0, n))});
+      bytes.remove_prefix(n);
+    }
+  };
+  // Waits until the stream's wake fd or `socket` (with `events`; -1 for none) is ready, or
+  // `until`. False at `until`.
+  const auto await = [&](int socket, short events, Clock::time_point until) {
+    std::array<pollfd, 2> fds{pollfd{stream->wake_fd, POLLIN, 0}, pollfd{socket, events, 0}};
+    while (true) {
+      const int ready = ::poll(fds.data(), socket >= 0 ? 2 : 1, millisUntil(until));
+      if (ready > 0) {
+        if (fds[0].revents != 0) {
+          stream->drainWake();
+        }
+        return std::pair<bool, short>{true, fds[1].revents};
+      }
+      if (ready == 0 && Clock::now() >= until) {
+        return std::pair<bool, short>{false, short{0}};
+      }
+      if (ready < 0 && errno != EINTR) {
+        return std::pair<bool, short>{false, short{0}};
+      }
+    }
+  };
+  const auto finish = [&] {
+    service_.giveTenantStream(tenant_);
+    std::lock_guard lock(mutex_);
+    stream->done = true;
+  };
+
+  // 1. The proxy request.
+  ProxyHandshake handshake;
+  ProxyHandshake::Step step;
+  const auto handshake_until = started + limits.handshake;
+  while (true) {
+    std::string bytes;
+    const Taken taken = take(&bytes);
+    if (taken.reset) {
+      finish();
+      return;
+    }
+    if (!bytes.empty()) {
+      step = handshake.feed(bytes);
+      if (step.kind == ProxyHandshake::Step::Kind::kReply) {
+        sendData(step.reply);
+        continue;
+      }
+      if (step.kind != ProxyHandshake::Step::Kind::kNeedMore) {
+        break;
+      }
+    }
+    if (taken.fin) {  // the program closed before it asked for anything
+      send({FrameType::kFin, id, 0, {}});
+      finish();
+      return;
+    }
+    if (!await(-1, 0, handshake_until).first) {
+      sendData(handshake.refused(
+          Refusal::kTimedOut,
+          "no proxy request within " + std::to_string(limits.handshake.count()) + " s"));
+      send({FrameType::kFin, id, 0, {}});
+      refuse("", "no proxy request in time", "protocol");
+      finish();
+      return;
+    }
+  }
+  const auto refuseWith = [&](const std::string& target, Refusal why, const std::string& reason,
+                              std::string_view kind) {
+    sendData(handshake.refused(why, reason));
+    send({FrameType::kFin, id, 0, {}});
+    refuse(target, reason, kind);
+    finish();
+  };
+  if (step.kind == ProxyHandshake::Step::Kind::kRefuse) {
+    sendData(step.reply);
+    send({FrameType::kFin, id, 0, {}});
+    refuse("", step.reason, "bad_request");
+    finish();
+    return;
+  }
+  const ProxyRequest request = step.request;
+  std::string asked = targetText(request.host, request.port);
+
+  // 2. The policy: canonical form, deny, allow; then resolution, and the dial.
+  const Result<Target> parsed = parseTarget(request.host);
+  if (const Error* error = std::get_if<Error>(&parsed)) {
+    refuseWith(asked, Refusal::kBadRequest, error->message, "bad_request");
+    return;
+  }
+  const Target& target = std::get<Target>(parsed);
+  asked = targetText(target.host, request.port);
+  const Decision decision = service_.policy().decide(tenant_, target, request.port);
+  if (!decision.allowed) {
+    refuseWith(asked, Refusal::kNotAllowed, decision.reason, "not_allowed");
+    return;
+  }
+  const Result<std::vector<Poco::Net::IPAddress>> resolved =
+      service_.policy().resolve(tenant_, target);
+  if (const Error* error = std::get_if<Error>(&resolved)) {
+    const bool forbidden = error->kind == ErrorKind::kRefused;
+    refuseWith(asked, forbidden ? Refusal::kNotAllowed : Refusal::kUnreachable, error->message,
+               forbidden ? "forbidden_address" : "unreachable");
+    return;
+  }
+  Poco::Net::StreamSocket upstream;
+  std::string dialed;
+  std::string dial_error;
+  bool timed_out = false;
+  for (const Poco::Net::IPAddress& address :
+       std::get<std::vector<Poco::Net::IPAddress>>(resolved)) {
+    try {
+      upstream = Poco::Net::StreamSocket(address.family());
+      upstream.connect(Poco::Net::SocketAddress(address, request.port),
+                       Poco::Timespan(limits.connect.count(), 0));
+      dialed = address.toString();
+      break;
+    } catch (const Poco::TimeoutException&) {
+      timed_out = true;
+      dial_error = "timed out after " + std::to_string(limits.connect.count()) + " s";
+    } catch (const Poco::Exception& e) {
+      dial_error = e.displayText();
+    }
+  }
+  if (dialed.empty()) {
+    refuseWith(asked, timed_out ? Refusal::kTimedOut : Refusal::kConnectFailed,
+               "could not connect to " + asked + ": " + dial_error, "connect_failed");
+    return;
+  }
+  if (take(nullptr).reset) {
+    finish();
+    return;
+  }
+
+  // 3. The tunnel is open; a TLS stream's server name must be the host asked for.
+  std::string pending = std::move(step.rest);
+  if (request.protocol == ProxyProtocol::kHttp) {
+    pending.insert(0, request.forward);
+  } else {
+    sendData(handshake.granted());
+    bool checked = false;
+    while (!checked) {
+      if (!pending.empty() && static_cast<unsigned char>(pending[0]) != 0x16) {
+        if (request.port == 443) {
+          refuse(asked, "port 443 carries TLS only, and this stream is not TLS", "server_name");
+          send({FrameType::kReset, id, 0, {}});
+          finish();
+          return;
+        }
+        break;  // plain bytes to a port the operator allowed
+      }
+      if (!pending.empty()) {
+        const ClientHello hello = readClientHello(pending);
+        std::string why;
+        switch (hello.state) {
+          case ClientHello::State::kNeedMore:
+            break;
+          case ClientHello::State::kNotTls:
+          case ClientHello::State::kMalformed:
+            why = "its TLS ClientHello could not be read";
+            break;
+          case ClientHello::State::kHello:
+            if (hello.encrypted_client_hello) {
+              why = "it offers Encrypted Client Hello, which hides the server it asks for";
+            } else if (hello.several_names) {
+              why = "its TLS ClientHello names several servers";
+            } else if (target.address ? !hello.server_name.empty()
+                                      : hello.server_name != target.host) {
+              why = "its TLS server name \"" + hello.server_name.substr(0, 255) +
+                    "\" is not the host it connected to";
+            } else {
+              checked = true;
+            }
+            break;
+        }
+        if (!why.empty()) {
+          refuse(asked, why, "server_name");
+          send({FrameType::kReset, id, 0, {}});
+          finish();
+          return;
+        }
+        if (checked) {
+          break;
+        }
+      }
+      const Taken taken = take(&pending);
+      if (taken.reset) {
+        finish();
+        return;
+      }
+      if (taken.fin && pending.empty()) {
+        break;
+      }
+      if (pending.empty() || readClientHello(pending).state == ClientHello::State::kNeedMore) {
+        if (taken.fin) {
+          break;
+        }
+        if (!await(-1, 0, Clock::now() + limits.handshake).first) {
+          refuse(asked, "no TLS ClientHello in time", "server_name");
+          send({FrameType::kReset, id, 0, {}});
+          finish();
+          return;
+        }
+      }
+    }
+  }
+
+  // 4. The bytes both ways.
+  const std::string reached = targetText(target.host, request.port);
+  account(reached, 0, 0, true);
+  const int fd = upstream.impl()->sockfd();
+  upstream.setBlocking(false);
+  std::size_t offset = 0;
+  bool upstream_eof = false;
+  bool upstream_shut = false;
+  bool program_fin = false;
+  std::uint64_t up_total = 0;
+  std::uint64_t down_total = 0;
+  std::string end = "closed";
+  std::vector<char> buffer(kReadChunk);
+  auto idle_until = Clock::now() + limits.idle;
+  while (true) {
+    Taken taken;
+    if (offset >= pending.size()) {
+      pending.clear();
+      offset = 0;
+      taken = take(&pending);
+    } else {
+      taken = take(nullptr);
+    }
+    if (taken.reset) {
+      std::lock_guard lock(mutex_);
+      end = stream->reset_reason.empty() ? "reset by the program" : stream->reset_reason;
+      break;
+    }
+    program_fin = taken.fin;
+    if (program_fin && offset >= pending.size() && !upstream_shut) {
+      ::shutdown(fd, SHUT_WR);
+      upstream_shut = true;
+    }
+    if (upstream_eof && upstream_shut) {
+      break;
+    }
+    short events = 0;
+    if (!upstream_eof && taken.credit > 0) {
+      events |= POLLIN;
+    }
+    if (offset < pending.size()) {
+      events |= POLLOUT;
+    }
+    const auto [ready, revents] = await(events != 0 ? fd : -1, events, idle_until);
+    if (!ready) {
+      end = "idle for " + std::to_string(limits.idle.count()) + " s";
+      refuse(reached, "the connection was idle for " + std::to_string(limits.idle.count()) + " s",
+             "idle");
+      break;
+    }
+    if ((revents & POLLERR) != 0) {
+      end = "the host reset the connection";
+      break;
+    }
+    if ((revents & (POLLIN | POLLHUP)) != 0 && (events & POLLIN) != 0) {
+      const std::size_t want = std::min<std::uint64_t>(taken.credit, buffer.size());
+      const ssize_t n = ::recv(fd, buffer.data(), want, 0);
+      if (n > 0) {
+        {
+          std::lock_guard lock(mutex_);
+          stream->credit -= static_cast<std::uint64_t>(n);
+        }
+        sendData(std::string_view(buffer.data(), static_cast<std::size_t>(n)));
+        down_total += static_cast<std::uint64_t>(n);
+        account(reached, 0, static_cast<std::uint64_t>(n), false);
+        idle_until = Clock::now() + limits.idle;
+      } else if (n == 0) {
+        upstream_eof = true;
+        send({FrameType::kFin, id, 0, {}});
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        end = std::string("the host's connection failed: ") + std::strerror(errno);
+        break;
+      }
+    }
+    if ((revents & POLLOUT) != 0 && offset < pending.size()) {
+      const ssize_t n = ::send(fd, pending.data() + offset, pending.size() - offset, MSG_NOSIGNAL);
+      if (n > 0) {
+        offset += static_cast<std::size_t>(n);
+        up_total += static_cast<std::uint64_t>(n);
+        account(reached, static_cast<std::uint64_t>(n), 0, false);
+        idle_until = Clock::now() + limits.idle;
+      } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        end = std::string("the host's connection failed: ") + std::strerror(errno);
+        break;
+      }
+    }
+  }
+  const bool clean = upstream_eof && upstream_shut;
+  if (!clean) {
+    const linger hard{1, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
+    send({FrameType::kReset, id, 0, {}});
+  }
+  upstream.close();
+  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  logger().information("egress " + label_ + " of tenant " + tenant_ + ": " + reached + " (" +
+                       dialed + ") " + std::to_string(up_total) + " bytes up, " +
+                       std::to_string(down_total) + " down in " + std::to_string(seconds) + " s; " +
+                       end);
+  if (service_.events_ != nullptr) {
+    service_.events_->streamEnded(tenant_, up_total, down_total);
+  }
+  finish();
+}
+
+void EgressSink::write(backend::Stream stream, std::string_view bytes) {
+  if (stream != backend::Stream::kStdout) {
+    downstream_->write(stream, bytes);
+    return;
+  }
+  output_.clear();
+  channel_->onStdout(bytes, output_);
+  if (!output_.empty()) {
+    downstream_->write(stream, output_);
+  }
+}
+
+void EgressSink::ended() {
+  output_.clear();
+  channel_->onEnded(output_);
+  if (!output_.empty()) {
+    downstream_->write(backend::Stream::kStdout, output_);
+  }
+  downstream_->ended();
+}
+
+}  // namespace scs::egress
