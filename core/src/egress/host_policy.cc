@@ -366,11 +366,11 @@ const psl_ctx_t* publicSuffixes() {
 // --- Patterns --------------------------------------------------------------------------------
 
 Result<std::uint16_t> portOf(std::string_view text) {
-  if (!isDigits(text) || text.size() > 5 || std::stoul(std::string(text)) == 0 ||
-      std::stoul(std::string(text)) > 65535) {
+  const unsigned long port = isDigits(text) && text.size() <= 5 ? std::stoul(std::string(text)) : 0;
+  if (port == 0 || port > 65535) {
     return invalid("the port " + shown(text) + " is not a number from 1 to 65535");
   }
-  return static_cast<std::uint16_t>(std::stoul(std::string(text)));
+  return static_cast<std::uint16_t>(port);
 }
 
 std::string patternText(const Pattern& pattern) {
@@ -394,14 +394,13 @@ std::string patternText(const Pattern& pattern) {
 // typo for "10.1.2.3/32" than a wish for all of 10/8, and the operator must see what is opened.
 Result<Pattern> networkPattern(const IPAddress& address, const std::string& prefix_text) {
   const unsigned bits = bitsOf(address);
-  if (!isDigits(prefix_text) || prefix_text.size() > 3 ||
-      std::stoul(std::string(prefix_text)) > bits) {
+  if (!isDigits(prefix_text) || prefix_text.size() > 3 || std::stoul(prefix_text) > bits) {
     return invalid("the prefix length " + shown(prefix_text) + " is not a number from 0 to " +
                    std::to_string(bits));
   }
   Pattern pattern;
   pattern.kind = Pattern::Kind::kNetwork;
-  pattern.prefix = static_cast<unsigned>(std::stoul(std::string(prefix_text)));
+  pattern.prefix = static_cast<unsigned>(std::stoul(prefix_text));
   pattern.network = masked(address, pattern.prefix);
   if (!sameAddress(pattern.network, address)) {
     return invalid("the address has bits set past the prefix (did you mean \"" +
@@ -671,7 +670,7 @@ class SystemResolver final : public Resolver {
                                   ? std::error_code(errno, std::generic_category()).message()
                                   : gai_strerror(rc);
       const std::string message = host + " could not be resolved (" + why + ")";
-      return rc == EAI_AGAIN ? refused(message) : invalid(message);
+      return internal(message);  // the relay answers a resolver's failure as unreachable
     }
     std::vector<IPAddress> addresses;
     for (const addrinfo* entry = list; entry != nullptr; entry = entry->ai_next) {
@@ -905,11 +904,6 @@ Result<std::vector<IPAddress>> EgressPolicy::resolve(std::string_view tenant, co
   return resolveFor(tenant, target, port);
 }
 
-Result<std::vector<IPAddress>> EgressPolicy::resolve(std::string_view tenant,
-                                                     const Target& target) const {
-  return resolveFor(tenant, target, std::nullopt);
-}
-
 Result<std::vector<IPAddress>> EgressPolicy::resolveFor(std::string_view tenant,
                                                         const Target& target,
                                                         std::optional<std::uint16_t> port) const {
@@ -952,7 +946,7 @@ Result<std::vector<IPAddress>> EgressPolicy::resolveFor(std::string_view tenant,
     }
   }
   if (vetted.empty()) {
-    return invalid(target.host + " resolved only to " + listed(dropped));
+    return refused(target.host + " resolved only to " + listed(dropped));  // the policy's no
   }
   return vetted;
 }

@@ -118,14 +118,9 @@ class EgressPolicy {
   // for that port covers it (or it is the pin of that name), and so is every address a kNetwork
   // deny entry of the tenant for that port covers (deny wins over a name, too); when none is
   // left the error says the class ("api.x.com resolved only to a private address"), never the
-  // address. The resolver's own failure is its error (kRefused when it may pass: EAI_AGAIN).
+  // address, as kRefused (the policy's no); the resolver's own failure is kInternal.
   Result<std::vector<Poco::Net::IPAddress>> resolve(std::string_view tenant, const Target& target,
                                                     std::uint16_t port) const;
-  // Without the port: a kNetwork allow entry for any port covers an address, and a kNetwork
-  // deny entry for any port drops it. Wider than the operator said (10.0.0.0/8:5432 lets an
-  // allowed name reach 10.x on 443); kept only until the relay passes the port.
-  Result<std::vector<Poco::Net::IPAddress>> resolve(std::string_view tenant,
-                                                    const Target& target) const;
 
  private:
   Result<std::vector<Poco::Net::IPAddress>> resolveFor(std::string_view tenant,

@@ -82,6 +82,7 @@ struct EgressChannel::Stream {
   bool reset = false;
   std::string reset_reason;  // the server's own reason for a reset (a cap, the sandbox's end)
   bool done = false;         // its thread has finished
+  bool told = false;         // PID 1 was sent the reset
 };
 
 EgressService::EgressService(const EgressPolicy& policy, EgressLimits limits, EgressEvents* events)
@@ -411,10 +412,20 @@ void EgressChannel::serve(const std::shared_ptr<Stream>& stream) {
       }
     }
   };
+  // Ends the stream's thread; a reset of the server's own (a cap, a broken credit) is told to
+  // PID 1, which then closes the program's connection.
   const auto finish = [&] {
     service_.giveTenantStream(tenant_);
-    std::lock_guard lock(mutex_);
-    stream->done = true;
+    bool tell = false;
+    {
+      std::lock_guard lock(mutex_);
+      stream->done = true;
+      tell = stream->reset && !stream->reset_reason.empty() && !stream->told;
+      stream->told = stream->told || tell;
+    }
+    if (tell) {
+      send({FrameType::kReset, id, 0, {}});
+    }
   };
 
   // 1. The proxy request.
@@ -484,7 +495,7 @@ void EgressChannel::serve(const std::shared_ptr<Stream>& stream) {
     return;
   }
   const Result<std::vector<Poco::Net::IPAddress>> resolved =
-      service_.policy().resolve(tenant_, target);
+      service_.policy().resolve(tenant_, target, request.port);
   if (const Error* error = std::get_if<Error>(&resolved)) {
     const bool forbidden = error->kind == ErrorKind::kRefused;
     refuseWith(asked, forbidden ? Refusal::kNotAllowed : Refusal::kUnreachable, error->message,
@@ -684,6 +695,10 @@ void EgressChannel::serve(const std::shared_ptr<Stream>& stream) {
   if (!clean) {
     const linger hard{1, 0};
     ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
+    {
+      std::lock_guard lock(mutex_);
+      stream->told = true;
+    }
     send({FrameType::kReset, id, 0, {}});
   }
   upstream.close();
