@@ -24,7 +24,8 @@ enum class Refusal {
   kConnectFailed,  // HTTP 502; SOCKS5 0x05 (connection refused)
   kTimedOut,       // HTTP 504; SOCKS5 0x06 (TTL expired)
   kLimit,          // HTTP 503; SOCKS5 0x01: a stream or byte cap
-  kUnsupported,    // HTTP 501 (a method other than CONNECT in origin form...); SOCKS5 0x07/0x08
+  kUnsupported,    // HTTP 501 (an https:// URL not CONNECTed, HTTP/2, a transfer coding);
+                   // SOCKS5 0x07 (a command other than CONNECT; 0x08 for an address type)
 };
 
 struct ProxyRequest {
@@ -63,8 +64,11 @@ class ProxyHandshake {
   // What tells the program its tunnel is open: "HTTP/1.1 200 Connection established\r\n\r\n",
   // SOCKS5's success reply (bound address 0.0.0.0:0); empty for plain HTTP.
   std::string granted() const;
-  // The refusal the program sees, with `reason` (one line, no CR or LF: replaced) in the
-  // HTTP body and X-Proxy-Error header; SOCKS5 carries only the code.
+  // The refusal the program sees, in the form the first byte chose. HTTP (also before any
+  // byte): a complete response, status by `why`, "X-Proxy-Error: <token>" (blocked-by-allowlist,
+  // bad-request, misdirected, unreachable, connect-failed, timeout, limit, unsupported) and
+  // `reason` as the body, on one line (control characters become spaces) of at most 512 bytes.
+  // SOCKS5 carries only the code; SOCKS4 gets its "rejected" reply (0x5B).
   std::string refused(Refusal why, std::string_view reason) const;
 
  private:

@@ -441,9 +441,11 @@ void EgressChannel::serve(const std::shared_ptr<Stream>& stream) {
     }
     if (!bytes.empty()) {
       step = handshake.feed(bytes);
-      if (step.kind == ProxyHandshake::Step::Kind::kReply) {
+      // A reply (SOCKS5's method choice) may already be followed by the request in the same
+      // bytes: the handshake is fed again, with nothing new, until it needs more.
+      while (step.kind == ProxyHandshake::Step::Kind::kReply) {
         sendData(step.reply);
-        continue;
+        step = handshake.feed({});
       }
       if (step.kind != ProxyHandshake::Step::Kind::kNeedMore) {
         break;
