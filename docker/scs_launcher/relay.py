@@ -45,6 +45,8 @@ def proxy_environment():
         environment[name] = value
         environment[name.lower()] = value
     environment["NODE_USE_ENV_PROXY"] = "1"
+    # Node 22 calls its proxy agent experimental on every program's stderr.
+    environment["NODE_OPTIONS"] = "--disable-warning=UNDICI-EHPA"
     return environment
 
 

@@ -125,13 +125,9 @@ TEST_F(EgressTest, UrllibRequestsAndCurlReachTheAllowedHostsThroughTheProxy) {
       " timeout=20, context=context).read())\n"
       "print('requests', requests.get(f'https://allowed.test:{TLS}/data.csv', verify='ca.pem',"
       " timeout=20).text)\n"
-      "import shutil\n"
-      "if shutil.which('curl'):\n"
-      "    r = subprocess.run(['curl', '-sS', '--cacert', 'ca.pem', "
+      "r = subprocess.run(['curl', '-sS', '--cacert', 'ca.pem', "
       "f'https://allowed.test:{TLS}/data.csv'], capture_output=True, text=True)\n"
-      "    print('curl', r.stdout.strip(), r.stderr.strip())\n"
-      "else:\n"
-      "    print('curl hello,world (not in this image)')\n");
+      "print('curl', r.stdout.strip(), r.stderr.strip())\n");
   ASSERT_EQ(text(report, "status"), "succeeded") << describe(report);
   const std::string out = stream(report, "stdout");
   EXPECT_THAT(out, HasSubstr("proxy http://127.0.0.1:3128 socks5h://127.0.0.1:3128"));
@@ -141,6 +137,36 @@ TEST_F(EgressTest, UrllibRequestsAndCurlReachTheAllowedHostsThroughTheProxy) {
   EXPECT_THAT(out, HasSubstr("curl hello,world"));
   EXPECT_THAT(networkOf(report), HasSubstr("\"allowed.test:" + tls_port_ + "\""));
   EXPECT_THAT(networkOf(report), HasSubstr("\"allowed.test:" + plain_port_ + "\""));
+}
+
+TEST_F(EgressTest, NodesFetchAndHttpUseTheProxyUnchanged) {
+  Poco::JSON::Object::Ptr arguments = startRunArguments(
+      {"const port = " + plain_port_ + ";\n"
+       "(async () => {\n"
+       "  const r = await fetch(`http://allowed.test:${port}/data.csv`);\n"
+       "  console.log('fetch', r.status, (await r.text()).trim());\n"
+       "  await new Promise(done => require('node:http').get(\n"
+       "    `http://allowed.test:${port}/data.csv`, res => {\n"
+       "      let body = ''; res.on('data', d => body += d);\n"
+       "      res.on('end', () => { console.log('http', res.statusCode, body.trim()); done(); });\n"
+       "    }));\n"
+       "  try {\n"
+       "    await fetch(`http://elsewhere.test:${port}/`);\n"
+       "  } catch (e) {\n"  // undici tunnels http:// too: the CONNECT's 403 is the cause
+       "    console.log('refused', String(e.cause && e.cause.message));\n"
+       "  }\n"
+       "})();\n",
+       {}, nullptr});
+  arguments->set("language", "javascript");
+  const auto report = runToFinal(*server_, arguments);
+  ASSERT_EQ(text(report, "status"), "succeeded") << describe(report);
+  EXPECT_THAT(stream(report, "stdout"), HasSubstr("fetch 200 hello,world"));
+  EXPECT_THAT(stream(report, "stdout"), HasSubstr("http 200 hello,world"));
+  // undici reports the refused tunnel only as cancelled; the report says why.
+  EXPECT_THAT(stream(report, "stdout"), HasSubstr("\nrefused "));
+  EXPECT_THAT(networkOf(report), HasSubstr("elsewhere.test:" + plain_port_ +
+                                           " is not on this server's allow-list"));
+  EXPECT_EQ(stream(report, "stderr"), "");
 }
 
 TEST_F(EgressTest, EverythingElseIsRefusedAtOnceWithTheReason) {

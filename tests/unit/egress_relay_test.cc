@@ -38,22 +38,25 @@ class Upstream {
         if (stopping_) {
           return;
         }
-        std::string request;
-        char buffer[4096];
-        while (request.find("\r\n\r\n") == std::string::npos) {
-          const int n = peer.receiveBytes(buffer, sizeof buffer);
-          if (n <= 0) {
-            break;
+        try {  // the relay may reset a connection it cut (a wrong TLS name)
+          std::string request;
+          char buffer[4096];
+          while (request.find("\r\n\r\n") == std::string::npos) {
+            const int n = peer.receiveBytes(buffer, sizeof buffer);
+            if (n <= 0) {
+              break;
+            }
+            request.append(buffer, static_cast<std::size_t>(n));
           }
-          request.append(buffer, static_cast<std::size_t>(n));
+          const std::string line = request.substr(0, request.find("\r\n"));
+          const std::string answer = "HTTP/1.1 200 OK\r\nContent-Length: " +
+                                     std::to_string(line.size()) +
+                                     "\r\nConnection: close\r\n\r\n" + line;
+          peer.sendBytes(answer.data(), static_cast<int>(answer.size()));
+          peer.shutdownSend();
+          ++served_;
+        } catch (...) {
         }
-        const std::string line = request.substr(0, request.find("\r\n"));
-        const std::string answer = "HTTP/1.1 200 OK\r\nContent-Length: " +
-                                   std::to_string(line.size()) + "\r\nConnection: close\r\n\r\n" +
-                                   line;
-        peer.sendBytes(answer.data(), static_cast<int>(answer.size()));
-        peer.shutdownSend();
-        ++served_;
       }
     });
   }
