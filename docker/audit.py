@@ -180,6 +180,7 @@ CHECKS = [
     ("readonly_paths", audit_filesystem.check_readonly_paths),
     ("devices", audit_filesystem.check_devices),
     ("network", audit_process.check_network),
+    ("egress", audit_process.check_egress),
     ("socket_families", audit_process.check_socket_families),
     ("syscalls", audit_process.check_syscalls),
     ("exec_refused", audit_filesystem.check_exec_refused),

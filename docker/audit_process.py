@@ -109,6 +109,31 @@ def socket_outcome(family, kind, protocol=0):
         return errno_name(error)
 
 
+def check_egress(audit):
+    """Egress (audit.json's egress: the audit's tenant has hosts it may reach): then PID 1's relay
+    listens on 127.0.0.1:3128, the proxy variables name it, and what it carries is the server's
+    to decide (a CONNECT to a host no policy allows comes back 403 from the server). Without:
+    nothing listens there and no proxy variable is set."""
+    names = sorted(name for name in os.environ if name.upper().endswith("_PROXY"))
+    try:
+        with socket.create_connection(("127.0.0.1", 3128), timeout=5) as conn:
+            conn.settimeout(15)
+            conn.sendall(b"CONNECT audit.invalid:443 HTTP/1.1\r\n\r\n")
+            answer = conn.recv(256).split(b"\r\n", 1)[0].decode("ascii", "replace")
+    except OSError as error:
+        answer = errno_name(error)
+    if audit.config.get("egress", False):
+        audit.report("egress_relay", answer.startswith("HTTP/1.1 403")
+                     and os.environ.get("HTTPS_PROXY") == "http://127.0.0.1:3128",
+                     "the relay, answered by the server's policy (403)",
+                     f"{answer}; HTTPS_PROXY={os.environ.get('HTTPS_PROXY')}")
+    else:
+        # --no-network (a Pod): the program's filter refuses the socket itself.
+        refused = "EACCES" if audit.config.get("ip_sockets_refused", False) else "ECONNREFUSED"
+        audit.report("egress_relay", answer == refused and not names,
+                     "no relay, no proxy variable", f"{answer}; {','.join(names) or 'none'}")
+
+
 def check_network(audit):
     """Only lo, or, where the engine leaves an interface (a Pod's eth0) and the launcher's
     --no-network refuses the program every socket but AF_UNIX (audit.json's ip_sockets_refused),

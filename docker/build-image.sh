@@ -252,9 +252,10 @@ if [[ -n "$node_version" ]]; then
   mkdir -p "$context/nodejs/bin" "$context/nodejs/share/doc/nodejs"
   chmod 0755 "$context/nodejs/bin" "$context/nodejs/share" "$context/nodejs/share/doc" \
     "$context/nodejs/share/doc/nodejs"
-  tar -xzf "$node_tarball" -C "$context/nodejs/bin" --strip-components=2 package/bin/node
-  tar -xzf "$node_tarball" -C "$context/nodejs/share/doc/nodejs" --strip-components=1 \
-    package/LICENSE
+  tar -xzf "$node_tarball" -C "$context" package/bin/node package/LICENSE
+  mv "$context/package/bin/node" "$context/nodejs/bin/node"
+  mv "$context/package/LICENSE" "$context/nodejs/share/doc/nodejs/LICENSE"
+  rm -r "$context/package"
 fi
 node_arg=(--build-arg "NODE_VERSION=$node_version")
 tag_args=()

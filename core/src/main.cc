@@ -180,6 +180,32 @@ void printAudit(const audit::Report& report, std::ostream* out, Poco::Logger& lo
 
 constexpr std::chrono::seconds kPreparedPatience{60};
 
+// Egress (issue 44): the operator's policy and, when any tenant has one, the service whose
+// channels the run manager gives those tenants' sandboxes (config.runs.egress). Its destructor
+// waits for the streams' threads, so it must outlive the manager. False when it cannot start.
+bool startEgress(config::Config& config, egress::EgressPolicy& policy,
+                 std::optional<egress::EgressService>& service, egress::EgressEvents* events,
+                 Poco::Logger& log) {
+  if (auto problem = config::buildEgressPolicy(config, policy)) {
+    log.error("cannot start: " + *problem);
+    return false;
+  }
+  if (!policy.enabled()) {
+    return true;
+  }
+  if (config.backend == "kubernetes") {
+    log.error("cannot start: --egress-allow needs a backend whose sandboxes' programs may use "
+              "the sandbox's loopback; the kubernetes backend's filter refuses them every IP "
+              "socket (docs/SCALING.md), so it carries no egress yet");
+    return false;
+  }
+  service.emplace(policy, config.egress.limits, events);
+  config.runs.egress = &*service;
+  log.information("egress: " + std::to_string(config.egress.allow.size()) +
+                  " allow entries; programs reach their hosts through the server's relay");
+  return true;
+}
+
 // Audits the sandbox a run with the default limits gets: with --prepared (the default) the one
 // prepared ahead of the run, once it is ready; with --prepared 0 one created for the run.
 audit::Report auditAsRunsGetIt(runs::RunManager& manager, const Engine& engine,
@@ -188,8 +214,9 @@ audit::Report auditAsRunsGetIt(runs::RunManager& manager, const Engine& engine,
     log.warning("no prepared sandbox was ready within " +
                 std::to_string(kPreparedPatience.count()) + " s; auditing one created for the run");
   }
-  audit::Report report = audit::run(manager, audit::auditLimits(engine.limits->defaults()),
-                                    config.sandbox, config.files);
+  audit::Report report =
+      audit::run(manager, audit::auditLimits(engine.limits->defaults()), config.sandbox,
+                 config.files, config.runs.egress != nullptr);
   report.versions = engine.versions;
   return report;
 }
@@ -200,6 +227,11 @@ int runAudit(config::Config& config, Poco::Logger& log) {
     return audit::kExitSetupFailed;
   }
   runs::SystemClock clock;
+  egress::EgressPolicy egress_policy;
+  std::optional<egress::EgressService> egress_service;
+  if (!startEgress(config, egress_policy, egress_service, nullptr, log)) {
+    return audit::kExitSetupFailed;
+  }
   runs::RunManager manager(*engine->backend, config.runs, config.sandbox, clock);
   // Ctrl-C or SIGTERM during the audit still removes its sandbox.
   SignalThread signals([&](int number) {
@@ -259,25 +291,11 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
   metrics.knowTenants(http && http->tokens ? http->tokens->tenants()
                                            : std::vector<std::string>{runs::kLocalTenant});
   config.runs.reserved_uids = swept.kept_uids;
-  // Egress (issue 44): declared before the manager, so that it outlives every channel's use of
-  // the backend; its destructor waits for the streams' threads.
+  // Declared before the manager, so that it outlives every channel's use of the backend.
   egress::EgressPolicy egress_policy;
-  if (auto problem = config::buildEgressPolicy(config, egress_policy)) {
-    log.error("cannot start: " + *problem);
-    return 1;
-  }
   std::optional<egress::EgressService> egress_service;
-  if (egress_policy.enabled()) {
-    if (config.backend == "kubernetes") {
-      log.error("cannot start: --egress-allow needs a backend whose sandboxes' programs may use "
-                "the sandbox's loopback; the kubernetes backend's filter refuses them every IP "
-                "socket (docs/SCALING.md), so it carries no egress yet");
-      return 1;
-    }
-    egress_service.emplace(egress_policy, config.egress.limits, &metrics);
-    config.runs.egress = &*egress_service;
-    log.information("egress: programs of " + std::to_string(config.egress.allow.size()) +
-                    " allow entries reach their hosts through the server's relay");
+  if (!startEgress(config, egress_policy, egress_service, &metrics, log)) {
+    return 1;
   }
   runs::RunManager manager(backend, config.runs, config.sandbox, clock, &metrics);
   // Declared after the manager, so it stops before the manager goes.

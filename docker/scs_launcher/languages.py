@@ -6,7 +6,7 @@ binds each of them alike: PID 1 starts them all through processes.spawn().
 python: child/program.py (a run) and child/session.py (a session), started ahead of the code.
 bash: `bash main.sh` for a run; for a session, one shell that sources each run's main.sh
 (child/session.bash), so its directory, variables, functions and jobs carry over.
-javascript: Debian's Node.js running child/runner.js, which runs main.js as a script in the one
+javascript: Node.js (the image's official 22 LTS build) running child/runner.js, which runs main.js as a script in the one
 global context (a REPL's), for a run or for every run of a session."""
 
 import os

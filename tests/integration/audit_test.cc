@@ -113,6 +113,7 @@ const std::vector<std::string> kRequiredChecks = {
     "devices_standard_only",
     "network_interfaces",
     "tcp4_egress",
+    "egress_relay",
     "socket AF_VSOCK",
     "socket AF_PACKET",
     "socket AF_ALG",
@@ -173,6 +174,13 @@ TEST_F(AuditTest, EveryCheckPassesInAPreparedSandboxUnderTheTestRuntime) {
 
 TEST_F(AuditTest, EveryCheckPassesInASandboxCreatedForTheRunUnderTheTestRuntime) {
   expectEveryCheckPasses({"--runtime", testRuntime(), "--prepared", "0"}, "created for the run");
+}
+
+// Issue 44: with a policy for the audit's tenant, egress_relay finds PID 1's relay and the
+// server's answer behind it (the rows above find none without one).
+TEST_F(AuditTest, WithEgressTheRelayAnswersWithTheServersPolicy) {
+  expectEveryCheckPasses({"--runtime", testRuntime(), "--egress-allow", "local=example.org"},
+                         "prepared ahead of the run (--prepared)");
 }
 
 // The weaker posture: the engine's default seccomp profile instead of the project's. On this

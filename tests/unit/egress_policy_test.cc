@@ -754,3 +754,41 @@ TEST_F(ResolveTest, ConstCallsFromManyThreadsAgree) {
 
 }  // namespace
 }  // namespace scs::egress
+
+namespace scs::egress {
+namespace {
+
+// A wide network is any public address, not the forbidden ones inside it (review of issue 44).
+TEST(EgressPolicyReviewTest, AWideNetworkDoesNotOpenForbiddenAddresses) {
+  EgressPolicy policy(std::make_shared<CountingResolver>(
+      std::map<std::string, std::vector<std::string>>{}));
+  ASSERT_TRUE(std::holds_alternative<bool>(policy.allow("t=0.0.0.0/0")));
+  ASSERT_TRUE(std::holds_alternative<bool>(policy.allow("t=169.254.169.254/32:80")));
+  ASSERT_TRUE(std::holds_alternative<bool>(policy.allow("t=10.0.0.0/8:5432")));
+  for (const char* forbidden : {"127.0.0.1", "169.254.169.254", "10.1.2.3", "192.168.1.1"}) {
+    EXPECT_TRUE(policy.decide("t", target(forbidden), 443).allowed) << forbidden;
+    EXPECT_THAT(errorOf(policy.resolve("t", target(forbidden), 443)), HasSubstr("resolved only"))
+        << forbidden;
+  }
+  EXPECT_TRUE(std::holds_alternative<std::vector<IPAddress>>(
+      policy.resolve("t", target("93.184.216.34"), 443)));
+  // Named as itself, a forbidden address may be reached, on that entry's port.
+  EXPECT_TRUE(std::holds_alternative<std::vector<IPAddress>>(
+      policy.resolve("t", target("169.254.169.254"), 80)));
+  EXPECT_TRUE(
+      std::holds_alternative<std::vector<IPAddress>>(policy.resolve("t", target("10.1.2.3"), 5432)));
+}
+
+TEST(EgressPolicyReviewTest, APinnedNameIsStillSubjectToDeny) {
+  const auto resolver =
+      std::make_shared<CountingResolver>(std::map<std::string, std::vector<std::string>>{});
+  EgressPolicy policy(resolver);
+  ASSERT_TRUE(std::holds_alternative<bool>(policy.allow("t=db.internal:5432")));
+  ASSERT_TRUE(std::holds_alternative<bool>(policy.deny("t=10.0.0.0/8:5432")));
+  ASSERT_TRUE(std::holds_alternative<bool>(policy.pin("db.internal=10.1.2.3")));
+  EXPECT_THAT(errorOf(policy.resolve("t", target("db.internal"), 5432)), HasSubstr("denies"));
+  EXPECT_TRUE(resolver->asked().empty());
+}
+
+}  // namespace
+}  // namespace scs::egress

@@ -328,6 +328,18 @@ TEST_F(EgressRelayTest, StreamsPastTheCapAreResetAndCounted) {
   channel->close();
 }
 
+TEST_F(EgressRelayTest, TheReportKeepsAtMostItsCapOfRefusalsAndCountsTheRest) {
+  for (std::uint32_t id = 1; id <= 2 * 80; id += 2) {
+    feed(out({FrameType::kOpen, id, 0, {}}));
+    feed(out({FrameType::kData, id, 0,
+              "CONNECT host" + std::to_string(id) + ".test:443 HTTP/1.1\r\n\r\n"}));
+    stdin_.dataOf(id);  // refused, one at a time (16 at once is the cap)
+  }
+  const NetworkReport report = channel_->takeReport();
+  EXPECT_EQ(report.refused.size(), NetworkReport::kMaxEntries);
+  EXPECT_EQ(report.more_refused, 80 - NetworkReport::kMaxEntries);
+}
+
 TEST_F(EgressRelayTest, DataPastTheCreditResetsTheStream) {
   feed(out({FrameType::kOpen, 1, 0, {}}));
   const std::string chunk(3000, 'x');

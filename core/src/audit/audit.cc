@@ -90,11 +90,13 @@ Check failedCheck(std::string name, std::string expected, std::string observed,
 
 std::string_view program() { return embedded(kAuditProgramBytes); }
 
-std::string programConfig(const policy::Limits& limits, const policy::SandboxSettings& sandbox) {
+std::string programConfig(const policy::Limits& limits, const policy::SandboxSettings& sandbox,
+                          bool egress) {
   // The sandbox's own uid is known only once it is made; the audit checks it is in the range.
   const backend::Posture posture = policy::requiredPosture(limits, sandbox, sandbox.uids.first);
   Poco::JSON::Object config(Poco::JSON_PRESERVE_KEY_ORDER);
   config.set("runtime", sandbox.runtime);
+  config.set("egress", egress);
   config.set("uid_first", static_cast<Poco::UInt64>(sandbox.uids.first));
   config.set("uid_last", static_cast<Poco::UInt64>(sandbox.uids.last));
   config.set("pids_limit", static_cast<Poco::Int64>(posture.pids_limit));
@@ -180,7 +182,8 @@ std::vector<Check> parseChecks(const std::string& stdout_text) {
 }
 
 Report run(runs::RunManager& runs, const policy::Limits& limits,
-           const policy::SandboxSettings& sandbox, const policy::FileSettings& files) {
+           const policy::SandboxSettings& sandbox, const policy::FileSettings& files,
+           bool egress) {
   Report report;
   report.runtime = sandbox.runtime;
   report.image = sandbox.image;
@@ -197,7 +200,7 @@ Report run(runs::RunManager& runs, const policy::Limits& limits,
   }
   Poco::JSON::Object::Ptr config_file = new Poco::JSON::Object;
   config_file->set("path", kConfigFile);
-  config_file->set("content", programConfig(limits, sandbox));
+  config_file->set("content", programConfig(limits, sandbox, egress));
   extra->add(config_file);
   // The same validation as a start_run from a client. The two modules of checks are the
   // program's, as main.py is: they do not count against the operator's cap on a run's files.
@@ -212,6 +215,7 @@ Report run(runs::RunManager& runs, const policy::Limits& limits,
   request.files = std::move(std::get<std::vector<policy::File>>(resolved));
   request.limits = limits;
   request.tenant = kAuditTenant;
+  request.egress_probe = egress;
   auto started = runs.start(std::move(request));
   if (const auto* refusal = std::get_if<Error>(&started)) {
     report.setup_error = "the audit run was refused: " + refusal->message;

@@ -54,7 +54,8 @@ struct Report {
 std::string_view program();
 
 // audit.json, sent with the program: the runtime and the posture the program must observe.
-std::string programConfig(const policy::Limits& limits, const policy::SandboxSettings& sandbox);
+std::string programConfig(const policy::Limits& limits, const policy::SandboxSettings& sandbox,
+                          bool egress = false);
 
 // The limits of the audit's sandbox: the server's defaults for a run that asks for nothing
 // (so the posture, tmpfs sizes included, is a default run's), with a shorter timeout.
@@ -67,8 +68,12 @@ std::vector<Check> parseChecks(const std::string& stdout_text);
 // Starts ONE sandbox through `runs` (the production path: the core's posture assertions
 // apply before start), runs the audit program in it with `limits`, waits for the end, and
 // reads the verdicts. Blocks for at most kRunTimeout plus the engine's start and stop time.
+// `egress`: whether the server carries egress (some tenant may reach hosts): then the audit's run
+// gets a relay too, which the program checks answers with the server's policy (its own tenant
+// may reach nothing); without, that no relay listens.
 Report run(runs::RunManager& runs, const policy::Limits& limits,
-           const policy::SandboxSettings& sandbox, const policy::FileSettings& files);
+           const policy::SandboxSettings& sandbox, const policy::FileSettings& files,
+           bool egress = false);
 
 // True when the audit ran and every check passed.
 bool passed(const Report& report);

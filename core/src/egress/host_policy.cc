@@ -907,13 +907,13 @@ Result<std::vector<IPAddress>> EgressPolicy::resolve(std::string_view tenant, co
 Result<std::vector<IPAddress>> EgressPolicy::resolveFor(std::string_view tenant,
                                                         const Target& target,
                                                         std::optional<std::uint16_t> port) const {
-  const auto pinned = pins_.find(target.host);
-  if (!target.address && pinned != pins_.end()) {
-    return std::vector<IPAddress>{pinned->second};
-  }
+  // A pinned name resolves to its pin, which is the operator's word for that name's class;
+  // the tenant's deny entries still apply to it (deny wins).
+  const auto pinned = target.address ? pins_.end() : pins_.find(target.host);
   Result<std::vector<IPAddress>> answer =
       target.address ? Result<std::vector<IPAddress>>(std::vector<IPAddress>{*target.address})
-                     : resolver_->resolve(target.host);
+      : pinned != pins_.end() ? Result<std::vector<IPAddress>>(std::vector<IPAddress>{pinned->second})
+                              : resolver_->resolve(target.host);
   if (const Error* error = std::get_if<Error>(&answer)) {
     return *error;
   }
@@ -929,6 +929,17 @@ Result<std::vector<IPAddress>> EgressPolicy::resolveFor(std::string_view tenant,
       return (!port || pattern.port == *port) && covers(pattern, address);
     });
   };
+  // An allow entry is the operator's word for a forbidden address only when it names that
+  // class itself: a network inside a forbidden range (10.0.0.0/8, 127.0.0.1), not one that
+  // merely spans it (0.0.0.0/0 means any public address, not the metadata service).
+  const auto namedForbidden = [&](const std::vector<Pattern>& patterns, const IPAddress& address) {
+    return std::any_of(patterns.begin(), patterns.end(), [&](const Pattern& pattern) {
+      return (!port || pattern.port == *port) && covers(pattern, address) &&
+             pattern.kind == Pattern::Kind::kNetwork &&
+             forbiddenClass(pattern.network, own_).has_value() &&
+             forbiddenClass(pattern.network, own_) == forbiddenClass(address, own_);
+    });
+  };
   std::vector<IPAddress> vetted;
   std::vector<std::string> dropped;
   for (const IPAddress& address : found) {
@@ -936,7 +947,7 @@ Result<std::vector<IPAddress>> EgressPolicy::resolveFor(std::string_view tenant,
     if (named(rules.deny, address)) {
       why = "an address this server's egress policy denies";
     } else if (const std::optional<std::string> forbidden = forbiddenClass(address, own_);
-               forbidden && !named(rules.allow, address)) {
+               forbidden && pinned == pins_.end() && !namedForbidden(rules.allow, address)) {
       why = asAddress(*forbidden);
     }
     if (!why) {

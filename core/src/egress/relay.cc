@@ -17,6 +17,7 @@
 #include <cstring>
 #include <optional>
 #include <random>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -236,29 +237,26 @@ void EgressChannel::onFrame(Frame frame) {
                                  : service_.limits().streams_per_tenant) +
               " connections at once" +
               (open >= service_.limits().streams_per_sandbox ? "" : " for this tenant");
-          NetworkReport::Refusal* same = nullptr;
-          for (auto& refusal : report_.refused) {
-            if (refusal.target.empty() && refusal.reason == reason) {
-              same = &refusal;
-            }
-          }
-          if (same == nullptr) {
-            report_.refused.push_back({"", reason, 0});
-            same = &report_.refused.back();
-          }
-          ++same->count;
+          recordRefusalLocked("", reason);
           if (service_.events_ != nullptr) {
             service_.events_->streamRefused(tenant_, "limit");
           }
           break;
         }
         auto created = std::make_shared<Stream>(frame.stream);
-        streams_[frame.stream] = created;
         service_.threadStarted();
-        std::thread([self = shared_from_this(), created] {
-          self->serve(created);
-          self->service_.threadEnded();
-        }).detach();
+        try {
+          std::thread([self = shared_from_this(), created] {
+            self->serve(created);
+            self->service_.threadEnded();
+          }).detach();
+          streams_[frame.stream] = created;
+        } catch (const std::system_error&) {  // no thread to be had: as a cap would
+          service_.threadEnded();
+          service_.giveTenantStream(tenant_);
+          replies.push_back({FrameType::kReset, frame.stream, 0, {}});
+          recordRefusalLocked("", "the server could not start a connection's thread");
+        }
         break;
       }
       case FrameType::kData:
@@ -276,7 +274,8 @@ void EgressChannel::onFrame(Frame frame) {
         break;
       case FrameType::kCredit:
         if (stream != nullptr) {
-          stream->credit = std::min<std::uint64_t>(stream->credit + frame.value, 1ull << 40);
+          // PID 1 gives back what it wrote: never more than a window is outstanding.
+          stream->credit = std::min<std::uint64_t>(stream->credit + frame.value, kInitialWindow);
           stream->wake();
         }
         break;
@@ -304,13 +303,17 @@ void EgressChannel::account(const std::string& target, std::uint64_t up, std::ui
   std::lock_guard lock(mutex_);
   auto host = std::find_if(report_.reached.begin(), report_.reached.end(),
                            [&](const NetworkReport::Host& h) { return h.target == target; });
-  if (host == report_.reached.end()) {
+  if (host == report_.reached.end() && report_.reached.size() < NetworkReport::kMaxEntries) {
     report_.reached.push_back({target, 0, 0, 0});
     host = std::prev(report_.reached.end());
   }
-  host->streams += opened ? 1 : 0;
-  host->bytes_up += up;
-  host->bytes_down += down;
+  if (host != report_.reached.end()) {
+    host->streams += opened ? 1 : 0;
+    host->bytes_up += up;
+    host->bytes_down += down;
+  } else if (opened) {
+    ++report_.more_reached;
+  }
   bytes_total_ += up + down;
   if (bytes_total_ > service_.limits().bytes_per_sandbox) {
     resetAllLocked("past the sandbox's " + std::to_string(service_.limits().bytes_per_sandbox) +
@@ -320,22 +323,35 @@ void EgressChannel::account(const std::string& target, std::uint64_t up, std::ui
 
 void EgressChannel::refuse(const std::string& target, const std::string& reason,
                            std::string_view kind) {
+  bool fresh = false;
   {
     std::lock_guard lock(mutex_);
-    auto same = std::find_if(
-        report_.refused.begin(), report_.refused.end(),
-        [&](const NetworkReport::Refusal& r) { return r.target == target && r.reason == reason; });
-    if (same == report_.refused.end()) {
-      report_.refused.push_back({target, reason, 0});
-      same = std::prev(report_.refused.end());
-    }
-    ++same->count;
+    fresh = recordRefusalLocked(target, reason);
   }
-  logger().information("egress " + label_ + " of tenant " + tenant_ + ": refused " +
-                       (target.empty() ? std::string("a stream") : target) + ": " + reason);
+  if (fresh) {  // one line per distinct refusal, at most kMaxEntries a channel
+    logger().information("egress " + label_ + " of tenant " + tenant_ + ": refused " +
+                         (target.empty() ? std::string("a stream") : target) + ": " + reason);
+  }
   if (service_.events_ != nullptr) {
     service_.events_->streamRefused(tenant_, kind);
   }
+}
+
+bool EgressChannel::recordRefusalLocked(const std::string& target, const std::string& reason) {
+  const auto same = std::find_if(report_.refused.begin(), report_.refused.end(),
+                                 [&](const NetworkReport::Refusal& r) {
+                                   return r.target == target && r.reason == reason;
+                                 });
+  if (same != report_.refused.end()) {
+    ++same->count;
+    return false;
+  }
+  if (report_.refused.size() >= NetworkReport::kMaxEntries) {
+    ++report_.more_refused;
+    return false;
+  }
+  report_.refused.push_back({target, reason, 1});
+  return true;
 }
 
 NetworkReport EgressChannel::takeReport() {
@@ -354,6 +370,27 @@ void EgressChannel::close() {
 // A stream's life on its own thread: the proxy request, the policy's decision, the dial, the
 // server name of a TLS stream, then the bytes both ways until both sides are done.
 void EgressChannel::serve(const std::shared_ptr<Stream>& stream) {
+  try {
+    serveStream(stream);
+  } catch (const std::exception& e) {
+    // A socket call that throws ends this stream, never the server.
+    logger().error("egress " + label_ + ": stream " + std::to_string(stream->id) +
+                   " failed: " + e.what());
+    bool first = false;
+    {
+      std::lock_guard lock(mutex_);
+      first = !stream->done;
+      stream->done = true;
+      streams_.erase(stream->id);
+    }
+    if (first) {
+      service_.giveTenantStream(tenant_);
+    }
+    send({FrameType::kReset, stream->id, 0, {}});
+  }
+}
+
+void EgressChannel::serveStream(const std::shared_ptr<Stream>& stream) {
   const auto started = Clock::now();
   const EgressLimits& limits = service_.limits();
   const std::uint32_t id = stream->id;
@@ -422,6 +459,11 @@ void EgressChannel::serve(const std::shared_ptr<Stream>& stream) {
       stream->done = true;
       tell = stream->reset && !stream->reset_reason.empty() && !stream->told;
       stream->told = stream->told || tell;
+      // Forgotten at once, so that its descriptor goes with its thread, not with the channel.
+      const auto found = streams_.find(id);
+      if (found != streams_.end() && found->second == stream) {
+        streams_.erase(found);
+      }
     }
     if (tell) {
       send({FrameType::kReset, id, 0, {}});
@@ -539,6 +581,9 @@ void EgressChannel::serve(const std::shared_ptr<Stream>& stream) {
     pending.insert(0, request.forward);
   } else {
     sendData(handshake.granted());
+    // One deadline for the whole ClientHello, from the tunnel's opening: a hello sent a byte at
+    // a time holds the host's connection no longer.
+    const auto hello_until = Clock::now() + limits.handshake;
     bool checked = false;
     while (!checked) {
       if (!pending.empty() && static_cast<unsigned char>(pending[0]) != 0x16) {
@@ -596,7 +641,7 @@ void EgressChannel::serve(const std::shared_ptr<Stream>& stream) {
         if (taken.fin) {
           break;
         }
-        if (!await(-1, 0, Clock::now() + limits.handshake).first) {
+        if (!await(-1, 0, hello_until).first) {
           refuse(asked, "no TLS ClientHello in time", "server_name");
           send({FrameType::kReset, id, 0, {}});
           finish();

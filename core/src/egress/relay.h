@@ -55,9 +55,16 @@ struct NetworkReport {
     std::string reason;
     std::uint64_t count = 0;
   };
+  // At most kMaxEntries of each, so that a program naming a new host per connection cannot
+  // grow the report (or a model's context); what did not fit is counted.
+  static constexpr std::size_t kMaxEntries = 32;
   std::vector<Host> reached;
   std::vector<Refusal> refused;
-  bool empty() const { return reached.empty() && refused.empty(); }
+  std::uint64_t more_reached = 0;  // connections to hosts past the cap
+  std::uint64_t more_refused = 0;  // refusals past the cap
+  bool empty() const {
+    return reached.empty() && refused.empty() && more_reached == 0 && more_refused == 0;
+  }
 };
 
 // Counts for /metrics; called without any lock of the relay's held, from stream threads.
@@ -133,10 +140,13 @@ class EgressChannel : public std::enable_shared_from_this<EgressChannel> {
   struct Stream;
   void onFrame(Frame frame);
   void resetAllLocked(std::string_view why);
-  void serve(const std::shared_ptr<Stream>& stream);
+  void serve(const std::shared_ptr<Stream>& stream);  // serveStream(), whatever it throws
+  void serveStream(const std::shared_ptr<Stream>& stream);
   bool send(const Frame& frame);
   void account(const std::string& target, std::uint64_t up, std::uint64_t down, bool opened);
   void refuse(const std::string& target, const std::string& reason, std::string_view kind);
+  // Counts a refusal in the report, within its cap; true when it is a new entry (logged).
+  bool recordRefusalLocked(const std::string& target, const std::string& reason);
 
   EgressService& service_;
   const std::string tenant_;

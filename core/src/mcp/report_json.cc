@@ -202,6 +202,13 @@ Object::Ptr networkToJson(const egress::NetworkReport& network) {
     }
     object->set("refused", refused);
   }
+  // Past the report's caps (NetworkReport::kMaxEntries): counted, not listed.
+  if (network.more_reached > 0) {
+    object->set("more_connections", network.more_reached);
+  }
+  if (network.more_refused > 0) {
+    object->set("more_refusals", network.more_refused);
+  }
   return object;
 }
 

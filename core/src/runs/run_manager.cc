@@ -115,6 +115,7 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
   run->memory_bytes = memory;
   run->files = std::move(request.files);
   run->language = request.language;
+  run->egress_probe = request.egress_probe;
   run->stdin_data = std::move(request.stdin_data);
   if (request.packages) {
     run->image = request.packages->image;

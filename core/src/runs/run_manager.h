@@ -172,6 +172,9 @@ struct StartRequest {
   // Run in this session of the tenant's (its limits but the timeout are the session's); empty:
   // a fresh sandbox.
   std::string session_id;
+  // The audit's run on a server with egress: a relay even though its tenant may reach nothing,
+  // so that the audit finds the relay as a tenant's programs would, every connection refused.
+  bool egress_probe = false;
 };
 
 // 128 random bits as 32 lower-case hex digits, for identifiers that must be unguessable.

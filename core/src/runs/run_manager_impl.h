@@ -107,6 +107,7 @@ struct Run {
   // in front of `capture` that takes the channel's frames out (it outlives the sandbox too).
   std::shared_ptr<egress::EgressChannel> egress;
   std::unique_ptr<egress::EgressSink> egress_sink;
+  bool egress_probe = false;  // StartRequest::egress_probe
   PreparedPtr prepared;       // taken at admission; freed once its sandbox is removed
   bool ran_prepared = false;  // its code went to the prepared sandbox
   // The engine's peak memory of that sandbox before the code arrived: its idle footprint.

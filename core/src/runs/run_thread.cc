@@ -159,7 +159,8 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome, SandboxLease& lease) 
       std::lock_guard wake(mutex_);
       changed_.notify_all();
     });
-    if (!run.session && settings_.egress != nullptr && settings_.egress->enabledFor(run.tenant)) {
+    if (!run.session && settings_.egress != nullptr &&
+        (run.egress_probe || settings_.egress->enabledFor(run.tenant))) {
       run.egress = settings_.egress->open(run.tenant, "run " + run.id);
       run.egress_sink = std::make_unique<egress::EgressSink>(run.egress, run.capture.get());
     }
