@@ -50,9 +50,16 @@ class EgressTest : public ::testing::Test {
         "/usr/bin/python3",
         std::vector<std::string>{
             "-I", "-c",
-            "import functools, http.server, ssl, sys, threading\n"
-            "handler = functools.partial(http.server.SimpleHTTPRequestHandler,"
-            " directory=sys.argv[1])\n"
+            "import functools, hashlib, http.server, ssl, sys, threading\n"
+            "class Handler(http.server.SimpleHTTPRequestHandler):\n"
+            "    def do_POST(self):\n"  // an upload's sha256 and size
+            "        body = self.rfile.read(int(self.headers['Content-Length']))\n"
+            "        answer = f'{hashlib.sha256(body).hexdigest()} {len(body)}'.encode()\n"
+            "        self.send_response(200)\n"
+            "        self.send_header('Content-Length', str(len(answer)))\n"
+            "        self.end_headers()\n"
+            "        self.wfile.write(answer)\n"
+            "handler = functools.partial(Handler, directory=sys.argv[1])\n"
             "plain = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)\n"
             "tls = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)\n"
             "context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n"
@@ -235,7 +242,7 @@ TEST_F(EgressTest, ATlsServerNameOtherThanTheConnectHostIsCut) {
   EXPECT_THAT(networkOf(report), HasSubstr("other.test"));
 }
 
-TEST_F(EgressTest, ADownloadAndAnUploadArriveWholeBesideOutput) {
+TEST_F(EgressTest, EightMiBDownAndUpArriveWholeBesideOutput) {
   const auto report = run(
       "import hashlib, threading, urllib.request\n"
       "done = threading.Event()\n"
@@ -251,13 +258,18 @@ TEST_F(EgressTest, ADownloadAndAnUploadArriveWholeBesideOutput) {
       "with concurrent.futures.ThreadPoolExecutor(8) as pool:\n"
       "    sizes = list(pool.map(lambda _: len(urllib.request.urlopen("
       "f'http://allowed.test:{PLAIN}/data.csv', timeout=60).read()), range(8)))\n"
-      "print('eight', sizes)\n");
+      "print('eight', sizes)\n"
+      "upload = bytes(range(256)) * 32768\n"  // 8 MiB up
+      "answer = urllib.request.urlopen(urllib.request.Request("
+      "f'http://allowed.test:{PLAIN}/up', data=upload), timeout=60).read().decode()\n"
+      "print('upload', answer == f'{hashlib.sha256(upload).hexdigest()} {len(upload)}')\n");
   ASSERT_EQ(text(report, "status"), "succeeded") << describe(report);
   const CommandResult sha = runCommand("sha256sum " + (directory_ / "big.bin").string());
   const std::string out = stream(report, "stdout");
   EXPECT_THAT(out, HasSubstr("sha " + sha.output.substr(0, 64) + " 8388608"));
   EXPECT_THAT(out, HasSubstr("eight [12, 12, 12, 12, 12, 12, 12, 12]"));
   EXPECT_THAT(out, HasSubstr("tick 0"));
+  EXPECT_THAT(out, HasSubstr("upload True"));
 }
 
 TEST_F(EgressTest, ASessionsRunsEachReportTheirOwnNetwork) {
