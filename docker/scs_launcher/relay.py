@@ -18,10 +18,10 @@ import select
 import socket
 import struct
 
-from . import processes
+from . import processes, protocol
 
-STDOUT_MARKER = b"\0SCS-NET-"
-STDIN_FRAME = b"SCS-NET"
+STDOUT_MARKER = protocol.EGRESS_MARKER_PREFIX.encode("ascii")
+STDIN_FRAME = protocol.EGRESS_STDIN_FRAME.encode("ascii")
 HEADER = struct.Struct(">cII")
 MAX_STDOUT_FRAME = 4096
 MAX_STDIN_PAYLOAD = 64 << 10

@@ -159,6 +159,13 @@ Status FakeBackend::deliver(const std::string& id, const std::string& archive) {
       if (sandbox && !sandbox->removed && sandbox->serves_session) {
         return deliverToSession(*sandbox, archive);
       }
+      // A run's sandbox with egress keeps its stdin open after the code: the server's frames.
+      if (sandbox && !sandbox->removed && sandbox->delivered &&
+          archive.rfind(std::string(launcher::kEgressStdinFrame) + " ", 0) == 0) {
+        sandbox->egress_in += archive;
+        cv_.notify_all();
+        return Status{};
+      }
       if (sandbox && !sandbox->removed && !sandbox->delivered && opensSession(archive)) {
         return becomeSession(*sandbox, archive);
       }
@@ -195,6 +202,7 @@ Status FakeBackend::deliver(const std::string& id, const std::string& archive) {
     sandbox->script = std::move(script);
     sandbox->archive = archive;
     sandbox->nonce = std::move(nonce);
+    sandbox->egress_nonce = stringOf(control, launcher::kControlEgress);
     sandbox->stdin_data = std::move(stdin_data);
     sandbox->delivered = true;
     cv_.notify_all();  // wakes a sandbox started idle

@@ -150,6 +150,8 @@ class FakeBackend : public backend::RuntimeBackend {
     std::string archive;
     std::string nonce;  // from .scs/control.json; empty: no side channel
     std::string stdin_data;
+    std::string egress_nonce;  // from .scs/control.json; empty: no egress
+    std::string egress_in;     // egress frames the server wrote to its stdin, not yet read
     bool delivered = false;  // script, nonce and stdin_data are set and final
     State state = State::kCreated;
     std::atomic<bool> killed{false};  // ends the program
@@ -184,6 +186,8 @@ class FakeBackend : public backend::RuntimeBackend {
   // What the sandbox's thread plays: one run's script, or (a session's sandbox) each run
   // delivered until one ends its interpreter. Both fill in how it exited.
   void playRun(const std::shared_ptr<Sandbox>& sandbox, backend::Exit& exit);
+  // The script's connects, through the server's relay as PID 1 carries them.
+  void playConnects(const std::shared_ptr<Sandbox>& sandbox);
   void playSession(const std::shared_ptr<Sandbox>& sandbox, backend::Exit& exit);
   backend::Status deliverToSession(Sandbox& sandbox, const std::string& bytes);  // requires mu_
   backend::Status becomeSession(Sandbox& sandbox, const std::string& frame);     // requires mu_

@@ -3,6 +3,7 @@
 #include <scs/backend/launcher_protocol.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <optional>
 #include <string_view>
@@ -84,6 +85,79 @@ void FakeBackend::play(const std::shared_ptr<Sandbox>& sandbox) {
   sandbox->sink->ended();
 }
 
+namespace {
+
+std::string bigEndian(std::uint32_t value) {
+  return {static_cast<char>(value >> 24), static_cast<char>((value >> 16) & 0xff),
+          static_cast<char>((value >> 8) & 0xff), static_cast<char>(value & 0xff)};
+}
+
+// A frame as PID 1 writes it to stdout (core/src/egress/frames.h).
+std::string egressFrame(const std::string& nonce, char type, std::uint32_t stream,
+                        const std::string& payload = {}) {
+  return std::string(launcher::kEgressMarkerPrefix) + nonce + std::string(launcher::kMarkerEnd) +
+         type + bigEndian(stream) + bigEndian(static_cast<std::uint32_t>(payload.size())) +
+         payload;
+}
+
+// Reads the server's frames for `stream` off `in` (consuming whole frames only): its data is
+// appended to `data`; true once it sent FIN or RESET.
+bool takeEgressFrames(std::string& in, std::uint32_t stream, std::string& data) {
+  bool ended = false;
+  while (true) {
+    const std::size_t end = in.find('\n');
+    if (end == std::string::npos) {
+      return ended;
+    }
+    char type = 0;
+    unsigned long id = 0;
+    unsigned long value = 0;
+    const std::string header = in.substr(0, end);
+    if (std::sscanf(header.c_str(), "SCS-NET %c %lu %lu", &type, &id, &value) != 3) {
+      in.clear();  // not the server's: nothing more can be read
+      return true;
+    }
+    const std::size_t size = type == 'D' ? value : 0;
+    if (in.size() < end + 1 + size) {
+      return ended;
+    }
+    if (id == stream && type == 'D') {
+      data += in.substr(end + 1, size);
+    }
+    ended = ended || (id == stream && (type == 'F' || type == 'R'));
+    in.erase(0, end + 1 + size);
+  }
+}
+
+}  // namespace
+
+void FakeBackend::playConnects(const std::shared_ptr<Sandbox>& sandbox) {
+  std::uint32_t stream = 1;
+  for (const std::string& target : sandbox->script.connects) {
+    if (sandbox->egress_nonce.empty()) {
+      sandbox->sink->write(backend::Stream::kStdout, "egress " + target + ": no relay\n");
+      continue;
+    }
+    sandbox->sink->write(backend::Stream::kStdout, egressFrame(sandbox->egress_nonce, 'O', stream) +
+                                                       egressFrame(sandbox->egress_nonce, 'D', stream,
+                                                                   "CONNECT " + target +
+                                                                       " HTTP/1.1\r\n\r\n"));
+    std::string answer;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::seconds(20), [&] {
+        return takeEgressFrames(sandbox->egress_in, stream, answer) ||
+               answer.find("\r\n\r\n") != std::string::npos || sandbox->killed.load();
+      });
+    }
+    // The tunnel is not used: the stream is reset, as a program closing at once would.
+    sandbox->sink->write(backend::Stream::kStdout,
+                         egressFrame(sandbox->egress_nonce, 'R', stream) + "egress " + target +
+                             ": " + answer.substr(0, answer.find("\r\n")) + "\n");
+    stream += 2;
+  }
+}
+
 void FakeBackend::playRun(const std::shared_ptr<Sandbox>& sandbox, backend::Exit& exit) {
   const auto stopped = [&] { return sandbox->killed.load() || sandbox->finish_code >= 0; };
   {
@@ -105,6 +179,9 @@ void FakeBackend::playRun(const std::shared_ptr<Sandbox>& sandbox, backend::Exit
   }
   if (!stopped() && !script.stderr_text.empty()) {
     sandbox->sink->write(backend::Stream::kStderr, script.stderr_text);
+  }
+  if (!stopped() && !script.connects.empty()) {
+    playConnects(sandbox);
   }
   const std::string chunk(kFloodChunk, 'x');
   for (std::uint64_t left = script.flood_bytes; left > 0 && !stopped();) {

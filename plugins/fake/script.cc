@@ -172,6 +172,13 @@ std::optional<std::string> applyDirective(std::string_view item, Script* script)
     }
     return std::nullopt;
   }
+  if (key == "connect") {
+    if (value.empty() || value.find_first_of(" \r\n") != std::string::npos) {
+      return "#fake: connect needs HOST:PORT";
+    }
+    script->connects.emplace_back(value);
+    return std::nullopt;
+  }
   if (key == "echo_stdin") {
     return flag(&script->echo_stdin);
   }

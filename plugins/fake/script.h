@@ -43,6 +43,10 @@ struct Script {
   std::optional<std::pair<std::string, std::string>> exception;
   std::vector<std::pair<std::string, std::string>> out_files;
   bool echo_stdin = false;
+  // Egress (issue 44), as a program behind PID 1's relay would: `connect=HOST:PORT` opens a
+  // stream, asks for HOST:PORT by HTTP CONNECT and writes "egress HOST:PORT: " and the first
+  // line of the answer to stdout (or "no relay" when the run has no egress), in order.
+  std::vector<std::string> connects;
   // A session's run (SandboxSpec::session) keeps a namespace of NAME=VALUE between runs:
   // `set=NAME=VALUE` assigns, `get=NAME` makes VALUE the run's result (a name never set fails
   // the run with NameError), `result=TEXT` gives a result outright. `hang` runs until an

@@ -4,6 +4,7 @@
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
+#include <Poco/Net/ServerSocket.h>
 #include <Poco/Net/StreamSocket.h>
 #include <Poco/StreamCopier.h>
 #include <gmock/gmock.h>
@@ -178,6 +179,53 @@ TEST(HttpE2eTest, ARunThroughHttpWithTheRightTokenAndNoneForAnyOtherCaller) {
   EXPECT_THAT(log, Not(HasSubstr(kBobToken)));
   server.process().signal(SIGTERM);
   EXPECT_EQ(server.process().waitExit(5s), 0);
+}
+
+// Issue 44: egress is each tenant's own. alice may reach allowed.test (a listener of the test's
+// on loopback) and her tools/list and instructions say so; bob has no policy: his runs get no
+// relay (the fake, as PID 1, finds no egress in their control file) and his list names no host.
+TEST(HttpE2eTest, EgressIsTheTenantsOwnAndToolsListSaysWhichHosts) {
+  Poco::Net::ServerSocket upstream(Poco::Net::SocketAddress("127.0.0.1", 0));
+  const std::string port = std::to_string(upstream.address().port());
+  const TokenFile tokens;
+  HttpServer server({"--token-file", tokens.path(), "--egress-allow",
+                     "alice=allowed.test:" + port, "--egress-resolve", "allowed.test=127.0.0.1",
+                     "--prepared", "0"});
+  ASSERT_TRUE(server.waitListening()) << server.process().stderrText();
+  const auto alice = server.open(kAliceToken);
+  const auto bob = server.open(kBobToken);
+
+  const std::string listed_alice =
+      server.post(R"({"jsonrpc":"2.0","id":3,"method":"tools/list"})", alice).body;
+  const std::string listed_bob =
+      server.post(R"({"jsonrpc":"2.0","id":3,"method":"tools/list"})", bob).body;
+  EXPECT_THAT(listed_alice, HasSubstr("Network: programs reach only allowed.test:" + port));
+  EXPECT_THAT(listed_bob, Not(HasSubstr("allowed.test")));
+
+  const std::string code = "#fake: connect=allowed.test:" + port +
+                           " connect=elsewhere.test:443\\n";  // JSON's newline
+  const auto run = [&](const std::map<std::string, std::string>& session) {
+    const Object::Ptr started =
+        server.call(session, "start_run", R"({"code":")" + code + R"(","wait_seconds":20})");
+    return started->getObject("structuredContent");
+  };
+  const Object::Ptr mine = run(alice);
+  EXPECT_EQ(mine->getValue<std::string>("stdout"),
+            "egress allowed.test:" + port + ": HTTP/1.1 200 Connection established\n"
+            "egress elsewhere.test:443: HTTP/1.1 403 Forbidden\n");
+  ASSERT_TRUE(mine->has("network"));
+  const Object::Ptr refused =
+      mine->getObject("network")->getArray("refused")->getObject(0);
+  EXPECT_EQ(refused->getValue<std::string>("host"), "elsewhere.test:443");
+  EXPECT_THAT(refused->getValue<std::string>("reason"),
+              HasSubstr("not on this server's allow-list"));
+
+  const Object::Ptr theirs = run(bob);
+  EXPECT_EQ(theirs->getValue<std::string>("stdout"),
+            "egress allowed.test:" + port + ": no relay\negress elsewhere.test:443: no relay\n");
+  EXPECT_FALSE(theirs->has("network"));
+  server.process().signal(SIGTERM);
+  EXPECT_EQ(server.process().waitExit(10s), 0);
 }
 
 // Issue 27: a 2026-07-28 request is served on its own: no initialize, no Mcp-Session-Id; its

@@ -38,6 +38,7 @@ class Upstream {
         if (stopping_) {
           return;
         }
+        ++accepted_;
         try {  // the relay may reset a connection it cut (a wrong TLS name)
           std::string request;
           char buffer[4096];
@@ -69,12 +70,13 @@ class Upstream {
     thread_.join();
   }
   std::uint16_t port() const { return socket_.address().port(); }
-  int served() const { return served_; }
+  int accepted() const { return accepted_; }
 
  private:
   Poco::Net::ServerSocket socket_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> served_{0};
+  std::atomic<int> accepted_{0};
   std::thread thread_;
 };
 
@@ -234,7 +236,6 @@ TEST_F(EgressRelayTest, AHostOffTheListIsRefusedWithTheReasonAndNeverDialed) {
   ASSERT_EQ(report.refused.size(), 1u);
   EXPECT_EQ(report.refused[0].target, "example.com:443");
   EXPECT_TRUE(report.reached.empty());
-  EXPECT_EQ(upstream_.served(), 0);
 }
 
 TEST_F(EgressRelayTest, AnAllowedHostOnAnotherPortIsRefused) {
@@ -305,7 +306,7 @@ TEST_F(EgressRelayTest, AnIpLiteralMatchesOnlyAnAddressEntry) {
   feed(out({FrameType::kData, 1, 0, "CONNECT 127.0.0.1:" + std::to_string(upstream_.port()) +
                                         " HTTP/1.1\r\n\r\n"}));
   EXPECT_EQ(stdin_.dataOf(1).rfind("HTTP/1.1 403", 0), 0u);
-  EXPECT_EQ(upstream_.served(), 0);
+  EXPECT_EQ(upstream_.accepted(), 0);  // refused by the policy: never dialled
 }
 
 TEST_F(EgressRelayTest, StreamsPastTheCapAreResetAndCounted) {

@@ -19,6 +19,8 @@
 // this way), kReset (the stream is gone both ways). Each side sends data only within the credit
 // the other has given, so neither ever buffers more than kInitialWindow of a stream.
 
+#include <scs/backend/launcher_protocol.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -35,8 +37,8 @@ enum class FrameType : char {
   kReset = 'R',
 };
 
-inline constexpr std::string_view kStdoutMarker = std::string_view("\0SCS-NET-", 9);
-inline constexpr std::string_view kStdinFrame = "SCS-NET";
+inline constexpr std::string_view kStdoutMarker = backend::launcher::kEgressMarkerPrefix;
+inline constexpr std::string_view kStdinFrame = backend::launcher::kEgressStdinFrame;
 inline constexpr std::size_t kStdoutHeaderBytes = 9;  // type, stream, value
 inline constexpr std::size_t kMaxStdoutFrameBytes = 4096;  // PIPE_BUF: one atomic write
 inline constexpr std::size_t kMaxStdinPayloadBytes = 64 << 10;

@@ -71,6 +71,12 @@ inline constexpr std::string_view kSessionFrame = "SCS-SESSION";
 inline constexpr std::size_t kMaxFrameHeaderBytes = 64;
 inline constexpr std::uint64_t kMaxFrameBytes = 2147483648;
 
+// Egress frames (issue 44; core/src/egress/frames.h has their grammar): on stdout each begins
+// with kEgressMarkerPrefix, the sandbox's egress nonce and kMarkerEnd; on stdin with
+// kEgressStdinFrame and a space.
+inline constexpr std::string_view kEgressMarkerPrefix = "\0SCS-NET-"sv;
+inline constexpr std::string_view kEgressStdinFrame = "SCS-NET";
+
 inline constexpr std::string_view kTrailerPrefix = "\n\0SCS-TRAILER-"sv;
 inline constexpr std::string_view kEndPrefix = "\0SCS-END-"sv;
 inline constexpr std::string_view kMarkerEnd = "\0"sv;
