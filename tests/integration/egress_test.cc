@@ -84,7 +84,11 @@ class EgressTest : public ::testing::Test {
 
   static void TearDownTestSuite() {
     if (server_) {
+      const int pid = server_->pid();
       server_->closeStdin();
+      server_->waitExit(std::chrono::seconds(60));
+      // Nothing left running: the server's sandboxes went with it.
+      EXPECT_TRUE(containersWithLabel("io.scs.owner-pid=" + std::to_string(pid)).empty());
     }
     server_.reset();
     upstream_.reset();

@@ -772,35 +772,26 @@ std::shared_ptr<Resolver> systemResolver() { return std::make_shared<SystemResol
 EgressPolicy::EgressPolicy(std::shared_ptr<Resolver> resolver)
     : resolver_(std::move(resolver)), own_(ownAddresses()) {}
 
-Result<bool> EgressPolicy::allow(std::string_view entry) {
+// An allow or deny entry added to the tenant's `list`; false for an exact repeat.
+Result<bool> EgressPolicy::add(std::string_view entry, std::vector<Pattern> Rules::*list) {
   Result<std::pair<std::string, Pattern>> parsed = tenantEntry(entry);
   if (const Error* error = std::get_if<Error>(&parsed)) {
     return *error;
   }
-  auto& [tenant, pattern] = std::get<std::pair<std::string, Pattern>>(parsed);
-  std::vector<Pattern>& list = tenants_[tenant].allow;
-  if (std::any_of(list.begin(), list.end(),
-                  [&](const Pattern& p) { return p.text == pattern.text; })) {
+  std::pair<std::string, Pattern>& added = std::get<std::pair<std::string, Pattern>>(parsed);
+  std::vector<Pattern>& patterns = tenants_[added.first].*list;
+  const std::string& text = added.second.text;
+  if (std::any_of(patterns.begin(), patterns.end(),
+                  [&text](const Pattern& p) { return p.text == text; })) {
     return false;
   }
-  list.push_back(std::move(pattern));
+  patterns.push_back(std::move(added.second));
   return true;
 }
 
-Result<bool> EgressPolicy::deny(std::string_view entry) {
-  Result<std::pair<std::string, Pattern>> parsed = tenantEntry(entry);
-  if (const Error* error = std::get_if<Error>(&parsed)) {
-    return *error;
-  }
-  auto& [tenant, pattern] = std::get<std::pair<std::string, Pattern>>(parsed);
-  std::vector<Pattern>& list = tenants_[tenant].deny;
-  if (std::any_of(list.begin(), list.end(),
-                  [&](const Pattern& p) { return p.text == pattern.text; })) {
-    return false;
-  }
-  list.push_back(std::move(pattern));
-  return true;
-}
+Result<bool> EgressPolicy::allow(std::string_view entry) { return add(entry, &Rules::allow); }
+
+Result<bool> EgressPolicy::deny(std::string_view entry) { return add(entry, &Rules::deny); }
 
 Result<bool> EgressPolicy::pin(std::string_view entry) {
   const auto refuse = [entry](const std::string& why) {

@@ -131,6 +131,7 @@ class EgressPolicy {
     std::vector<Pattern> allow;
     std::vector<Pattern> deny;
   };
+  Result<bool> add(std::string_view entry, std::vector<Pattern> Rules::*list);
   std::shared_ptr<Resolver> resolver_;
   std::map<std::string, Rules, std::less<>> tenants_;
   std::map<std::string, Poco::Net::IPAddress, std::less<>> pins_;
