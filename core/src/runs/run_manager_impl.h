@@ -108,6 +108,10 @@ struct Run {
   std::shared_ptr<egress::EgressChannel> egress;
   std::unique_ptr<egress::EgressSink> egress_sink;
   bool egress_probe = false;  // StartRequest::egress_probe
+  // The sink its own sandbox writes to.
+  backend::OutputSink* outerSink() {
+    return egress_sink ? static_cast<backend::OutputSink*>(egress_sink.get()) : capture.get();
+  }
   PreparedPtr prepared;       // taken at admission; freed once its sandbox is removed
   bool ran_prepared = false;  // its code went to the prepared sandbox
   // The engine's peak memory of that sandbox before the code arrived: its idle footprint.
@@ -139,7 +143,6 @@ struct Outcome {
   // this run (empty: it lives on).
   bool interrupted = false;
   std::string session_end;
-  egress::NetworkReport network;
 };
 
 struct RunManager::Impl {

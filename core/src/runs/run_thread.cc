@@ -199,8 +199,7 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome, SandboxLease& lease) 
   files.clear();
   SandboxBringUp::Steps steps;
   steps.archive = &archive;
-  steps.sink = run.egress_sink ? static_cast<backend::OutputSink*>(run.egress_sink.get())
-                               : run.capture.get();
+  steps.sink = run.outerSink();
   steps.stdin_open = run.egress != nullptr;
   steps.created = [&](const std::string& sandbox_id) {
     attachEgress(run.egress, sandbox_id);
@@ -262,8 +261,7 @@ bool RunManager::Impl::runInPrepared(Run& run, const std::string& archive, Outco
     run.idle_peak_bytes = idle_progress.peak_memory_bytes;
   }
   attachEgress(run.egress, sandbox_id);
-  run.prepared->sink.bind(run.egress_sink ? static_cast<backend::OutputSink*>(run.egress_sink.get())
-                                          : run.capture.get());
+  run.prepared->sink.bind(run.outerSink());
   const backend::Status delivered = backend_.deliver(sandbox_id, archive);
   if (!delivered.ok()) {
     outcome.evidence.sandbox_failure = "delivery failed: " + delivered.message;
