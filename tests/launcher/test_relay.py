@@ -1,0 +1,142 @@
+"""PID 1's egress relay (scs_launcher/relay.py): the server's frames on stdin, and a connection
+carried as frames on stdout, with the loop PID 1 serves it from."""
+
+import fcntl
+import os
+import socket
+import threading
+import unittest
+from unittest import mock
+
+from support import DOCKER
+from scs_launcher import processes, relay, session
+
+NONCE = "0123456789abcdef0123456789abcdef"
+F_SETPIPE_SZ = 1031
+
+
+class StdinFramesTest(unittest.TestCase):
+    def test_frames_split_anywhere_read_the_same(self):
+        self.assertTrue(relay.__file__.startswith(os.path.abspath(DOCKER)))
+        stream = (b"SCS-NET D 1 5\nhelloSCS-NET C 1 4096\n\0\0SCS-NET F 1 0\n"
+                  b"SCS-NET R 3 0\n")
+        expected = [(b"D", 1, 5, b"hello"), (b"C", 1, 4096, b""), (b"F", 1, 0, b""),
+                    (b"R", 3, 0, b"")]
+        for split in range(len(stream) + 1):
+            frames = relay.StdinFrames()
+            got = frames.feed(stream[:split]) + frames.feed(stream[split:])
+            self.assertEqual(got, expected, split)
+
+    def test_anything_else_is_refused(self):
+        for header in (b"SCS-NET X 1 0\n", b"SCS-NET D 1 0\n", b"SCS-NET D 1 70000\n",
+                       b"SCS-NET D one 5\n", b"SCS-RUN 5\n", b"x" * 80):
+            with self.assertRaises(ValueError, msg=header):
+                relay.StdinFrames().feed(header)
+
+
+class SessionFramesTest(unittest.TestCase):
+    def test_egress_frames_come_between_runs_in_order(self):
+        frames = session.Frames()
+        got = frames.feed(b"SCS-RUN 3\nabcSCS-NET D 1 2\nhiSCS-INTERRUPT\n")
+        self.assertEqual(got, [b"abc", (b"D", 1, 2, b"hi"), None])
+
+
+class RelayTest(unittest.TestCase):
+    """A real connection on loopback through the relay, PID 1's stdout a pipe the test reads."""
+
+    def setUp(self):
+        self.out_r, out_w = os.pipe()
+        # Room for all a test sends: PID 1 writes frames blocking, and the test reads them only
+        # between turns of the loop.
+        fcntl.fcntl(out_w, F_SETPIPE_SZ, 1 << 20)
+        self.saved_stdout = os.dup(1)
+        os.dup2(out_w, 1)
+        os.close(out_w)
+        self.loop = processes.Loop()
+        with mock.patch.object(relay, "RELAY_ADDRESS", ("127.0.0.1", 0)):
+            self.relay = relay.Relay(self.loop, NONCE)
+        self.client = socket.create_connection(self.relay.listener.getsockname(), timeout=5)
+        self.pending = b""
+
+    def tearDown(self):
+        os.dup2(self.saved_stdout, 1)
+        os.close(self.saved_stdout)
+        os.close(self.out_r)
+        self.client.close()
+        self.relay.close()
+        self.loop.close()
+
+    def frames(self, count):
+        """The next `count` frames PID 1 wrote: (type, stream, value, payload)."""
+        marker = relay.STDOUT_MARKER + NONCE.encode() + b"\0"
+        data, got = self.pending, []
+        while len(got) < count:
+            self.loop.run(lambda: False, timeout=0.05)
+            os.set_blocking(self.out_r, False)
+            try:
+                data += os.read(self.out_r, 1 << 16)
+            except BlockingIOError:
+                pass
+            while data.startswith(marker) and len(data) >= len(marker) + relay.HEADER.size:
+                kind, number, value = relay.HEADER.unpack_from(data, len(marker))
+                size = value if kind == relay.DATA else 0
+                end = len(marker) + relay.HEADER.size + size
+                if len(data) < end:
+                    break
+                got.append((kind, number, value, data[end - size:end]))
+                data = data[end:]
+        self.pending = data  # what follows stays for the next call
+        return got
+
+    def test_a_connection_is_carried_both_ways(self):
+        self.assertEqual(self.frames(1), [(relay.OPEN, 1, 0, b"")])
+        self.client.sendall(b"hello")
+        self.assertEqual(self.frames(1), [(relay.DATA, 1, 5, b"hello")])
+        self.relay.on_frame(relay.DATA, 1, 5, b"world")
+        self.assertEqual(self.frames(1), [(relay.CREDIT, 1, 5, b"")])  # written: credit back
+        self.assertEqual(self.client.recv(5), b"world")
+        self.relay.on_frame(relay.FIN, 1, 0, b"")
+        self.loop.run(lambda: False, timeout=0.05)
+        self.assertEqual(self.client.recv(5), b"")  # the server's FIN: the program reads EOF
+        self.client.shutdown(socket.SHUT_WR)
+        self.assertEqual(self.frames(1), [(relay.FIN, 1, 0, b"")])
+        self.assertEqual(self.relay.streams, {})
+
+    def test_no_more_than_the_credit_is_sent(self):
+        self.frames(1)
+        # From a thread: the relay reads only while the loop runs, in frames().
+        sender = threading.Thread(target=self.client.sendall,
+                                  args=(b"x" * (relay.INITIAL_WINDOW + 10000),))
+        sender.start()
+        self.addCleanup(sender.join)
+        sent = 0
+        while sent < relay.INITIAL_WINDOW:
+            sent += sum(len(payload) for _, _, _, payload in self.frames(1))
+        self.loop.run(lambda: False, timeout=0.2)
+        self.assertEqual(sent, relay.INITIAL_WINDOW)
+        self.relay.on_frame(relay.CREDIT, 1, 10000, b"")
+        rest = 0
+        while rest < 10000:
+            rest += sum(len(payload) for _, _, _, payload in self.frames(1))
+        self.assertEqual(rest, 10000)
+
+    def test_frames_fit_one_atomic_write(self):
+        self.frames(1)
+        sender = threading.Thread(target=self.client.sendall, args=(b"y" * 100000,))
+        sender.start()
+        self.addCleanup(sender.join)
+        marker = len(relay.STDOUT_MARKER) + len(NONCE) + 1
+        for _, _, _, payload in self.frames(5):
+            self.assertLessEqual(marker + relay.HEADER.size + len(payload), relay.MAX_STDOUT_FRAME)
+
+    def test_a_reset_from_the_server_resets_the_program(self):
+        self.frames(1)
+        self.relay.on_frame(relay.RESET, 1, 0, b"")
+        with self.assertRaises((ConnectionResetError, OSError)):
+            self.client.sendall(b"z")
+            self.client.recv(1) or (_ for _ in ()).throw(ConnectionResetError())
+        self.assertEqual(self.relay.streams, {})
+
+
+if __name__ == "__main__":
+    unittest.main()
