@@ -193,6 +193,11 @@ bool startEgress(config::Config& config, egress::EgressPolicy& policy,
   if (!policy.enabled()) {
     return true;
   }
+  const Result<bool> read = policy.readOwnAddresses();
+  if (const auto* problem = std::get_if<Error>(&read)) {
+    log.error("cannot start: " + problem->message);
+    return false;
+  }
   if (config.backend == "kubernetes") {
     log.error("cannot start: --egress-allow needs a backend whose sandboxes' programs may use "
               "the sandbox's loopback; the kubernetes backend's filter refuses them every IP "

@@ -311,7 +311,12 @@ TEST(EgressOffTest, WithoutAPolicyThereIsNoRelayAndNoProxyVariable) {
   EXPECT_THAT(stream(report, "stdout"), HasSubstr("vars []"));
   EXPECT_THAT(stream(report, "stdout"), HasSubstr("relay 111"));  // ECONNREFUSED: nothing listens
   EXPECT_FALSE(report->has("network"));
+  // Ended by stdin's EOF, which removes its sandboxes (a killed server would leave its last
+  // run's, which the engine-restart test, run after this one, waits for in vain).
+  const int pid = server->pid();
   server->closeStdin();
+  EXPECT_TRUE(server->waitExit(std::chrono::seconds(60)).has_value());
+  EXPECT_TRUE(containersWithLabel("io.scs.owner-pid=" + std::to_string(pid)).empty());
 }
 
 }  // namespace

@@ -634,12 +634,13 @@ std::string hostPort(const Target& target, std::uint16_t port) {
   return (v6 ? "[" + target.host + "]" : target.host) + ":" + std::to_string(port);
 }
 
-std::vector<IPAddress> ownAddresses() {
+Result<std::vector<IPAddress>> ownAddresses() {
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) {
-    throw std::system_error(errno, std::generic_category(),
-                            "Could not read this server's own addresses (getifaddrs), which "
-                            "egress must refuse");
+    return internal("egress cannot read this server's own addresses, which it must refuse "
+                    "(getifaddrs: " + std::error_code(errno, std::generic_category()).message() +
+                    "; it needs an AF_NETLINK socket, which a unit's RestrictAddressFamilies "
+                    "must allow)");
   }
   std::vector<IPAddress> own;
   for (const ifaddrs* entry = list; entry != nullptr; entry = entry->ifa_next) {
@@ -769,8 +770,16 @@ std::optional<std::string> forbiddenClass(const IPAddress& address,
 
 std::shared_ptr<Resolver> systemResolver() { return std::make_shared<SystemResolver>(); }
 
-EgressPolicy::EgressPolicy(std::shared_ptr<Resolver> resolver)
-    : resolver_(std::move(resolver)), own_(ownAddresses()) {}
+EgressPolicy::EgressPolicy(std::shared_ptr<Resolver> resolver) : resolver_(std::move(resolver)) {}
+
+Result<bool> EgressPolicy::readOwnAddresses() {
+  Result<std::vector<IPAddress>> own = ownAddresses();
+  if (const Error* error = std::get_if<Error>(&own)) {
+    return *error;
+  }
+  own_ = std::move(std::get<std::vector<IPAddress>>(own));
+  return true;
+}
 
 // An allow or deny entry added to the tenant's `list`; false for an exact repeat.
 Result<bool> EgressPolicy::add(std::string_view entry, std::vector<Pattern> Rules::*list) {
