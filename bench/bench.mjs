@@ -20,6 +20,7 @@ import { Server } from './lib/server.mjs';
 import { percentile, summary } from './lib/stats.mjs';
 import { analysis } from './phases/analysis.mjs';
 import { burst } from './phases/burst.mjs';
+import { egress } from './phases/egress.mjs';
 import { languages } from './phases/languages.mjs';
 import { latency } from './phases/latency.mjs';
 import { memory, soak, throughput } from './phases/load.mjs';
@@ -72,6 +73,12 @@ async function main() {
       results.phases.packages = await packages('runc');
       if (cfg.runsc !== '0' && (results.machine.runtimes.includes('runsc') || cfg.runsc === '1')) {
         results.phases.runsc_packages = await packages('runsc');
+      }
+    }
+    if (want('egress')) {
+      results.phases.egress = await egress('runc');
+      if (cfg.runsc !== '0' && (results.machine.runtimes.includes('runsc') || cfg.runsc === '1')) {
+        results.phases.runsc_egress = await egress('runsc');
       }
     }
     if (want('analysis')) {

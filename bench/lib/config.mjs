@@ -41,14 +41,18 @@ export const cfg = {
   floodMiB: envInt('BENCH_FLOOD_MB', 100),
   runsc: process.env.BENCH_RUNSC ?? 'auto',  // auto | 0 | 1
   phases: (process.env.BENCH_PHASES ??
-    'arrivals,latency,languages,packages,analysis,burst,session,runsc,throughput,memory,soak,' +
-    'tenants')
+    'arrivals,latency,languages,packages,egress,analysis,burst,session,runsc,throughput,memory,' +
+    'soak,tenants')
     .split(','),
   analysisRuns: envInt('BENCH_ANALYSIS_RUNS', quick ? 5 : 20),
   // Measured rounds of the languages phase (six contenders a round), after 2 discarded.
   languageRuns: envInt('BENCH_LANGUAGE_RUNS', quick ? 5 : 20),
   // Measured rounds of the packages phase (two new sets a round), after 1 discarded.
   packageRuns: envInt('BENCH_PACKAGE_RUNS', quick ? 3 : 10),
+  // Measured rounds of the egress phase (a 64 MiB download and new connections, through the
+  // server's relay and over Docker's bridge), after 1 discarded; the connections each round.
+  egressRuns: envInt('BENCH_EGRESS_RUNS', quick ? 2 : 5),
+  egressConnections: envInt('BENCH_EGRESS_CONNECTIONS', 20),
   burstRounds: envInt('BENCH_BURST_ROUNDS', quick ? 3 : 10),
   // The pause between two bursts: an agent's turn between two fan-outs.
   burstPauseMs: envInt('BENCH_BURST_PAUSE_MS', 2000),

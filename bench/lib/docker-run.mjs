@@ -5,10 +5,12 @@ import { spawn } from 'node:child_process';
 import { BENCH_LABEL, TRIVIAL, cfg, sandbox } from './config.mjs';
 
 // `interpreter`: the argv that runs `code` given as its last argument. `image` and `env` (more
-// variables) for another image than the benchmark's.
-function dockerRunArgs(runtime, code, interpreter, { image = cfg.image, env = [] } = {}) {
+// variables) for another image than the benchmark's; `network` for the egress phase's contender,
+// which reaches the host over Docker's bridge.
+function dockerRunArgs(runtime, code, interpreter, { image = cfg.image, env = [],
+  network = 'none' } = {}) {
   const args = ['run', '--rm', '--label', `${BENCH_LABEL}=1`, '--runtime', runtime,
-    '--network', 'none', '--read-only', '--cap-drop', 'ALL',
+    '--network', network, '--read-only', '--cap-drop', 'ALL',
     '--security-opt', 'no-new-privileges', '--security-opt', `seccomp=${cfg.seccomp}`,
     '--user', sandbox.user, '--init', '--memory', String(sandbox.memory),
     '--memory-swap', String(sandbox.memory), '--cpus', '2', '--pids-limit', String(sandbox.pids),
@@ -31,7 +33,13 @@ function dockerRunArgs(runtime, code, interpreter, { image = cfg.image, env = []
 // `code` must print "1" (the trivial run) or end its output with "ok".
 const PYTHON = ['/usr/bin/python3', '-I', '-c'];
 
-export function dockerRun(runtime, code = TRIVIAL, interpreter = PYTHON, options = {}) {
+export async function dockerRun(runtime, code = TRIVIAL, interpreter = PYTHON, options = {}) {
+  return (await dockerRunOutput(runtime, code, interpreter, options)).ms;
+}
+
+// The same, with the program's stdout: for a program that measures itself and prints what it
+// measured before its "ok".
+export function dockerRunOutput(runtime, code = TRIVIAL, interpreter = PYTHON, options = {}) {
   return new Promise((resolve, reject) => {
     const started = performance.now();
     const child = spawn('docker', dockerRunArgs(runtime, code, interpreter, options),
@@ -46,7 +54,7 @@ export function dockerRun(runtime, code = TRIVIAL, interpreter = PYTHON, options
       if (code !== 0 || (out !== '1\n' && !out.endsWith('ok\n'))) {
         reject(new Error(`docker run failed (exit ${code}): ${err.trim()} stdout=${JSON.stringify(out)}`));
       } else {
-        resolve(ms);
+        resolve({ ms, stdout: out });
       }
     });
   });

@@ -117,6 +117,23 @@ export function table(results) {
     lines.push('');
   }
 
+  for (const eg of [results.phases.egress, results.phases.runsc_egress].filter(Boolean)) {
+    const rate = (s) => `${s.p50.toFixed(0)} (${s.min.toFixed(0)})`;
+    const added = (value) => `${value >= 0 ? '+' : ''}${value.toFixed(1)} ms`;
+    lines.push(`| egress (${eg.runtime}), timed inside the program, ${eg.relay.mib_per_s.n} rounds | ` +
+      `server's relay | \`docker run --network bridge\` (${eg.bridge_runtime}) | relay against bridge |`);
+    lines.push('|---|---:|---:|---:|');
+    lines.push(`| ${eg.big_bytes / 1024 ** 2} MiB download, MiB/s p50 (min) | ` +
+      `${rate(eg.relay.mib_per_s)} | ${rate(eg.bridge.mib_per_s)} | ${ratio(eg.throughput_ratio)} |`);
+    lines.push(`| a new connection and a GET of ${eg.tiny_bytes} bytes ` +
+      `(${eg.connections_per_round} a round), ms p50 | ` +
+      `${eg.relay.connect_ms.p50.toFixed(1)} | ${eg.bridge.connect_ms.p50.toFixed(1)} | ` +
+      `${added(eg.added_connect_p50_ms)} |`);
+    lines.push(`| the same, p95 | ${eg.relay.connect_ms.p95.toFixed(1)} | ` +
+      `${eg.bridge.connect_ms.p95.toFixed(1)} | ${added(eg.added_connect_p95_ms)} |`);
+    lines.push('');
+  }
+
   if (results.phases.session) {
     const se = results.phases.session;
     lines.push('| one `start_run` with `wait_seconds`, ms | p50 | p95 | min | max |');
@@ -171,6 +188,12 @@ export function table(results) {
     if (lr.fresh) {
       targets.push(['MCP `--prepared 0` p50 / `docker run` p50 (runc)', ratio(lr.fresh.p50 / lr.docker.p50), '-', '-']);
     }
+  }
+  for (const eg of [results.phases.egress, results.phases.runsc_egress].filter(Boolean)) {
+    targets.push([`egress: relay / bridge download MiB/s p50 (${eg.runtime})`,
+      ratio(eg.throughput_ratio), '>= 0.50', verdict(eg.throughput_ratio >= 0.5)]);
+    targets.push([`egress: added per connection, p50 (${eg.runtime})`,
+      `${eg.added_connect_p50_ms.toFixed(1)} ms`, '< 5 ms', verdict(eg.added_connect_p50_ms < 5)]);
   }
   const an = results.phases.analysis;
   if (an) {
