@@ -219,15 +219,8 @@ void EgressChannel::onFrame(Frame frame) {
           break;
         }
         last_stream_ = frame.stream;
-        // Streams whose threads have finished are forgotten first.
-        for (auto it = streams_.begin(); it != streams_.end();) {
-          if (!it->second->done) {
-            ++it;
-            continue;
-          }
-          it = streams_.erase(it);
-        }
-        std::size_t open = streams_.size();
+        // A stream leaves streams_ as its thread ends (finish()): these are the open ones.
+        const std::size_t open = streams_.size();
         if (open >= service_.limits().streams_per_sandbox || !service_.takeTenantStream(tenant_)) {
           replies.push_back({FrameType::kReset, frame.stream, 0, {}});
           const std::string reason =
