@@ -492,26 +492,28 @@ void EgressChannel::serveStream(const std::shared_ptr<Stream>& stream) {
       return;
     }
     if (!await(-1, 0, handshake_until).first) {
+      refuse("", "no proxy request in time", "protocol");
       sendData(handshake.refused(
           Refusal::kTimedOut,
           "no proxy request within " + std::to_string(limits.handshake.count()) + " s"));
       send({FrameType::kFin, id, 0, {}});
-      refuse("", "no proxy request in time", "protocol");
       finish();
       return;
     }
   }
   const auto refuseWith = [&](const std::string& target, Refusal why, const std::string& reason,
                               std::string_view kind) {
+    // In the report before the program can see it: a run that ends on the refusal finds it
+    // there.
+    refuse(target, reason, kind);
     sendData(handshake.refused(why, reason));
     send({FrameType::kFin, id, 0, {}});
-    refuse(target, reason, kind);
     finish();
   };
   if (step.kind == ProxyHandshake::Step::Kind::kRefuse) {
+    refuse("", step.reason, "bad_request");
     sendData(step.reply);
     send({FrameType::kFin, id, 0, {}});
-    refuse("", step.reason, "bad_request");
     finish();
     return;
   }
@@ -706,9 +708,10 @@ void EgressChannel::serveStream(const std::shared_ptr<Stream>& stream) {
           std::lock_guard lock(mutex_);
           stream->credit -= static_cast<std::uint64_t>(n);
         }
-        sendData(std::string_view(buffer.data(), static_cast<std::size_t>(n)));
-        down_total += static_cast<std::uint64_t>(n);
+        // Counted before the program can have it, as a refusal is.
         account(reached, 0, static_cast<std::uint64_t>(n), false);
+        down_total += static_cast<std::uint64_t>(n);
+        sendData(std::string_view(buffer.data(), static_cast<std::size_t>(n)));
         idle_until = Clock::now() + limits.idle;
       } else if (n == 0) {
         upstream_eof = true;
