@@ -32,20 +32,6 @@ void appendBigEndian(std::string& out, std::uint32_t value) {
   }
 }
 
-std::vector<std::size_t> failureFunction(const std::string& pattern) {
-  std::vector<std::size_t> failure(pattern.size(), 0);
-  for (std::size_t i = 1, k = 0; i < pattern.size(); ++i) {
-    while (k > 0 && pattern[i] != pattern[k]) {
-      k = failure[k - 1];
-    }
-    if (pattern[i] == pattern[k]) {
-      ++k;
-    }
-    failure[i] = k;
-  }
-  return failure;
-}
-
 }  // namespace
 
 std::string stdoutMarker(std::string_view nonce) {
@@ -84,8 +70,7 @@ std::string encodeStdinFrame(const Frame& frame) {
   return out;
 }
 
-StdoutFrames::StdoutFrames(std::string_view nonce)
-    : marker_(stdoutMarker(nonce)), failure_(failureFunction(marker_)) {}
+StdoutFrames::StdoutFrames(std::string_view nonce) : marker_(stdoutMarker(nonce)) {}
 
 void StdoutFrames::feed(std::string_view bytes, std::string& output, std::vector<Frame>& frames) {
   std::size_t i = 0;
@@ -95,37 +80,10 @@ void StdoutFrames::feed(std::string_view bytes, std::string& output, std::vector
         output.append(bytes.substr(i));
         return;
       case State::kScanning: {
-        if (matched_ == 0) {
-          // Most of stdout is the program's: everything up to the next byte that could begin
-          // a marker goes out at once.
-          const std::size_t next = bytes.find(marker_[0], i);
-          const std::size_t stop = next == std::string_view::npos ? bytes.size() : next;
-          output.append(bytes.substr(i, stop - i));
-          i = stop;
-          if (i == bytes.size()) {
-            break;
-          }
-        }
-        // Held back: the marker's first matched_ bytes. With c, the held bytes and c become
-        // the marker's first k bytes, and the m + 1 - k before them are the program's.
-        const char c = bytes[i++];
-        std::size_t k = matched_;
-        while (k > 0 && c != marker_[k]) {
-          k = failure_[k - 1];
-        }
-        if (c == marker_[k]) {
-          ++k;
-        }
-        const std::size_t released = matched_ + 1 - k;
-        if (released > matched_) {
-          output.append(marker_, 0, matched_);
-          output.push_back(c);
-        } else {
-          output.append(marker_, 0, released);
-        }
-        matched_ = k;
-        if (matched_ == marker_.size()) {
-          matched_ = 0;
+        const MarkerScan::Fed fed =
+            marker_.feed(bytes.substr(i), [&](std::string_view own) { output.append(own); });
+        i += fed.consumed;
+        if (fed.found) {
           state_ = State::kHeader;
           header_.clear();
         }
@@ -150,7 +108,7 @@ void StdoutFrames::feed(std::string_view bytes, std::string& output, std::vector
           frame_.type = static_cast<FrameType>(type);
           if (frame_.type == FrameType::kData &&
               (frame_.value == 0 ||
-               frame_.value > kMaxStdoutFrameBytes - marker_.size() - kStdoutHeaderBytes)) {
+               frame_.value > kMaxStdoutFrameBytes - marker_.marker().size() - kStdoutHeaderBytes)) {
             violation_ = "an egress data frame of " + std::to_string(frame_.value) + " bytes";
           } else if ((frame_.type == FrameType::kOpen || frame_.type == FrameType::kFin) &&
                      frame_.value != 0) {
@@ -185,9 +143,9 @@ void StdoutFrames::feed(std::string_view bytes, std::string& output, std::vector
 }
 
 void StdoutFrames::finish(std::string& output) {
-  if (state_ == State::kScanning && matched_ > 0) {
-    output.append(marker_, 0, matched_);
-    matched_ = 0;
+  if (state_ == State::kScanning) {
+    output.append(marker_.held());
+    marker_.clear();
   }
 }
 

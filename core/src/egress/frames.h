@@ -27,6 +27,8 @@
 #include <string_view>
 #include <vector>
 
+#include "marker_scan.h"
+
 namespace scs::egress {
 
 enum class FrameType : char {
@@ -81,10 +83,8 @@ class StdoutFrames {
 
  private:
   enum class State { kScanning, kHeader, kPayload, kBroken };
-  const std::string marker_;
-  std::vector<std::size_t> failure_;  // KMP failure function of marker_
+  MarkerScan marker_;
   State state_ = State::kScanning;
-  std::size_t matched_ = 0;  // marker bytes matched at the end of what arrived
   std::string header_;
   Frame frame_;
   std::string violation_;

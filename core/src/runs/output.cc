@@ -4,7 +4,6 @@
 #include "runs/output.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 namespace scs::runs {
@@ -66,23 +65,6 @@ std::size_t incompleteSuffix(std::string_view text) {
   return 0;
 }
 
-// KMP: for each prefix length k+1, the length of its longest proper prefix that is also its
-// suffix.
-std::vector<std::size_t> failureFunction(std::string_view pattern) {
-  std::vector<std::size_t> failure(pattern.size(), 0);
-  std::size_t k = 0;
-  for (std::size_t i = 1; i < pattern.size(); ++i) {
-    while (k > 0 && pattern[i] != pattern[k]) {
-      k = failure[k - 1];
-    }
-    if (pattern[i] == pattern[k]) {
-      ++k;
-    }
-    failure[i] = k;
-  }
-  return failure;
-}
-
 }  // namespace
 
 std::string toValidUtf8(std::string_view bytes) {
@@ -141,9 +123,6 @@ std::string toValidUtf8(std::string_view bytes) {
   }
   return out;
 }
-
-OutputCapture::Scan::Scan(std::string marker_bytes)
-    : marker(std::move(marker_bytes)), failure(failureFunction(marker)) {}
 
 OutputCapture::OutputCapture(std::size_t cap_bytes_per_stream, std::string trailer_marker,
                              std::size_t trailer_cap_bytes, std::string stderr_end_marker)
@@ -206,7 +185,7 @@ bool OutputCapture::outputComplete() const {
 }
 
 bool OutputCapture::outputCompleteLocked() const {
-  return trailer_line_ended_ && (stderr_scan_.marker.empty() || stderr_scan_.found);
+  return trailer_line_ended_ && (stderr_scan_.search.marker().empty() || stderr_scan_.found);
 }
 
 void OutputCapture::close() {
@@ -214,52 +193,18 @@ void OutputCapture::close() {
   for (const auto stream : {backend::Stream::kStdout, backend::Stream::kStderr}) {
     Scan& pending = scanFor(stream);
     if (!pending.found) {
-      append(bufferFor(stream), pending.held());
+      append(bufferFor(stream), pending.search.held());
     }
-    pending.matched = 0;
+    pending.search.clear();
   }
   closed_ = true;
 }
 
-// The held-back bytes are always marker[0, matched), so they need no buffer: on each write the
-// output is a prefix of those bytes followed by the new ones, up to what is still held.
 std::size_t OutputCapture::scan(Buffer& buffer, Scan& scan, std::string_view bytes) {
-  const std::string& marker = scan.marker;
-  if (marker.empty()) {
-    append(buffer, bytes);
-    return bytes.size();
-  }
-  const std::size_t held = scan.matched;
-  const auto output = [&](std::size_t length) {
-    const std::size_t from_held = std::min(length, held);
-    append(buffer, std::string_view(marker).substr(0, from_held));
-    append(buffer, bytes.substr(0, length - from_held));
-  };
-  std::size_t i = 0;
-  while (i < bytes.size()) {
-    if (scan.matched == 0) {
-      const void* next = std::memchr(bytes.data() + i, marker.front(), bytes.size() - i);
-      if (next == nullptr) {
-        break;
-      }
-      i = static_cast<std::size_t>(static_cast<const char*>(next) - bytes.data());
-    }
-    const char byte = bytes[i++];
-    while (scan.matched > 0 && marker[scan.matched] != byte) {
-      scan.matched = scan.failure[scan.matched - 1];
-    }
-    if (marker[scan.matched] == byte) {
-      ++scan.matched;
-    }
-    if (scan.matched == marker.size()) {
-      output(held + i - marker.size());
-      scan.matched = 0;
-      scan.found = true;
-      return i;
-    }
-  }
-  output(held + bytes.size() - scan.matched);
-  return bytes.size();
+  const MarkerScan::Fed fed =
+      scan.search.feed(bytes, [&](std::string_view own) { append(buffer, own); });
+  scan.found = scan.found || fed.found;
+  return fed.consumed;
 }
 
 void OutputCapture::appendTrailer(std::string_view bytes) {
@@ -339,7 +284,7 @@ CapturedOutput OutputCapture::snapshot(backend::Stream stream, std::uint64_t fro
     // Bytes held back as a partial marker match are shown: they are output unless the marker
     // completes, which only the launcher can make happen, as the run ends.
     const Scan& pending = scanFor(stream);
-    const std::string_view held = pending.found ? std::string_view() : pending.held();
+    const std::string_view held = pending.found ? std::string_view() : pending.search.held();
     (tail.empty() ? head : tail).append(held);
     result.bytes = buffer.total + held.size();
     const std::uint64_t tail_offset = result.bytes - tail.size();

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "marker_scan.h"
 #include "runs/run_manager.h"
 
 namespace scs::runs {
@@ -82,14 +83,10 @@ class OutputCapture : public backend::OutputSink {
     std::uint64_t total = 0;
   };
 
-  // A marker looked for in one stream, across write() boundaries.
+  // A marker looked for in one stream, across write() boundaries; once found, no longer.
   struct Scan {
-    explicit Scan(std::string marker);
-    std::string_view held() const { return std::string_view(marker).substr(0, matched); }
-
-    const std::string marker;
-    const std::vector<std::size_t> failure;  // KMP failure function of marker
-    std::size_t matched = 0;                 // marker bytes matched at the stream's end, held
+    explicit Scan(std::string marker) : search(std::move(marker)) {}
+    MarkerScan search;
     bool found = false;
   };
 
