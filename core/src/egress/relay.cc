@@ -221,15 +221,14 @@ void EgressChannel::onFrame(Frame frame) {
         last_stream_ = frame.stream;
         // A stream leaves streams_ as its thread ends (finish()): these are the open ones.
         const std::size_t open = streams_.size();
-        if (open >= service_.limits().streams_per_sandbox || !service_.takeTenantStream(tenant_)) {
+        const bool sandbox_full = open >= service_.limits().streams_per_sandbox;
+        if (sandbox_full || !service_.takeTenantStream(tenant_)) {
           replies.push_back({FrameType::kReset, frame.stream, 0, {}});
           const std::string reason =
-              "more than " +
-              std::to_string(open >= service_.limits().streams_per_sandbox
-                                 ? service_.limits().streams_per_sandbox
-                                 : service_.limits().streams_per_tenant) +
-              " connections at once" +
-              (open >= service_.limits().streams_per_sandbox ? "" : " for this tenant");
+              sandbox_full ? "more than " + std::to_string(service_.limits().streams_per_sandbox) +
+                                 " connections at once"
+                           : "more than " + std::to_string(service_.limits().streams_per_tenant) +
+                                 " connections at once for this tenant";
           recordRefusalLocked("", reason);
           if (service_.events_ != nullptr) {
             service_.events_->streamRefused(tenant_, "limit");
