@@ -199,7 +199,7 @@ TEST(HttpE2eTest, EgressIsTheTenantsOwnAndToolsListSaysWhichHosts) {
       server.post(R"({"jsonrpc":"2.0","id":3,"method":"tools/list"})", alice).body;
   const std::string listed_bob =
       server.post(R"({"jsonrpc":"2.0","id":3,"method":"tools/list"})", bob).body;
-  EXPECT_THAT(listed_alice, HasSubstr("Network: programs reach only allowed.test:" + port));
+  EXPECT_THAT(listed_alice, HasSubstr("Network: only allowed.test:" + port));
   EXPECT_THAT(listed_bob, Not(HasSubstr("allowed.test")));
 
   const std::string code = "#fake: connect=allowed.test:" + port +

@@ -195,11 +195,9 @@ std::string egressSentence(const egress::EgressPolicy* policy, const std::string
   for (const std::string& entry : policy->deniedFor(tenant)) {
     except += (except.empty() ? "" : ", ") + entry;
   }
-  return "Network: programs reach only " + hosts +
-         (except.empty() ? std::string() : " (except " + except + ")") +
-         ", through the server's proxy, which HTTP_PROXY, HTTPS_PROXY and ALL_PROXY name "
-         "(curl, urllib, requests, pip and Node's fetch use it unchanged); anything else is "
-         "refused at once with the reason, also in the report's network part.";
+  return "Network: only " + hosts + (except.empty() ? std::string() : " (except " + except + ")") +
+         ", through the proxy HTTP_PROXY, HTTPS_PROXY and ALL_PROXY name; other hosts are refused "
+         "with the reason (the report's network part).";
 }
 
 Poco::JSON::Array::Ptr Tools::definitions(const std::string& tenant) const {
@@ -218,7 +216,7 @@ Poco::JSON::Array::Ptr Tools::definitions(const std::string& tenant) const {
     for (std::size_t i = 0; i < tools->size(); ++i) {
       Poco::JSON::Object::Ptr tool = tools->getObject(static_cast<unsigned>(i));
       const std::string name = tool->getValue<std::string>("name");
-      if (name == kStartRun || name == kOpenSession) {
+      if (name == kStartRun) {  // a session's runs are start_run's too: said once
         tool->set("description", tool->getValue<std::string>("description") + " " + network);
       }
     }
