@@ -53,6 +53,41 @@ int millisUntil(Clock::time_point at) {
   return static_cast<int>(std::clamp<long long>(left.count(), 0, 60'000));
 }
 
+// What tunnelProblem() answers while the first bytes do not yet decide.
+const std::string kUndecided = "undecided";
+
+// Whether a tunnel's first bytes may be carried to `port` of `target`: empty when they may, why
+// not when they may not, kUndecided while a ClientHello is incomplete. Plain bytes may go to
+// any port but 443; a TLS ClientHello must name the host (none for an IP literal), once, and
+// not hide it (Encrypted Client Hello).
+std::string tunnelProblem(std::string_view first, std::uint16_t port, const Target& target) {
+  constexpr unsigned char kHandshakeRecord = 0x16;
+  if (static_cast<unsigned char>(first[0]) != kHandshakeRecord) {
+    return port == 443 ? "port 443 carries TLS only, and this stream is not TLS" : "";
+  }
+  const ClientHello hello = readClientHello(first);
+  switch (hello.state) {
+    case ClientHello::State::kNeedMore:
+      return kUndecided;
+    case ClientHello::State::kNotTls:
+    case ClientHello::State::kMalformed:
+      return "its TLS ClientHello could not be read";
+    case ClientHello::State::kHello:
+      break;
+  }
+  if (hello.encrypted_client_hello) {
+    return "it offers Encrypted Client Hello, which hides the server it asks for";
+  }
+  if (hello.several_names) {
+    return "its TLS ClientHello names several servers";
+  }
+  if (target.address ? !hello.server_name.empty() : hello.server_name != target.host) {
+    return "its TLS server name \"" + hello.server_name.substr(0, 255) +
+           "\" is not the host it connected to";
+  }
+  return "";
+}
+
 }  // namespace
 
 // One connection of the program's. The fields under "guarded" are the channel's mutex's.
@@ -462,6 +497,16 @@ void EgressChannel::serveStream(const std::shared_ptr<Stream>& stream) {
     }
   };
 
+  // A refusal: in the report before the program can see it (a run that ends on it finds it
+  // there), then `reply` and the stream's end.
+  const auto refuseWith = [&](const std::string& target, const std::string& reply,
+                              const std::string& reason, std::string_view kind) {
+    refuse(target, reason, kind);
+    sendData(reply);
+    send({FrameType::kFin, id, 0, {}});
+    finish();
+  };
+
   // 1. The proxy request.
   ProxyHandshake handshake;
   ProxyHandshake::Step step;
@@ -491,29 +536,14 @@ void EgressChannel::serveStream(const std::shared_ptr<Stream>& stream) {
       return;
     }
     if (!await(-1, 0, handshake_until).first) {
-      refuse("", "no proxy request in time", "protocol");
-      sendData(handshake.refused(
-          Refusal::kTimedOut,
-          "no proxy request within " + std::to_string(limits.handshake.count()) + " s"));
-      send({FrameType::kFin, id, 0, {}});
-      finish();
+      const std::string why =
+          "no proxy request within " + std::to_string(limits.handshake.count()) + " s";
+      refuseWith("", handshake.refused(Refusal::kTimedOut, why), why, "protocol");
       return;
     }
   }
-  const auto refuseWith = [&](const std::string& target, Refusal why, const std::string& reason,
-                              std::string_view kind) {
-    // In the report before the program can see it: a run that ends on the refusal finds it
-    // there.
-    refuse(target, reason, kind);
-    sendData(handshake.refused(why, reason));
-    send({FrameType::kFin, id, 0, {}});
-    finish();
-  };
   if (step.kind == ProxyHandshake::Step::Kind::kRefuse) {
-    refuse("", step.reason, "bad_request");
-    sendData(step.reply);
-    send({FrameType::kFin, id, 0, {}});
-    finish();
+    refuseWith("", step.reply, step.reason, "bad_request");
     return;
   }
   const ProxyRequest request = step.request;
@@ -522,22 +552,26 @@ void EgressChannel::serveStream(const std::shared_ptr<Stream>& stream) {
   // 2. The policy: canonical form, deny, allow; then resolution, and the dial.
   const Result<Target> parsed = parseTarget(request.host);
   if (const Error* error = std::get_if<Error>(&parsed)) {
-    refuseWith(asked, Refusal::kBadRequest, error->message, "bad_request");
+    refuseWith(asked, handshake.refused(Refusal::kBadRequest, error->message), error->message,
+               "bad_request");
     return;
   }
   const Target& target = std::get<Target>(parsed);
   asked = targetText(target.host, request.port);
   const Decision decision = service_.policy().decide(tenant_, target, request.port);
   if (!decision.allowed) {
-    refuseWith(asked, Refusal::kNotAllowed, decision.reason, "not_allowed");
+    refuseWith(asked, handshake.refused(Refusal::kNotAllowed, decision.reason), decision.reason,
+               "not_allowed");
     return;
   }
   const Result<std::vector<Poco::Net::IPAddress>> resolved =
       service_.policy().resolve(tenant_, target, request.port);
   if (const Error* error = std::get_if<Error>(&resolved)) {
     const bool forbidden = error->kind == ErrorKind::kRefused;
-    refuseWith(asked, forbidden ? Refusal::kNotAllowed : Refusal::kUnreachable, error->message,
-               forbidden ? "forbidden_address" : "unreachable");
+    refuseWith(asked,
+               handshake.refused(forbidden ? Refusal::kNotAllowed : Refusal::kUnreachable,
+                                 error->message),
+               error->message, forbidden ? "forbidden_address" : "unreachable");
     return;
   }
   Poco::Net::StreamSocket upstream;
@@ -560,8 +594,10 @@ void EgressChannel::serveStream(const std::shared_ptr<Stream>& stream) {
     }
   }
   if (dialed.empty()) {
-    refuseWith(asked, timed_out ? Refusal::kTimedOut : Refusal::kConnectFailed,
-               "could not connect to " + asked + ": " + dial_error, "connect_failed");
+    const std::string why = "could not connect to " + asked + ": " + dial_error;
+    refuseWith(asked,
+               handshake.refused(timed_out ? Refusal::kTimedOut : Refusal::kConnectFailed, why),
+               why, "connect_failed");
     return;
   }
   if (take(nullptr).reset) {
@@ -569,7 +605,8 @@ void EgressChannel::serveStream(const std::shared_ptr<Stream>& stream) {
     return;
   }
 
-  // 3. The tunnel is open; a TLS stream's server name must be the host asked for.
+  // 3. The tunnel is open; its first bytes are read before any is carried: a TLS stream's
+  // ClientHello must name the host asked for, and port 443 carries TLS only.
   std::string pending = std::move(step.rest);
   if (request.protocol == ProxyProtocol::kHttp) {
     pending.insert(0, request.forward);
@@ -578,82 +615,48 @@ void EgressChannel::serveStream(const std::shared_ptr<Stream>& stream) {
     // One deadline for the whole ClientHello, from the tunnel's opening: a hello sent a byte at
     // a time holds the host's connection no longer.
     const auto hello_until = Clock::now() + limits.handshake;
-    bool checked = false;
-    while (!checked) {
-      if (!pending.empty() && static_cast<unsigned char>(pending[0]) != 0x16) {
-        if (request.port == 443) {
-          refuse(asked, "port 443 carries TLS only, and this stream is not TLS", "server_name");
-          send({FrameType::kReset, id, 0, {}});
-          finish();
-          return;
-        }
-        break;  // plain bytes to a port the operator allowed
-      }
+    std::string problem;
+    while (true) {
       if (!pending.empty()) {
-        const ClientHello hello = readClientHello(pending);
-        std::string why;
-        switch (hello.state) {
-          case ClientHello::State::kNeedMore:
-            break;
-          case ClientHello::State::kNotTls:
-          case ClientHello::State::kMalformed:
-            why = "its TLS ClientHello could not be read";
-            break;
-          case ClientHello::State::kHello:
-            if (hello.encrypted_client_hello) {
-              why = "it offers Encrypted Client Hello, which hides the server it asks for";
-            } else if (hello.several_names) {
-              why = "its TLS ClientHello names several servers";
-            } else if (target.address ? !hello.server_name.empty()
-                                      : hello.server_name != target.host) {
-              why = "its TLS server name \"" + hello.server_name.substr(0, 255) +
-                    "\" is not the host it connected to";
-            } else {
-              checked = true;
-            }
-            break;
-        }
-        if (!why.empty()) {
-          refuse(asked, why, "server_name");
-          send({FrameType::kReset, id, 0, {}});
-          finish();
-          return;
-        }
-        if (checked) {
+        problem = tunnelProblem(pending, request.port, target);
+        if (problem != kUndecided) {
           break;
         }
       }
+      const std::size_t had = pending.size();
       const Taken taken = take(&pending);
       if (taken.reset) {
         finish();
         return;
       }
-      if (taken.fin && pending.empty()) {
+      if (pending.size() > had) {
+        continue;
+      }
+      if (taken.fin) {  // nothing more will come: an empty tunnel carries nothing
+        problem = pending.empty() ? std::string() : "its TLS ClientHello ended unfinished";
         break;
       }
-      if (pending.empty() || readClientHello(pending).state == ClientHello::State::kNeedMore) {
-        if (taken.fin) {
-          break;
-        }
-        if (!await(-1, 0, hello_until).first) {
-          refuse(asked, "no TLS ClientHello in time", "server_name");
-          send({FrameType::kReset, id, 0, {}});
-          finish();
-          return;
-        }
+      if (!await(-1, 0, hello_until).first) {
+        problem = "no TLS ClientHello in time";
+        break;
       }
+    }
+    if (!problem.empty()) {
+      refuse(asked, problem, "server_name");
+      send({FrameType::kReset, id, 0, {}});
+      finish();
+      return;
     }
   }
 
   // 4. The bytes both ways.
-  const std::string reached = targetText(target.host, request.port);
+  const std::string& reached = asked;
   account(reached, 0, 0, true);
   const int fd = upstream.impl()->sockfd();
   upstream.setBlocking(false);
   std::size_t offset = 0;
   bool upstream_eof = false;
   bool upstream_shut = false;
-  bool program_fin = false;
   std::uint64_t up_total = 0;
   std::uint64_t down_total = 0;
   std::string end = "closed";
@@ -673,8 +676,7 @@ void EgressChannel::serveStream(const std::shared_ptr<Stream>& stream) {
       end = stream->reset_reason.empty() ? "reset by the program" : stream->reset_reason;
       break;
     }
-    program_fin = taken.fin;
-    if (program_fin && offset >= pending.size() && !upstream_shut) {
+    if (taken.fin && offset >= pending.size() && !upstream_shut) {
       ::shutdown(fd, SHUT_WR);
       upstream_shut = true;
     }
