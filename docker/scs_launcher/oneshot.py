@@ -147,17 +147,18 @@ def serve(deadline, warm, root):
         os.dup2(null, 0)
         os.close(null)
     else:
-        os.environ.update(relay.proxy_environment())  # for a language's interpreter, started next
+        proxies = relay.proxy_environment()
+        os.environ.update(proxies)  # for a language's interpreter, started next
     out_dir = control[protocol.CONTROL_OUT_DIR] if control else bundle.WORKSPACE + "/out"
     bundle.make_out_dir(out_dir)
 
     stdin_data = members.get(protocol.STDIN_FILE)
     if language == languages.PYTHON:
-        # The go word says whether the run has stdin, and with egress ("2", "3") the proxy
-        # variables follow it, as JSON, for the interpreter to take into its environment.
-        word = (b"0" if stdin_data is None else b"1") if egress is None else (
-            (b"2" if stdin_data is None else b"3") +
-            json.dumps(relay.proxy_environment()).encode("ascii"))
+        # The go word says whether the run has stdin; with egress the proxy variables follow
+        # it, as JSON, for the interpreter, started before they were known, to take.
+        word = b"0" if stdin_data is None else b"1"
+        if egress is not None:
+            word += json.dumps(proxies).encode("ascii")
         try:
             os.write(go_w, word)
         except OSError:
