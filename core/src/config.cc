@@ -47,39 +47,34 @@ Problem scalarText(const std::string& key, const Poco::Dynamic::Var& value, std:
   return std::nullopt;
 }
 
-Problem applyFileBackendOptions(Config& config, const Poco::Dynamic::Var& value) {
+// The object form of "backend-option": {"KEY": VALUE, ...}.
+Problem applyFileBackendOptions(Config& config, const Poco::JSON::Object::Ptr& object) {
   const Flag* flag = findFlag("backend-option");
-  if (value.type() == typeid(Poco::JSON::Object::Ptr)) {
-    auto object = value.extract<Poco::JSON::Object::Ptr>();
-    for (const auto& [key, item] : *object) {
-      std::string text;
-      if (auto problem = scalarText("backend-option." + key, item, &text)) {
-        return problem;
-      }
-      if (auto problem = flag->apply(config, key + "=" + text)) {
-        return problem;
-      }
+  for (const auto& [key, item] : *object) {
+    std::string text;
+    if (auto problem = scalarText("backend-option." + key, item, &text)) {
+      return problem;
     }
-    return std::nullopt;
-  }
-  if (value.type() == typeid(Poco::JSON::Array::Ptr)) {
-    auto array = value.extract<Poco::JSON::Array::Ptr>();
-    for (std::size_t i = 0; i < array->size(); ++i) {
-      std::string text;
-      if (auto problem = scalarText("backend-option", array->get(i), &text)) {
-        return problem;
-      }
-      if (auto problem = flag->apply(config, text)) {
-        return problem;
-      }
+    if (auto problem = flag->apply(config, key + "=" + text)) {
+      return problem;
     }
-    return std::nullopt;
   }
-  std::string text;
-  if (auto problem = scalarText("backend-option", value, &text)) {
-    return problem;
+  return std::nullopt;
+}
+
+// A repeated flag's entries, each a scalar.
+Problem applyFileEntries(Config& config, const Flag& flag, const std::string& key,
+                         const Poco::JSON::Array::Ptr& entries) {
+  for (std::size_t i = 0; i < entries->size(); ++i) {
+    std::string text;
+    if (auto problem = scalarText(key, entries->get(static_cast<unsigned>(i)), &text)) {
+      return problem;
+    }
+    if (auto problem = flag.apply(config, text)) {
+      return problem;
+    }
   }
-  return flag->apply(config, text);
+  return std::nullopt;
 }
 
 Problem applyFile(Config& config, const std::string& path, std::set<std::string>* given) {
@@ -106,18 +101,10 @@ Problem applyFile(Config& config, const std::string& path, std::set<std::string>
       return "--config: " + path + " has an unknown setting \"" + key + "\"";
     }
     Problem problem;
-    if (key == "backend-option") {
-      problem = applyFileBackendOptions(config, value);
-    } else if (key.rfind("egress-", 0) == 0 && value.type() == typeid(Poco::JSON::Array::Ptr)) {
-      // A repeated flag's entries (egress-allow, egress-deny, egress-resolve).
-      const auto array = value.extract<Poco::JSON::Array::Ptr>();
-      for (std::size_t i = 0; i < array->size() && !problem; ++i) {
-        std::string text;
-        problem = scalarText(key, array->get(static_cast<unsigned>(i)), &text);
-        if (!problem) {
-          problem = flag->apply(config, text);
-        }
-      }
+    if (key == "backend-option" && value.type() == typeid(Poco::JSON::Object::Ptr)) {
+      problem = applyFileBackendOptions(config, value.extract<Poco::JSON::Object::Ptr>());
+    } else if (flag->repeated && value.type() == typeid(Poco::JSON::Array::Ptr)) {
+      problem = applyFileEntries(config, *flag, key, value.extract<Poco::JSON::Array::Ptr>());
     } else {
       std::string value_text;
       if (*flag->metavar == '\0' && value.type() == typeid(bool)) {

@@ -174,13 +174,15 @@ Flag listenFlag(const char* name, const char* metavar, const char* help, Field f
 // of the file and of the command line add up. Checked as a whole later (validate()).
 template <typename Field>
 Flag repeatedFlag(const char* name, const char* metavar, const char* help, Field field) {
-  return {name, metavar, help, nullptr, [=](Config& c, const std::string& v) -> Problem {
+  return {name, metavar, help, nullptr,
+          [=](Config& c, const std::string& v) -> Problem {
             if (v.empty()) {
               return flagName(name) + " needs a value";
             }
             field(c).push_back(v);
             return std::nullopt;
-          }};
+          },
+          true};
 }
 
 // A flag whose value is a comma-separated list (mcp::splitList) of at least one `item`.
@@ -231,7 +233,8 @@ const std::vector<Flag>& flags() {
          }
          c.backend_options[v.substr(0, eq)] = v.substr(eq + 1);
          return std::nullopt;
-       }},
+       },
+       true},
       {"engine", "ADDR",
        "Address of the container engine, passed to the backend as its option \"engine\" "
        "(docker: e.g. unix:///var/run/docker.sock). Default: the backend's own default.",

@@ -19,6 +19,8 @@ struct Flag {
   const char* help;
   std::function<std::string(const Config&)> shown_default;  // nullptr: no default to show
   std::function<Problem(Config&, const std::string&)> apply;
+  // Given once per entry (--backend-option, --egress-allow): in a config file, an array of them.
+  bool repeated = false;
 };
 
 inline std::string flagName(const std::string& name) { return "--" + name; }

@@ -235,6 +235,24 @@ TEST(ConfigTest, AcceptsBackendOptionsAsAnArrayInTheFile) {
   EXPECT_EQ(c.backend_options.at("fail"), "list");
 }
 
+// Issue 44: the egress entries are repeated flags: arrays in the file, adding up with the
+// command line's; a flag that takes one value refuses an array.
+TEST(ConfigTest, EgressEntriesAddUpFromTheFileAndTheCommandLine) {
+  TempFile file(R"({"egress-allow": ["local=api.github.com", "alice=*.example.org:8443"],
+                    "egress-resolve": "db.internal=10.1.2.3"})");
+  const Config c = parseOk({"--config", file.path(), "--egress-allow", "local=db.internal:5432"});
+  EXPECT_EQ(c.egress.allow, (std::vector<std::string>{"local=api.github.com",
+                                                      "alice=*.example.org:8443",
+                                                      "local=db.internal:5432"}));
+  EXPECT_EQ(c.egress.resolve, std::vector<std::string>{"db.internal=10.1.2.3"});
+  TempFile scalar(R"({"egress-max-bytes": [2000000, 3000000]})");
+  EXPECT_THAT(parseError({"--config", scalar.path()}),
+              HasSubstr("\"egress-max-bytes\" must be a string or a number"));
+  EXPECT_THAT(parseError({"--egress-deny", "local=example.com"}),
+              HasSubstr("--egress-deny needs --egress-allow"));
+  EXPECT_THAT(parseError({"--egress-allow", "local=*.github.io"}), HasSubstr("--egress-allow: "));
+}
+
 TEST(ConfigTest, FlagsOverrideTheFileWhereverTheyStand) {
   TempFile file(R"({"backend": "fake", "max-memory-gb": 8, "backend-option": {"cores": "2"}})");
   const Config c = parseOk({"--max-memory-gb", "4", "--config", file.path(), "--backend-option",
