@@ -147,9 +147,7 @@ class Relay:
         while True:
             try:
                 connection, _ = self.listener.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
+            except OSError:  # none waiting (EAGAIN), or none to be had
                 return
             if len(self.streams) >= MAX_STREAMS:
                 connection.close()

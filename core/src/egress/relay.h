@@ -73,8 +73,8 @@ class EgressEvents {
   virtual ~EgressEvents() = default;
   virtual void streamEnded(const std::string& tenant, std::uint64_t bytes_up,
                            std::uint64_t bytes_down) = 0;
-  // `reason`: a fixed word ("not_allowed", "denied", "forbidden_address", "bad_request",
-  // "unreachable", "connect_failed", "server_name", "limit", "protocol").
+  // `reason`: a fixed word ("not_allowed", "forbidden_address", "bad_request",
+  // "unreachable", "connect_failed", "server_name", "limit", "idle", "protocol").
   virtual void streamRefused(const std::string& tenant, std::string_view reason) = 0;
 };
 
