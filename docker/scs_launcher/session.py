@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import struct
+import tempfile
 import traceback
 
 from . import bundle, files_out, languages, processes, protocol, relay, report
@@ -101,6 +102,7 @@ class Run:
         self.started = False
         self.interrupt = False  # asked for before the code started
         self.feed = None
+        self.stdin_path = None  # a bash run's stdin, a file PID 1 wrote (Session.stdin_file)
 
 
 class Session:
@@ -172,8 +174,11 @@ class Session:
         """Hands the interpreter its run. Raises Rejected when it is not taking runs."""
         result_cap = run.control[protocol.CONTROL_RESULT_CAP]
         if self.commands is not None:
+            command = f"{run.seq} {result_cap}"
+            if run.stdin_path is not None:
+                command += f" {run.stdin_path}"
             try:
-                os.write(self.commands, f"{run.seq} {result_cap}\n".encode("ascii"))
+                os.write(self.commands, f"{command}\n".encode("ascii"))
             except OSError:
                 pass  # it is gone: the loop sees it end
             return
@@ -272,7 +277,7 @@ class Session:
             members, names = bundle.unpack(io.BytesIO(data), replace=True)
             bundle.require_code(names, language)
             control_stdin = members.get(protocol.STDIN_FILE)
-            if control_stdin is not None and self.commands is not None:
+            if control_stdin is not None and language == languages.JAVASCRIPT:
                 raise Rejected(f"a {language} session's runs read no stdin")
             out_dir = control[protocol.CONTROL_OUT_DIR]
             try:
@@ -281,12 +286,19 @@ class Session:
                 raise Rejected(f"cannot make {out_dir}: {error}") from None
             before = files_out.state(out_dir)
             run = Run(self.seq, control, before)
+            if control_stdin is not None and language == languages.BASH:
+                try:
+                    run.stdin_path = stdin_file(control_stdin)
+                except OSError as error:
+                    raise Rejected(f"cannot write the run's stdin under /tmp: {error}") from None
             stdin_r, stdin_w = os.pipe()
             try:
                 self.deliver(run, stdin_r)
                 self.delivered = True
             except Rejected:
                 os.close(stdin_w)
+                if run.stdin_path is not None:
+                    remove_stdin_file(run.stdin_path)
                 raise
             finally:
                 os.close(stdin_r)
@@ -311,6 +323,8 @@ class Session:
         self.drain()
         if run.feed is not None:
             run.feed.close()
+        if run.stdin_path is not None:
+            remove_stdin_file(run.stdin_path)
         control = run.control
         files, omitted = files_out.collect(control[protocol.CONTROL_OUT_DIR], control,
                                            unchanged=run.before)
@@ -416,6 +430,30 @@ class Session:
             report.exit_like(report.exit_record(status))
         processes.end_every_process()
         os._exit(0)
+
+
+def stdin_file(data):
+    """A bash run's stdin, which the shell takes as a redirection from a file (a shell cannot be
+    handed a descriptor once it runs): written whole before the run is delivered, in a directory
+    of its own under /tmp (private to the sandbox's one uid, the code's, which may read its own
+    stdin), removed when the run ends."""
+    directory = tempfile.mkdtemp(prefix=".scs-stdin-", dir="/tmp")
+    path = os.path.join(directory, "stdin")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o400)
+    try:
+        report.write_all(data, fd)
+    finally:
+        os.close(fd)
+    return path
+
+
+def remove_stdin_file(path):
+    """The file and its directory; what the code did to either is its own business."""
+    for remove, name in ((os.unlink, path), (os.rmdir, os.path.dirname(path))):
+        try:
+            remove(name)
+        except OSError:
+            pass
 
 
 def serve(root):

@@ -238,8 +238,12 @@ Poco::JSON::Object::Ptr runToFinal(testing::McpProcess& server, Poco::JSON::Obje
                                                : awaitFinal(server, text(report, "run_id"));
 }
 
-std::string openSession(testing::McpProcess& server, std::optional<double> memory_gb) {
+std::string openSession(testing::McpProcess& server, std::optional<double> memory_gb,
+                        const std::string& language) {
   Poco::JSON::Object::Ptr arguments = new Poco::JSON::Object;
+  if (language != "python") {
+    arguments->set("language", language);
+  }
   if (memory_gb) {
     Poco::JSON::Object::Ptr limits = new Poco::JSON::Object;
     limits->set("memory_gb", *memory_gb);

@@ -114,9 +114,10 @@ std::string startRun(testing::McpProcess& server, const RunRequest& request);
 // status is final: the report.
 Poco::JSON::Object::Ptr runToFinal(testing::McpProcess& server, Poco::JSON::Object::Ptr arguments);
 
-// open_session with `memory_gb` (the default when none); its session_id.
+// open_session in `language` with `memory_gb` (the default when none); its session_id.
 std::string openSession(testing::McpProcess& server,
-                        std::optional<double> memory_gb = std::nullopt);
+                        std::optional<double> memory_gb = std::nullopt,
+                        const std::string& language = "python");
 
 // close_session; its structuredContent.
 Poco::JSON::Object::Ptr closeSession(testing::McpProcess& server, const std::string& session_id);

@@ -190,16 +190,22 @@ TEST_F(LanguageTest, ABashSessionKeepsItsDirectoryVariablesFunctionsAndJobs) {
   EXPECT_EQ(integer(third, "exit_code"), 1);
   EXPECT_TRUE(flag(third, "session_alive"));
 
-  // A session has one language; its runs read no stdin.
+  // A session has one language; a run's stdin reaches its commands, as in a one-shot run, and
+  // is gone with the run.
   Poco::JSON::Object::Ptr other = startRunArguments({"print(1)", {}, nullptr});
   other->set("language", "python");
   other->set("session_id", session);
   const auto refused = server().callTool("start_run", other);
   EXPECT_TRUE(refused->optValue<bool>("isError", false));
-  Poco::JSON::Object::Ptr with_stdin = startRunArguments({"cat", {}, nullptr});
+  Poco::JSON::Object::Ptr with_stdin =
+      startRunArguments({"read -r first\necho \"$first\"\ncat\n", {}, nullptr});
+  with_stdin->set("language", "bash");
   with_stdin->set("session_id", session);
-  with_stdin->set("stdin", "x");
-  EXPECT_TRUE(server().callTool("start_run", with_stdin)->optValue<bool>("isError", false));
+  with_stdin->set("stdin", "one\ntwo\n");
+  const auto read_stdin = runToFinal(server(), with_stdin);
+  EXPECT_EQ(stream(read_stdin, "stdout"), "one\ntwo\n") << describe(read_stdin);
+  const auto after_stdin = run("bash", "cat; ls -A /tmp | grep -c scs-stdin\n", {}, session);
+  EXPECT_EQ(stream(after_stdin, "stdout"), "0\n") << describe(after_stdin);
 
   // `exit` ends the shell, and with it the session, as in any persistent shell.
   const auto exited = run("bash", "exit 2\n", {}, session);

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -69,17 +70,38 @@ std::map<std::string, std::string> parseExpectations(const std::string& text, in
   return items;
 }
 
+// A notebook's language, by its file's extension, and the comment that starts its cell headers.
+struct Kind {
+  const char* extension;
+  const char* language;
+  std::string header;
+};
+const std::vector<Kind>& kinds() {
+  static const std::vector<Kind> all = {
+      {".py", "python", "# %% "}, {".sh", "bash", "# %% "}, {".js", "javascript", "// %% "}};
+  return all;
+}
+const Kind& kindOf(const std::filesystem::path& path) {
+  for (const Kind& kind : kinds()) {
+    if (path.extension() == kind.extension) {
+      return kind;
+    }
+  }
+  throw std::runtime_error("not a notebook: " + path.string());
+}
+
 std::vector<Cell> readNotebook(const std::filesystem::path& path) {
   std::ifstream in(path);
+  const std::string& prefix = kindOf(path).header;
   std::vector<Cell> cells;
   std::string line;
   int number = 0;
   while (std::getline(in, line)) {
     ++number;
-    if (line.rfind("# %% ", 0) == 0) {
+    if (line.rfind(prefix, 0) == 0) {
       Cell cell;
       cell.line = number;
-      const std::string header = line.substr(5);
+      const std::string header = line.substr(prefix.size());
       const std::size_t space = header.find(' ');
       cell.status = header.substr(0, space);
       if (space != std::string::npos) {
@@ -97,8 +119,10 @@ std::vector<std::string> notebooks() {
   std::vector<std::string> names;
   for (const auto& entry :
        std::filesystem::directory_iterator(SCS_SOURCE_DIR "/tests/integration/notebooks")) {
-    if (entry.path().extension() == ".py") {
-      names.push_back(entry.path().stem().string());
+    const auto extension = entry.path().extension();
+    if (std::any_of(kinds().begin(), kinds().end(),
+                    [&](const Kind& kind) { return extension == kind.extension; })) {
+      names.push_back(entry.path().filename().string());
     }
   }
   std::sort(names.begin(), names.end());
@@ -168,14 +192,14 @@ std::size_t imagesOf(const Poco::JSON::Object::Ptr& result) {
 }
 
 TEST_P(NotebookTest, EveryCellReportsWhatItDidAndTheSessionLivesThroughIt) {
-  const std::vector<Cell> cells =
-      readNotebook(SCS_SOURCE_DIR "/tests/integration/notebooks/" + GetParam() + ".py");
+  const std::filesystem::path path = SCS_SOURCE_DIR "/tests/integration/notebooks/" + GetParam();
+  const std::vector<Cell> cells = readNotebook(path);
   ASSERT_GE(cells.size(), 8u);
-  const std::string session = openSession(server(), 2);
+  const std::string session = openSession(server(), 2, kindOf(path).language);
 
   for (const Cell& cell : cells) {
     std::this_thread::sleep_for(kAgentPace);
-    const std::string where = GetParam() + ".py:" + std::to_string(cell.line);
+    const std::string where = GetParam() + ":" + std::to_string(cell.line);
     Poco::JSON::Object::Ptr arguments = new Poco::JSON::Object;
     arguments->set("session_id", session);
     arguments->set("code", cell.code);
@@ -212,6 +236,10 @@ TEST_P(NotebookTest, EveryCellReportsWhatItDidAndTheSessionLivesThroughIt) {
         const std::string stream = key.substr(0, 6);
         EXPECT_THAT(absentOrNull(report, stream) ? "" : text(report, stream), HasSubstr(value))
             << where << ": " << describe(report);
+      } else if (key == "stdout=" || key == "stderr=") {
+        const std::string stream = key.substr(0, 6);
+        EXPECT_EQ(absentOrNull(report, stream) ? "" : text(report, stream), value)
+            << where << ": " << describe(report);
       } else if (key == "exception=") {
         const auto exception = report->getObject("exception");
         ASSERT_TRUE(exception) << where << ": no exception in " << describe(report);
@@ -222,6 +250,8 @@ TEST_P(NotebookTest, EveryCellReportsWhatItDidAndTheSessionLivesThroughIt) {
         if (result) {
           EXPECT_EQ(imagesOf(result), std::stoul(value)) << where;
         }
+      } else if (key == "exit=") {
+        EXPECT_EQ(report->getValue<int>("exit_code"), std::stoi(value)) << where;
       } else if (key == "alive=") {
         EXPECT_EQ(flag(report, "session_alive"), value == "true") << where;
       } else if (key != "timeout=" && key != "stdin=") {
@@ -236,8 +266,13 @@ TEST_P(NotebookTest, EveryCellReportsWhatItDidAndTheSessionLivesThroughIt) {
   closeSession(server(), session);
 }
 
+// Test names: sales_py, inventory_sh, ...
 INSTANTIATE_TEST_SUITE_P(Notebooks, NotebookTest, ::testing::ValuesIn(notebooks()),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '.', '_');
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace scs::integration

@@ -322,10 +322,10 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallConte
     if (!stdin_text.isString()) {
       return refuse("\"stdin\" must be a string: the text the program reads from stdin.");
     }
-    if (!session_id.empty() && language != policy::Language::kPython) {
-      // The launcher's bash and javascript sessions give each run /dev/null as stdin.
-      return refuse("In a " + std::string(policy::nameOf(language)) +
-                    " session a run reads no stdin: pass the input as a file in `files`.");
+    if (!session_id.empty() && language == policy::Language::kJavascript) {
+      // The launcher's javascript sessions give each run /dev/null as stdin.
+      return refuse("In a javascript session a run reads no stdin: pass the input as a file in "
+                    "`files`.");
     }
     stdin_data = stdin_text.toString();
     if (stdin_data->size() > files_.max_stdin_bytes) {
