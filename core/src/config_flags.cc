@@ -417,6 +417,11 @@ const std::vector<Flag>& flags() {
               "Bytes of stdout and of stderr kept per run (head and tail); the rest is counted "
               "and reported as truncated.",
               1024, std::int64_t{1} << 30, SCS_FIELD(runs.output_cap_bytes)),
+      intFlag("output-window-chars", "N",
+              "Characters of stdout and stderr together one report carries, head and tail of "
+              "each; a marker in the text names the offset get_result reads the rest from. 0 "
+              "for all that output-cap-bytes keeps.",
+              0, std::int64_t{1} << 30, SCS_FIELD(runs.output_window_chars)),
       intFlag("max-files", "N", "Most extra files one start_run may carry besides its code.", 0,
               100'000, SCS_FIELD(files.max_files)),
       intFlag("max-files-bytes", "N",

@@ -211,6 +211,38 @@ TEST(ResultsE2eTest, AFloodIsCountedExactlyWithTheTrailerExcluded) {
   EXPECT_EQ(fileContent(result, "a.txt"), "x");
 }
 
+// What a model is handed is sized for a model (issue 45): a window of 30,000 characters of
+// output by default, whose marker names the offset get_result reads the rest from; the whole
+// capture stays, and an operator may widen the window.
+TEST(ResultsE2eTest, AReportCarriesAWindowOfOutputAndTheOffsetThatReadsOn) {
+  Server server;
+  const std::string run_id = server.start(object({{"code", "#fake: flood=1213032 stderr=oops\n"}}));
+  const Object::Ptr result = server.finalResult(run_id);
+  const Object::Ptr report = result->getObject("structuredContent");
+  const std::string out = report->getValue<std::string>("stdout");
+  EXPECT_EQ(report->getValue<std::string>("stderr"), "oops");
+  EXPECT_LE(out.size() + 5, 30'000u);
+  EXPECT_GE(out.size(), 29'000u);
+  EXPECT_LE(toolText(result).size(), 31'000u);
+  const std::string named = "get_result with stdout_offset=";
+  const std::size_t at = out.find(named);
+  ASSERT_NE(at, std::string::npos) << out.substr(14'000, 400);
+  const std::uint64_t offset = std::stoull(out.substr(at + named.size()));
+  EXPECT_EQ(out.substr(0, offset), std::string(offset, 'x'));
+
+  const Object::Ptr on = server.call(
+      "get_result",
+      object({{"run_id", run_id}, {"stdout_offset", static_cast<Poco::Int64>(offset)}}));
+  EXPECT_EQ(on->getValue<std::uint64_t>("stdout_offset"), offset);
+  // 30,000 less room for two markers, less stderr's four bytes: the next window's start.
+  EXPECT_THAT(on->getValue<std::string>("stdout"),
+              HasSubstr("get_result with stdout_offset=" + std::to_string(offset + 29'516)));
+
+  Server wide({"--output-window-chars", "0"});
+  const Object::Ptr whole = wide.runToEnd("#fake: flood=200000\n");
+  EXPECT_EQ(whole->getValue<std::string>("stdout"), std::string(200'000, 'x'));
+}
+
 TEST(ResultsE2eTest, TheControlDirectoryCannotBeSentAsFiles) {
   Server server;
   Array::Ptr files = new Array;

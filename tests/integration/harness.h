@@ -115,8 +115,7 @@ std::string startRun(testing::McpProcess& server, const RunRequest& request);
 Poco::JSON::Object::Ptr runToFinal(testing::McpProcess& server, Poco::JSON::Object::Ptr arguments);
 
 // open_session in `language` with `memory_gb` (the default when none); its session_id.
-std::string openSession(testing::McpProcess& server,
-                        std::optional<double> memory_gb = std::nullopt,
+std::string openSession(testing::McpProcess& server, std::optional<double> memory_gb = std::nullopt,
                         const std::string& language = "python");
 
 // close_session; its structuredContent.

@@ -189,5 +189,96 @@ TEST(ToValidUtf8Test, IllFormedSequencesBecomeOneReplacementPerMaximalSubpart) {
   EXPECT_EQ(toValidUtf8("\xC3"), kReplacement);
 }
 
+// A model is handed a window of each stream (issue 45): head and tail from offset 0, with the
+// offset that reads the middle; from a later offset as much as fits, and where to read on.
+TEST(OutputWindowTest, FromTheStartTheHeadAndTheTailNameTheOffsetOfTheRest) {
+  OutputCapture capture(1u << 20);
+  std::string written;
+  for (int line = 0; line < 1000; ++line) {
+    written += "line " + std::to_string(line) + "\n";
+  }
+  capture.write(Stream::kStdout, written);
+  capture.close();
+  const CapturedOutput out = capture.snapshot(Stream::kStdout, 0, 200);
+  EXPECT_TRUE(out.truncated);
+  EXPECT_EQ(out.bytes, written.size());
+  EXPECT_THAT(out.text, StartsWith(written.substr(0, 100)));
+  EXPECT_THAT(out.text, EndsWith(written.substr(written.size() - 100)));
+  EXPECT_THAT(out.text, HasSubstr("\n[... " + std::to_string(written.size() - 200) +
+                                  " bytes left out of this report: get_result with "
+                                  "stdout_offset=100 reads on from here ...]\n"));
+  EXPECT_LE(out.text.size(), 200 + kMarkerRoom);
+
+  // Reading on from the named offset, window by window, gives back every byte once.
+  std::string read;
+  std::uint64_t from = 100;
+  read = written.substr(0, 100);
+  for (int step = 0; step < 100 && from < written.size(); ++step) {
+    const CapturedOutput part = capture.snapshot(Stream::kStdout, from, 1000);
+    EXPECT_EQ(part.offset, from);
+    const std::size_t marker = part.text.find("\n[... ");
+    read += part.text.substr(0, marker);
+    if (marker == std::string::npos) {
+      break;
+    }
+    const std::string named = "stdout_offset=";
+    const std::size_t at = part.text.find(named, marker);
+    ASSERT_NE(at, std::string::npos) << part.text.substr(marker);
+    from = std::stoull(part.text.substr(at + named.size()));
+    EXPECT_EQ(from, part.offset + marker);
+  }
+  EXPECT_EQ(read, written);
+}
+
+TEST(OutputWindowTest, AWindowNeverCutsACharacterAndNamesItsStream) {
+  OutputCapture capture(1u << 16);
+  std::string written;
+  for (int i = 0; i < 400; ++i) {
+    written += "\xC3\xA9\xE2\x82\xAC";  // é€: 2 and 3 bytes
+  }
+  capture.write(Stream::kStderr, written);
+  for (std::uint64_t window : {101u, 102u, 103u, 104u, 105u}) {
+    const CapturedOutput out = capture.snapshot(Stream::kStderr, 0, window);
+    EXPECT_EQ(out.text.find(kReplacement), std::string::npos) << window;
+    EXPECT_THAT(out.text, HasSubstr("get_result with stderr_offset=")) << window;
+    const CapturedOutput on = capture.snapshot(Stream::kStderr, 8, window);
+    EXPECT_EQ(on.text.find(kReplacement), std::string::npos) << window;
+    EXPECT_EQ(on.offset, 7u) << "moved back to the start of the character";
+  }
+}
+
+TEST(OutputWindowTest, AStreamThatFitsIsWholeAndOneThatDroppedItsMiddleSaysSoToo) {
+  OutputCapture capture(64);
+  capture.write(Stream::kStdout, "short\n");
+  EXPECT_EQ(capture.snapshot(Stream::kStdout, 0, 30).text, "short\n");
+  EXPECT_FALSE(capture.snapshot(Stream::kStdout, 0, 30).truncated);
+
+  capture.write(Stream::kStdout, std::string(200, 'a') + "END");
+  const CapturedOutput whole = capture.snapshot(Stream::kStdout, 0, 0);
+  EXPECT_THAT(whole.text, HasSubstr("bytes omitted"));  // the capture's own cut
+  const CapturedOutput windowed = capture.snapshot(Stream::kStdout, 0, 20);
+  EXPECT_THAT(windowed.text, StartsWith("short\naaaa"));
+  EXPECT_THAT(windowed.text, EndsWith("aaaaaaaEND"));
+  EXPECT_THAT(windowed.text, HasSubstr("stdout_offset=10 reads on"));
+  // Read from there: the rest of the head, the capture's marker, then the tail.
+  const CapturedOutput on = capture.snapshot(Stream::kStdout, 10, 1000);
+  EXPECT_THAT(on.text, HasSubstr("bytes omitted"));
+  EXPECT_THAT(on.text, EndsWith("END"));
+}
+
+TEST(OutputWindowTest, SharesKeepBothStreamsTogetherWithinTheWindow) {
+  EXPECT_EQ(windowShares(0, 1u << 20, 1u << 20), (std::pair<std::uint64_t, std::uint64_t>{0, 0}));
+  const std::uint64_t content = 30'000 - 2 * kMarkerRoom;
+  // Both fit: neither is cut.
+  EXPECT_EQ(windowShares(30'000, 100, 200).first, content);
+  // A short stderr is whole; stdout takes the rest.
+  EXPECT_EQ(windowShares(30'000, 1u << 20, 500),
+            (std::pair<std::uint64_t, std::uint64_t>{content - 500, 500}));
+  // Both long: half each.
+  const auto [out, err] = windowShares(30'000, 1u << 20, 1u << 20);
+  EXPECT_EQ(out + err, content);
+  EXPECT_EQ(out, err);
+}
+
 }  // namespace
 }  // namespace scs::runs

@@ -324,8 +324,9 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallConte
     }
     if (!session_id.empty() && language == policy::Language::kJavascript) {
       // The launcher's javascript sessions give each run /dev/null as stdin.
-      return refuse("In a javascript session a run reads no stdin: pass the input as a file in "
-                    "`files`.");
+      return refuse(
+          "In a javascript session a run reads no stdin: pass the input as a file in "
+          "`files`.");
     }
     stdin_data = stdin_text.toString();
     if (stdin_data->size() > files_.max_stdin_bytes) {

@@ -270,45 +270,152 @@ void OutputCapture::appendTail(Buffer& buffer, std::string_view bytes) {
   }
 }
 
-CapturedOutput OutputCapture::snapshot(backend::Stream stream, std::uint64_t from) const {
+namespace {
+
+// One stream as the capture holds it: bytes [0, head.size()) and [tail_offset, total) of
+// everything written, the middle dropped.
+struct Held {
+  std::string head;
+  std::string tail;
+  std::uint64_t tail_offset = 0;
+  std::uint64_t total = 0;
+
+  std::uint64_t dropped() const { return tail_offset - head.size(); }
+  // Bytes of the stream that are held from `from` on.
+  std::uint64_t heldFrom(std::uint64_t from) const {
+    const std::uint64_t in_head = from < head.size() ? head.size() - from : 0;
+    return in_head + (total - std::max(from, tail_offset));
+  }
+  // The byte at stream offset `at`, which is held.
+  char at(std::uint64_t offset) const {
+    return offset < head.size() ? head[offset] : tail[offset - tail_offset];
+  }
+  // `at`, or the start of the UTF-8 sequence it falls in (moved back), within what is held.
+  std::uint64_t back(std::uint64_t offset) const {
+    if (offset < head.size()) {
+      return sequenceStart(head, static_cast<std::size_t>(offset));
+    }
+    if (offset > tail_offset && offset < total) {
+      return tail_offset + sequenceStart(tail, static_cast<std::size_t>(offset - tail_offset));
+    }
+    return offset;
+  }
+  // The held bytes of [begin, end), the capture's marker where they span the dropped middle.
+  void append(std::string& out, std::uint64_t begin, std::uint64_t end) const {
+    if (begin < head.size()) {
+      const std::uint64_t stop = std::min<std::uint64_t>(end, head.size());
+      out.append(head, static_cast<std::size_t>(begin), static_cast<std::size_t>(stop - begin));
+      if (dropped() > 0 && end > tail_offset) {
+        out.append("\n[... " + std::to_string(dropped()) + " bytes omitted ...]\n");
+      }
+    }
+    const std::uint64_t from_tail = std::max(begin, tail_offset);
+    if (end > from_tail) {
+      out.append(tail, static_cast<std::size_t>(from_tail - tail_offset),
+                 static_cast<std::size_t>(end - from_tail));
+    }
+  }
+};
+
+std::string streamName(backend::Stream stream) {
+  return stream == backend::Stream::kStdout ? "stdout" : "stderr";
+}
+
+}  // namespace
+
+std::pair<std::uint64_t, std::uint64_t> windowShares(std::uint64_t window,
+                                                     std::uint64_t stdout_bytes,
+                                                     std::uint64_t stderr_bytes) {
+  if (window == 0) {
+    return {0, 0};
+  }
+  const std::uint64_t content = window > 2 * kMarkerRoom ? window - 2 * kMarkerRoom : 1;
+  if (stdout_bytes + stderr_bytes <= content) {
+    return {content, content};
+  }
+  if (stdout_bytes <= stderr_bytes) {
+    const std::uint64_t share = std::min(stdout_bytes, content / 2);
+    return {std::max<std::uint64_t>(share, 1), content - share};
+  }
+  const std::uint64_t share = std::min(stderr_bytes, content / 2);
+  return {content - share, std::max<std::uint64_t>(share, 1)};
+}
+
+std::uint64_t OutputCapture::bytesFrom(backend::Stream stream, std::uint64_t from) const {
+  std::lock_guard lock(mutex_);
+  const Buffer& buffer = bufferFor(stream);
+  const Scan& pending = scanFor(stream);
+  const std::uint64_t total = buffer.total + (pending.found ? 0 : pending.search.held().size());
+  return total - std::min(from, total);
+}
+
+CapturedOutput OutputCapture::snapshot(backend::Stream stream, std::uint64_t from,
+                                       std::uint64_t window) const {
   std::string raw;
   CapturedOutput result;
   {
     std::lock_guard lock(mutex_);
     const Buffer& buffer = bufferFor(stream);
-    std::string head(buffer.head.data(), buffer.head.size());
-    std::string tail;
-    tail.reserve(buffer.tail.size());
-    tail.append(buffer.tail.data() + buffer.tail_start, buffer.tail.size() - buffer.tail_start);
-    tail.append(buffer.tail.data(), buffer.tail_start);
+    Held held;
+    held.head.assign(buffer.head.data(), buffer.head.size());
+    held.tail.reserve(buffer.tail.size());
+    held.tail.append(buffer.tail.data() + buffer.tail_start,
+                     buffer.tail.size() - buffer.tail_start);
+    held.tail.append(buffer.tail.data(), buffer.tail_start);
     // Bytes held back as a partial marker match are shown: they are output unless the marker
     // completes, which only the launcher can make happen, as the run ends.
     const Scan& pending = scanFor(stream);
-    const std::string_view held = pending.found ? std::string_view() : pending.search.held();
-    (tail.empty() ? head : tail).append(held);
-    result.bytes = buffer.total + held.size();
-    const std::uint64_t tail_offset = result.bytes - tail.size();
-    const std::uint64_t omitted = tail_offset - head.size();
-    result.truncated = omitted > 0;
-    std::uint64_t start = std::min(from, result.bytes);
-    if (start < head.size()) {
-      start = sequenceStart(head, static_cast<std::size_t>(start));
-      raw.reserve(head.size() - start + tail.size() + 64);
-      raw.append(head.substr(static_cast<std::size_t>(start)));
-      if (omitted > 0) {
-        raw.append("\n[... " + std::to_string(omitted) + " bytes omitted ...]\n");
-      }
-      raw.append(tail);
-    } else if (start < tail_offset) {
-      start = tail_offset;
-      raw = std::move(tail);
-    } else {
-      const std::size_t in_tail =
-          sequenceStart(tail, static_cast<std::size_t>(start - tail_offset));
-      start = tail_offset + in_tail;
-      raw = tail.substr(in_tail);
+    const std::string_view kept = pending.found ? std::string_view() : pending.search.held();
+    (held.tail.empty() ? held.head : held.tail).append(kept);
+    held.total = buffer.total + kept.size();
+    held.tail_offset = held.total - held.tail.size();
+    result.bytes = held.total;
+    result.truncated = held.dropped() > 0;
+    // Where the text starts: `from`, moved back to the start of a UTF-8 sequence it cuts, or
+    // forward to the start of the tail when it falls in the dropped middle.
+    std::uint64_t start = std::min(from, held.total);
+    if (start >= held.head.size() && start < held.tail_offset) {
+      start = held.tail_offset;
     }
+    start = held.back(start);
     result.offset = start;
+    const std::uint64_t content = window;
+    const std::string offset_name = streamName(stream) + "_offset";
+    if (window == 0 || held.heldFrom(start) <= content) {
+      held.append(raw, start, held.total);
+    } else if (start == 0) {
+      // The head and the tail of the stream, and the offset that reads the middle.
+      const std::uint64_t head_end = held.back(content / 2);
+      // (the tail is held whole: a capture that dropped bytes holds more than a window's half)
+      std::uint64_t tail_start = held.total - (content - content / 2);
+      for (int skipped = 0; skipped < 3 && isContinuation(held.at(tail_start)); ++skipped) {
+        ++tail_start;
+      }
+      held.append(raw, 0, head_end);
+      raw.append("\n[... " + std::to_string(tail_start - head_end) +
+                 " bytes left out of this report: get_result with " + offset_name + "=" +
+                 std::to_string(head_end) + " reads on from here ...]\n");
+      held.append(raw, tail_start, held.total);
+      result.truncated = true;
+    } else {
+      // Reading on from an offset: as much as the window holds, and where to go on.
+      std::uint64_t end = start;
+      std::uint64_t taken = 0;
+      if (start < held.head.size()) {
+        end = std::min<std::uint64_t>(held.head.size(), start + content);
+        taken = end - start;
+      }
+      if (taken < content && held.total > std::max(start, held.tail_offset)) {
+        end = std::min(held.total, std::max(start, held.tail_offset) + (content - taken));
+      }
+      end = held.back(end);
+      held.append(raw, start, end);
+      if (end < held.total) {
+        raw.append("\n[... " + std::to_string(held.total - end) + " more bytes: get_result with " +
+                   offset_name + "=" + std::to_string(end) + " reads on ...]\n");
+        result.truncated = true;
+      }
+    }
     if (!closed_) {
       raw.resize(raw.size() - incompleteSuffix(raw));
     }

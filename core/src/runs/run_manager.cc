@@ -382,8 +382,14 @@ void RunManager::Impl::forgetExpiredLocked() {
 RunSnapshot RunManager::Impl::snapshotLocked(const Run& run, const OutputOffsets& from) const {
   RunSnapshot snapshot = run.report;
   if (run.capture) {
-    snapshot.stdout_output = run.capture->snapshot(backend::Stream::kStdout, from.stdout_from);
-    snapshot.stderr_output = run.capture->snapshot(backend::Stream::kStderr, from.stderr_from);
+    const auto [stdout_window, stderr_window] =
+        windowShares(settings_.output_window_chars,
+                     run.capture->bytesFrom(backend::Stream::kStdout, from.stdout_from),
+                     run.capture->bytesFrom(backend::Stream::kStderr, from.stderr_from));
+    snapshot.stdout_output =
+        run.capture->snapshot(backend::Stream::kStdout, from.stdout_from, stdout_window);
+    snapshot.stderr_output =
+        run.capture->snapshot(backend::Stream::kStderr, from.stderr_from, stderr_window);
   }
   snapshot.status = run.status();
   snapshot.prepared_sandbox = run.ran_prepared;

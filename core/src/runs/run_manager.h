@@ -55,6 +55,9 @@ struct RunSettings {
   std::size_t max_retained_per_tenant = 500;
   std::size_t max_retained_bytes_per_tenant = std::size_t{128} << 20;
   std::size_t output_cap_bytes = 1u << 20;  // per stream, head and tail kept
+  // Characters of stdout and stderr together a report carries, markers included (head and
+  // tail, the rest read with offsets: OutputCapture::snapshot); 0 for the whole capture.
+  std::size_t output_window_chars = 30'000;
   std::int64_t host_memory_bytes = 0;       // admission: running memory limits must fit; 0 = off
   std::string instance_id;                  // this server instance; random when empty
   // Host uids held by sandboxes the startup sweep left alive (another live instance's).
