@@ -480,6 +480,12 @@ const std::vector<Flag>& flags() {
       intFlag("max-http-body-bytes", "N",
               "HTTP only: largest request body accepted; larger gets 413.", 1024,
               std::int64_t{1} << 30, SCS_FIELD(http.max_body_bytes)),
+      intFlag("max-http-body-bytes-per-tenant", "N",
+              "HTTP only: bytes of request bodies one tenant's requests in flight may hold, "
+              "each counted at its Content-Length (chunked: at --max-http-body-bytes); a POST "
+              "past it is refused with 429 before its body is read. At least "
+              "--max-http-body-bytes.",
+              1024, std::int64_t{1} << 40, SCS_FIELD(http.max_body_bytes_per_tenant)),
       intFlag("max-sessions", "N",
               "HTTP only: MCP sessions open at once, all tenants together; a new one past it "
               "closes the least recently used session of the tenant holding the most.",

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <fstream>
 #include <future>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -188,9 +189,8 @@ TEST(HttpE2eTest, EgressIsTheTenantsOwnAndToolsListSaysWhichHosts) {
   Poco::Net::ServerSocket upstream(Poco::Net::SocketAddress("127.0.0.1", 0));
   const std::string port = std::to_string(upstream.address().port());
   const TokenFile tokens;
-  HttpServer server({"--token-file", tokens.path(), "--egress-allow",
-                     "alice=allowed.test:" + port, "--egress-resolve", "allowed.test=127.0.0.1",
-                     "--prepared", "0"});
+  HttpServer server({"--token-file", tokens.path(), "--egress-allow", "alice=allowed.test:" + port,
+                     "--egress-resolve", "allowed.test=127.0.0.1", "--prepared", "0"});
   ASSERT_TRUE(server.waitListening()) << server.process().stderrText();
   const auto alice = server.open(kAliceToken);
   const auto bob = server.open(kBobToken);
@@ -202,8 +202,8 @@ TEST(HttpE2eTest, EgressIsTheTenantsOwnAndToolsListSaysWhichHosts) {
   EXPECT_THAT(listed_alice, HasSubstr("Network: only allowed.test:" + port));
   EXPECT_THAT(listed_bob, Not(HasSubstr("allowed.test")));
 
-  const std::string code = "#fake: connect=allowed.test:" + port +
-                           " connect=elsewhere.test:443\\n";  // JSON's newline
+  const std::string code =
+      "#fake: connect=allowed.test:" + port + " connect=elsewhere.test:443\\n";  // JSON's newline
   const auto run = [&](const std::map<std::string, std::string>& session) {
     const Object::Ptr started =
         server.call(session, "start_run", R"({"code":")" + code + R"(","wait_seconds":20})");
@@ -211,11 +211,11 @@ TEST(HttpE2eTest, EgressIsTheTenantsOwnAndToolsListSaysWhichHosts) {
   };
   const Object::Ptr mine = run(alice);
   EXPECT_EQ(mine->getValue<std::string>("stdout"),
-            "egress allowed.test:" + port + ": HTTP/1.1 200 Connection established\n"
-            "egress elsewhere.test:443: HTTP/1.1 403 Forbidden\n");
+            "egress allowed.test:" + port +
+                ": HTTP/1.1 200 Connection established\n"
+                "egress elsewhere.test:443: HTTP/1.1 403 Forbidden\n");
   ASSERT_TRUE(mine->has("network"));
-  const Object::Ptr refused =
-      mine->getObject("network")->getArray("refused")->getObject(0);
+  const Object::Ptr refused = mine->getObject("network")->getArray("refused")->getObject(0);
   EXPECT_EQ(refused->getValue<std::string>("host"), "elsewhere.test:443");
   EXPECT_THAT(refused->getValue<std::string>("reason"),
               HasSubstr("not on this server's allow-list"));
@@ -657,6 +657,72 @@ TEST(HttpE2eTest, OneTenantsLongPollsNeitherStarveAnotherNorHoldEveryWorker) {
   }
   server.process().signal(SIGTERM);
   EXPECT_EQ(server.process().waitExit(5s), 0);
+}
+
+// The server's peak resident memory so far (VmHWM), in bytes.
+std::uint64_t peakMemory(int pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      return std::stoull(line.substr(6)) * 1024;
+    }
+  }
+  return 0;
+}
+
+// Issue 45: a request's cost is bounded before a tree is built. Eight bodies of 4.4 MB at
+// once, each a files array of 400,000 empty objects (the class of CVE-2026-111768: validation
+// after an unbounded parse), raised the server's memory by 2.7 GB; now the tenant's bodies in
+// flight are capped in bytes and a message's values are counted as it is scanned, so each
+// gets a clear refusal and the server's peak rises by at most 64 MiB.
+TEST(HttpE2eTest, EightHostileBodiesAtOnceCostLittleMemoryAndEachIsRefusedClearly) {
+  const TokenFile tokens;
+  HttpServer server({"--token-file", tokens.path()});
+  ASSERT_TRUE(server.waitListening()) << server.process().stderrText();
+  const auto alice = server.open(kAliceToken);
+  std::string files;
+  files.reserve(400'000 * 11);
+  for (int i = 0; i < 400'000; ++i) {
+    files += i == 0 ? "{}         " : ",{}        ";
+  }
+  const std::string body =
+      R"({"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"start_run",)"
+      R"x("arguments":{"code":"print(1)","files":[)x" +
+      files + "]}}}";
+  ASSERT_GT(body.size(), 4'400'000u);
+  const std::uint64_t before = peakMemory(server.process().pid());
+  ASSERT_GT(before, 0u);
+
+  std::vector<std::future<Answer>> answers;
+  for (int i = 0; i < 8; ++i) {
+    answers.push_back(std::async(std::launch::async, [&] { return server.post(body, alice); }));
+  }
+  int too_many_values = 0;
+  int over_the_bytes_in_flight = 0;
+  for (auto& future : answers) {
+    const Answer answer = future.get();
+    if (answer.status == 400) {
+      EXPECT_THAT(answer.body, HasSubstr("JSON values")) << answer.body;
+      EXPECT_EQ(answer.json()->getValue<int>("id"), 41) << answer.body;
+      ++too_many_values;
+    } else {
+      EXPECT_EQ(answer.status, 429) << answer.body.substr(0, 300);
+      EXPECT_THAT(answer.body, HasSubstr("bytes of bodies")) << answer.body;
+      ++over_the_bytes_in_flight;
+    }
+  }
+  const std::uint64_t after = peakMemory(server.process().pid());
+  std::cout << "eight 4.4 MB bodies: " << too_many_values << " refused for their values, "
+            << over_the_bytes_in_flight << " for the bytes in flight; peak memory "
+            << before / 1024 / 1024 << " MiB before, " << after / 1024 / 1024 << " MiB after\n";
+  EXPECT_GE(too_many_values, 1);
+  EXPECT_LE(after - before, std::uint64_t{64} << 20);
+
+  // The tenant's budget is given back: an ordinary request goes on.
+  const Object::Ptr ran =
+      server.call(alice, "start_run", R"({"code":"#fake: exit=0","wait_seconds":10})");
+  EXPECT_EQ(ran->getObject("structuredContent")->getValue<std::string>("status"), "succeeded");
 }
 
 // Issue 23: connections that send part of a request head, or nothing, hold neither the MCP

@@ -10,7 +10,7 @@ namespace {
 
 // The id as JSON text ("5", "\"a\""), or "none".
 std::string idOf(const std::string& message, std::size_t chunk) {
-  MessageIdScanner scanner;
+  MessageScanner scanner;
   for (std::size_t at = 0; at < message.size(); at += chunk) {
     scanner.feed(std::string_view(message).substr(at, chunk));
   }
@@ -21,7 +21,7 @@ std::string idOf(const std::string& message, std::size_t chunk) {
   return id->isString() ? "\"" + id->convert<std::string>() + "\"" : id->convert<std::string>();
 }
 
-TEST(MessageIdScannerTest, FindsTheTopLevelIdWhereverItStandsInAnyChunking) {
+TEST(MessageScannerTest, FindsTheTopLevelIdWhereverItStandsInAnyChunking) {
   const std::string pad(3000, 'x');
   struct Case {
     std::string message;
@@ -55,6 +55,33 @@ TEST(MessageIdScannerTest, FindsTheTopLevelIdWhereverItStandsInAnyChunking) {
   for (const Case& c : cases) {
     for (const std::size_t chunk : {std::size_t{1}, std::size_t{7}, c.message.size()}) {
       EXPECT_EQ(idOf(c.message, chunk), c.id) << c.message.substr(0, 80) << " chunk " << chunk;
+    }
+  }
+}
+
+// The shape a tree would have: its values counted from above (containers and separators, and
+// the message) and its depth, whatever the strings hold.
+TEST(MessageScannerTest, CountsValuesAndDepthOutsideStringsOnly) {
+  struct Case {
+    std::string message;
+    std::size_t values;
+    int deepest;
+  };
+  const std::vector<Case> cases{
+      {R"({"id":1})", 2, 1},
+      {R"({"id":1,"method":"x","params":{"a":[1,2,3]}})", 8, 3},
+      {R"({"s":"{[,,,]}","t":"\"{,"})", 3, 1},
+      {R"([{},{},{}])", 7, 2},
+      {std::string(100, '[') + std::string(100, ']'), 101, 100},
+  };
+  for (const Case& c : cases) {
+    for (const std::size_t chunk : {std::size_t{1}, std::size_t{3}, c.message.size()}) {
+      MessageScanner scanner;
+      for (std::size_t at = 0; at < c.message.size(); at += chunk) {
+        scanner.feed(std::string_view(c.message).substr(at, chunk));
+      }
+      EXPECT_EQ(scanner.values(), c.values) << c.message.substr(0, 60) << " chunk " << chunk;
+      EXPECT_EQ(scanner.deepest(), c.deepest) << c.message.substr(0, 60);
     }
   }
 }

@@ -724,6 +724,31 @@ TEST_F(ServerTest, OversizedMessageErrorNamesTheCap) {
   EXPECT_THAT(response->getObject("error")->getValue<std::string>("message"), HasSubstr("1024"));
 }
 
+// Issue 45: a message is measured before its tree is built; one deeper or with more values
+// than a start_run with the most files needs is refused, to its id, and nothing runs.
+TEST_F(ServerTest, AMessageTooIntricateToParseIsRefusedToItsIdBeforeItIsParsed) {
+  std::string files;
+  for (std::size_t i = 0; i < Server::kMaxMessageValues + 4 * 100; ++i) {
+    files += i == 0 ? "{}" : ",{}";
+  }
+  const Object::Ptr many =
+      call(R"({"jsonrpc":"2.0","method":"tools/call","params":{"name":"start_run","arguments":)"
+           R"({"code":"1","files":[)" +
+           files + R"(]}},"id":"many"})");
+  expectError(many, -32600, "\"many\"");
+  EXPECT_THAT(many->getObject("error")->getValue<std::string>("message"), HasSubstr("JSON values"));
+  const std::string deep =
+      std::string(Server::kMaxMessageDepth, '[') + "1" + std::string(Server::kMaxMessageDepth, ']');
+  const Object::Ptr nested =
+      call(R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"start_run",)"
+           R"("arguments":{"code":"1","x":)" +
+           deep + "}}}");
+  expectError(nested, -32700, "3");
+  EXPECT_THAT(nested->getObject("error")->getValue<std::string>("message"),
+              HasSubstr("deeper than 64"));
+  EXPECT_TRUE(core_.backend.sandboxes().empty());
+}
+
 TEST_F(ServerTest, RefusalIsAnInvalidRequestWithoutAnId) {
   const Object::Ptr response = parseOrdered(Server::refusal("missing Mcp-Session-Id header."));
   expectError(response, -32600, "null");

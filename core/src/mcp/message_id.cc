@@ -1,11 +1,14 @@
-// MessageIdScanner: the top-level "id" of a JSON-RPC message picked out of its bytes as they
-// stream past, following only strings and nesting and keeping at most one short value.
+// MessageScanner: the top-level "id" of a JSON-RPC message and its shape picked out of its
+// bytes as they stream past, following only strings, nesting and separators and keeping at
+// most one short value.
 
 #include "mcp/message_id.h"
 
 #include <Poco/Exception.h>
 #include <Poco/JSON/Array.h>
 #include <Poco/JSON/Parser.h>
+
+#include <algorithm>
 
 namespace scs::mcp {
 namespace {
@@ -18,7 +21,7 @@ bool endsBareValue(char c) {
 
 }  // namespace
 
-void MessageIdScanner::feed(std::string_view bytes) {
+void MessageScanner::feed(std::string_view bytes) {
   for (const char c : bytes) {
     if (in_string_) {
       if (capturing_ && value_.size() <= kMaxValueBytes) {
@@ -54,7 +57,7 @@ void MessageIdScanner::feed(std::string_view bytes) {
   }
 }
 
-void MessageIdScanner::structural(char c) {
+void MessageScanner::structural(char c) {
   switch (c) {
     case '"':
       in_string_ = true;
@@ -75,6 +78,8 @@ void MessageIdScanner::structural(char c) {
         id_.reset();
       }
       ++depth_;
+      deepest_ = std::max(deepest_, depth_);
+      ++values_;
       expect_name_ = depth_ == 1 && c == '{';
       return;
     case '}':
@@ -88,6 +93,7 @@ void MessageIdScanner::structural(char c) {
       name_.clear();
       return;
     case ',':
+      ++values_;
       expect_name_ = depth_ == 1;
       return;
     case ' ':
@@ -104,7 +110,7 @@ void MessageIdScanner::structural(char c) {
   }
 }
 
-void MessageIdScanner::valueEnded() {
+void MessageScanner::valueEnded() {
   capturing_ = false;
   id_.reset();
   if (value_.size() > kMaxValueBytes) {

@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "mcp/dispatcher.h"
+#include "mcp/message_id.h"
 #include "runs/output.h"
 
 namespace scs::mcp {
@@ -229,10 +230,30 @@ Server::Server(runs::RunManager& runs, const policy::LimitPolicy& limits,
   info_.tools.waiting = std::make_shared<net::TenantSlots>(info_.tools.max_waiting_per_tenant);
 }
 
-Message Server::parse(std::string_view text) {
+std::size_t Server::maxValues() const {
+  // A file is an object of at most three members (path, content, encoding).
+  return kMaxMessageValues + 4 * files_.max_files;
+}
+
+Message Server::parse(std::string_view text, std::size_t max_values) {
   Message message;
   auto detail = std::make_shared<Message::Detail>();
   try {
+    MessageScanner shape;
+    shape.feed(text);
+    if (shape.deepest() > kMaxMessageDepth || shape.values() > max_values) {
+      if (const auto id = shape.id(); id && isUsableId(*id)) {
+        detail->id = *id;
+      }
+      if (shape.deepest() > kMaxMessageDepth) {
+        throw RpcError(ErrorKind::kParse, "Parse error: the message nests deeper than " +
+                                              std::to_string(kMaxMessageDepth) + " levels.");
+      }
+      throw RpcError(ErrorKind::kInvalidRequest,
+                     "Invalid Request: the message holds more than " + std::to_string(max_values) +
+                         " JSON values (objects, arrays and their members); send fewer "
+                         "files, or pack them into one archive file.");
+    }
     const Var parsed = parseMessage(text);
     if (parsed.type() == typeid(Array::Ptr)) {
       throw RpcError(ErrorKind::kInvalidRequest,
@@ -308,7 +329,7 @@ Message Server::parse(std::string_view text) {
 }
 
 std::optional<std::string> Server::handle(std::string_view message, const RequestContext& context) {
-  return handle(parse(message), context);
+  return handle(parseBounded(message), context);
 }
 
 std::optional<std::string> Server::handle(const Message& message, const RequestContext& context) {

@@ -113,8 +113,17 @@ class Server {
   Server(runs::RunManager& runs, const policy::LimitPolicy& limits,
          const policy::FileSettings& files, ServerInfo info);
 
-  // Parses and classifies one message. Never throws.
-  static Message parse(std::string_view text);
+  // The shape a message may have before its tree is built (MessageScanner): nesting, and
+  // values, which cost the tree hundreds of bytes each whatever their own size.
+  static constexpr int kMaxMessageDepth = 64;
+  static constexpr std::size_t kMaxMessageValues = 4096;  // besides the files' (maxValues())
+
+  // Parses and classifies one message. Never throws. A message deeper than kMaxMessageDepth
+  // or with more than `max_values` values is an invalid request, refused before it is parsed.
+  static Message parse(std::string_view text, std::size_t max_values = kMaxMessageValues);
+  // parse() within the values a start_run with this server's most files may need.
+  Message parseBounded(std::string_view text) const { return parse(text, maxValues()); }
+  std::size_t maxValues() const;
 
   // Handles one JSON-RPC message. Returns the serialised response (one line, no newline),
   // or nullopt when the message needs none (a notification or a response).
@@ -124,7 +133,7 @@ class Server {
   std::optional<Answer> respond(const Message& message, const RequestContext& context = {});
 
   // The answer to a message over the transport's size cap (JSON-RPC -32600), to `id` when the
-  // transport could read it (MessageIdScanner), otherwise to id null.
+  // transport could read it (MessageScanner), otherwise to id null.
   static std::string oversizedMessageError(std::size_t limit,
                                            const std::optional<Poco::Dynamic::Var>& id = {});
 

@@ -42,7 +42,7 @@ void StdioTransport::serve(std::istream& in, std::ostream& out) {
   auto chunk = std::make_unique<char[]>(kChunkBytes);
   std::string line;
   bool oversized = false;
-  MessageIdScanner scanner;  // reads the id of an oversized line as it streams past
+  MessageScanner scanner;  // reads the id of an oversized line as it streams past
   while (true) {
     in.getline(chunk.get(), kChunkBytes);
     const auto count = static_cast<std::size_t>(in.gcount());
@@ -52,7 +52,7 @@ void StdioTransport::serve(std::istream& in, std::ostream& out) {
     const std::size_t stored = newline ? count - 1 : count;
     if (!oversized && line.size() + stored > max_message_bytes_ + 1) {
       oversized = true;
-      scanner = MessageIdScanner();
+      scanner = MessageScanner();
       scanner.feed(line);
       std::string().swap(line);
     }
@@ -73,7 +73,7 @@ void StdioTransport::serve(std::istream& in, std::ostream& out) {
       logger().warning("discarded a message longer than " + std::to_string(max_message_bytes_) +
                        " bytes");
       if (!oversized) {  // one byte over: the "\r" allowance held it
-        scanner = MessageIdScanner();
+        scanner = MessageScanner();
         scanner.feed(line);
       }
       write(Server::oversizedMessageError(max_message_bytes_, scanner.id()));

@@ -12,9 +12,6 @@ namespace {
 
 using Poco::Net::HTTPResponse;
 
-// Bytes of an unwanted request body read to keep a connection in step; beyond, it is closed.
-constexpr std::size_t kMaxDrainBytes = 64 * 1024;
-
 }  // namespace
 
 void Reply::json(HTTPResponse::HTTPStatus status, const std::string& body,
@@ -39,8 +36,8 @@ void Reply::empty(HTTPResponse::HTTPStatus status) {
   response_.send();
 }
 
-void Reply::refuse(HTTPResponse::HTTPStatus status, const std::string& message) {
-  drainBody();
+void Reply::refuse(HTTPResponse::HTTPStatus status, const std::string& message, std::size_t drain) {
+  drainBody(drain);
   json(status, Server::refusal(message));
 }
 
@@ -56,7 +53,7 @@ void Reply::sseComment(const std::string& text) {
   out.flush();
 }
 
-void Reply::drainBody() {
+void Reply::drainBody(std::size_t up_to) {
   if (drained_) {
     return;
   }
@@ -66,7 +63,7 @@ void Reply::drainBody() {
     return;
   }
   if (request_.hasContentLength() &&
-      request_.getContentLength64() > static_cast<Poco::Int64>(kMaxDrainBytes)) {
+      request_.getContentLength64() > static_cast<Poco::Int64>(up_to)) {
     response_.setKeepAlive(false);
     return;
   }
@@ -75,7 +72,7 @@ void Reply::drainBody() {
   std::size_t total = 0;
   while (body.read(buffer, sizeof(buffer)) || body.gcount() > 0) {
     total += static_cast<std::size_t>(body.gcount());
-    if (total > kMaxDrainBytes) {
+    if (total > up_to) {
       response_.setKeepAlive(false);
       return;
     }

@@ -23,9 +23,14 @@ class Reply {
 
   void empty(Poco::Net::HTTPResponse::HTTPStatus status);
 
-  // An early JSON-RPC refusal: the body the client sent is read first, or, when it is too
-  // big for that, the connection is closed after the answer.
-  void refuse(Poco::Net::HTTPResponse::HTTPStatus status, const std::string& message);
+  // Bytes of an unwanted request body read (and dropped) to keep a connection in step;
+  // beyond, it is closed.
+  static constexpr std::size_t kMaxDrainBytes = 64 * 1024;
+
+  // An early JSON-RPC refusal: the body the client sent is read first (up to `drain` bytes,
+  // dropped as they come), or, when it is bigger, the connection is closed after the answer.
+  void refuse(Poco::Net::HTTPResponse::HTTPStatus status, const std::string& message,
+              std::size_t drain = kMaxDrainBytes);
 
   void sseEvent(const std::string& data);
 
@@ -39,7 +44,7 @@ class Reply {
   // The connection is closed after the answer (part of the request is left unread).
   void closeAfter() { response_.setKeepAlive(false); }
 
-  void drainBody();
+  void drainBody(std::size_t up_to = kMaxDrainBytes);
 
   void markDrained() { drained_ = true; }
 

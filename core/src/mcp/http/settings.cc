@@ -140,6 +140,13 @@ Result<HttpEndpoint> resolveHttpSettings(const HttpSettings& settings) {
   endpoint.max_sessions = settings.max_sessions;
   endpoint.max_sessions_per_tenant = settings.max_sessions_per_tenant;
   endpoint.max_requests_per_tenant = settings.max_requests_per_tenant;
+  if (settings.max_body_bytes_per_tenant < settings.max_body_bytes) {
+    return invalid(
+        "--max-http-body-bytes-per-tenant (" + std::to_string(settings.max_body_bytes_per_tenant) +
+        ") must be at least --max-http-body-bytes (" + std::to_string(settings.max_body_bytes) +
+        "), or no body of the largest size could ever be read");
+  }
+  endpoint.max_body_bytes_per_tenant = settings.max_body_bytes_per_tenant;
   return endpoint;
 }
 

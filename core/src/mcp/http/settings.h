@@ -25,7 +25,8 @@ struct HttpSettings {
   std::size_t max_body_bytes = std::size_t{16} << 20;
   std::size_t max_sessions = 10000;  // all tenants together
   std::size_t max_sessions_per_tenant = 1000;
-  std::size_t max_requests_per_tenant = 32;  // in flight at once; past it, 429
+  std::size_t max_requests_per_tenant = 32;                       // in flight at once; past it, 429
+  std::size_t max_body_bytes_per_tenant = std::size_t{24} << 20;  // in flight; past it, 429
 };
 
 // Parses a --http (or --metrics) value: "ADDR:PORT", "[IPV6]:PORT", ":PORT" or "PORT" (the
@@ -58,6 +59,10 @@ struct HttpEndpoint {
   // Requests of one tenant in flight at once (their answers not yet sent): one more is
   // refused with 429 before it takes a worker, so no tenant can hold every worker.
   std::size_t max_requests_per_tenant = 32;
+  // Bytes of request bodies one tenant's requests in flight may hold (each counted at its
+  // Content-Length, or at max_body_bytes when chunked): a POST past it is refused with 429
+  // before its body is read, so that a tenant's bodies cost the server at most this.
+  std::size_t max_body_bytes_per_tenant = std::size_t{24} << 20;
   // The checks of GET /readyz, called on each request from any thread; none: ready while it
   // serves.
   std::function<std::vector<ReadinessCheck>()> readiness;

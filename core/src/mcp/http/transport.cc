@@ -29,6 +29,7 @@
 #include "mcp/message_id.h"
 #include "mcp/routing_headers.h"
 #include "net/http_gate.h"
+#include "net/tenant_slots.h"
 
 namespace scs::mcp {
 namespace {
@@ -111,7 +112,8 @@ struct HttpTransport::Impl {
   Impl(Server& server, HttpEndpoint endpoint)
       : server_(server),
         endpoint_(std::move(endpoint)),
-        sessions_(endpoint_.max_sessions, endpoint_.max_sessions_per_tenant) {}
+        sessions_(endpoint_.max_sessions, endpoint_.max_sessions_per_tenant),
+        body_bytes_(endpoint_.max_body_bytes_per_tenant) {}
 
   void handle(HTTPServerRequest& request, HTTPServerResponse& response);
   void serve(HTTPServerRequest& request, Reply& reply, std::string* tenant);
@@ -129,6 +131,7 @@ struct HttpTransport::Impl {
   Server& server_;
   HttpEndpoint endpoint_;
   http::Sessions sessions_;
+  net::TenantSlots body_bytes_;  // of the bodies each tenant's requests in flight hold
   Poco::Net::SocketAddress bound_;
   std::unique_ptr<net::HttpGate> gate_;
 };
@@ -258,10 +261,30 @@ void HttpTransport::Impl::post(HTTPServerRequest& request, Reply& reply,
   const std::size_t scan_limit = limit * kOversizeScanFactor;
   const bool declared_huge = request.hasContentLength() &&
                              request.getContentLength64() > static_cast<Poco::Int64>(scan_limit);
+  // The body's bytes count against the tenant's in-flight budget until this request is
+  // answered: at its declared length, or at the limit when chunked.
+  const std::size_t holding = request.hasContentLength()
+                                  ? static_cast<std::size_t>(std::min<Poco::Int64>(
+                                        std::max<Poco::Int64>(request.getContentLength64(), 0),
+                                        static_cast<Poco::Int64>(limit)))
+                                  : limit;
+  std::optional<net::TenantSlots::Slot> held;
+  if (!declared_huge && !(held = body_bytes_.take(tenant, holding))) {
+    // Read and dropped as it comes, so that the client, still sending, reads the answer.
+    reply.refuse(HTTPResponse::HTTP_TOO_MANY_REQUESTS,
+                 "this tenant's requests in flight already hold " +
+                     std::to_string(body_bytes_.held(tenant)) +
+                     " bytes of bodies; with this one's " + std::to_string(holding) +
+                     " that passes the limit of " + std::to_string(body_bytes_.cap()) +
+                     ". Wait for answers before sending more.",
+                 limit);
+    return;
+  }
   std::string body;
-  std::optional<MessageIdScanner> scanner;
+  std::optional<MessageScanner> scanner;
   std::size_t read = 0;
   if (!declared_huge) {
+    body.reserve(holding);  // not an append's doubling: the bytes held are the bytes counted
     std::istream& in = request.stream();
     char buffer[16384];
     while (read <= scan_limit && (in.read(buffer, sizeof(buffer)) || in.gcount() > 0)) {
@@ -287,7 +310,8 @@ void HttpTransport::Impl::post(HTTPServerRequest& request, Reply& reply,
     return;
   }
 
-  const Message message = Server::parse(body);
+  const Message message = server_.parseBounded(body);
+  std::string().swap(body);  // the message holds what it needs
   if (message.kind() == Message::Kind::kInvalid) {
     reply.json(HTTPResponse::HTTP_BAD_REQUEST, server_.handle(message).value_or(""));
     return;
