@@ -15,6 +15,8 @@ index on the network: `make_wheels.py OUT [--native] [--index]`.
   size, where no index is reachable; and padN 1.0 for N in 1..--pads (tiny projects that make
   each set of a round a new one); --big MB: bigpkg 1.0, whose module carries MB MiB of random
   bytes, the size of a compiled library such as polars'.
+- --bomb MB: bombpkg 1.0, whose one member is MB MiB of zeros that deflate to about a
+  thousandth of that: a zip bomb as a wheelhouse or an index could serve one.
 - --index: OUT/simple/<project>/index.html for each project, a PEP 503 simple index whose links
   carry each wheel's sha256, as a real index's do, served by any static HTTP server.
 
@@ -69,6 +71,36 @@ static PyMethodDef methods[] = {{"add", add, METH_VARARGS, "a + b, in C"}, {NULL
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "cext", NULL, -1, methods};
 PyMODINIT_FUNC PyInit_cext(void) { return PyModule_Create(&module); }
 """
+
+
+def bomb_wheel(out, mib):
+    """bombpkg 1.0 with one member of `mib` MiB of zeros, written a MiB at a time."""
+    name, version = "bombpkg", "1.0"
+    info = f"{name}-{version}.dist-info"
+    chunk = bytes(1 << 20)
+    digest = hashlib.sha256()
+    for _ in range(mib):
+        digest.update(chunk)
+    payload = base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+    small = {
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: make_wheels\nRoot-Is-Purelib: true\n"
+                         "Tag: py3-none-any\n",
+    }
+    record = [f"bombpkg/zeros.bin,sha256={payload},{mib << 20}"]
+    for path, content in small.items():
+        d = base64.urlsafe_b64encode(hashlib.sha256(content.encode()).digest()).rstrip(b"=")
+        record.append(f"{path},sha256={d.decode()},{len(content)}")
+    record.append(f"{info}/RECORD,,")
+    small[f"{info}/RECORD"] = "\n".join(record) + "\n"
+    path = os.path.join(out, f"{name}-{version}-py3-none-any.whl")
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        with archive.open("bombpkg/zeros.bin", "w", force_zip64=True) as member:
+            for _ in range(mib):
+                member.write(chunk)
+        for member, content in small.items():
+            archive.writestr(member, content)
+    return path
 
 
 def native_wheel(out):
@@ -150,6 +182,8 @@ def main(argv):
         size = int(argv[argv.index("--big") + 1]) << 20
         wheels.append(wheel(out, "bigpkg", "1.0", {"bigpkg/__init__.py": "import os\n",
                                                    "bigpkg/_library.bin": os.urandom(size)}))
+    if "--bomb" in argv:
+        wheels.append(bomb_wheel(out, int(argv[argv.index("--bomb") + 1])))
     if "--pads" in argv:
         for n in range(1, int(argv[argv.index("--pads") + 1]) + 1):
             wheels.append(wheel(out, f"pad{n}", "1.0", {f"pad{n}/__init__.py": f"N = {n}\n"}))

@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -114,7 +117,7 @@ TEST(RequirementTest, ASetNamesEachProjectOnceWithinTheCountAndTheAllowList) {
 class PackageLayersTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    wheels_ = std::make_unique<testing::TestWheels>();
+    wheels_ = std::make_unique<testing::TestWheels>("--bomb 256");
     wheelhouse_ = wheels_->path();
   }
   static void TearDownTestSuite() { wheels_.reset(); }
@@ -265,7 +268,43 @@ TEST_F(PackageLayersTest, ADependencyTheOperatorDoesNotAllowIsRefused) {
 TEST_F(PackageLayersTest, ASetLargerThanTheOperatorAllowsIsRefused) {
   settings_.max_layer_bytes = 16;
   EXPECT_CALL(backend_, buildImage(_)).Times(0);
-  EXPECT_THAT(errorFor({"purepkg"}), HasSubstr("the most this server's operator allows"));
+  EXPECT_THAT(errorFor({"purepkg"}),
+              AllOf(HasSubstr("would unpack to"), HasSubstr("this server's operator allows")));
+}
+
+// Issue 45: a zip bomb (256 MiB of zeros in a 256 KiB wheel) is refused by the sizes its zip
+// directory declares before pip unpacks any of it, so the host's temporary directory never
+// holds more than the wheel itself; it used to take the whole 256 MiB before the cap refused it.
+TEST_F(PackageLayersTest, AWheelThatWouldUnpackPastTheCapIsRefusedBeforeAnyOfItIsWritten) {
+  settings_.max_layer_bytes = std::uint64_t{64} << 20;
+  EXPECT_CALL(backend_, buildImage(_)).Times(0);
+  std::atomic<bool> done{false};
+  std::uintmax_t peak = 0;
+  std::thread watch([&] {
+    while (!done) {
+      std::uintmax_t used = 0;
+      std::error_code error;
+      for (const auto& work : fs::directory_iterator(fs::temp_directory_path(), error)) {
+        if (work.path().filename().string().rfind("scs-packages-", 0) != 0) {
+          continue;
+        }
+        for (auto it = fs::recursive_directory_iterator(work.path(), error);
+             it != fs::recursive_directory_iterator(); it.increment(error)) {
+          used += it->is_regular_file(error) ? it->file_size(error) : 0;
+        }
+      }
+      peak = std::max(peak, used);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  const std::string refusal = errorFor({"bombpkg"});
+  done = true;
+  watch.join();
+  EXPECT_THAT(refusal, AllOf(HasSubstr("would unpack to 268"), HasSubstr("bombpkg-1.0"),
+                             HasSubstr("nothing was unpacked")));
+  EXPECT_LT(peak, std::uintmax_t{8} << 20);
+  std::cout << "a 256 MiB zip bomb refused; the temporary directory held at most " << peak
+            << " bytes\n";
 }
 
 TEST_F(PackageLayersTest, TheLeastRecentlyUsedLayerGoesPastTheCapUnlessAnyoneHoldsIt) {

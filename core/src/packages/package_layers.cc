@@ -352,7 +352,8 @@ Result<LayerGrant> PackageLayers::makeLayer(const std::vector<Requirement>& requ
     const fs::path target = work.path() / "target";
     fs::create_directory(target);
     Result<std::vector<ResolvedPackage>> resolved =
-        resolveInto(requirements, target.string(), work.path().string(), settings_.resolver, pip_);
+        resolveInto(requirements, target.string(), work.path().string(), settings_.resolver,
+                    settings_.max_layer_bytes, pip_);
     if (auto* error = std::get_if<Error>(&resolved)) {
       return *error;
     }

@@ -20,7 +20,9 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 namespace scs::packages {
@@ -31,6 +33,57 @@ using Poco::JSON::Object;
 constexpr int kNewestGlibcMinor = 36;  // bookworm's glibc 2.36
 constexpr int kOldestManylinuxMinor = 17;
 constexpr std::size_t kMaxReasonBytes = 1500;
+
+// pip, bounded (issue 45), run as `python3 -I -c THIS MAX_BYTES pip-arguments...`: each wheel's
+// declared size is counted when pip first opens it (to read its metadata, before it unpacks
+// anything), the newest candidate of each project only; past MAX_BYTES it says so on stderr and
+// exits 3 before a byte is unpacked. No file it writes may pass MAX_BYTES (or 1 MiB, for pip's
+// own files) either: a download from an index too large for the layer fails with EFBIG.
+constexpr std::string_view kBoundedPip = R"py(
+import os, resource, runpy, signal, sys, zipfile
+cap = int(sys.argv.pop(1))
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (max(cap, 1 << 20),) * 2)
+declared = {}
+class BoundedZipFile(zipfile.ZipFile):
+    def __init__(self, file, mode="r", *args, **kwargs):
+        super().__init__(file, mode, *args, **kwargs)
+        name = os.path.basename(self.filename) if isinstance(self.filename, str) else ""
+        if mode == "r" and name.endswith(".whl"):
+            declared[name.split("-")[0].lower()] = sum(m.file_size for m in self.infolist())
+            total = sum(declared.values())
+            if total > cap:
+                sys.stderr.write(f"\nSCS-UNPACK-CAP {name} {total}\n")
+                sys.stderr.flush()
+                os._exit(3)
+zipfile.ZipFile = BoundedZipFile
+sys.argv[0] = "pip"
+runpy.run_module("pip", run_name="__main__", alter_sys=True)
+)py";
+constexpr std::string_view kUnpackCapMarker = "\nSCS-UNPACK-CAP ";
+
+// The pip command with kBoundedPip in place of `-m pip`; another pip as it is.
+std::vector<std::string> boundedPip(const std::vector<std::string>& pip, std::uint64_t max_bytes) {
+  if (pip.size() < 2 || pip[pip.size() - 2] != "-m" || pip.back() != "pip") {
+    return pip;
+  }
+  std::vector<std::string> argv(pip.begin(), pip.end() - 2);
+  argv.insert(argv.end(), {"-c", std::string(kBoundedPip), std::to_string(max_bytes)});
+  return argv;
+}
+
+// "WHEEL BYTES" of kBoundedPip's refusal in pip's output, or nullopt.
+std::optional<std::pair<std::string, std::string>> unpackCapOf(const std::string& output) {
+  const std::size_t at = output.find(kUnpackCapMarker);
+  if (at == std::string::npos) {
+    return std::nullopt;
+  }
+  std::istringstream line(output.substr(at + kUnpackCapMarker.size(), 512));
+  std::string wheel;
+  std::string bytes;
+  line >> wheel >> bytes;
+  return std::pair{wheel, bytes};
+}
 
 struct PipRun {
   int exit_code = -1;
@@ -264,9 +317,9 @@ std::vector<std::string> defaultPlatforms() {
 Result<std::vector<ResolvedPackage>> resolveInto(const std::vector<Requirement>& requirements,
                                                  const std::string& target, const std::string& work,
                                                  const ResolverSettings& settings,
-                                                 PipControl& control) {
+                                                 std::uint64_t max_bytes, PipControl& control) {
   const std::string report = work + "/report.json";
-  std::vector<std::string> argv = settings.pip;
+  std::vector<std::string> argv = boundedPip(settings.pip, max_bytes);
   for (const char* flag : {"install", "--isolated", "--disable-pip-version-check", "--no-input",
                            "--no-cache-dir", "--root-user-action", "ignore", "--progress-bar",
                            "off", "--only-binary", ":all:", "--implementation", "cp"}) {
@@ -305,6 +358,20 @@ Result<std::vector<ResolvedPackage>> resolveInto(const std::vector<Requirement>&
   }
   if (run.stopped) {
     return refused(failure(run, settings));
+  }
+  if (const auto cap = unpackCapOf(run.output); cap && run.exit_code == 3) {
+    return invalid("The packages would unpack to " + cap->second +
+                   " bytes (as their wheels declare, " + cap->first +
+                   " and those before it), more than the " + std::to_string(max_bytes) +
+                   " bytes this server's operator allows for a package set; nothing was "
+                   "unpacked.");
+  }
+  if (run.exit_code != 0 && run.output.find("[Errno 27] File too large") != std::string::npos) {
+    return invalid(
+        "The packages cannot be installed: a file pip wrote (a wheel it downloaded, "
+        "or one it unpacked) passed the " +
+        std::to_string(std::max<std::uint64_t>(max_bytes, 1 << 20)) +
+        " bytes this server's operator allows for a package set; nothing was kept.");
   }
   if (run.exit_code != 0 || run.timed_out) {
     return invalid(failure(run, settings));

@@ -7,6 +7,7 @@
 // environment ignored (--isolated).
 
 #include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -62,10 +63,14 @@ Result<std::string> checkPip(const ResolverSettings& settings, PipControl& contr
 // Installs `requirements` and their dependencies into `target` (an empty directory) and returns
 // what was installed; `work` is a directory for pip's report. An Error that names the package
 // and pip's reason when the set cannot be had: a project the sources do not have, no wheel for
-// the sandbox's platform, a conflict.
+// the sandbox's platform, a conflict; or wheels that would unpack to more than `max_bytes`.
+// With the default pip (`python3 -m pip`), pip runs under kBoundedPip: the sizes the wheels'
+// zip directories declare are added up before any is unpacked (Python's zipfile never writes
+// more of a member than it declares), and no file pip writes may pass `max_bytes`; a pip the
+// settings replace runs as it is.
 Result<std::vector<ResolvedPackage>> resolveInto(const std::vector<Requirement>& requirements,
                                                  const std::string& target, const std::string& work,
                                                  const ResolverSettings& settings,
-                                                 PipControl& control);
+                                                 std::uint64_t max_bytes, PipControl& control);
 
 }  // namespace scs::packages
