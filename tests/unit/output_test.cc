@@ -195,7 +195,7 @@ TEST(OutputWindowTest, FromTheStartTheHeadAndTheTailNameTheOffsetOfTheRest) {
   OutputCapture capture(1u << 20);
   std::string written;
   for (int line = 0; line < 1000; ++line) {
-    written += "line " + std::to_string(line) + "\n";
+    written += "line " + std::to_string(line) + "; ";
   }
   capture.write(Stream::kStdout, written);
   capture.close();
@@ -257,13 +257,28 @@ TEST(OutputWindowTest, AStreamThatFitsIsWholeAndOneThatDroppedItsMiddleSaysSoToo
   const CapturedOutput whole = capture.snapshot(Stream::kStdout, 0, 0);
   EXPECT_THAT(whole.text, HasSubstr("bytes omitted"));  // the capture's own cut
   const CapturedOutput windowed = capture.snapshot(Stream::kStdout, 0, 20);
-  EXPECT_THAT(windowed.text, StartsWith("short\naaaa"));
+  // "short\n" takes seven characters as JSON carries it: the newline is escaped.
+  EXPECT_THAT(windowed.text, StartsWith("short\naaa\n[..."));
   EXPECT_THAT(windowed.text, EndsWith("aaaaaaaEND"));
-  EXPECT_THAT(windowed.text, HasSubstr("stdout_offset=10 reads on"));
+  EXPECT_THAT(windowed.text, HasSubstr("stdout_offset=9 reads on"));
   // Read from there: the rest of the head, the capture's marker, then the tail.
-  const CapturedOutput on = capture.snapshot(Stream::kStdout, 10, 1000);
+  const CapturedOutput on = capture.snapshot(Stream::kStdout, 9, 1000);
   EXPECT_THAT(on.text, HasSubstr("bytes omitted"));
   EXPECT_THAT(on.text, EndsWith("END"));
+}
+
+// A window counts characters as the report's JSON carries them: an escaped newline or quote
+// two, a control character six, a multi-byte character one.
+TEST(OutputWindowTest, AWindowCountsCharactersAsTheJsonTextCarriesThem) {
+  OutputCapture capture(1u << 16);
+  capture.write(Stream::kStdout, std::string(1000, '\n'));
+  capture.write(Stream::kStderr, std::string(1000, '\x01'));
+  EXPECT_EQ(capture.charactersFrom(Stream::kStdout, 0, 1u << 20), 2000u);
+  EXPECT_EQ(capture.charactersFrom(Stream::kStderr, 10, 1u << 20), 5940u);
+  EXPECT_EQ(capture.charactersFrom(Stream::kStdout, 0, 100), 101u) << "counted up to most + 1";
+  const CapturedOutput out = capture.snapshot(Stream::kStdout, 0, 100);
+  EXPECT_THAT(out.text, StartsWith(std::string(25, '\n') + "\n[... 950 bytes left out"));
+  EXPECT_THAT(out.text, EndsWith("...]\n" + std::string(25, '\n')));
 }
 
 TEST(OutputWindowTest, SharesKeepBothStreamsTogetherWithinTheWindow) {

@@ -272,6 +272,21 @@ void OutputCapture::appendTail(Buffer& buffer, std::string_view bytes) {
 
 namespace {
 
+// What a byte adds to the text as a JSON string carries it, in characters: a UTF-8
+// continuation byte nothing (its character is counted once), an escaped one two (\n, \", \\)
+// or six (\u0001), any other one.
+std::uint64_t jsonCost(char byte) {
+  const auto value = static_cast<unsigned char>(byte);
+  if (isContinuation(byte)) {
+    return 0;
+  }
+  if (byte == '"' || byte == '\\' || byte == '\n' || byte == '\r' || byte == '\t' || byte == '\b' ||
+      byte == '\f') {
+    return 2;
+  }
+  return value < 0x20 ? 6 : 1;
+}
+
 // One stream as the capture holds it: bytes [0, head.size()) and [tail_offset, total) of
 // everything written, the middle dropped.
 struct Held {
@@ -281,10 +296,42 @@ struct Held {
   std::uint64_t total = 0;
 
   std::uint64_t dropped() const { return tail_offset - head.size(); }
-  // Bytes of the stream that are held from `from` on.
-  std::uint64_t heldFrom(std::uint64_t from) const {
-    const std::uint64_t in_head = from < head.size() ? head.size() - from : 0;
-    return in_head + (total - std::max(from, tail_offset));
+  // The first held offset at or after `offset`.
+  std::uint64_t heldAt(std::uint64_t offset) const {
+    return offset >= head.size() && offset < tail_offset ? tail_offset : offset;
+  }
+  // Where text from `from` (held) ends within `budget` characters as a JSON string carries
+  // them (jsonCost), at the start of a UTF-8 sequence; the dropped middle is skipped.
+  // At least one character is taken, so that reading on always gets somewhere.
+  std::uint64_t advance(std::uint64_t from, std::uint64_t budget) const {
+    const std::uint64_t first = heldAt(from);
+    std::uint64_t offset = first;
+    for (std::uint64_t spent = 0; offset < total; offset = heldAt(offset + 1)) {
+      spent += jsonCost(at(offset));
+      if (spent > budget && back(offset) > first) {
+        return back(offset);
+      }
+    }
+    return total;
+  }
+  // Where text that ends at `to` starts within `budget` characters, at the start of a UTF-8
+  // sequence; it never reaches back into the dropped middle.
+  std::uint64_t retreat(std::uint64_t to, std::uint64_t budget) const {
+    std::uint64_t offset = to;
+    for (std::uint64_t spent = 0; offset > 0; --offset) {
+      const std::uint64_t before = offset - 1;
+      if (before >= head.size() && before < tail_offset) {
+        break;
+      }
+      spent += jsonCost(at(before));
+      if (spent > budget) {
+        break;
+      }
+    }
+    for (int skipped = 0; skipped < 3 && offset < to && isContinuation(at(offset)); ++skipped) {
+      ++offset;
+    }
+    return offset;
   }
   // The byte at stream offset `at`, which is held.
   char at(std::uint64_t offset) const {
@@ -324,29 +371,41 @@ std::string streamName(backend::Stream stream) {
 }  // namespace
 
 std::pair<std::uint64_t, std::uint64_t> windowShares(std::uint64_t window,
-                                                     std::uint64_t stdout_bytes,
-                                                     std::uint64_t stderr_bytes) {
+                                                     std::uint64_t stdout_characters,
+                                                     std::uint64_t stderr_characters) {
   if (window == 0) {
     return {0, 0};
   }
   const std::uint64_t content = window > 2 * kMarkerRoom ? window - 2 * kMarkerRoom : 1;
-  if (stdout_bytes + stderr_bytes <= content) {
+  if (stdout_characters + stderr_characters <= content) {
     return {content, content};
   }
-  if (stdout_bytes <= stderr_bytes) {
-    const std::uint64_t share = std::min(stdout_bytes, content / 2);
+  if (stdout_characters <= stderr_characters) {
+    const std::uint64_t share = std::min(stdout_characters, content / 2);
     return {std::max<std::uint64_t>(share, 1), content - share};
   }
-  const std::uint64_t share = std::min(stderr_bytes, content / 2);
+  const std::uint64_t share = std::min(stderr_characters, content / 2);
   return {content - share, std::max<std::uint64_t>(share, 1)};
 }
 
-std::uint64_t OutputCapture::bytesFrom(backend::Stream stream, std::uint64_t from) const {
+std::uint64_t OutputCapture::charactersFrom(backend::Stream stream, std::uint64_t from,
+                                            std::uint64_t most) const {
   std::lock_guard lock(mutex_);
   const Buffer& buffer = bufferFor(stream);
-  const Scan& pending = scanFor(stream);
-  const std::uint64_t total = buffer.total + (pending.found ? 0 : pending.search.held().size());
-  return total - std::min(from, total);
+  std::uint64_t characters = 0;
+  std::uint64_t offset = 0;  // of the stream, at the byte in hand
+  const auto walk = [&](const char* data, std::size_t size) {
+    for (std::size_t i = 0; i < size && characters <= most; ++i, ++offset) {
+      if (offset >= from) {
+        characters += jsonCost(data[i]);
+      }
+    }
+  };
+  walk(buffer.head.data(), buffer.head.size());
+  offset = buffer.total - buffer.tail.size();
+  walk(buffer.tail.data() + buffer.tail_start, buffer.tail.size() - buffer.tail_start);
+  walk(buffer.tail.data(), buffer.tail_start);
+  return std::min(characters, most + 1);
 }
 
 CapturedOutput OutputCapture::snapshot(backend::Stream stream, std::uint64_t from,
@@ -379,18 +438,13 @@ CapturedOutput OutputCapture::snapshot(backend::Stream stream, std::uint64_t fro
     }
     start = held.back(start);
     result.offset = start;
-    const std::uint64_t content = window;
     const std::string offset_name = streamName(stream) + "_offset";
-    if (window == 0 || held.heldFrom(start) <= content) {
+    if (window == 0 || held.advance(start, window) == held.total) {
       held.append(raw, start, held.total);
     } else if (start == 0) {
       // The head and the tail of the stream, and the offset that reads the middle.
-      const std::uint64_t head_end = held.back(content / 2);
-      // (the tail is held whole: a capture that dropped bytes holds more than a window's half)
-      std::uint64_t tail_start = held.total - (content - content / 2);
-      for (int skipped = 0; skipped < 3 && isContinuation(held.at(tail_start)); ++skipped) {
-        ++tail_start;
-      }
+      const std::uint64_t head_end = held.advance(0, window / 2);
+      const std::uint64_t tail_start = held.retreat(held.total, window - window / 2);
       held.append(raw, 0, head_end);
       raw.append("\n[... " + std::to_string(tail_start - head_end) +
                  " bytes left out of this report: get_result with " + offset_name + "=" +
@@ -399,22 +453,11 @@ CapturedOutput OutputCapture::snapshot(backend::Stream stream, std::uint64_t fro
       result.truncated = true;
     } else {
       // Reading on from an offset: as much as the window holds, and where to go on.
-      std::uint64_t end = start;
-      std::uint64_t taken = 0;
-      if (start < held.head.size()) {
-        end = std::min<std::uint64_t>(held.head.size(), start + content);
-        taken = end - start;
-      }
-      if (taken < content && held.total > std::max(start, held.tail_offset)) {
-        end = std::min(held.total, std::max(start, held.tail_offset) + (content - taken));
-      }
-      end = held.back(end);
+      const std::uint64_t end = held.advance(start, window);
       held.append(raw, start, end);
-      if (end < held.total) {
-        raw.append("\n[... " + std::to_string(held.total - end) + " more bytes: get_result with " +
-                   offset_name + "=" + std::to_string(end) + " reads on ...]\n");
-        result.truncated = true;
-      }
+      raw.append("\n[... " + std::to_string(held.total - end) + " more bytes: get_result with " +
+                 offset_name + "=" + std::to_string(end) + " reads on ...]\n");
+      result.truncated = true;
     }
     if (!closed_) {
       raw.resize(raw.size() - incompleteSuffix(raw));

@@ -28,12 +28,12 @@ std::string toValidUtf8(std::string_view bytes);
 inline constexpr std::uint64_t kMarkerRoom = 240;
 
 // The windows of stdout and stderr (snapshot()'s `window`) whose texts together, markers
-// included, stay within `window` characters, for streams that hold these bytes from the
-// offsets asked: both whole when they fit, otherwise the smaller whole up to half and the
-// larger the rest. {0, 0} (no window) for a `window` of 0.
+// included, stay within `window` characters, for streams whose texts take these characters
+// from the offsets asked (charactersFrom()): both whole when they fit, otherwise the smaller
+// whole up to half and the larger the rest. {0, 0} (no window) for a `window` of 0.
 std::pair<std::uint64_t, std::uint64_t> windowShares(std::uint64_t window,
-                                                     std::uint64_t stdout_bytes,
-                                                     std::uint64_t stderr_bytes);
+                                                     std::uint64_t stdout_characters,
+                                                     std::uint64_t stderr_characters);
 
 // Captures one run's stdout and stderr with a fixed memory bound: per stream it keeps the
 // first cap/2 bytes and the last cap - cap/2 bytes and counts everything. write() never
@@ -73,15 +73,18 @@ class OutputCapture : public backend::OutputSink {
   // sequence it cuts, or forward to the start of the tail when it falls in the dropped middle
   // (CapturedOutput::offset says where it starts). Before close(), a UTF-8 sequence cut by the
   // end of what has arrived is left out of the text (it is still counted in `bytes`).
-  // With a `window` (bytes of the stream; 0 for none) the text is cut to it, as a model is
-  // handed it (windowShares() below): from offset 0 the stream's head and tail around a marker that
-  // names the `stdout_offset` (or `stderr_offset`) from which get_result reads the rest; from a
-  // later offset as much as fits, and a marker naming the offset that reads on. `truncated` then.
+  // With a `window` (0 for none) the text is cut to that many characters as a JSON string
+  // carries them, as a model is handed it (an escaped newline counts two; windowShares()):
+  // from offset 0 the stream's head and tail around a marker that names the `stdout_offset`
+  // (or `stderr_offset`) from which get_result reads the rest; from a later offset as much as
+  // fits, and a marker naming the offset that reads on. `truncated` then.
   CapturedOutput snapshot(backend::Stream stream, std::uint64_t from = 0,
                           std::uint64_t window = 0) const;
 
-  // Bytes the stream holds from `from` on, dropped ones counted: what a window must fit.
-  std::uint64_t bytesFrom(backend::Stream stream, std::uint64_t from) const;
+  // Characters the stream's held text from `from` on takes as a JSON string carries it (an
+  // escaped newline two), counted up to `most` + 1: what a window must fit.
+  std::uint64_t charactersFrom(backend::Stream stream, std::uint64_t from,
+                               std::uint64_t most) const;
 
   struct Trailer {
     bool found = false;       // the marker was seen

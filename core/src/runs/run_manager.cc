@@ -382,10 +382,10 @@ void RunManager::Impl::forgetExpiredLocked() {
 RunSnapshot RunManager::Impl::snapshotLocked(const Run& run, const OutputOffsets& from) const {
   RunSnapshot snapshot = run.report;
   if (run.capture) {
-    const auto [stdout_window, stderr_window] =
-        windowShares(settings_.output_window_chars,
-                     run.capture->bytesFrom(backend::Stream::kStdout, from.stdout_from),
-                     run.capture->bytesFrom(backend::Stream::kStderr, from.stderr_from));
+    const std::uint64_t window = settings_.output_window_chars;
+    const auto [stdout_window, stderr_window] = windowShares(
+        window, run.capture->charactersFrom(backend::Stream::kStdout, from.stdout_from, window),
+        run.capture->charactersFrom(backend::Stream::kStderr, from.stderr_from, window));
     snapshot.stdout_output =
         run.capture->snapshot(backend::Stream::kStdout, from.stdout_from, stdout_window);
     snapshot.stderr_output =
