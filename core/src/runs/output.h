@@ -99,6 +99,7 @@ class OutputCapture : public backend::OutputSink {
   std::size_t retainedCapacity() const;
 
  private:
+  struct Held;  // a copy of one stream's bytes, which snapshots cut
   struct Buffer {
     std::vector<char> head;
     std::vector<char> tail;      // a ring once it holds tail_cap_ bytes
@@ -122,6 +123,7 @@ class OutputCapture : public backend::OutputSink {
     return stream == backend::Stream::kStdout ? trailer_scan_ : stderr_scan_;
   }
   bool outputCompleteLocked() const;
+  Held heldOf(backend::Stream stream) const;  // under the lock
   void append(Buffer& buffer, std::string_view bytes);
   void appendTail(Buffer& buffer, std::string_view bytes);
   // Appends `bytes` to the stream's buffer up to its marker; returns how many bytes of it
