@@ -6,8 +6,10 @@ binds each of them alike: PID 1 starts them all through processes.spawn().
 python: child/program.py (a run) and child/session.py (a session), started ahead of the code.
 bash: `bash main.sh` for a run; for a session, one shell that sources each run's main.sh
 (child/session.bash), so its directory, variables, functions and jobs carry over.
-javascript: Node.js (the image's official 22 LTS build) running child/runner.js, which runs main.js as a script in the one
-global context (a REPL's), for a run or for every run of a session."""
+javascript: Node.js (the image's official 22 LTS build) running child/runner.js, which runs main.js
+in the one global context in V8's REPL mode (through an in-process inspector session: no port),
+so a session's runs may declare a name again and await at the top level, and static imports
+are rewritten line for line; for a run or for every run of a session."""
 
 import os
 

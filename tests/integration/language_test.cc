@@ -102,6 +102,20 @@ TEST_F(LanguageTest, ABinaryWrittenToScratchSpaceIsRefusedExecutionInBash) {
       << describe(report);
 }
 
+// JavaScript as it is written in 2026 (issue 45): static and dynamic imports and top-level
+// await in a one-shot run, on the image's current Node.js LTS.
+TEST_F(LanguageTest, AOneShotRunTakesImportsTopLevelAwaitAndTodaysNode) {
+  const auto report = run("javascript",
+                          "import os from 'node:os';\n"
+                          "import {join} from 'node:path';\n"
+                          "const {setTimeout: later} = await import('node:timers/promises');\n"
+                          "await later(50);\n"
+                          "[os.platform(), join('a', 'b'), [3, 1, 2].toSorted(),\n"
+                          " Number(process.versions.node.split('.')[0]) >= 22]\n");
+  EXPECT_EQ(text(report, "status"), "succeeded") << describe(report);
+  EXPECT_EQ(text(report, "result"), "[ 'linux', 'a/b', [ 1, 2, 3 ], true ]") << describe(report);
+}
+
 TEST_F(LanguageTest, JavascriptReturnsTheLastExpressionFilesAndItsUncaughtException) {
   const auto report = run("javascript",
                           "const fs = require('fs');\n"
