@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -179,11 +180,16 @@ void checkSnapshot(const runs::OutputCapture& capture, const Model& model, backe
       continue;
     }
     SCS_FUZZ_CHECK(cut.truncated, context());
-    const std::string named =
-        stream == backend::Stream::kStdout ? "stdout_offset=" : "stderr_offset=";
+    // The marker's own words (the program's output may hold the name alone, not the phrase).
+    const std::string named = std::string("get_result with ") +
+                              (stream == backend::Stream::kStdout ? "stdout" : "stderr") +
+                              "_offset=";
     const std::size_t at = cut.text.rfind(named);
     SCS_FUZZ_CHECK(at != std::string::npos, context() + " window " + std::to_string(window));
-    const std::uint64_t next = std::stoull(cut.text.substr(at + named.size()));
+    std::uint64_t next = 0;
+    const char* digits = cut.text.data() + at + named.size();
+    const auto [end, error] = std::from_chars(digits, cut.text.data() + cut.text.size(), next);
+    SCS_FUZZ_CHECK(error == std::errc() && end != digits, context());
     SCS_FUZZ_CHECK(next > cut.offset && next <= cut.bytes,
                    context() + " window " + std::to_string(window));
   }

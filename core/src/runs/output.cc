@@ -366,7 +366,7 @@ struct OutputCapture::Held {
     if (begin < head.size()) {
       const std::uint64_t stop = std::min<std::uint64_t>(end, head.size());
       out.append(head, static_cast<std::size_t>(begin), static_cast<std::size_t>(stop - begin));
-      if (dropped() > 0 && end > tail_offset) {
+      if (dropped() > 0 && end >= tail_offset) {
         out.append("\n[... " + std::to_string(dropped()) + " bytes omitted ...]\n");
       }
     }
