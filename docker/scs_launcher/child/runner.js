@@ -11,9 +11,11 @@
 // or function of an earlier one as the same kind (the newest wins; one that was a let cannot
 // become a const), also one whose initialiser threw; and top-level `await` works, in a session
 // and in a run alike. Static `import` declarations at the top level (default, named, namespace,
-// side-effect, with attributes) are rewritten, line for line: as in a module, their modules are
-// loaded, and the names they take checked, before any of the code runs, and the code then takes
-// them as consts, with no await; `import(...)` and `import.meta` become their equivalents.
+// side-effect, with attributes; not the text of strings, templates or comments) are rewritten,
+// line for line: as in a module, their modules are loaded, and the names they take checked,
+// before any of the code runs; the code then takes them as consts from the import's line on
+// (not hoisted above it), with no await. `import(...)` becomes a call that resolves as an
+// ES module would from main.js, and `import.meta` main.js's (its `resolve` as require's).
 // Modules resolve from main.js, so './x.mjs' and packages in /workspace/node_modules are found.
 // require, module, exports, __filename and __dirname are main.js's.
 //
@@ -23,7 +25,9 @@
 // line it comes from first when that line is the run's own. The console does not report to the
 // inspector too, so nothing logged is retained. In a session, process.exit() ends only the run,
 // with its code, and SIGINT (PID 1's interrupt) ends the code in progress, not the process: a
-// run awaiting is abandoned at once, and the synchronous part of a run's code, when it keeps
+// run awaiting is abandoned at once (what it awaits, and its source, are kept for as long as it
+// may still settle: the inspector must not be left answering for a promise collected), and
+// the synchronous part of a run's code, when it keeps
 // the thread busy, is terminated from a worker thread that hears the signal too. Code busy after
 // an await, or in a callback, cannot be ended so (nor can it in Node's own REPL): the server
 // ends the session when its interrupt has no effect.
@@ -227,9 +231,10 @@ function tokenize(source) {
     }
     return last.type === 'punct' && last.text !== ')' && last.text !== ']';
   };
-  // From inside a template literal: to its end, or into a ${.
+  // A template literal's text from its opening backtick (or the } that closes a ${) at
+  // `start`: to its end, or into a ${.
   const template = (start) => {
-    let j = start;
+    let j = start + 1;
     while (j < n) {
       if (source[j] === '\\') {
         j += 2;
@@ -511,7 +516,8 @@ function detachConsole() {
 // to terminate. The code is evaluated from a function (RUN) that an evaluation on a second
 // session calls: a termination is then thrown and caught within an evaluation (which ends it
 // there; a Runtime.callFunctionOn would not), even when the code's synchronous part ends just as
-// it is asked for, and never in this file's own code.
+// it is asked for: if it lands in this file's own code around the evaluation, the outer
+// evaluation catches it too.
 // oneRun: the process runs one run's code (the stack of any error of it shows its line).
 function evaluator(hooks, oneRun) {
   let inspector;
@@ -664,7 +670,10 @@ function evaluator(hooks, oneRun) {
     if (modules.length) {
       linked.set(evaluation, modules);
     }
-    return evaluate(source, rewritten);
+    // The code's synchronous part, which takes its imports, has run when evaluate() returns.
+    const outcome = evaluate(source, rewritten);
+    linked.delete(evaluation);
+    return outcome;
   };
 }
 

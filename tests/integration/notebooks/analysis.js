@@ -82,3 +82,8 @@ console.log('saving and leaving');
 process.exit(3);
 // %% succeeded result="[ true, 'NORTH', 554.5 ]"
 [spins > 0, top[0].toUpperCase(), total]
+// %% succeeded result="\"https://example.com/api?q=import%20x%20from%20y (it's 554.5)\""
+const base = `https://example.com`;  // a URL in a template: no comment starts there
+const query = encodeURIComponent(`import x from y`);
+import {format} from 'node:util';
+`${base}/api?q=${query} (${format('it\'s %s', total)})`
