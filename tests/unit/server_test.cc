@@ -522,6 +522,44 @@ TEST_F(ServerTest, ProcessesAndUnknownArgumentsAreRejectedByName) {
               HasSubstr("\"force\""));
 }
 
+// Issue 47: the arguments each tool accepts (tools.cc's lists, which its refusal of an unknown
+// one names) are exactly the properties its inputSchema in tools.json declares.
+TEST_F(ServerTest, EachToolAcceptsExactlyTheArgumentsItsSchemaDeclares) {
+  const Array::Ptr tools = request("tools/list", "{}")->getObject("result")->getArray("tools");
+  ASSERT_TRUE(tools);
+  for (std::size_t i = 0; i < tools->size(); ++i) {
+    const Object::Ptr definition = tools->getObject(i);
+    const std::string name = definition->getValue<std::string>("name");
+    std::set<std::string> declared;
+    for (const auto& [property, schema] :
+         *definition->getObject("inputSchema")->getObject("properties")) {
+      declared.insert(property);
+    }
+    const std::string refusal = toolError(callTool(name, R"({"zz_not_an_argument":1})"));
+    const std::string list = "Allowed arguments: ";
+    const std::size_t at = refusal.find(list);
+    ASSERT_NE(at, std::string::npos) << name << ": " << refusal;
+    std::set<std::string> accepted;
+    std::istringstream names(refusal.substr(at + list.size()));
+    for (std::string item; std::getline(names, item, ',');) {
+      item.erase(0, item.find_first_not_of(' '));
+      if (!item.empty() && item.back() == '.') {
+        item.pop_back();
+      }
+      accepted.insert(item);
+    }
+    // A server that offers no packages leaves them out of the schema but still takes the
+    // argument, to refuse it saying why (no wheelhouse or index), not as unknown.
+    if (declared.count("packages") == 0 && accepted.erase("packages") == 1) {
+      const std::string code = declared.count("code") ? R"("code":"1",)" : "";
+      EXPECT_THAT(toolError(callTool(name, "{" + code + R"("packages":["x"]})")),
+                  HasSubstr("offers no packages"))
+          << name;
+    }
+    EXPECT_EQ(accepted, declared) << name;
+  }
+}
+
 TEST_F(ServerTest, AHugeIntegerLimitIsNotMistakenForASmallOne) {
   EXPECT_THAT(toolError(callTool("start_run",
                                  R"({"code":"x","limits":{"memory_gb":18446744073709551617}})")),
