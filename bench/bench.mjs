@@ -1,5 +1,5 @@
 // The benchmark behind `bench/run` (see docs/BENCHMARKS.md). Progress goes to stderr; the
-// final table goes to stdout and to bench/results/<date>.md, every sample to <date>.json.
+// final table goes to stdout and to bench/results/<date>.md, every sample to <date>.json.gz.
 //
 // This entry point reads the configuration (lib/config.mjs), pins the image, runs the phases in
 // their fixed order (phases/, arrivals.mjs, tenants.mjs) and writes the results (lib/report.mjs).

@@ -1,7 +1,8 @@
 // The results: the Markdown table of every phase that ran, with each target's verdict, printed
-// to stdout and written to <results>/<start time>.md beside every sample in the .json.
+// to stdout and written to <results>/<start time>.md beside every sample in the .json.gz.
 import fs from 'node:fs';
 import path from 'node:path';
+import zlib from 'node:zlib';
 
 import { cfg, root } from './config.mjs';
 import { progress } from './host.mjs';
@@ -289,7 +290,8 @@ export function table(results) {
   return lines.join('\n');
 }
 
-// Prints the table and writes the .md and the .json, named by the run's start time.
+// Prints the table and writes the .md and every sample as .json.gz (compressed: the samples
+// are evidence to keep, not text to read in the tree), named by the run's start time.
 export function writeResults(results) {
   const text = table(results);
   process.stdout.write(`${text}\n`);
@@ -297,6 +299,7 @@ export function writeResults(results) {
   const stamp = results.started.replace(/:/g, '').replace(/\..*/, '');
   const base = path.join(cfg.resultsDir, stamp);
   fs.writeFileSync(`${base}.md`, `# Benchmark ${results.started}\n\n${text}\n`);
-  fs.writeFileSync(`${base}.json`, `${JSON.stringify(results, null, 1)}\n`);
-  progress(`wrote ${path.relative(root, base)}.md and .json`);
+  fs.writeFileSync(`${base}.json.gz`,
+                   zlib.gzipSync(`${JSON.stringify(results, null, 1)}\n`, { level: 9 }));
+  progress(`wrote ${path.relative(root, base)}.md and .json.gz`);
 }
