@@ -670,9 +670,10 @@ function evaluator(hooks, oneRun) {
     if (modules.length) {
       linked.set(evaluation, modules);
     }
-    // The code's synchronous part, which takes its imports, has run when evaluate() returns.
+    // The code takes its imports as it reaches their lines, after an await too: they are let
+    // go when it has settled.
     const outcome = evaluate(source, rewritten);
-    linked.delete(evaluation);
+    outcome.then(() => linked.delete(evaluation));
     return outcome;
   };
 }

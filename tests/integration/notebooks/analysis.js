@@ -51,6 +51,10 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const started = Date.now();
 await sleep(300);
 ({fetched: rows.length, ms: Date.now() - started >= 290})
+// %% succeeded result="'linux'"
+await sleep(20);
+import os from 'node:os';
+os.platform()
 // %% succeeded files=summary.json result="{ total: 554.5, regions: 3 }"
 import fs from 'node:fs';
 import {join} from 'node:path';
