@@ -426,37 +426,65 @@ CapturedOutput OutputCapture::snapshot(backend::Stream stream, std::uint64_t fro
   CapturedOutput result;
   {
     std::lock_guard lock(mutex_);
-    const Held held = heldOf(stream);
-    result.bytes = held.total;
-    result.truncated = held.dropped() > 0;
-    const std::uint64_t start = held.startOf(from);
-    result.offset = start;
-    const std::string offset_name = streamName(stream) + "_offset";
-    if (window == 0 || held.characters(start, window) <= window) {
-      held.append(raw, start, held.total);
-    } else if (start == 0) {
-      // The head and the tail of the stream, and the offset that reads the middle.
-      const std::uint64_t head_end = held.advance(0, window / 2);
-      const std::uint64_t tail_start = held.retreat(held.total, window - window / 2);
-      held.append(raw, 0, head_end);
-      raw.append("\n[... " + std::to_string(tail_start - head_end) +
-                 " bytes left out of this report: get_result with " + offset_name + "=" +
-                 std::to_string(head_end) + " reads on from here ...]\n");
-      held.append(raw, tail_start, held.total);
-      result.truncated = true;
-    } else {
-      // Reading on from an offset: as much as the window holds, and where to go on.
-      const std::uint64_t end = held.advance(start, window);
-      held.append(raw, start, end);
-      raw.append("\n[... " + std::to_string(held.total - end) + " more bytes: get_result with " +
-                 offset_name + "=" + std::to_string(end) + " reads on ...]\n");
-      result.truncated = true;
-    }
-    if (!closed_) {
-      raw.resize(raw.size() - incompleteSuffix(raw));
-    }
+    result = cutLocked(heldOf(stream), stream, from, window, raw);
   }
   result.text = toValidUtf8(raw);
+  return result;
+}
+
+std::pair<CapturedOutput, CapturedOutput> OutputCapture::report(std::uint64_t stdout_from,
+                                                                std::uint64_t stderr_from,
+                                                                std::uint64_t window) const {
+  std::string out_raw;
+  std::string err_raw;
+  std::pair<CapturedOutput, CapturedOutput> result;
+  {
+    std::lock_guard lock(mutex_);
+    const Held out = heldOf(backend::Stream::kStdout);
+    const Held err = heldOf(backend::Stream::kStderr);
+    const auto [out_window, err_window] =
+        windowShares(window, out.characters(out.startOf(stdout_from), window),
+                     err.characters(err.startOf(stderr_from), window));
+    result.first = cutLocked(out, backend::Stream::kStdout, stdout_from, out_window, out_raw);
+    result.second = cutLocked(err, backend::Stream::kStderr, stderr_from, err_window, err_raw);
+  }
+  result.first.text = toValidUtf8(out_raw);
+  result.second.text = toValidUtf8(err_raw);
+  return result;
+}
+
+CapturedOutput OutputCapture::cutLocked(const Held& held, backend::Stream stream,
+                                        std::uint64_t from, std::uint64_t window,
+                                        std::string& raw) const {
+  CapturedOutput result;
+  result.bytes = held.total;
+  result.truncated = held.dropped() > 0;
+  const std::uint64_t start = held.startOf(from);
+  result.offset = start;
+  const std::string offset_name = streamName(stream) + "_offset";
+  if (window == 0 || held.characters(start, window) <= window) {
+    held.append(raw, start, held.total);
+  } else if (start == 0) {
+    // The head and the tail of the stream, and the offset that reads the middle.
+    const std::uint64_t head_end = held.advance(0, window / 2);
+    const std::uint64_t tail_start = held.retreat(held.total, window - window / 2);
+    held.append(raw, 0, head_end);
+    raw.append("\n[... " + std::to_string(tail_start - head_end) +
+               " bytes left out of this report: get_result with " + offset_name + "=" +
+               std::to_string(head_end) + " reads on from here ...]\n");
+    held.append(raw, tail_start, held.total);
+    result.truncated = true;
+  } else {
+    // Reading on from an offset: as much as the window holds, and where to go on.
+    const std::uint64_t end = held.advance(start, window);
+    held.append(raw, start, end);
+    raw.append("\n[... " + std::to_string(held.total - end) + " more bytes: get_result with " +
+               offset_name + "=" + std::to_string(end) + " reads on ...]\n");
+    result.truncated = true;
+  }
+  if (!closed_) {
+    raw.resize(raw.size() - incompleteSuffix(raw));
+  }
   return result;
 }
 

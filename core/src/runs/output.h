@@ -81,6 +81,12 @@ class OutputCapture : public backend::OutputSink {
   CapturedOutput snapshot(backend::Stream stream, std::uint64_t from = 0,
                           std::uint64_t window = 0) const;
 
+  // Both streams' snapshots as a report hands them to a model: `window` characters of the two
+  // together, shared by windowShares(), each stream copied once.
+  std::pair<CapturedOutput, CapturedOutput> report(std::uint64_t stdout_from,
+                                                   std::uint64_t stderr_from,
+                                                   std::uint64_t window) const;
+
   // Characters the stream's held text from `from` on takes as a JSON string carries it (an
   // escaped newline two), counted up to `most` + 1: what a window must fit.
   std::uint64_t charactersFrom(backend::Stream stream, std::uint64_t from,
@@ -124,6 +130,9 @@ class OutputCapture : public backend::OutputSink {
   }
   bool outputCompleteLocked() const;
   Held heldOf(backend::Stream stream) const;  // under the lock
+  // snapshot()'s text of `held` (before its UTF-8 repair, into `raw`), under the lock.
+  CapturedOutput cutLocked(const Held& held, backend::Stream stream, std::uint64_t from,
+                           std::uint64_t window, std::string& raw) const;
   void append(Buffer& buffer, std::string_view bytes);
   void appendTail(Buffer& buffer, std::string_view bytes);
   // Appends `bytes` to the stream's buffer up to its marker; returns how many bytes of it

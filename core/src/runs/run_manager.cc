@@ -10,6 +10,7 @@
 #include <cmath>
 #include <random>
 #include <system_error>
+#include <tuple>
 
 #include "runs/run_manager_impl.h"
 
@@ -382,14 +383,8 @@ void RunManager::Impl::forgetExpiredLocked() {
 RunSnapshot RunManager::Impl::snapshotLocked(const Run& run, const OutputOffsets& from) const {
   RunSnapshot snapshot = run.report;
   if (run.capture) {
-    const std::uint64_t window = settings_.output_window_chars;
-    const auto [stdout_window, stderr_window] = windowShares(
-        window, run.capture->charactersFrom(backend::Stream::kStdout, from.stdout_from, window),
-        run.capture->charactersFrom(backend::Stream::kStderr, from.stderr_from, window));
-    snapshot.stdout_output =
-        run.capture->snapshot(backend::Stream::kStdout, from.stdout_from, stdout_window);
-    snapshot.stderr_output =
-        run.capture->snapshot(backend::Stream::kStderr, from.stderr_from, stderr_window);
+    std::tie(snapshot.stdout_output, snapshot.stderr_output) =
+        run.capture->report(from.stdout_from, from.stderr_from, settings_.output_window_chars);
   }
   snapshot.status = run.status();
   snapshot.prepared_sandbox = run.ran_prepared;
