@@ -174,7 +174,10 @@ Flag listenFlag(const char* name, const char* metavar, const char* help, Field f
 // of the file and of the command line add up. Checked as a whole later (validate()).
 template <typename Field>
 Flag repeatedFlag(const char* name, const char* metavar, const char* help, Field field) {
-  return {name, metavar, help, nullptr,
+  return {name,
+          metavar,
+          help,
+          nullptr,
           [=](Config& c, const std::string& v) -> Problem {
             if (v.empty()) {
               return flagName(name) + " needs a value";
@@ -483,7 +486,7 @@ const std::vector<Flag>& flags() {
       intFlag("max-http-body-bytes-per-tenant", "N",
               "HTTP only: bytes of request bodies one tenant's requests in flight may hold, "
               "each counted at its Content-Length (chunked: at --max-http-body-bytes); a POST "
-              "past it is refused with 429 before its body is read. At least "
+              "past it is refused with 429, its body read and dropped, never kept. At least "
               "--max-http-body-bytes.",
               1024, std::int64_t{1} << 40, SCS_FIELD(http.max_body_bytes_per_tenant)),
       intFlag("max-sessions", "N",
