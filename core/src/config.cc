@@ -175,15 +175,43 @@ std::optional<std::string> buildEgressPolicy(const Config& config, egress::Egres
     }
     return std::nullopt;
   };
-  if (auto p = apply(e.allow, "--egress-allow",
-                     [&](const std::string& v) { return policy.allow(v); })) {
+  if (auto p =
+          apply(e.allow, "--egress-allow", [&](const std::string& v) { return policy.allow(v); })) {
     return p;
   }
-  if (auto p = apply(e.deny, "--egress-deny", [&](const std::string& v) { return policy.deny(v); })) {
+  if (auto p =
+          apply(e.deny, "--egress-deny", [&](const std::string& v) { return policy.deny(v); })) {
     return p;
   }
-  return apply(e.resolve, "--egress-resolve",
-               [&](const std::string& v) { return policy.pin(v); });
+  return apply(e.resolve, "--egress-resolve", [&](const std::string& v) { return policy.pin(v); });
+}
+
+std::optional<std::string> buildCredentials(const Config& config,
+                                            const egress::EgressPolicy& policy,
+                                            egress::CredentialStore& store) {
+  const Config::Egress& e = config.egress;
+  if (!e.upstream_ca.empty() && e.credentials.empty()) {
+    return "--egress-upstream-ca needs --egress-credential: only a brokered host's certificate "
+           "is checked by the server";
+  }
+  for (const std::string& entry : e.credentials) {
+    const Result<bool> added = store.add(entry);
+    if (const Error* error = std::get_if<Error>(&added)) {
+      return error->message;
+    }
+    const egress::Credential& credential = store.all().back();
+    const Result<egress::Target> target = egress::parseTarget(credential.host);
+    const egress::Decision decision =
+        std::holds_alternative<egress::Target>(target)
+            ? policy.decide(credential.tenant, std::get<egress::Target>(target), credential.port)
+            : egress::Decision{};
+    if (!decision.allowed) {
+      return "--egress-credential for " + credential.tenant + " and " + credential.target() +
+             ": that host is not on the tenant's allow-list (--egress-allow " + credential.tenant +
+             "=" + credential.target() + ")";
+    }
+  }
+  return std::nullopt;
 }
 
 namespace {

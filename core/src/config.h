@@ -49,12 +49,22 @@ struct Config {
     std::vector<std::string> allow;    // TENANT=PATTERN[:PORT]
     std::vector<std::string> deny;     // TENANT=PATTERN[:PORT]
     std::vector<std::string> resolve;  // NAME=ADDRESS
+    // Brokered credentials (issue 48): TENANT=HOST[:PORT]:HEADER=SOURCE or :$VARIABLE=SOURCE,
+    // checked and read by buildCredentials(); the operator's CAs for the hosts' certificates.
+    std::vector<std::string> credentials;
+    std::string upstream_ca;
     egress::EgressLimits limits;
   } egress;
 };
 
 // The policy of config.egress: every entry applied to `policy`, or the first that is refused.
 std::optional<std::string> buildEgressPolicy(const Config& config, egress::EgressPolicy& policy);
+
+// The credentials of config.egress, read into `store` (their files and variables read now), each
+// for a host its tenant's allow-list lets it reach; or the first that is refused.
+std::optional<std::string> buildCredentials(const Config& config,
+                                            const egress::EgressPolicy& policy,
+                                            egress::CredentialStore& store);
 
 // The settings before any file or flag: the shipped defaults.
 Config defaults();

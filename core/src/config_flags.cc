@@ -542,6 +542,20 @@ const std::vector<Flag>& flags() {
                    "Resolve NAME to ADDRESS for egress instead of asking DNS (an internal host, a "
                    "test); the address may then be private or loopback, for that name only.",
                    SCS_FIELD(egress.resolve)),
+      repeatedFlag("egress-credential", "TENANT=HOST[:PORT]:HEADER=SOURCE",
+                   "Add a credential to TENANT's HTTPS requests to HOST (one on its allow-list), "
+                   "so that the sandbox never holds it: the server ends the program's TLS for "
+                   "that host with a CA of its own, which the sandbox trusts, and sets HEADER on "
+                   "every request. With $VARIABLE for HEADER, programs get VARIABLE holding a "
+                   "placeholder, which the server replaces in that host's request headers and "
+                   "refuses in other requests it reads. SOURCE is file:PATH (a file only its "
+                   "owner may read; one trailing newline dropped) or env:NAME (the server's "
+                   "environment); never the value itself. docs/SECURITY.md 3f.",
+                   SCS_FIELD(egress.credentials)),
+      textFlag("egress-upstream-ca", "FILE",
+               "PEM certificates trusted beside the system's for the certificates of hosts with "
+               "a credential (an internal host, a test).",
+               Shown::kNoDefault, SCS_FIELD(egress.upstream_ca)),
       intFlag("egress-max-connections", "N",
               "Egress connections one sandbox may have open at once; one more is refused.", 1,
               1024, SCS_FIELD(egress.limits.streams_per_sandbox)),

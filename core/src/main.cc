@@ -180,32 +180,68 @@ void printAudit(const audit::Report& report, std::ostream* out, Poco::Logger& lo
 
 constexpr std::chrono::seconds kPreparedPatience{60};
 
-// Egress (issue 44): the operator's policy and, when any tenant has one, the service whose
-// channels the run manager gives those tenants' sandboxes (config.runs.egress). Its destructor
-// waits for the streams' threads, so it must outlive the manager. False when it cannot start.
-bool startEgress(config::Config& config, egress::EgressPolicy& policy,
-                 std::optional<egress::EgressService>& service, egress::EgressEvents* events,
+// Egress (issue 44): the operator's policy, the brokered credentials and their CA (issue 48)
+// and, when any tenant has a policy, the service whose channels the run manager gives those
+// tenants' sandboxes (config.runs.egress). Its destructor waits for the streams' threads, so it
+// must outlive the manager.
+struct Egress {
+  egress::EgressPolicy policy;
+  egress::CredentialStore credentials;
+  std::unique_ptr<egress::CertificateAuthority> authority;
+  std::optional<egress::EgressService> service;
+};
+
+// Starts `egress` from the configuration; false when it cannot start (the log says why).
+bool startEgress(config::Config& config, Egress& egress, egress::EgressEvents* events,
                  Poco::Logger& log) {
-  if (auto problem = config::buildEgressPolicy(config, policy)) {
+  if (auto problem = config::buildEgressPolicy(config, egress.policy)) {
     log.error("cannot start: " + *problem);
     return false;
   }
-  if (!policy.enabled()) {
+  if (!egress.policy.enabled()) {
+    if (!config.egress.credentials.empty() || !config.egress.upstream_ca.empty()) {
+      log.error(
+          "cannot start: --egress-credential and --egress-upstream-ca need --egress-allow "
+          "for the hosts they name");
+      return false;
+    }
     return true;
   }
-  const Result<bool> read = policy.readOwnAddresses();
+  const Result<bool> read = egress.policy.readOwnAddresses();
   if (const auto* problem = std::get_if<Error>(&read)) {
     log.error("cannot start: " + problem->message);
     return false;
   }
   if (config.backend == "kubernetes") {
-    log.error("cannot start: --egress-allow needs a backend whose sandboxes' programs may use "
-              "the sandbox's loopback; the kubernetes backend's filter refuses them every IP "
-              "socket (docs/SCALING.md), so it carries no egress yet");
+    log.error(
+        "cannot start: --egress-allow needs a backend whose sandboxes' programs may use "
+        "the sandbox's loopback; the kubernetes backend's filter refuses them every IP "
+        "socket (docs/SCALING.md), so it carries no egress yet");
     return false;
   }
-  service.emplace(policy, config.egress.limits, events);
-  config.runs.egress = &*service;
+  if (auto problem = config::buildCredentials(config, egress.policy, egress.credentials)) {
+    log.error("cannot start: " + *problem);
+    return false;
+  }
+  if (!egress.credentials.empty()) {
+    auto made =
+        egress::CertificateAuthority::make(egress.credentials.hosts(), config.egress.upstream_ca);
+    if (const auto* problem = std::get_if<Error>(&made)) {
+      log.error("cannot start: " + problem->message);
+      return false;
+    }
+    egress.authority = std::move(std::get<0>(made));
+    for (const egress::Credential& credential : egress.credentials.all()) {
+      log.information("egress: a credential for tenant " + credential.tenant + " and " +
+                      credential.target() + " (" +
+                      (credential.header.empty() ? "placeholder $" + credential.variable
+                                                 : "header " + credential.header) +
+                      ", from " + credential.source + ")");
+    }
+  }
+  egress.service.emplace(egress.policy, config.egress.limits, events,
+                         egress::Brokering{&egress.credentials, egress.authority.get()});
+  config.runs.egress = &*egress.service;
   log.information("egress: " + std::to_string(config.egress.allow.size()) +
                   " allow entries; programs reach their hosts through the server's relay");
   return true;
@@ -219,9 +255,8 @@ audit::Report auditAsRunsGetIt(runs::RunManager& manager, const Engine& engine,
     log.warning("no prepared sandbox was ready within " +
                 std::to_string(kPreparedPatience.count()) + " s; auditing one created for the run");
   }
-  audit::Report report =
-      audit::run(manager, audit::auditLimits(engine.limits->defaults()), config.sandbox,
-                 config.files, config.runs.egress != nullptr);
+  audit::Report report = audit::run(manager, audit::auditLimits(engine.limits->defaults()),
+                                    config.sandbox, config.files, config.runs.egress != nullptr);
   report.versions = engine.versions;
   return report;
 }
@@ -232,9 +267,8 @@ int runAudit(config::Config& config, Poco::Logger& log) {
     return audit::kExitSetupFailed;
   }
   runs::SystemClock clock;
-  egress::EgressPolicy egress_policy;
-  std::optional<egress::EgressService> egress_service;
-  if (!startEgress(config, egress_policy, egress_service, nullptr, log)) {
+  Egress egress;
+  if (!startEgress(config, egress, nullptr, log)) {
     return audit::kExitSetupFailed;
   }
   runs::RunManager manager(*engine->backend, config.runs, config.sandbox, clock);
@@ -297,9 +331,8 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
                                            : std::vector<std::string>{runs::kLocalTenant});
   config.runs.reserved_uids = swept.kept_uids;
   // Declared before the manager, so that it outlives every channel's use of the backend.
-  egress::EgressPolicy egress_policy;
-  std::optional<egress::EgressService> egress_service;
-  if (!startEgress(config, egress_policy, egress_service, &metrics, log)) {
+  Egress egress;
+  if (!startEgress(config, egress, &metrics, log)) {
     return 1;
   }
   runs::RunManager manager(backend, config.runs, config.sandbox, clock, &metrics);
@@ -331,7 +364,7 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
   info.tools.start_wait = config.start_wait;
   info.tools.max_waiting_per_tenant = config.max_waiting_per_tenant;
   info.tools.sessions = config.runs.sessions;
-  info.tools.egress = egress_service ? &egress_policy : nullptr;
+  info.tools.egress = egress.service ? &egress.policy : nullptr;
   std::optional<packages::PackageLayers> package_layers;
   if (config.packages.enabled()) {
     package_layers.emplace(backend, config.packages, config.sandbox.image);

@@ -143,6 +143,29 @@ def egress_nonce(control):
     return control.get(protocol.CONTROL_EGRESS) if control else None
 
 
+PEM_CERTIFICATE = re.compile(
+    r"-----BEGIN CERTIFICATE-----\n[A-Za-z0-9+/=\n]{1,16384}-----END CERTIFICATE-----\n?")
+PLACEHOLDER_VARIABLE = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
+PLACEHOLDER = re.compile(r"scs-placeholder-[0-9a-f]{32}")
+
+
+def brokering_well_formed(control):
+    """The brokering CA and placeholders (issue 48), when present: only beside an egress nonce,
+    a CA one PEM certificate, placeholders a name and the server's placeholder form."""
+    ca = control.get(protocol.CONTROL_EGRESS_CA)
+    environment = control.get(protocol.CONTROL_EGRESS_ENVIRONMENT)
+    if (ca is not None or environment is not None) and protocol.CONTROL_EGRESS not in control:
+        return False
+    if ca is not None and not (isinstance(ca, str) and PEM_CERTIFICATE.fullmatch(ca)):
+        return False
+    if environment is not None and not (
+            isinstance(environment, dict) and len(environment) <= 64
+            and all(isinstance(value, str) and PLACEHOLDER_VARIABLE.fullmatch(name)
+                    and PLACEHOLDER.fullmatch(value) for name, value in environment.items())):
+        return False
+    return True
+
+
 def read_control(raw):
     """The control file, checked; None when the bundle had none."""
     if raw is None:
@@ -169,6 +192,7 @@ def read_control(raw):
         or (protocol.CONTROL_EGRESS in control and not (
             isinstance(control[protocol.CONTROL_EGRESS], str)
             and re.fullmatch(r"[0-9a-f]{32}", control[protocol.CONTROL_EGRESS])))
+        or not brokering_well_formed(control)
     ):
         raise Rejected("bundle: control file is malformed")
     return control

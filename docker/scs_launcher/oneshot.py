@@ -147,7 +147,7 @@ def serve(deadline, warm, root):
         os.dup2(null, 0)
         os.close(null)
     else:
-        proxies = relay.proxy_environment()
+        proxies = relay.proxy_environment(control)
         os.environ.update(proxies)  # for a language's interpreter, started next
     out_dir = control[protocol.CONTROL_OUT_DIR] if control else bundle.WORKSPACE + "/out"
     bundle.make_out_dir(out_dir)

@@ -35,6 +35,11 @@ CONTROL_LANGUAGE = "language"
 # The sandbox's egress nonce (issue 44), present only when its tenant may reach hosts through the
 # server: PID 1 then serves its relay (relay.py) and gives programs the proxy variables.
 CONTROL_EGRESS = "egress"
+# Brokered credentials (issue 48): the server's brokering CA (PEM), which PID 1 adds to the
+# programs' trust (SSL_CERT_FILE and the like), and the placeholders programs are given
+# ({"GITHUB_TOKEN": "scs-placeholder-..."}). Present only with CONTROL_EGRESS.
+CONTROL_EGRESS_CA = "egress_ca"
+CONTROL_EGRESS_ENVIRONMENT = "egress_environment"
 
 # The languages CONTROL_LANGUAGE names (languages.py; python when the control file names none),
 # and the file in /workspace that holds each one's code.

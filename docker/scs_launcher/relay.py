@@ -33,10 +33,11 @@ MAX_STREAMS = 256  # the server caps what it carries far lower; this bounds PID 
 OPEN, DATA, CREDIT, FIN, RESET = b"O", b"D", b"C", b"F", b"R"
 
 
-def proxy_environment():
+def proxy_environment(control=None):
     """What every program of a run with egress is given: the relay as its proxy, for each
     language's usual clients (curl reads http_proxy in lower case only; Node.js reads them with
-    NODE_USE_ENV_PROXY)."""
+    NODE_USE_ENV_PROXY). With brokered credentials (issue 48), the placeholders, and a CA bundle
+    of the system's CAs and the server's brokering CA for each language's TLS clients."""
     http = "http://%s:%d" % RELAY_ADDRESS
     socks = "socks5h://%s:%d" % RELAY_ADDRESS
     environment = {}
@@ -47,7 +48,37 @@ def proxy_environment():
     environment["NODE_USE_ENV_PROXY"] = "1"
     # Node 22 calls its proxy agent experimental on every program's stderr.
     environment["NODE_OPTIONS"] = "--disable-warning=UNDICI-EHPA"
+    control = control or {}
+    environment.update(control.get(protocol.CONTROL_EGRESS_ENVIRONMENT) or {})
+    ca = control.get(protocol.CONTROL_EGRESS_CA)
+    if ca:
+        bundle = write_ca_bundle(ca)
+        for name in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+                     "NODE_EXTRA_CA_CERTS"):
+            environment[name] = bundle
     return environment
+
+
+SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+CA_BUNDLE_DIRECTORY = "/tmp/.scs-egress"
+
+
+def write_ca_bundle(ca):
+    """The system's CAs and the server's brokering CA in one file the programs may read (a
+    program that changes it only loses its own HTTPS). Hosts without a credential are still
+    verified against the system's CAs alone by the host's own certificate chain."""
+    try:
+        with open(SYSTEM_CA_BUNDLE, "rb") as system:
+            certificates = system.read()
+    except OSError:
+        certificates = b""
+    os.makedirs(CA_BUNDLE_DIRECTORY, mode=0o755, exist_ok=True)
+    path = os.path.join(CA_BUNDLE_DIRECTORY, "ca-bundle.pem")
+    with open(path + ".new", "wb") as bundle:
+        bundle.write(certificates.rstrip(b"\n") + b"\n" + ca.encode("ascii"))
+    os.chmod(path + ".new", 0o644)
+    os.replace(path + ".new", path)
+    return path
 
 
 class Stream:

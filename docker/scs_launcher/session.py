@@ -264,7 +264,7 @@ class Session:
         if egress is not None and self.relay is None:
             # The proxy variables go to every interpreter started from now on (a bash or
             # JavaScript session's, next), and to Python's, already running, with this run.
-            self.environment = relay.proxy_environment()
+            self.environment = relay.proxy_environment(control)
             os.environ.update(self.environment)
             self.relay = relay.Relay(self.loop, egress)
         try:

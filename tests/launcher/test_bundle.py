@@ -100,6 +100,23 @@ class ControlTest(unittest.TestCase):
             with self.subTest(bad=bad[:40]), self.assertRaises(Rejected):
                 bundle.read_control(bad)
 
+    def test_the_brokering_ca_and_placeholders_read_only_in_their_forms(self):
+        ca = "-----BEGIN CERTIFICATE-----\nMIIBdz==\n-----END CERTIFICATE-----\n"
+        placeholder = "scs-placeholder-" + "0123456789abcdef" * 2
+        egress = dict(json.loads(CONTROL), egress="f" * 32)
+        good = dict(egress, egress_ca=ca, egress_environment={"GITHUB_TOKEN": placeholder})
+        control = bundle.read_control(json.dumps(good).encode())
+        self.assertEqual(control["egress_environment"], {"GITHUB_TOKEN": placeholder})
+        for bad in (dict(json.loads(CONTROL), egress_ca=ca),  # without an egress nonce
+                    dict(egress, egress_ca="-----BEGIN CERTIFICATE-----\n$(rm -rf /)\n"),
+                    dict(egress, egress_ca=ca + ca),
+                    dict(egress, egress_environment={"LD_preload": placeholder}),
+                    dict(egress, egress_environment={"TOKEN": "ghp_real"}),
+                    dict(egress, egress_environment={"TOKEN": 1}),
+                    dict(egress, egress_environment=["TOKEN"])):
+            with self.subTest(bad=bad), self.assertRaises(Rejected):
+                bundle.read_control(json.dumps(bad).encode())
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -15,6 +15,27 @@ NONCE = "0123456789abcdef0123456789abcdef"
 F_SETPIPE_SZ = 1031
 
 
+class ProxyEnvironmentTest(unittest.TestCase):
+    def test_brokering_adds_the_placeholders_and_one_bundle_for_every_client(self):
+        import tempfile
+        ca = "-----BEGIN CERTIFICATE-----\nMIIBdz==\n-----END CERTIFICATE-----\n"
+        with tempfile.TemporaryDirectory() as directory, \
+                mock.patch.object(relay, "CA_BUNDLE_DIRECTORY", directory + "/egress"), \
+                mock.patch.object(relay, "SYSTEM_CA_BUNDLE", directory + "/system.crt"):
+            with open(directory + "/system.crt", "w") as system:
+                system.write("SYSTEM CAS\n")
+            environment = relay.proxy_environment({"egress_ca": ca,
+                                                   "egress_environment": {"TOKEN": "p"}})
+            self.assertEqual(environment["TOKEN"], "p")
+            paths = {environment[name] for name in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
+                                                    "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS")}
+            self.assertEqual(paths, {directory + "/egress/ca-bundle.pem"})
+            with open(paths.pop()) as bundle:
+                self.assertEqual(bundle.read(), "SYSTEM CAS\n" + ca)
+        self.assertNotIn("SSL_CERT_FILE", relay.proxy_environment())
+        self.assertEqual(relay.proxy_environment()["HTTPS_PROXY"], "http://127.0.0.1:3128")
+
+
 class StdinFramesTest(unittest.TestCase):
     def test_frames_split_anywhere_read_the_same(self):
         self.assertTrue(relay.__file__.startswith(os.path.abspath(DOCKER)))

@@ -4,6 +4,7 @@
 #include <Poco/Net/NetException.h>
 #include <Poco/Net/SocketAddress.h>
 #include <Poco/Net/StreamSocket.h>
+#include <Poco/Net/StreamSocketImpl.h>
 #include <Poco/Timespan.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -121,8 +122,9 @@ struct EgressChannel::Stream {
   bool told = false;         // PID 1 was sent the reset
 };
 
-EgressService::EgressService(const EgressPolicy& policy, EgressLimits limits, EgressEvents* events)
-    : policy_(policy), limits_(limits), events_(events) {}
+EgressService::EgressService(const EgressPolicy& policy, EgressLimits limits, EgressEvents* events,
+                             Brokering brokering)
+    : policy_(policy), limits_(limits), events_(events), brokering_(brokering) {}
 
 EgressService::~EgressService() {
   std::vector<std::weak_ptr<EgressChannel>> channels;
@@ -186,6 +188,19 @@ EgressChannel::EgressChannel(EgressService& service, std::string tenant, std::st
       frames_(nonce_) {}
 
 EgressChannel::~EgressChannel() = default;
+
+LauncherEgress EgressChannel::launcherEgress() const {
+  LauncherEgress egress{nonce_, {}, {}};
+  if (const CredentialStore* credentials = service_.brokering_.credentials) {
+    egress.environment = credentials->environmentFor(tenant_);
+    const bool brokers = std::any_of(credentials->all().begin(), credentials->all().end(),
+                                     [&](const Credential& c) { return c.tenant == tenant_; });
+    if (brokers && service_.brokering_.authority != nullptr) {
+      egress.ca_pem = service_.brokering_.authority->certificatePem();
+    }
+  }
+  return egress;
+}
 
 void EgressChannel::attach(std::function<bool(const std::string&)> deliver) {
   std::lock_guard lock(mutex_);
@@ -326,7 +341,7 @@ void EgressChannel::onFrame(Frame frame) {
 }
 
 void EgressChannel::account(const std::string& target, std::uint64_t up, std::uint64_t down,
-                            bool opened) {
+                            bool opened, std::uint64_t credential_requests) {
   std::lock_guard lock(mutex_);
   auto host = std::find_if(report_.reached.begin(), report_.reached.end(),
                            [&](const NetworkReport::Host& h) { return h.target == target; });
@@ -338,6 +353,7 @@ void EgressChannel::account(const std::string& target, std::uint64_t up, std::ui
     host->streams += opened ? 1 : 0;
     host->bytes_up += up;
     host->bytes_down += down;
+    host->credential_requests += credential_requests;
   } else if (opened) {
     ++report_.more_reached;
   }
@@ -365,10 +381,9 @@ void EgressChannel::refuse(const std::string& target, const std::string& reason,
 }
 
 bool EgressChannel::recordRefusalLocked(const std::string& target, const std::string& reason) {
-  const auto same = std::find_if(report_.refused.begin(), report_.refused.end(),
-                                 [&](const NetworkReport::Refusal& r) {
-                                   return r.target == target && r.reason == reason;
-                                 });
+  const auto same = std::find_if(
+      report_.refused.begin(), report_.refused.end(),
+      [&](const NetworkReport::Refusal& r) { return r.target == target && r.reason == reason; });
   if (same != report_.refused.end()) {
     ++same->count;
     return false;
@@ -564,14 +579,24 @@ void EgressChannel::serveStream(const std::shared_ptr<Stream>& stream) {
                "not_allowed");
     return;
   }
+  const CredentialStore* credentials = service_.brokering_.credentials;
+  const bool brokered =
+      credentials != nullptr && credentials->brokered(tenant_, target.host, request.port);
+  if (brokered && request.protocol == ProxyProtocol::kHttp) {
+    const std::string why = asked +
+                            " has a credential, which this server adds over HTTPS only: ask for "
+                            "an https:// URL";
+    refuseWith(asked, handshake.refused(Refusal::kNotAllowed, why), why, "brokered");
+    return;
+  }
   const Result<std::vector<Poco::Net::IPAddress>> resolved =
       service_.policy().resolve(tenant_, target, request.port);
   if (const Error* error = std::get_if<Error>(&resolved)) {
     const bool forbidden = error->kind == ErrorKind::kRefused;
-    refuseWith(asked,
-               handshake.refused(forbidden ? Refusal::kNotAllowed : Refusal::kUnreachable,
-                                 error->message),
-               error->message, forbidden ? "forbidden_address" : "unreachable");
+    refuseWith(
+        asked,
+        handshake.refused(forbidden ? Refusal::kNotAllowed : Refusal::kUnreachable, error->message),
+        error->message, forbidden ? "forbidden_address" : "unreachable");
     return;
   }
   Poco::Net::StreamSocket upstream;
@@ -647,6 +672,27 @@ void EgressChannel::serveStream(const std::shared_ptr<Stream>& stream) {
       finish();
       return;
     }
+  }
+
+  // 3b. A host with a credential: the server ends the program's TLS and adds it (broker.h). A
+  // plain HTTP request of a tenant with placeholders is read too, so that one carried to a host
+  // it does not belong to is refused. Either way the relay then carries the program's bytes to
+  // the broker's socketpair as it would to the host.
+  if (brokered) {
+    constexpr char kHandshakeRecord = 0x16;
+    if (!pending.empty() && pending[0] != kHandshakeRecord) {
+      const std::string why =
+          "this stream is not TLS; a host with a credential is reached over "
+          "HTTPS only";
+      refuse(asked, why, "brokered");
+      send({FrameType::kReset, id, 0, {}});
+      finish();
+      return;
+    }
+    upstream = startBroker(upstream, target.host, asked, request.port, true);
+  } else if (request.protocol == ProxyProtocol::kHttp && credentials != nullptr &&
+             !credentials->rulesFor(tenant_, target.host, request.port).foreign.empty()) {
+    upstream = startBroker(upstream, target.host, asked, request.port, false);
   }
 
   // 4. The bytes both ways.
@@ -755,6 +801,56 @@ void EgressChannel::serveStream(const std::shared_ptr<Stream>& stream) {
     service_.events_->streamEnded(tenant_, up_total, down_total);
   }
   finish();
+}
+
+Poco::Net::StreamSocket EgressChannel::startBroker(Poco::Net::StreamSocket& upstream,
+                                                   const std::string& host,
+                                                   const std::string& reached, std::uint16_t port,
+                                                   bool terminate) {
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    throw std::system_error(errno, std::generic_category(), "socketpair");
+  }
+  const int host_fd = ::dup(upstream.impl()->sockfd());
+  upstream.close();
+  if (host_fd < 0) {
+    ::close(pair[0]);
+    ::close(pair[1]);
+    throw std::system_error(errno, std::generic_category(), "dup");
+  }
+  BrokerSettings settings;
+  settings.host = host;
+  settings.terminate = terminate;
+  settings.handshake = service_.limits().handshake;
+  settings.idle = service_.limits().idle;
+  RequestRules rules = service_.brokering_.credentials->rulesFor(tenant_, host, port);
+  service_.threadStarted();
+  try {
+    std::thread([self = shared_from_this(), broker_fd = pair[1], host_fd, settings, reached,
+                 rules = std::move(rules)]() mutable {
+      BrokerEvents events;
+      events.requests = [&](std::uint64_t requests) {
+        self->account(reached, 0, 0, false, requests);
+      };
+      events.refused = [&](const std::string& reason) {
+        self->refuse(reached, reason, "brokered");
+      };
+      try {
+        runBroker(broker_fd, host_fd, self->service_.brokering_.authority, settings,
+                  std::move(rules), events);
+      } catch (const std::exception& e) {
+        logger().error("egress " + self->label_ + ": a brokered stream failed: " + e.what());
+      }
+      self->service_.threadEnded();
+    }).detach();
+  } catch (const std::system_error&) {
+    service_.threadEnded();
+    ::close(pair[1]);
+    ::close(host_fd);
+    ::close(pair[0]);
+    throw;
+  }
+  return Poco::Net::StreamSocket(new Poco::Net::StreamSocketImpl(pair[0]));
 }
 
 void EgressSink::write(backend::Stream stream, std::string_view bytes) {

@@ -12,6 +12,7 @@
 // a thread of its own for its handshake, dial and relay, which holds its channel; close()
 // resets every stream without waiting, and the service's destructor waits for every thread.
 
+#include <Poco/Net/StreamSocket.h>
 #include <scs/backend/backend.h>
 
 #include <atomic>
@@ -27,6 +28,8 @@
 #include <thread>
 #include <vector>
 
+#include "egress/broker.h"
+#include "egress/credentials.h"
 #include "egress/frames.h"
 #include "egress/host_policy.h"
 
@@ -36,9 +39,9 @@ struct EgressLimits {
   std::size_t streams_per_sandbox = 16;  // open at once
   std::size_t streams_per_tenant = 64;   // open at once, over all of a tenant's sandboxes
   std::uint64_t bytes_per_sandbox = std::uint64_t{1} << 30;  // up and down, over its life
-  std::chrono::seconds idle{60};         // a stream with no byte either way for this long ends
-  std::chrono::seconds connect{10};      // to dial the host
-  std::chrono::seconds handshake{10};    // for the proxy request, and a TLS ClientHello
+  std::chrono::seconds idle{60};       // a stream with no byte either way for this long ends
+  std::chrono::seconds connect{10};    // to dial the host
+  std::chrono::seconds handshake{10};  // for the proxy request, and a TLS ClientHello
 };
 
 // What a run's program did through the relay: each host:port reached with its bytes, and each
@@ -47,8 +50,9 @@ struct NetworkReport {
   struct Host {
     std::string target;  // "api.github.com:443"
     std::uint64_t streams = 0;
-    std::uint64_t bytes_up = 0;    // from the program
-    std::uint64_t bytes_down = 0;  // to the program
+    std::uint64_t bytes_up = 0;             // from the program
+    std::uint64_t bytes_down = 0;           // to the program
+    std::uint64_t credential_requests = 0;  // requests the server added a credential to
   };
   struct Refusal {
     std::string target;  // as asked for ("example.com:443"), or empty before a request was read
@@ -74,16 +78,32 @@ class EgressEvents {
   virtual void streamEnded(const std::string& tenant, std::uint64_t bytes_up,
                            std::uint64_t bytes_down) = 0;
   // `reason`: a fixed word ("not_allowed", "forbidden_address", "bad_request",
-  // "unreachable", "connect_failed", "server_name", "limit", "idle", "protocol").
+  // "unreachable", "connect_failed", "server_name", "limit", "idle", "protocol", "brokered":
+  // a brokered stream's TLS or request refused).
   virtual void streamRefused(const std::string& tenant, std::string_view reason) = 0;
 };
 
 class EgressChannel;
 
+// Brokered credentials (issue 48): the operator's credentials and the CA that ends a brokered
+// host's TLS. Both null: no stream is brokered.
+struct Brokering {
+  const CredentialStore* credentials = nullptr;
+  CertificateAuthority* authority = nullptr;
+};
+
+// What PID 1 is told of a sandbox's egress in its control file.
+struct LauncherEgress {
+  std::string nonce;
+  std::string ca_pem;  // the brokering CA, which the programs trust; empty without one
+  std::vector<std::pair<std::string, std::string>> environment;  // placeholders: (name, value)
+};
+
 // One per server: the policy and limits every channel applies, and the tenants' open streams.
 class EgressService {
  public:
-  EgressService(const EgressPolicy& policy, EgressLimits limits, EgressEvents* events = nullptr);
+  EgressService(const EgressPolicy& policy, EgressLimits limits, EgressEvents* events = nullptr,
+                Brokering brokering = {});
   ~EgressService();
 
   const EgressPolicy& policy() const { return policy_; }
@@ -103,6 +123,7 @@ class EgressService {
   const EgressPolicy& policy_;
   const EgressLimits limits_;
   EgressEvents* events_;
+  const Brokering brokering_;
   std::mutex mutex_;
   std::map<std::string, std::size_t, std::less<>> tenant_streams_;
   std::vector<std::weak_ptr<EgressChannel>> channels_;  // closed at shutdown
@@ -119,6 +140,8 @@ class EgressChannel : public std::enable_shared_from_this<EgressChannel> {
 
   // The sandbox's egress nonce, which only its control file carries.
   const std::string& nonce() const { return nonce_; }
+  // What its control file tells PID 1: the nonce, and the tenant's CA and placeholders.
+  LauncherEgress launcherEgress() const;
 
   // How frames reach the sandbox's stdin (RuntimeBackend::deliver on its id). Set once the
   // sandbox exists, before it can write a frame.
@@ -143,7 +166,13 @@ class EgressChannel : public std::enable_shared_from_this<EgressChannel> {
   void serve(const std::shared_ptr<Stream>& stream);  // serveStream(), whatever it throws
   void serveStream(const std::shared_ptr<Stream>& stream);
   bool send(const Frame& frame);
-  void account(const std::string& target, std::uint64_t up, std::uint64_t down, bool opened);
+  void account(const std::string& target, std::uint64_t up, std::uint64_t down, bool opened,
+               std::uint64_t credential_requests = 0);
+  // Starts a brokered stream's thread between the relay's end of a socketpair (returned) and
+  // `upstream`; the relay then carries the program's bytes to that end as to a host.
+  Poco::Net::StreamSocket startBroker(Poco::Net::StreamSocket& upstream, const std::string& host,
+                                      const std::string& reached, std::uint16_t port,
+                                      bool terminate);
   void refuse(const std::string& target, const std::string& reason, std::string_view kind);
   // Counts a refusal in the report, within its cap; true when it is a new entry (logged).
   bool recordRefusalLocked(const std::string& target, const std::string& reason);

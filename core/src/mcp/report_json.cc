@@ -183,6 +183,13 @@ Object::Ptr networkToJson(const egress::NetworkReport& network) {
       entry->set("connections", host.streams);
       entry->set("bytes_sent", host.bytes_up);
       entry->set("bytes_received", host.bytes_down);
+      if (host.credential_requests > 0) {  // brokered (issue 48): that it happened, never what
+        entry->set("credential", "added by the server to " +
+                                     std::to_string(host.credential_requests) +
+                                     (host.credential_requests == 1 ? " request" : " requests") +
+                                     "; TLS to this host ends at the server, whose CA the "
+                                     "sandbox trusts");
+      }
       reached->add(entry);
     }
     object->set("reached", reached);

@@ -196,7 +196,7 @@ struct RunManager::Impl {
   void finish(Run& run, Outcome& outcome);
   // Egress: the nonce the run's control file carries (its sandbox's channel's), and a channel
   // given the way to its sandbox's stdin.
-  std::optional<std::string> egressNonceOf(const Run& run) const;
+  std::optional<egress::LauncherEgress> egressOf(const Run& run) const;
   void attachEgress(const std::shared_ptr<egress::EgressChannel>& channel,
                     const std::string& sandbox_id);
   bool causeSet(const Run& run);

@@ -107,10 +107,10 @@ void RunManager::Impl::runThread(const std::shared_ptr<Run>& run) {
   changed_.notify_all();
 }
 
-std::optional<std::string> RunManager::Impl::egressNonceOf(const Run& run) const {
+std::optional<egress::LauncherEgress> RunManager::Impl::egressOf(const Run& run) const {
   const std::shared_ptr<egress::EgressChannel>& channel =
       run.session ? run.session->egress : run.egress;
-  return channel ? std::optional<std::string>(channel->nonce()) : std::nullopt;
+  return channel ? std::optional<egress::LauncherEgress>(channel->launcherEgress()) : std::nullopt;
 }
 
 void RunManager::Impl::attachEgress(const std::shared_ptr<egress::EgressChannel>& channel,
@@ -172,7 +172,7 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome, SandboxLease& lease) 
 
   for (policy::File& control :
        controlFiles(nonce, settings_.out_files, bring_up_.watchdogSeconds(run.limits), stdin_data,
-                    run.language, egressNonceOf(run))) {
+                    run.language, egressOf(run))) {
     files.push_back(std::move(control));
   }
   stdin_data.reset();

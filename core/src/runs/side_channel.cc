@@ -194,7 +194,7 @@ std::vector<policy::File> controlFiles(std::string_view nonce, const OutFileCaps
                                        std::int64_t watchdog_seconds,
                                        const std::optional<std::string>& stdin_data,
                                        policy::Language language,
-                                       const std::optional<std::string>& egress_nonce) {
+                                       const std::optional<egress::LauncherEgress>& egress) {
   Object::Ptr control = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   const auto key = [](std::string_view name) { return std::string(name); };
   control->set(key(launcher::kControlNonce), std::string(nonce));
@@ -208,8 +208,18 @@ std::vector<policy::File> controlFiles(std::string_view nonce, const OutFileCaps
   control->set(key(launcher::kControlWatchdog), watchdog_seconds);
   control->set(key(launcher::kControlResultCap), static_cast<std::uint64_t>(kMaxResultBytes));
   control->set(key(launcher::kControlLanguage), std::string(policy::nameOf(language)));
-  if (egress_nonce) {
-    control->set(key(launcher::kControlEgress), *egress_nonce);
+  if (egress) {
+    control->set(key(launcher::kControlEgress), egress->nonce);
+    if (!egress->ca_pem.empty()) {
+      control->set(key(launcher::kControlEgressCa), egress->ca_pem);
+    }
+    if (!egress->environment.empty()) {
+      Object::Ptr environment = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
+      for (const auto& [name, value] : egress->environment) {
+        environment->set(name, value);
+      }
+      control->set(key(launcher::kControlEgressEnvironment), environment);
+    }
   }
   std::ostringstream json;
   control->stringify(json);

@@ -18,6 +18,7 @@
 #include <variant>
 #include <vector>
 
+#include "egress/relay.h"
 #include "policy/files.h"
 #include "policy/language.h"
 
@@ -97,12 +98,13 @@ std::size_t trailerCapBytes(const OutFileCaps& caps);
 // The archive members that configure the launcher: `.scs/control.json` (naming `language`),
 // and `.scs/stdin` when `stdin_data` is set. `watchdog_seconds`: the launcher ends the whole
 // sandbox this long after the code arrives, should the server die before it can (a prepared
-// sandbox's outer watchdog also allows for its time idle).
+// sandbox's outer watchdog also allows for its time idle). `egress`: its nonce, and with
+// brokered credentials the CA and placeholders.
 std::vector<policy::File> controlFiles(std::string_view nonce, const OutFileCaps& caps,
                                        std::int64_t watchdog_seconds,
                                        const std::optional<std::string>& stdin_data,
                                        policy::Language language = policy::Language::kPython,
-                                       const std::optional<std::string>& egress_nonce = {});
+                                       const std::optional<egress::LauncherEgress>& egress = {});
 
 // Parses the trailer's bytes (everything after the marker). Never trusts them: malformed JSON
 // or fields are an error sentence; files that break a path rule or a cap are left out and

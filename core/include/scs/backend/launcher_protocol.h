@@ -46,6 +46,11 @@ inline constexpr std::string_view kControlLanguage = "language";
 // The sandbox's egress nonce (issue 44), present only when its tenant may reach hosts through the
 // server: PID 1 then serves its relay and gives programs the proxy variables.
 inline constexpr std::string_view kControlEgress = "egress";
+// Brokered credentials (issue 48): the server's brokering CA (PEM), which PID 1 adds to the
+// programs' trust (SSL_CERT_FILE and the like), and the placeholders programs are given
+// ({"GITHUB_TOKEN": "scs-placeholder-..."}). Present only with kControlEgress.
+inline constexpr std::string_view kControlEgressCa = "egress_ca";
+inline constexpr std::string_view kControlEgressEnvironment = "egress_environment";
 
 // The languages kControlLanguage names (python when the control file names none), and the file
 // in /workspace that holds each one's code.
