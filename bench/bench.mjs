@@ -20,6 +20,7 @@ import { Server } from './lib/server.mjs';
 import { percentile, summary } from './lib/stats.mjs';
 import { analysis } from './phases/analysis.mjs';
 import { burst } from './phases/burst.mjs';
+import { credentials } from './phases/credentials.mjs';
 import { egress } from './phases/egress.mjs';
 import { languages } from './phases/languages.mjs';
 import { latency } from './phases/latency.mjs';
@@ -79,6 +80,12 @@ async function main() {
       results.phases.egress = await egress('runc');
       if (cfg.runsc !== '0' && (results.machine.runtimes.includes('runsc') || cfg.runsc === '1')) {
         results.phases.runsc_egress = await egress('runsc');
+      }
+    }
+    if (want('credentials')) {
+      results.phases.credentials = await credentials('runc');
+      if (cfg.runsc !== '0' && (results.machine.runtimes.includes('runsc') || cfg.runsc === '1')) {
+        results.phases.runsc_credentials = await credentials('runsc');
       }
     }
     if (want('analysis')) {

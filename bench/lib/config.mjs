@@ -41,8 +41,8 @@ export const cfg = {
   floodMiB: envInt('BENCH_FLOOD_MB', 100),
   runsc: process.env.BENCH_RUNSC ?? 'auto',  // auto | 0 | 1
   phases: (process.env.BENCH_PHASES ??
-    'arrivals,latency,languages,packages,egress,analysis,burst,session,runsc,throughput,memory,' +
-    'soak,tenants')
+    'arrivals,latency,languages,packages,egress,credentials,analysis,burst,session,runsc,' +
+    'throughput,memory,soak,tenants')
     .split(','),
   analysisRuns: envInt('BENCH_ANALYSIS_RUNS', quick ? 5 : 20),
   // Measured rounds of the languages phase (six contenders a round), after 2 discarded.
@@ -53,6 +53,11 @@ export const cfg = {
   // server's relay and over Docker's bridge), after 1 discarded; the connections each round.
   egressRuns: envInt('BENCH_EGRESS_RUNS', quick ? 2 : 5),
   egressConnections: envInt('BENCH_EGRESS_CONNECTIONS', 20),
+  // Measured rounds of the credentials phase (end-to-end TLS through the relay against a brokered
+  // host), after 1 discarded; requests on one connection, then new connections, each round.
+  credentialRuns: envInt('BENCH_CREDENTIAL_RUNS', quick ? 2 : 5),
+  credentialRequests: envInt('BENCH_CREDENTIAL_REQUESTS', 200),
+  credentialConnections: envInt('BENCH_CREDENTIAL_CONNECTIONS', 20),
   burstRounds: envInt('BENCH_BURST_ROUNDS', quick ? 3 : 10),
   // The pause between two bursts: an agent's turn between two fan-outs.
   burstPauseMs: envInt('BENCH_BURST_PAUSE_MS', 2000),

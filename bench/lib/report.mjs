@@ -134,6 +134,23 @@ export function table(results) {
       `${eg.bridge.connect_ms.p95.toFixed(1)} | ${added(eg.added_connect_p95_ms)} |`);
     lines.push('');
   }
+  for (const cr of [results.phases.credentials, results.phases.runsc_credentials].filter(Boolean)) {
+    const added = (value) => `${value >= 0 ? '+' : ''}${value.toFixed(1)} ms`;
+    lines.push(`| brokered credentials (${cr.runtime}), timed inside the program, ` +
+      `${cr.relay.requests_per_s.n} rounds | brokered (TLS ended at the server, header added) | ` +
+      'relayed (TLS end to end) | brokered against relayed |');
+    lines.push('|---|---:|---:|---:|');
+    lines.push(`| ${cr.requests_per_connection} GETs on one kept-alive connection, requests/s p50 ` +
+      `(min) | ${cr.brokered.requests_per_s.p50.toFixed(0)} (${cr.brokered.requests_per_s.min.toFixed(0)}) | ` +
+      `${cr.relay.requests_per_s.p50.toFixed(0)} (${cr.relay.requests_per_s.min.toFixed(0)}) | ` +
+      `${ratio(cr.rate_ratio)} |`);
+    lines.push(`| a new connection and one GET (${cr.connections_per_round} a round), ms p50 | ` +
+      `${cr.brokered.connect_ms.p50.toFixed(1)} | ${cr.relay.connect_ms.p50.toFixed(1)} | ` +
+      `${added(cr.added_connect_p50_ms)} |`);
+    lines.push(`| the same, p95 | ${cr.brokered.connect_ms.p95.toFixed(1)} | ` +
+      `${cr.relay.connect_ms.p95.toFixed(1)} | ${added(cr.added_connect_p95_ms)} |`);
+    lines.push('');
+  }
 
   if (results.phases.session) {
     const se = results.phases.session;
@@ -189,6 +206,10 @@ export function table(results) {
     if (lr.fresh) {
       targets.push(['MCP `--prepared 0` p50 / `docker run` p50 (runc)', ratio(lr.fresh.p50 / lr.docker.p50), '-', '-']);
     }
+  }
+  for (const cr of [results.phases.credentials, results.phases.runsc_credentials].filter(Boolean)) {
+    targets.push([`credentials: brokered / relayed requests per second p50 (${cr.runtime})`,
+      ratio(cr.rate_ratio), '-', '-']);
   }
   for (const eg of [results.phases.egress, results.phases.runsc_egress].filter(Boolean)) {
     targets.push([`egress: relay / bridge download MiB/s p50 (${eg.runtime})`,

@@ -186,18 +186,18 @@ std::optional<std::string> buildEgressPolicy(const Config& config, egress::Egres
   return apply(e.resolve, "--egress-resolve", [&](const std::string& v) { return policy.pin(v); });
 }
 
-std::optional<std::string> buildCredentials(const Config& config,
-                                            const egress::EgressPolicy& policy,
-                                            egress::CredentialStore& store) {
+Result<bool> buildCredentials(const Config& config, const egress::EgressPolicy& policy,
+                              egress::CredentialStore& store) {
   const Config::Egress& e = config.egress;
   if (!e.upstream_ca.empty() && e.credentials.empty()) {
-    return "--egress-upstream-ca needs --egress-credential: only a brokered host's certificate "
-           "is checked by the server";
+    return invalid(
+        "--egress-upstream-ca needs --egress-credential: only a brokered host's certificate is "
+        "checked by the server");
   }
   for (const std::string& entry : e.credentials) {
     const Result<bool> added = store.add(entry);
-    if (const Error* error = std::get_if<Error>(&added)) {
-      return error->message;
+    if (std::holds_alternative<Error>(added)) {
+      return added;
     }
     const egress::Credential& credential = store.all().back();
     const Result<egress::Target> target = egress::parseTarget(credential.host);
@@ -206,12 +206,13 @@ std::optional<std::string> buildCredentials(const Config& config,
             ? policy.decide(credential.tenant, std::get<egress::Target>(target), credential.port)
             : egress::Decision{};
     if (!decision.allowed) {
-      return "--egress-credential for " + credential.tenant + " and " + credential.target() +
-             ": that host is not on the tenant's allow-list (--egress-allow " + credential.tenant +
-             "=" + credential.target() + ")";
+      return invalid("--egress-credential for " + credential.tenant + " and " +
+                     credential.target() +
+                     ": that host is not on the tenant's allow-list (--egress-allow " +
+                     credential.tenant + "=" + credential.target() + ")");
     }
   }
-  return std::nullopt;
+  return true;
 }
 
 namespace {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "egress/relay.h"
+#include "result.h"
 #include "mcp/http/settings.h"
 #include "packages/package_layers.h"
 #include "policy/files.h"
@@ -62,9 +63,8 @@ std::optional<std::string> buildEgressPolicy(const Config& config, egress::Egres
 
 // The credentials of config.egress, read into `store` (their files and variables read now), each
 // for a host its tenant's allow-list lets it reach; or the first that is refused.
-std::optional<std::string> buildCredentials(const Config& config,
-                                            const egress::EgressPolicy& policy,
-                                            egress::CredentialStore& store);
+Result<bool> buildCredentials(const Config& config, const egress::EgressPolicy& policy,
+                              egress::CredentialStore& store);
 
 // The settings before any file or flag: the shipped defaults.
 Config defaults();

@@ -219,8 +219,10 @@ bool startEgress(config::Config& config, Egress& egress, egress::EgressEvents* e
         "socket (docs/SCALING.md), so it carries no egress yet");
     return false;
   }
-  if (auto problem = config::buildCredentials(config, egress.policy, egress.credentials)) {
-    log.error("cannot start: " + *problem);
+  const Result<bool> credentials =
+      config::buildCredentials(config, egress.policy, egress.credentials);
+  if (const auto* problem = std::get_if<Error>(&credentials)) {
+    log.error("cannot start: " + problem->message);
     return false;
   }
   if (!egress.credentials.empty()) {
@@ -234,8 +236,9 @@ bool startEgress(config::Config& config, Egress& egress, egress::EgressEvents* e
     for (const egress::Credential& credential : egress.credentials.all()) {
       log.information("egress: a credential for tenant " + credential.tenant + " and " +
                       credential.target() + " (" +
-                      (credential.header.empty() ? "placeholder $" + credential.variable
-                                                 : "header " + credential.header) +
+                      (credential.variable.empty()
+                           ? "header " + credential.header
+                           : "placeholder $" + credential.variable + " in " + credential.header) +
                       ", from " + credential.source + ")");
     }
   }
@@ -365,6 +368,7 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
   info.tools.max_waiting_per_tenant = config.max_waiting_per_tenant;
   info.tools.sessions = config.runs.sessions;
   info.tools.egress = egress.service ? &egress.policy : nullptr;
+  info.tools.credentials = egress.service ? &egress.credentials : nullptr;
   std::optional<packages::PackageLayers> package_layers;
   if (config.packages.enabled()) {
     package_layers.emplace(backend, config.packages, config.sandbox.image);

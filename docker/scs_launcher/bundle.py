@@ -147,6 +147,17 @@ PEM_CERTIFICATE = re.compile(
     r"-----BEGIN CERTIFICATE-----\n[A-Za-z0-9+/=\n]{1,16384}-----END CERTIFICATE-----\n?")
 PLACEHOLDER_VARIABLE = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
 PLACEHOLDER = re.compile(r"scs-placeholder-[0-9a-f]{32}")
+# Variables a placeholder may never take the name of: what PID 1 sets, or what changes how a
+# program or its interpreter loads (the server refuses the same names: credentials.cc).
+RESERVED_VARIABLES = frozenset((
+    "PATH", "HOME", "USER", "SHELL", "TMPDIR", "LANG", "TERM", "PWD", "HTTP_PROXY",
+    "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "MPLBACKEND", "IFS", "ENV"))
+RESERVED_PREFIXES = ("LD_", "PYTHON", "NODE_", "BASH", "SCS_")
+
+
+def reserved_variable(name):
+    return name in RESERVED_VARIABLES or name.startswith(RESERVED_PREFIXES)
 
 
 def brokering_well_formed(control):
@@ -161,7 +172,8 @@ def brokering_well_formed(control):
     if environment is not None and not (
             isinstance(environment, dict) and len(environment) <= 64
             and all(isinstance(value, str) and PLACEHOLDER_VARIABLE.fullmatch(name)
-                    and PLACEHOLDER.fullmatch(value) for name, value in environment.items())):
+                    and not reserved_variable(name) and PLACEHOLDER.fullmatch(value)
+                    for name, value in environment.items())):
         return False
     return True
 

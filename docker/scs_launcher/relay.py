@@ -184,6 +184,10 @@ class Relay:
                 connection.close()
                 continue
             connection.setblocking(False)
+            # A relay writes what arrives as it arrives: with Nagle's algorithm a second small
+            # write waits for the program's delayed ACK of the first, 40 ms (a TLS session
+            # ticket, then the answer).
+            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             stream = Stream(self.next_number, connection)
             self.next_number += 2
             self.streams[stream.number] = stream

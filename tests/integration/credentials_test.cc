@@ -113,33 +113,33 @@ class CredentialsTest : public ::testing::Test {
     ASSERT_TRUE(ports) << upstream_->stderrText();
     std::istringstream words(*ports);
     words >> tls_port_ >> bad_port_ >> plain_port_;
-    server_ =
-        launchServer({"--prepared",
-                      "0",
-                      "--egress-allow",
-                      "local=api.test:" + tls_port_,
-                      "--egress-allow",
-                      "local=upload.test:" + tls_port_,
-                      "--egress-allow",
-                      "local=bad.test:" + bad_port_,
-                      "--egress-allow",
-                      "local=plain.test:" + plain_port_,
-                      "--egress-resolve",
-                      "api.test=127.0.0.1",
-                      "--egress-resolve",
-                      "upload.test=127.0.0.1",
-                      "--egress-resolve",
-                      "bad.test=127.0.0.1",
-                      "--egress-resolve",
-                      "plain.test=127.0.0.1",
-                      "--egress-credential",
-                      "local=api.test:" + tls_port_ + ":Authorization=file:" + d + "/api-secret",
-                      "--egress-credential",
-                      "local=upload.test:" + tls_port_ + ":$UPLOAD_TOKEN=env:SCS_TEST_UPLOAD_TOKEN",
-                      "--egress-credential",
-                      "local=bad.test:" + bad_port_ + ":Authorization=file:" + d + "/bad-secret",
-                      "--egress-upstream-ca",
-                      d + "/ca.pem"});
+    server_ = launchServer(
+        {"--prepared",
+         "0",
+         "--egress-allow",
+         "local=api.test:" + tls_port_,
+         "--egress-allow",
+         "local=upload.test:" + tls_port_,
+         "--egress-allow",
+         "local=bad.test:" + bad_port_,
+         "--egress-allow",
+         "local=plain.test:" + plain_port_,
+         "--egress-resolve",
+         "api.test=127.0.0.1",
+         "--egress-resolve",
+         "upload.test=127.0.0.1",
+         "--egress-resolve",
+         "bad.test=127.0.0.1",
+         "--egress-resolve",
+         "plain.test=127.0.0.1",
+         "--egress-credential",
+         "local=api.test:" + tls_port_ + ":Authorization=file:" + d + "/api-secret",
+         "--egress-credential",
+         "local=upload.test:" + tls_port_ + ":$UPLOAD_TOKEN@X-Token=env:SCS_TEST_UPLOAD_TOKEN",
+         "--egress-credential",
+         "local=bad.test:" + bad_port_ + ":Authorization=file:" + d + "/bad-secret",
+         "--egress-upstream-ca",
+         d + "/ca.pem"});
   }
 
   static void TearDownTestSuite() {
@@ -225,6 +225,35 @@ TEST_F(CredentialsTest, EveryRequestOfEachClientGetsTheHeaderTheProgramNeverHold
   const std::string network = networkOf(report);
   EXPECT_THAT(network, HasSubstr("added by the server to 5 requests")) << network;
   EXPECT_THAT(describe(report), Not(HasSubstr(tail_)));
+}
+
+TEST_F(CredentialsTest, ASessionsRunsGetItToo) {
+  // A Python session's interpreter is running before its first run names egress: the CA and
+  // the placeholder reach it with that run, and stay for the next.
+  newHeads();
+  const std::string session = openSession(*server_);
+  const auto cell = [&](const std::string& code) {
+    Poco::JSON::Object::Ptr arguments =
+        startRunArguments({"TLS = " + tls_port_ + "\n" + code, {}, nullptr});
+    arguments->set("session_id", session);
+    return runToFinal(*server_, arguments);
+  };
+  const auto first = cell(
+      "import requests\n"
+      "s = requests.Session()\n"
+      "print('first', s.get(f'https://api.test:{TLS}/cell1', timeout=20).text)\n");
+  ASSERT_EQ(text(first, "status"), "succeeded") << describe(first);
+  const auto second = cell(
+      "import os\n"
+      "print('second', s.get(f'https://upload.test:{TLS}/cell2', timeout=20,\n"
+      "      headers={'X-Token': os.environ['UPLOAD_TOKEN']}).text)\n");
+  ASSERT_EQ(text(second, "status"), "succeeded") << describe(second);
+  EXPECT_THAT(stream(second, "stdout"), HasSubstr("second served /cell2"));
+  closeSession(*server_, session);
+  const std::string heads = newHeads();
+  EXPECT_THAT(heads, HasSubstr(secret_));
+  EXPECT_THAT(heads, HasSubstr("scs-test-secret-" + upload_tail_));
+  EXPECT_THAT(networkOf(second), HasSubstr("added by the server to 1 request;"));
 }
 
 TEST_F(CredentialsTest, NodesFetchTrustsTheServersCaAndGetsTheHeader) {
@@ -313,19 +342,56 @@ TEST_F(CredentialsTest, APlaceholderSentToAnotherHostIsRefusedWithTheReason) {
   const auto report =
       run("import os, requests\n"
           "token = os.environ['UPLOAD_TOKEN']\n"
-          "for url in (f'https://api.test:{TLS}/elsewhere', f'http://plain.test:{PLAIN}/plain'):\n"
+          "for url, header in ((f'https://api.test:{TLS}/elsewhere', 'X-Token'),\n"
+          "                    (f'http://plain.test:{PLAIN}/plain', 'X-Token'),\n"
+          "                    (f'https://upload.test:{TLS}/echoed', 'Origin')):\n"
           "    try:\n"
-          "        r = requests.get(url, headers={'X-Token': token}, timeout=20)\n"
+          "        r = requests.get(url, headers={header: token}, timeout=20)\n"
           "        print('answer', r.status_code, r.headers.get('X-Proxy-Error'), r.text)\n"
           "    except requests.RequestException as e:\n"
           "        print('error', e)\n");
   ASSERT_EQ(text(report, "status"), "succeeded") << describe(report);
   const std::string out = stream(report, "stdout");
-  EXPECT_THAT(out, HasSubstr("answer 403 placeholder"));
+  // All three: another host's request, a plain one, and its own host's other header.
+  std::size_t refused = 0;
+  for (std::size_t at = 0; (at = out.find("answer 403 placeholder", at)) != std::string::npos;
+       ++at) {
+    ++refused;
+  }
+  EXPECT_EQ(refused, 3u) << "[" << out << "]" << describe(report);
   EXPECT_THAT(out, Not(HasSubstr("served /elsewhere")));
   EXPECT_THAT(out, Not(HasSubstr("served /plain")));
+  // Its own host, but a header other than the one the operator named: the program does not
+  // choose where the secret lands (a header the host might echo).
+  EXPECT_THAT(out, Not(HasSubstr("served /echoed")));
   EXPECT_THAT(newHeads(), Not(HasSubstr("scs-placeholder-")));
   EXPECT_THAT(networkOf(report), HasSubstr("placeholder that belongs to another host"));
+}
+
+TEST_F(CredentialsTest, ARequestThatNamesAnotherHostOrMethodIsNotCarried) {
+  // The connection goes to the vetted address whatever the request says; a front end there
+  // could route by Host or an absolute target, so neither may name another host, and a TRACE
+  // (which echoes the head, credential included) is not carried.
+  newHeads();
+  const auto report =
+      run("import http.client, os, ssl\n"
+          "context = ssl.create_default_context(cafile=os.environ['SSL_CERT_FILE'])\n"
+          "for method, target, host in (('GET', '/', 'evil.test'),\n"
+          "                             ('GET', 'https://evil.test/', f'api.test:{TLS}'),\n"
+          "                             ('TRACE', '/', 'api.test')):\n"
+          "    c = http.client.HTTPSConnection('127.0.0.1', 3128, context=context, timeout=20)\n"
+          "    c.set_tunnel('api.test', TLS)\n"
+          "    c.putrequest(method, target, skip_host=True)\n"
+          "    c.putheader('Host', host)\n"
+          "    c.endheaders()\n"
+          "    r = c.getresponse()\n"
+          "    print('answer', method, r.status, r.getheader('X-Proxy-Error'))\n"
+          "    c.close()\n");
+  ASSERT_EQ(text(report, "status"), "succeeded") << describe(report);
+  const std::string out = stream(report, "stdout");
+  EXPECT_THAT(out, HasSubstr("answer GET 421 misdirected\nanswer GET 421 misdirected\n"));
+  EXPECT_THAT(out, HasSubstr("answer TRACE 405"));
+  EXPECT_EQ(newHeads(), "");
 }
 
 TEST_F(CredentialsTest, AHostWithABadCertificateFailsTheRequestWithTheReason) {

@@ -111,6 +111,8 @@ class ControlTest(unittest.TestCase):
                     dict(egress, egress_ca="-----BEGIN CERTIFICATE-----\n$(rm -rf /)\n"),
                     dict(egress, egress_ca=ca + ca),
                     dict(egress, egress_environment={"LD_preload": placeholder}),
+                    dict(egress, egress_environment={"LD_PRELOAD": placeholder}),
+                    dict(egress, egress_environment={"HTTPS_PROXY": placeholder}),
                     dict(egress, egress_environment={"TOKEN": "ghp_real"}),
                     dict(egress, egress_environment={"TOKEN": 1}),
                     dict(egress, egress_environment=["TOKEN"])):

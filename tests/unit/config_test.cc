@@ -21,6 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A file in a private temporary directory, removed at the end of the test.
 class TempFile {
@@ -241,9 +242,9 @@ TEST(ConfigTest, EgressEntriesAddUpFromTheFileAndTheCommandLine) {
   TempFile file(R"({"egress-allow": ["local=api.github.com", "alice=*.example.org:8443"],
                     "egress-resolve": "db.internal=10.1.2.3"})");
   const Config c = parseOk({"--config", file.path(), "--egress-allow", "local=db.internal:5432"});
-  EXPECT_EQ(c.egress.allow, (std::vector<std::string>{"local=api.github.com",
-                                                      "alice=*.example.org:8443",
-                                                      "local=db.internal:5432"}));
+  EXPECT_EQ(c.egress.allow,
+            (std::vector<std::string>{"local=api.github.com", "alice=*.example.org:8443",
+                                      "local=db.internal:5432"}));
   EXPECT_EQ(c.egress.resolve, std::vector<std::string>{"db.internal=10.1.2.3"});
   TempFile scalar(R"({"egress-max-bytes": [2000000, 3000000]})");
   EXPECT_THAT(parseError({"--config", scalar.path()}),
@@ -251,6 +252,31 @@ TEST(ConfigTest, EgressEntriesAddUpFromTheFileAndTheCommandLine) {
   EXPECT_THAT(parseError({"--egress-deny", "local=example.com"}),
               HasSubstr("--egress-deny needs --egress-allow"));
   EXPECT_THAT(parseError({"--egress-allow", "local=*.github.io"}), HasSubstr("--egress-allow: "));
+}
+
+// Issue 48: a credential is for a host its tenant's allow-list names; the CA file needs one.
+TEST(ConfigTest, ACredentialNeedsItsHostOnTheTenantsAllowList) {
+  ::setenv("SCS_CONFIG_TEST_TOKEN", "token-value", 1);
+  const auto build = [](const std::vector<std::string>& args) {
+    const Config c = parseOk(args);
+    egress::EgressPolicy policy(nullptr);
+    EXPECT_EQ(buildEgressPolicy(c, policy), std::nullopt);
+    egress::CredentialStore store;
+    const Result<bool> built = buildCredentials(c, policy, store);
+    const Error* error = std::get_if<Error>(&built);
+    return error != nullptr ? error->message : std::string();
+  };
+  EXPECT_EQ(build({"--egress-allow", "alice=api.test", "--egress-credential",
+                   "alice=api.test:Authorization=env:SCS_CONFIG_TEST_TOKEN"}),
+            "");
+  ::setenv("SCS_CONFIG_TEST_TOKEN", "token-value", 1);  // unset once read
+  const std::string other = build({"--egress-allow", "alice=api.test", "--egress-credential",
+                                   "bob=api.test:Authorization=env:SCS_CONFIG_TEST_TOKEN"});
+  EXPECT_THAT(other, HasSubstr("not on the tenant's allow-list (--egress-allow bob=api.test:443)"));
+  EXPECT_THAT(other, Not(HasSubstr("token-value")));
+  EXPECT_THAT(build({"--egress-allow", "alice=api.test", "--egress-upstream-ca", "/etc/x.pem"}),
+              HasSubstr("--egress-upstream-ca needs --egress-credential"));
+  EXPECT_EQ(std::getenv("SCS_CONFIG_TEST_TOKEN"), nullptr);
 }
 
 TEST(ConfigTest, FlagsOverrideTheFileWhereverTheyStand) {

@@ -64,7 +64,8 @@ TEST_F(CredentialsTest, AHeaderFromAFileAndAPlaceholderFromTheEnvironment) {
   CredentialStore store(&fakeEnvironment);
   ASSERT_EQ(errorOf(store.add("alice=api.github.com:Authorization=file:" + secret_file_)), "");
   ASSERT_EQ(errorOf(store.add("alice=uploads.example.com:8443:$ALICE_TOKEN=env:ALICE_TOKEN")), "");
-  ASSERT_EQ(store.all().size(), 2u);
+  ASSERT_EQ(errorOf(store.add("bob=keys.example.com:$KEY@X-Api-Key=file:" + secret_file_)), "");
+  ASSERT_EQ(store.all().size(), 3u);
   const Credential& header = store.all()[0];
   EXPECT_EQ(header.target(), "api.github.com:443");
   EXPECT_EQ(header.secret->reveal(), kSecret);  // the file's newline is not part of it
@@ -73,6 +74,9 @@ TEST_F(CredentialsTest, AHeaderFromAFileAndAPlaceholderFromTheEnvironment) {
   EXPECT_EQ(placeholder.secret->reveal(), kToken);
   EXPECT_TRUE(placeholder.placeholder.starts_with(kPlaceholderPrefix));
   EXPECT_EQ(placeholder.placeholder.size(), kPlaceholderPrefix.size() + 32);
+  EXPECT_EQ(placeholder.header, "Authorization");  // where it is replaced, unless named
+  EXPECT_EQ(store.all()[2].header, "X-Api-Key");
+  EXPECT_EQ(store.all()[2].variable, "KEY");
 
   EXPECT_TRUE(store.brokered("alice", "api.github.com", 443));
   EXPECT_FALSE(store.brokered("alice", "api.github.com", 8443));
@@ -82,6 +86,8 @@ TEST_F(CredentialsTest, AHeaderFromAFileAndAPlaceholderFromTheEnvironment) {
   ASSERT_EQ(github.set.size(), 1u);
   EXPECT_EQ(github.set[0].name, "Authorization");
   EXPECT_EQ(github.set[0].value, kSecret);
+  EXPECT_EQ(github.host, "api.github.com");
+  EXPECT_EQ(github.port, 443);
   EXPECT_TRUE(github.substitute.empty());
   EXPECT_EQ(github.foreign, std::vector<std::string>{placeholder.placeholder});
   const RequestRules uploads = store.rulesFor("alice", "uploads.example.com", 8443);
@@ -89,15 +95,21 @@ TEST_F(CredentialsTest, AHeaderFromAFileAndAPlaceholderFromTheEnvironment) {
   ASSERT_EQ(uploads.substitute.size(), 1u);
   EXPECT_EQ(uploads.substitute[0].placeholder, placeholder.placeholder);
   EXPECT_EQ(uploads.substitute[0].value, kToken);
+  EXPECT_EQ(uploads.substitute[0].header, "Authorization");
+  EXPECT_EQ(store.rulesFor("bob", "keys.example.com", 443).substitute[0].header, "X-Api-Key");
   EXPECT_TRUE(uploads.foreign.empty());
-  EXPECT_TRUE(store.rulesFor("bob", "uploads.example.com", 8443).foreign.empty());
+  // Another tenant's rules hold only its own placeholders, never alice's.
+  EXPECT_EQ(store.rulesFor("bob", "uploads.example.com", 8443).foreign,
+            std::vector<std::string>{store.all()[2].placeholder});
 
   const auto environment = store.environmentFor("alice");
   ASSERT_EQ(environment.size(), 1u);
   EXPECT_EQ(environment[0].first, "ALICE_TOKEN");
   EXPECT_EQ(environment[0].second, placeholder.placeholder);
-  EXPECT_TRUE(store.environmentFor("bob").empty());
-  EXPECT_EQ(store.hosts(), (std::vector<std::string>{"api.github.com", "uploads.example.com"}));
+  EXPECT_EQ(store.environmentFor("bob").size(), 1u);
+  EXPECT_TRUE(store.environmentFor("carol").empty());
+  EXPECT_EQ(store.hosts(), (std::vector<std::string>{"api.github.com", "uploads.example.com",
+                                                     "keys.example.com"}));
 }
 
 TEST_F(CredentialsTest, EveryRefusalNamesTheEntryAndNeverTheValue) {
@@ -119,6 +131,10 @@ TEST_F(CredentialsTest, EveryRefusalNamesTheEntryAndNeverTheValue) {
       {"alice=api.github.com:Host=file:" + secret_file_, "frames the request"},
       {"alice=api.github.com:Proxy-Authorization=file:" + secret_file_, "frames the request"},
       {"alice=api.github.com:Bad Header=file:" + secret_file_, "not an HTTP token"},
+      {"alice=api.github.com:Content_Length=file:" + secret_file_, "frames the request"},
+      {"alice=api.github.com:$KEY@Host=file:" + secret_file_, "frames the request"},
+      {"alice=api.github.com:$KEY@=file:" + secret_file_, "not an HTTP token"},
+      {"alice=api.github.com:Authorization:Bearer ghp_typed", "write TENANT=HOST"},
       {"alice=api.github.com:$PATH=file:" + secret_file_, "depend on"},
       {"alice=api.github.com:$LD_PRELOAD=file:" + secret_file_, "depend on"},
       {"alice=api.github.com:$lower=file:" + secret_file_, "variable name"},
@@ -136,6 +152,9 @@ TEST_F(CredentialsTest, EveryRefusalNamesTheEntryAndNeverTheValue) {
   CredentialStore store(&fakeEnvironment);
   ASSERT_EQ(errorOf(store.add("alice=api.github.com:Authorization=file:" + secret_file_)), "");
   EXPECT_NE(errorOf(store.add("alice=api.github.com:authorization=file:" + secret_file_))
+                .find("set for this host already"),
+            std::string::npos);
+  EXPECT_NE(errorOf(store.add("alice=api.github.com:$OTHER=file:" + secret_file_))
                 .find("set for this host already"),
             std::string::npos);
   ASSERT_EQ(errorOf(store.add("alice=a.example.com:$TOKEN=env:ALICE_TOKEN")), "");
@@ -346,8 +365,10 @@ TEST_F(BrokerTest, EveryRequestOnAKeptAliveConnectionGetsTheCredential) {
   const auto host_context = std::get<std::shared_ptr<SSL_CTX>>(host_ca_->serverContext("api.test"));
   host.serve(upstream_[1], host_context.get(), 3);
   RequestRules rules;
+  rules.host = "api.test";
   rules.set.push_back({"Authorization", kSecret});
-  rules.substitute.push_back({"scs-placeholder-00000000000000000000000000000000", kToken});
+  rules.substitute.push_back(
+      {"scs-placeholder-00000000000000000000000000000000", kToken, "X-Token"});
   std::uint64_t counted = 0;
   std::vector<std::string> refusals;
   BrokerSettings settings;
@@ -357,11 +378,12 @@ TEST_F(BrokerTest, EveryRequestOnAKeptAliveConnectionGetsTheCredential) {
               {[&](std::uint64_t n) { counted += n; },
                [&](const std::string& why) { refusals.push_back(why); }});
   });
+  // A request with a body is a connection's last (it goes out with Connection: close).
   const std::string request =
       "GET /user HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer forged\r\n\r\n"
+      "GET /again HTTP/1.1\r\nHost: api.test\r\n\r\n"
       "POST /upload HTTP/1.1\r\nHost: api.test\r\nX-Token: "
-      "scs-placeholder-00000000000000000000000000000000\r\nContent-Length: 5\r\n\r\nhello"
-      "GET /again HTTP/1.1\r\nHost: api.test\r\n\r\n";
+      "scs-placeholder-00000000000000000000000000000000\r\nContent-Length: 5\r\n\r\nhello";
   const std::string received = program(request);
   broker.join();
   host.thread.join();
@@ -372,7 +394,8 @@ TEST_F(BrokerTest, EveryRequestOnAKeptAliveConnectionGetsTheCredential) {
         << head;
     EXPECT_EQ(head.find("forged"), std::string::npos) << head;
   }
-  EXPECT_NE(host.heads[1].find(std::string("X-Token: ") + kToken + "\r\n"), std::string::npos);
+  EXPECT_NE(host.heads[2].find(std::string("X-Token: ") + kToken + "\r\n"), std::string::npos);
+  EXPECT_NE(host.heads[2].find("\r\nConnection: close\r\n"), std::string::npos);
   EXPECT_EQ(counted, 3u);
   EXPECT_TRUE(refusals.empty());
   EXPECT_NE(received.find("answer 0"), std::string::npos);

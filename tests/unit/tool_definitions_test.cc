@@ -5,6 +5,9 @@
 
 #include <stdexcept>
 
+#include "egress/credentials.h"
+#include "egress/host_policy.h"
+#include "mcp/tools.h"
 #include "support/json.h"
 
 namespace scs::mcp {
@@ -67,6 +70,40 @@ TEST(ToolDefinitionsTest, BytesAndDurationsReadAsWords) {
   EXPECT_EQ(formatDuration(std::chrono::seconds(3600)), "1 hour");
   EXPECT_EQ(formatDuration(std::chrono::seconds(120)), "2 minutes");
   EXPECT_EQ(formatDuration(std::chrono::seconds(1)), "1 second");
+}
+
+}  // namespace
+}  // namespace scs::mcp
+
+namespace scs::mcp {
+namespace {
+
+std::string token(const char* name, bool* found) {
+  *found = std::string(name) == "TOKEN";
+  return "not-shown";
+}
+
+// Issue 48: the model is told which hosts get a credential and how to use a placeholder, never
+// the value; another tenant is told nothing of them.
+TEST(EgressSentenceTest, NamesTheBrokeredHostsAndPlaceholdersOfTheTenantOnly) {
+  egress::EgressPolicy policy(nullptr);
+  ASSERT_TRUE(std::holds_alternative<bool>(policy.allow("alice=api.test")));
+  ASSERT_TRUE(std::holds_alternative<bool>(policy.allow("alice=keys.test")));
+  ASSERT_TRUE(std::holds_alternative<bool>(policy.allow("bob=api.test")));
+  egress::CredentialStore credentials(&token);
+  ASSERT_TRUE(
+      std::holds_alternative<bool>(credentials.add("alice=api.test:Authorization=env:TOKEN")));
+  ASSERT_TRUE(
+      std::holds_alternative<bool>(credentials.add("alice=keys.test:$KEY@X-Api-Key=env:TOKEN")));
+  const std::string alice = egressSentence(&policy, "alice", &credentials);
+  EXPECT_THAT(alice, ::testing::HasSubstr(
+                         "The server adds credentials to HTTPS requests to api.test:443 "
+                         "(Authorization set); keys.test:443 ($KEY holds a placeholder: send it "
+                         "as the X-Api-Key header); the sandbox never holds them."));
+  EXPECT_THAT(alice, ::testing::Not(::testing::HasSubstr("not-shown")));
+  EXPECT_THAT(egressSentence(&policy, "bob", &credentials),
+              ::testing::Not(::testing::HasSubstr("credential")));
+  EXPECT_EQ(egressSentence(&policy, "carol", &credentials), "");
 }
 
 }  // namespace

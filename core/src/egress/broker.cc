@@ -1,7 +1,10 @@
 #include "egress/broker.h"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/bn.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -112,6 +115,8 @@ Result<std::unique_ptr<CertificateAuthority>> CertificateAuthority::make(
   for (const std::string& host : hosts) {
     permitted += ",permitted;DNS:" + host;
   }
+  // Names of other kinds are unconstrained unless named: every address is excluded.
+  permitted += ",excluded;IP:0.0.0.0/0.0.0.0,excluded;IP:0:0:0:0:0:0:0:0/0:0:0:0:0:0:0:0";
   if (!addExtension(certificate, certificate, NID_basic_constraints,
                     "critical,CA:TRUE,pathlen:0") ||
       !addExtension(certificate, certificate, NID_key_usage, "critical,keyCertSign,cRLSign") ||
@@ -140,6 +145,8 @@ Result<std::unique_ptr<CertificateAuthority>> CertificateAuthority::make(
                    " cannot be read as PEM certificates: " + sslErrors());
   }
   SSL_CTX_set_verify(upstream, SSL_VERIFY_PEER, nullptr);
+  // The broker appends to a buffer while a write of its start waits: the retry may see it moved.
+  SSL_CTX_set_mode(upstream, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   SSL_CTX_set_options(upstream, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
   static constexpr unsigned char kAlpn[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
   SSL_CTX_set_alpn_protos(upstream, kAlpn, sizeof kAlpn);
@@ -191,6 +198,10 @@ Result<std::shared_ptr<SSL_CTX>> CertificateAuthority::serverContext(const std::
   }
   SSL_CTX_set_options(context.get(),
                       SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_TICKET);
+  SSL_CTX_set_mode(context.get(), SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  // No session tickets: the program's next connection costs a handshake with this server (a
+  // few milliseconds), and no ticket is written between its handshake and its first answer.
+  SSL_CTX_set_num_tickets(context.get(), 0);
   // HTTP/1.1 only: a program offering h2 and http/1.1 gets http/1.1; one offering only h2 gets
   // no ALPN, and its HTTP/2 preface is refused by the rewriter with the reason.
   SSL_CTX_set_alpn_select_cb(
@@ -398,6 +409,10 @@ void runBroker(int program_fd, int upstream_fd, CertificateAuthority* authority,
                const BrokerSettings& settings, RequestRules rules, const BrokerEvents& events) {
   setNonBlocking(program_fd);
   setNonBlocking(upstream_fd);
+  // The broker writes whole TLS records (a handshake's Finished, then a request): Nagle's
+  // algorithm would hold the second behind the host's delayed ACK, 40 ms a connection.
+  const int one = 1;
+  ::setsockopt(upstream_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   SSL* program_ssl = nullptr;
   SSL* upstream_ssl = nullptr;
   std::string setup_error;
@@ -422,14 +437,27 @@ void runBroker(int program_fd, int upstream_fd, CertificateAuthority* authority,
     SSL_set_accept_state(program_ssl);
     SSL_set_fd(upstream_ssl, upstream_fd);
     SSL_set_connect_state(upstream_ssl);
-    SSL_set_tlsext_host_name(upstream_ssl, settings.host.c_str());
-    SSL_set1_host(upstream_ssl, settings.host.c_str());
+    if (SSL_set_tlsext_host_name(upstream_ssl, settings.host.c_str()) != 1 ||
+        SSL_set1_host(upstream_ssl, settings.host.c_str()) != 1) {
+      SSL_free(program_ssl);
+      SSL_free(upstream_ssl);
+      ::close(program_fd);
+      ::close(upstream_fd);
+      events.refused("the server could not name " + settings.host + " to its TLS: " + sslErrors());
+      return;
+    }
   }
   Side program(program_fd, program_ssl);
   Side upstream(upstream_fd, upstream_ssl);
-  // The rules hold the secret: wiped when the stream ends, however it ends.
+  // The rules hold the secret, and so do the rewritten bytes on their way to the host: wiped
+  // when the stream ends, however it ends (the rewriter wipes its own copy of the rules).
+  std::string to_upstream;
+  std::string rewritten;
+  to_upstream.reserve(2 * kMaxBuffered);
   struct Wipe {
     RequestRules& rules;
+    std::string& to_upstream;
+    std::string& rewritten;
     ~Wipe() {
       for (HeaderRule& rule : rules.set) {
         OPENSSL_cleanse(rule.value.data(), rule.value.size());
@@ -437,8 +465,10 @@ void runBroker(int program_fd, int upstream_fd, CertificateAuthority* authority,
       for (Substitution& substitution : rules.substitute) {
         OPENSSL_cleanse(substitution.value.data(), substitution.value.size());
       }
+      OPENSSL_cleanse(to_upstream.data(), to_upstream.capacity());
+      OPENSSL_cleanse(rewritten.data(), rewritten.capacity());
     }
-  } wipe{rules};
+  } wipe{rules, to_upstream, rewritten};
 
   if (settings.terminate) {
     const auto until = Clock::now() + settings.handshake;
@@ -457,10 +487,8 @@ void runBroker(int program_fd, int upstream_fd, CertificateAuthority* authority,
     }
   }
 
-  RequestRewriter rewriter(std::move(rules));
-  std::string to_upstream;
+  RequestRewriter rewriter(rules);
   std::string to_program;
-  std::string rewritten;
   std::vector<char> buffer(kReadChunk);
   bool program_eof = false;
   bool upstream_eof = false;
@@ -469,8 +497,10 @@ void runBroker(int program_fd, int upstream_fd, CertificateAuthority* authority,
   auto idle_until = Clock::now() + settings.idle;
   while (true) {
     bool progress = false;
-    // The program's bytes, rewritten, toward the host.
-    if (!program_eof && to_upstream.size() < kMaxBuffered) {
+    // The program's bytes, rewritten, toward the host; none after a request with a body, the
+    // connection's last (the rewriter would drop them).
+    const bool reading = !program_eof && !(rewriter.closing() && rewriter.betweenRequests());
+    if (reading && to_upstream.size() < kMaxBuffered) {
       const long n = program.read(buffer.data(), buffer.size());
       if (n > 0) {
         rewritten.clear();
@@ -544,7 +574,7 @@ void runBroker(int program_fd, int upstream_fd, CertificateAuthority* authority,
     }
     short program_events = 0;
     short upstream_events = 0;
-    if (!program_eof && to_upstream.size() < kMaxBuffered) {
+    if (reading && to_upstream.size() < kMaxBuffered) {
       program_events |= program.readEvents();
     }
     if (!to_program.empty()) {
@@ -556,16 +586,24 @@ void runBroker(int program_fd, int upstream_fd, CertificateAuthority* authority,
     if (!to_upstream.empty()) {
       upstream_events |= upstream.writeEvents();
     }
-    std::array<pollfd, 2> fds{pollfd{program.fd(), program_events, 0},
-                              pollfd{upstream.fd(), upstream_events, 0}};
-    const int ready = ::poll(fds.data(), fds.size(), millisUntil(idle_until));
-    if (ready == 0 && Clock::now() >= idle_until) {
+    if (Clock::now() >= idle_until) {
       return;
     }
+    // A side the broker waits for nothing from is not polled (a hang-up there would wake it at
+    // once, again and again), except the program's after its end: a hang-up there means the
+    // relay has let the stream go (a reset, the sandbox's end), and nothing more can reach it.
+    const bool watch_program = program_events != 0 || program_eof;
+    std::array<pollfd, 2> fds{
+        pollfd{watch_program ? program.fd() : -1, program_events, 0},
+        pollfd{upstream_events != 0 ? upstream.fd() : -1, upstream_events, 0}};
+    const int ready = ::poll(fds.data(), fds.size(), millisUntil(idle_until));
     if (ready < 0 && errno != EINTR) {
       return;
     }
-    // A hang-up on either side is read as the end of its stream on the next pass.
+    if (program_eof && (fds[0].revents & (POLLHUP | POLLERR)) != 0) {
+      return;
+    }
+    // Any other hang-up is read as the end of its side's stream on the next pass.
   }
 }
 

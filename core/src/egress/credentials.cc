@@ -37,12 +37,19 @@ std::string lowered(std::string_view text) {
   return out;
 }
 
+// A header name as the rewriter compares them: lower case, "_" taken for "-".
+std::string fieldName(std::string_view name) {
+  std::string out = lowered(name);
+  std::replace(out.begin(), out.end(), '_', '-');
+  return out;
+}
+
 // Headers whose value frames the request or the connection: the server's own, not a credential's.
 bool serverOwnedHeader(std::string_view name) {
   static const std::set<std::string, std::less<>> kOwned = {
       "host",    "content-length", "transfer-encoding", "connection", "upgrade", "keep-alive", "te",
       "trailer", "expect"};
-  const std::string lower = lowered(name);
+  const std::string lower = fieldName(name);
   return kOwned.contains(lower) || lower.starts_with("proxy-");
 }
 
@@ -121,7 +128,9 @@ Result<bool> CredentialStore::add(std::string_view entry) {
   // The name of the entry in errors: everything before the source, which holds no value.
   const std::size_t value_at =
       equals == std::string_view::npos ? equals : entry.find('=', equals + 1);
-  const std::string named(entry.substr(0, value_at));
+  // Without a second "=" the entry may be a value typed where its source belongs: only the
+  // tenant is named then.
+  const std::string named(value_at == std::string_view::npos ? tenant : entry.substr(0, value_at));
   const auto refuse = [&](const std::string& why) -> Result<bool> {
     return invalid("--egress-credential " + named + "=… is refused: " + why + ".");
   };
@@ -151,7 +160,11 @@ Result<bool> CredentialStore::add(std::string_view entry) {
   credential.host = host.host;
   credential.port = host.port;
   if (name.starts_with('$')) {
-    credential.variable = std::string(name.substr(1));
+    // "$VARIABLE" or "$VARIABLE@HEADER": the placeholder is replaced in that header only.
+    const std::size_t at = name.find('@');
+    credential.variable = std::string(name.substr(1, at == std::string_view::npos ? at : at - 1));
+    credential.header =
+        at == std::string_view::npos ? "Authorization" : std::string(name.substr(at + 1));
     if (!isVariableName(credential.variable)) {
       return refuse("$" + credential.variable + " is not a variable name of [A-Z_][A-Z0-9_]*");
     }
@@ -162,13 +175,14 @@ Result<bool> CredentialStore::add(std::string_view entry) {
     credential.placeholder = randomPlaceholder();
   } else {
     credential.header = std::string(name);
-    if (name.empty() || !std::all_of(name.begin(), name.end(), isTokenChar)) {
-      return refuse("the header name is not an HTTP token");
-    }
-    if (serverOwnedHeader(name)) {
-      return refuse("the header " + credential.header +
-                    " frames the request or the connection; it is not a credential's");
-    }
+  }
+  if (credential.header.empty() ||
+      !std::all_of(credential.header.begin(), credential.header.end(), isTokenChar)) {
+    return refuse("the header name is not an HTTP token");
+  }
+  if (serverOwnedHeader(credential.header)) {
+    return refuse("the header " + credential.header +
+                  " frames the request or the connection; it is not a credential's");
   }
   for (const Credential& other : credentials_) {
     if (other.tenant != credential.tenant) {
@@ -177,8 +191,8 @@ Result<bool> CredentialStore::add(std::string_view entry) {
     if (!credential.variable.empty() && other.variable == credential.variable) {
       return refuse("$" + credential.variable + " is given to this tenant's programs already");
     }
-    if (!credential.header.empty() && other.host == credential.host &&
-        other.port == credential.port && lowered(other.header) == lowered(credential.header)) {
+    if (other.host == credential.host && other.port == credential.port &&
+        fieldName(other.header) == fieldName(credential.header)) {
       return refuse("the header " + credential.header + " is set for this host already");
     }
   }
@@ -223,6 +237,11 @@ Result<bool> CredentialStore::add(std::string_view entry) {
     if (!found) {
       return refuse("the server's environment has no " + variable);
     }
+    if (environment_ == &defaultEnvironment) {
+      // Read once: gone from the environment every process the server starts inherits (pip,
+      // the engine's helpers).
+      ::unsetenv(variable.c_str());
+    }
   } else {
     return refuse(
         "its source must be file:PATH or env:NAME (a value is never given on the "
@@ -261,17 +280,20 @@ bool CredentialStore::brokered(std::string_view tenant, std::string_view host,
 RequestRules CredentialStore::rulesFor(std::string_view tenant, std::string_view host,
                                        std::uint16_t port) const {
   RequestRules rules;
+  rules.host = std::string(host);
+  rules.port = port;
   for (const Credential& credential : credentials_) {
     if (credential.tenant != tenant) {
       continue;
     }
     const bool own = credential.host == host && credential.port == port;
-    if (!credential.header.empty()) {
+    if (credential.variable.empty()) {
       if (own) {
         rules.set.push_back({credential.header, credential.secret->reveal()});
       }
     } else if (own) {
-      rules.substitute.push_back({credential.placeholder, credential.secret->reveal()});
+      rules.substitute.push_back(
+          {credential.placeholder, credential.secret->reveal(), credential.header});
     } else {
       rules.foreign.push_back(credential.placeholder);
     }

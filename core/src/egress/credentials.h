@@ -5,10 +5,11 @@
 // sandbox never holds them. Made from --egress-credential at startup and never changed after.
 //
 // An entry names a header the server sets on every request to the host, or an environment
-// variable the program is given a placeholder in, which the server replaces in the header
-// values of that host's requests (and refuses in any other request it can read):
+// variable the program is given a placeholder in, which the server replaces in one header of
+// that host's requests (Authorization unless named) and refuses anywhere else it can read:
 //   alice=api.github.com:Authorization=file:/etc/scs/alice-github   (the file: "Bearer ghp_…")
 //   alice=api.github.com:$GITHUB_TOKEN=env:ALICE_GITHUB_TOKEN        (the variable: "ghp_…")
+//   alice=api.example.com:$EXAMPLE_KEY@X-Api-Key=file:/etc/scs/alice-example
 // The value is read once, here: from a file the server reads (readable by its owner only), or
 // from an environment variable of the server's; never from the command line. It is held in
 // memory the server wipes when it ends, and no log line, report, metric or error carries it.
@@ -48,8 +49,8 @@ struct Credential {
   std::string tenant;
   std::string host;  // canonical (host_policy's parsePattern), a name, never an address
   std::uint16_t port = 443;
-  // A header set on every request (`header` non-empty), or a placeholder replaced in header
-  // values (`variable` non-empty, `placeholder` what the program is given in it).
+  // The header set on every request (`variable` empty), or the one header a placeholder is
+  // replaced in (`variable` non-empty, `placeholder` what the program is given in it).
   std::string header;
   std::string variable;
   std::string placeholder;
@@ -65,14 +66,15 @@ class CredentialStore {
  public:
   explicit CredentialStore(EnvironmentReader environment = nullptr);
 
-  // "TENANT=HOST[:PORT]:HEADER=SOURCE" or "TENANT=HOST[:PORT]:$VARIABLE=SOURCE", SOURCE
-  // "file:PATH" or "env:NAME". Refused, with a sentence naming the entry (never its value): a
+  // "TENANT=HOST[:PORT]:HEADER=SOURCE" or "TENANT=HOST[:PORT]:$VARIABLE[@HEADER]=SOURCE",
+  // SOURCE "file:PATH" or "env:NAME" (a variable of the server's, unset once read). Refused,
+  // with a sentence naming the entry (never its value): a
   // host that is not a plain name (no wildcard, no address), a header that is not a token or is
   // one the server owns (Host, Content-Length, Transfer-Encoding, Connection, Upgrade, Proxy-*),
   // a variable that is not [A-Z_][A-Z0-9_]* or is one the sandbox's programs depend on, the
-  // same header or variable twice for a tenant's host, a variable twice for a tenant, a file
-  // that cannot be read or that others than its owner may read, an unset variable, a value that
-  // is empty, longer than 8 KiB or holds a control character.
+  // same header twice for a tenant's host ("_" taken for "-"), a variable twice for a tenant, a
+  // file that cannot be read or that others than its owner may read, an unset variable, a value
+  // that is empty, longer than 8 KiB or holds a control character.
   Result<bool> add(std::string_view entry);
 
   bool empty() const { return credentials_.empty(); }
@@ -80,8 +82,9 @@ class CredentialStore {
 
   // Whether `tenant`'s requests to host:port are brokered (any credential for it).
   bool brokered(std::string_view tenant, std::string_view host, std::uint16_t port) const;
-  // The rules a brokered stream's requests get: the host's headers and placeholders, and the
-  // tenant's other placeholders as foreign. For a host without credentials, only the foreign.
+  // The rules a brokered stream's requests get: the host (each request must name it), its
+  // headers and placeholders, and the tenant's other placeholders as foreign. For a host
+  // without credentials, the host and the foreign.
   RequestRules rulesFor(std::string_view tenant, std::string_view host, std::uint16_t port) const;
   // The variables the tenant's programs are given: (name, placeholder).
   std::vector<std::pair<std::string, std::string>> environmentFor(std::string_view tenant) const;

@@ -1,11 +1,16 @@
 // The requests a program sends a brokered host, read and rewritten (see the header for why so
 // strictly). Every byte is judged once, in stream order, at the moment it is read: the head and
-// chunk lines byte by byte as they arrive, bodies a run at a time. A refusal therefore falls on
-// the same byte however the stream was split, and what was sent before it is the same too.
+// chunk lines byte by byte as they arrive, bodies a run at a time. Placeholders are looked for in
+// the raw stream first, and each one is judged when its last byte is next: a foreign one, or one
+// of this host's that does not lie in its own header's value, ends the stream there. A refusal
+// therefore falls on the same byte however the stream was split, and what was sent before it is
+// the same too.
 
 #include "egress/http_requests.h"
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <utility>
 
 namespace scs::egress {
@@ -16,6 +21,8 @@ constexpr std::size_t kMaxReasonBytes = 512;
 constexpr std::uint64_t kMaxContentLength = std::uint64_t{1} << 62;
 constexpr std::size_t kMaxChunkSizeDigits = 15;  // 16^15 = 2^60: never overflows 64 bits
 constexpr std::size_t kQuotedBytes = 80;
+constexpr std::size_t kForeignPattern = SIZE_MAX;
+constexpr std::string_view kConnectionClose = "Connection: close\r\n";
 
 bool isTokenChar(unsigned char c) {
   static constexpr std::string_view kSpecials = "!#$%&'*+-.^_`|~";
@@ -52,6 +59,8 @@ bool sameFieldName(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),
                                             [&fold](char x, char y) { return fold(x) == fold(y); });
 }
+
+bool isBlank(char c) { return c == ' ' || c == '\t'; }
 
 std::string_view trimmed(std::string_view text) {
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) {
@@ -124,6 +133,8 @@ std::string_view statusText(int status) {
       return "Bad Request";
     case 403:
       return "Forbidden";
+    case 405:
+      return "Method Not Allowed";
     case 421:
       return "Misdirected Request";
     case 431:
@@ -156,11 +167,32 @@ void wipe(std::string& text) {
   text.clear();
 }
 
+// The methods carried. TRACE would echo the head, credential included, back to the program;
+// CONNECT would open a tunnel past this reading; WebDAV and custom methods are left out because
+// no front end on the way is known to frame them as the host does.
+bool isCarriedMethod(std::string_view method) {
+  static constexpr std::array<std::string_view, 7> kMethods = {"GET",   "HEAD",   "POST",   "PUT",
+                                                               "PATCH", "DELETE", "OPTIONS"};
+  return std::find(kMethods.begin(), kMethods.end(), method) != kMethods.end();
+}
+
 // The methods whose body some servers do not read (RFC 9110 section 9.3.1 calls a GET body a
-// smuggling risk; TRACE may carry none): a host that skipped it would read the body as the
-// next request, and the next real head, credential included, as that request's body.
-bool bodyIsAmbiguous(std::string_view method) {
-  return method == "GET" || method == "HEAD" || method == "TRACE";
+// smuggling risk): a host that skipped it would read the body as the next request.
+bool bodyIsAmbiguous(std::string_view method) { return method == "GET" || method == "HEAD"; }
+
+// Headers the parser frames, routes or closes requests by: never set by a rule nor the home of a
+// placeholder.
+bool isOwnedField(std::string_view name) {
+  return sameFieldName(name, "content-length") || sameFieldName(name, "transfer-encoding") ||
+         sameFieldName(name, "upgrade") || sameFieldName(name, "host") ||
+         sameFieldName(name, "connection");
+}
+
+bool isHostName(std::string_view host) {
+  return !host.empty() && std::all_of(host.begin(), host.end(), [](unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '.';
+  });
 }
 
 constexpr std::string_view kForeignReason =
@@ -175,26 +207,39 @@ RequestRewriter::RequestRewriter(RequestRules rules) : rules_(std::move(rules)) 
   for (const HeaderRule& rule : rules_.set) {
     if (!isToken(rule.name)) {
       problem = "a header to set, " + quoted(rule.name) + ", is not a token";
-    } else if (sameFieldName(rule.name, "content-length") ||
-               sameFieldName(rule.name, "transfer-encoding") ||
-               sameFieldName(rule.name, "upgrade")) {
+    } else if (isOwnedField(rule.name)) {
       problem = "the header " + quoted(rule.name) + " frames requests and cannot be set";
     } else if (hasControl(rule.value)) {
       problem = "the value set for " + quoted(rule.name) + " holds a control character";
     }
   }
-  for (const Substitution& substitution : rules_.substitute) {
-    if (substitution.placeholder.empty()) {
+  for (std::size_t k = 0; k < rules_.substitute.size(); ++k) {
+    const Substitution& substitution = rules_.substitute[k];
+    const std::string_view placeholder = substitution.placeholder;
+    if (placeholder.empty()) {
       problem = "a placeholder is empty";
+    } else if (hasControl(placeholder) || isBlank(placeholder.front()) ||
+               isBlank(placeholder.back())) {
+      problem = "a placeholder holds a control character or starts or ends with a blank";
     } else if (hasControl(substitution.value)) {
       problem = "the value of a placeholder holds a control character";
+    } else if (!isToken(substitution.header) || isOwnedField(substitution.header)) {
+      problem = "the header of a placeholder, " + quoted(substitution.header) +
+                ", is not a token or frames requests";
     }
+    patterns_.push_back({placeholder, k});
   }
   for (const std::string& foreign : rules_.foreign) {
     if (foreign.empty()) {
       problem = "another host's placeholder is empty";
     }
-    longest_foreign_ = std::max(longest_foreign_, foreign.size());
+    patterns_.push_back({foreign, kForeignPattern});
+  }
+  for (const Pattern& pattern : patterns_) {
+    longest_ = std::max(longest_, pattern.text.size());
+  }
+  if (!rules_.host.empty() && !isHostName(rules_.host)) {
+    problem = "the host " + quoted(rules_.host) + " is not a name";
   }
   if (!problem.empty()) {
     refuse(500, "misconfigured",
@@ -212,95 +257,133 @@ RequestRewriter::~RequestRewriter() {
   }
 }
 
-bool RequestRewriter::betweenRequests() const { return state_ == State::kHead && head_.empty(); }
+bool RequestRewriter::betweenRequests() const {
+  return state_ == State::kClosed || (state_ == State::kHead && head_.empty());
+}
 
 std::optional<RequestRewriter::Refused> RequestRewriter::feed(std::string_view bytes,
                                                               std::string& out) {
   if (state_ == State::kRefused) {
     return refused_;
   }
-  // Foreign placeholders are looked for in the raw bytes first, across calls, and only the
-  // bytes before the last byte of the first one are read: whatever the split, the stream
-  // stops at that byte, and no part of it after is carried.
-  const std::size_t clean = beforeForeign(bytes);
-  std::string_view rest = bytes.substr(0, clean);
-  while (!rest.empty() && state_ != State::kRefused) {
-    std::size_t used = 0;
-    switch (state_) {
-      case State::kHead:
-        used = readHead(rest, out);
-        break;
-      case State::kBody:
-        used = readBody(rest, out);
-        break;
-      case State::kChunkSize:
-        used = readChunkSize(rest, out);
-        break;
-      case State::kChunkData:
-        used = readChunkData(rest, out);
-        break;
-      case State::kChunkDataCr:
-      case State::kChunkDataLf:
-        used = readChunkDataEnd(rest, out);
-        break;
-      case State::kTrailer:
-        used = readTrailer(rest, out);
-        break;
-      case State::kRefused:
-        break;
+  if (state_ == State::kClosed || bytes.empty()) {
+    return std::nullopt;
+  }
+  if (patterns_.empty()) {
+    read(bytes, out);
+    return refused_;
+  }
+  // The stream's last bytes before these, then these: every placeholder that ends in these is
+  // found, in the order of its last byte, and judged before that byte is read.
+  std::string window = carry_;
+  window.append(bytes);
+  const std::size_t base = carry_.size();
+  std::vector<std::size_t> next(patterns_.size());
+  for (std::size_t k = 0; k < patterns_.size(); ++k) {
+    const std::size_t size = patterns_[k].text.size();
+    next[k] = window.find(patterns_[k].text, base + 1 > size ? base + 1 - size : 0);
+  }
+  std::size_t at = base;  // the next byte of the window to read
+  while (true) {
+    std::size_t last = std::string::npos;  // the earliest last byte of a placeholder
+    for (std::size_t k = 0; k < patterns_.size(); ++k) {
+      if (next[k] != std::string::npos) {
+        last = std::min(last, next[k] + patterns_[k].text.size() - 1);
+      }
     }
-    rest.remove_prefix(used);
+    const std::size_t stop = last == std::string::npos ? window.size() : last;
+    read(std::string_view(window).substr(at, stop - at), out);
+    at = stop;
+    if (state_ == State::kRefused || state_ == State::kClosed || last == std::string::npos) {
+      break;
+    }
+    const Pattern* foreign = nullptr;
+    const Pattern* misplaced = nullptr;
+    for (std::size_t k = 0; k < patterns_.size(); ++k) {
+      if (next[k] == std::string::npos || next[k] + patterns_[k].text.size() - 1 != last) {
+        continue;
+      }
+      if (patterns_[k].substitution == kForeignPattern) {
+        foreign = foreign != nullptr ? foreign : &patterns_[k];
+      } else if (!inOwnValue(patterns_[k].substitution)) {
+        misplaced = misplaced != nullptr ? misplaced : &patterns_[k];
+      }
+      next[k] = window.find(patterns_[k].text, next[k] + 1);
+    }
+    if (foreign != nullptr) {
+      refuse(403, "placeholder", std::string(kForeignReason));
+      break;
+    }
+    if (misplaced != nullptr) {
+      const std::string& header = rules_.substitute[misplaced->substitution].header;
+      refuse(403, "placeholder",
+             "This request carries a placeholder of this host outside its " + header +
+                 " header; the placeholder of this host is replaced only in its " + header +
+                 " header, and anywhere else (another header, the request line, a body, a "
+                 "trailer) it is refused, so that the secret never lands where the host could "
+                 "echo it back.");
+      break;
+    }
   }
-  if (state_ != State::kRefused && clean < bytes.size()) {
-    refuse(403, "placeholder", std::string(kForeignReason));
-  }
+  const std::size_t keep = std::min(window.size(), longest_ - 1);
+  carry_.assign(window, window.size() - keep, keep);
   if (state_ == State::kRefused) {
     return refused_;
   }
   return std::nullopt;
 }
 
-std::size_t RequestRewriter::beforeForeign(std::string_view bytes) {
-  if (longest_foreign_ == 0 || bytes.empty()) {
-    return bytes.size();
-  }
-  std::size_t first = bytes.size();  // the last byte of the earliest-ending match
-  if (!carry_.empty()) {
-    // Matches that begin in the bytes before these and end in them.
-    std::string window = carry_;
-    window.append(bytes.substr(0, longest_foreign_ - 1));
-    for (const std::string& foreign : rules_.foreign) {
-      const std::size_t from =
-          carry_.size() + 1 > foreign.size() ? carry_.size() + 1 - foreign.size() : 0;
-      const std::size_t at = window.find(foreign, from);
-      if (at != std::string::npos && at < carry_.size()) {
-        first = std::min(first, at + foreign.size() - 1 - carry_.size());
-      }
+void RequestRewriter::read(std::string_view bytes, std::string& out) {
+  while (!bytes.empty() && state_ != State::kRefused && state_ != State::kClosed) {
+    std::size_t used = 0;
+    switch (state_) {
+      case State::kHead:
+        used = readHead(bytes, out);
+        break;
+      case State::kBody:
+        used = readBody(bytes, out);
+        break;
+      case State::kChunkSize:
+        used = readChunkSize(bytes, out);
+        break;
+      case State::kChunkData:
+        used = readChunkData(bytes, out);
+        break;
+      case State::kChunkDataCr:
+      case State::kChunkDataLf:
+        used = readChunkDataEnd(bytes, out);
+        break;
+      case State::kTrailer:
+        used = readTrailer(bytes, out);
+        break;
+      case State::kClosed:
+      case State::kRefused:
+        break;
     }
+    bytes.remove_prefix(used);
   }
-  for (const std::string& foreign : rules_.foreign) {
-    const std::size_t at = bytes.substr(0, std::min(bytes.size(), first + 1)).find(foreign);
-    if (at != std::string_view::npos) {
-      first = std::min(first, at + foreign.size() - 1);
-    }
+}
+
+bool RequestRewriter::inOwnValue(std::size_t k) const {
+  // The placeholder holds no control character and neither starts nor ends with a blank (the
+  // constructor saw to it): it lies in a value when its bytes read so far are on a header line
+  // past that line's colon, and the line's name is its header's.
+  const Substitution& substitution = rules_.substitute[k];
+  const std::size_t read = substitution.placeholder.size() - 1;
+  if (state_ != State::kHead || head_part_ != HeadPart::kLine || colon_ == std::string::npos ||
+      read > head_.size()) {
+    return false;
   }
-  const std::size_t keep = longest_foreign_ - 1;
-  if (bytes.size() >= keep) {
-    carry_.assign(bytes.substr(bytes.size() - keep));
-  } else {
-    carry_.append(bytes);
-    if (carry_.size() > keep) {
-      carry_.erase(0, carry_.size() - keep);
-    }
-  }
-  return first;
+  return head_.size() - read > colon_ &&
+         sameFieldName(std::string_view(head_).substr(line_begin_, colon_ - line_begin_),
+                       substitution.header);
 }
 
 std::size_t RequestRewriter::readHead(std::string_view bytes, std::string& out) {
   // Never more than the head may hold: a byte past kMaxHeadBytes is not needed to refuse it.
   const std::size_t limit = std::min(bytes.size(), kMaxHeadBytes - head_.size());
   for (std::size_t i = 0; i < limit; ++i) {
-    switch (checkHeadByte(static_cast<unsigned char>(bytes[i]))) {
+    switch (checkHeadByte(static_cast<unsigned char>(bytes[i]), head_.size() + i)) {
       case HeadByte::kMore:
         break;
       case HeadByte::kEnd:
@@ -320,7 +403,7 @@ std::size_t RequestRewriter::readHead(std::string_view bytes, std::string& out) 
   return limit;
 }
 
-RequestRewriter::HeadByte RequestRewriter::checkHeadByte(unsigned char c) {
+RequestRewriter::HeadByte RequestRewriter::checkHeadByte(unsigned char c, std::size_t at) {
   static constexpr std::string_view kVersion = "HTTP/1.1\r\n";
   const auto bad = [this](std::string reason) {
     refuse(400, "bad-request", std::move(reason));
@@ -353,22 +436,22 @@ RequestRewriter::HeadByte RequestRewriter::checkHeadByte(unsigned char c) {
       return HeadByte::kMore;
     case HeadPart::kVersion: {
       // "HTTP/1.0" or "HTTP/1.1", then CRLF; another version is read as one, to be named.
-      const std::size_t at = part_bytes_++;
+      const std::size_t index = part_bytes_++;
       const bool digit = c >= '0' && c <= '9';
-      if (at == 5 && c == '2') {
+      if (index == 5 && c == '2') {
         refuse(505, "http-version",
                "HTTP/2 is not carried to a brokered host; HTTP/1.1 is (the server reads each "
                "request to add the host's credential). Turn HTTP/2 off in the client.");
         return HeadByte::kRefused;
       }
-      if ((at == 5 && digit && c != '1') || (at == 7 && digit && c != '0' && c != '1')) {
+      if ((index == 5 && digit && c != '1') || (index == 7 && digit && c != '0' && c != '1')) {
         refuse(505, "http-version", "Only HTTP/1.1 and HTTP/1.0 are carried to a brokered host.");
         return HeadByte::kRefused;
       }
-      if (c != static_cast<unsigned char>(kVersion[at]) && !(at == 7 && c == '0')) {
+      if (c != static_cast<unsigned char>(kVersion[index]) && !(index == 7 && c == '0')) {
         return bad("The request line does not end in \"HTTP/1.1\" and CRLF.");
       }
-      if (at + 1 == kVersion.size()) {
+      if (index + 1 == kVersion.size()) {
         head_part_ = HeadPart::kLineStart;
       }
       return HeadByte::kMore;
@@ -383,6 +466,8 @@ RequestRewriter::HeadByte RequestRewriter::checkHeadByte(unsigned char c) {
             "A header line starts with a space or a tab (obsolete line folding, RFC 9112 "
             "section 5.2).");
       }
+      line_begin_ = at;
+      colon_ = std::string::npos;
       [[fallthrough]];
     case HeadPart::kLine:
       if (c == '\r') {
@@ -395,6 +480,9 @@ RequestRewriter::HeadByte RequestRewriter::checkHeadByte(unsigned char c) {
         return bad("A header line holds a control character.");
       } else {
         head_part_ = HeadPart::kLine;
+        if (c == ':' && colon_ == std::string::npos) {
+          colon_ = at;
+        }
       }
       return HeadByte::kMore;
     case HeadPart::kLineLf:
@@ -411,27 +499,47 @@ RequestRewriter::HeadByte RequestRewriter::checkHeadByte(unsigned char c) {
   return HeadByte::kMore;
 }
 
+// A header line of an accepted head.
+struct RequestRewriter::Field {
+  std::string_view line;
+  std::string_view name;
+  std::size_t value_begin;  // the value, OWS around it excluded, as offsets into `line`
+  std::size_t value_end;
+  std::string_view value() const { return line.substr(value_begin, value_end - value_begin); }
+};
+
 void RequestRewriter::acceptHead(std::string& out) {
   const std::string_view head = head_;
   const std::size_t line_end = head.find(kCrlf);
   const std::string_view line = head.substr(0, line_end);
   const std::string_view method = line.substr(0, line.find(' '));
+  const std::string_view target =
+      line.substr(method.size() + 1, line.size() - method.size() - 1 - 9);  // " HTTP/1.x"
   const bool http10 = line.ends_with("HTTP/1.0");
-  if (method == "CONNECT") {
-    return refuse(501, "unsupported",
-                  "CONNECT is not carried to a brokered host: this stream already is the tunnel "
-                  "to it, and it carries HTTP/1.1 requests only.");
+  const std::string authority =
+      rules_.host.empty() ? std::string() : rules_.host + ":" + std::to_string(rules_.port);
+  if (!isCarriedMethod(method)) {
+    return refuse(
+        405, "method",
+        "The method " + quoted(method) +
+            " is not carried to a brokered host; GET, HEAD, POST, PUT, PATCH, DELETE "
+            "and OPTIONS are." +
+            (method == "CONNECT" ? " This stream already is the tunnel to the host." : ""));
+  }
+  // A front end shared by several hosts routes by the target's or the Host header's name: the
+  // request must name the host the credential is for, and nothing else.
+  if (!rules_.host.empty() && !target.starts_with('/') && !(target == "*" && method == "OPTIONS")) {
+    return refuse(421, "misdirected",
+                  "The request target " + quoted(target) +
+                      " is not a path (\"/...\"); this "
+                      "stream was opened to " +
+                      authority +
+                      ", and its requests are carried in origin form only, naming the host in "
+                      "the Host header.");
   }
 
   // The header lines; the byte checks already refused bare CR or LF, control characters and
   // folded lines.
-  struct Field {
-    std::string_view line;
-    std::string_view name;
-    std::size_t value_begin;  // the value, OWS around it excluded, as offsets into `line`
-    std::size_t value_end;
-    std::string_view value() const { return line.substr(value_begin, value_end - value_begin); }
-  };
   std::vector<Field> fields;
   std::string_view block =
       head.substr(line_end + kCrlf.size(), head.size() - line_end - 2 * kCrlf.size());
@@ -455,12 +563,20 @@ void RequestRewriter::acceptHead(std::string& out) {
     fields.push_back({field, name, begin, begin + value.size()});
   }
 
-  std::size_t hosts = 0;
+  std::vector<const Field*> hosts;
+  std::size_t expects = 0;
   std::vector<const Field*> encodings;
   std::vector<const Field*> lengths;
   for (const Field& field : fields) {
     if (equalsIgnoringCase(field.name, "host")) {
-      ++hosts;
+      hosts.push_back(&field);
+    } else if (equalsIgnoringCase(field.name, "expect")) {
+      if (!equalsIgnoringCase(field.value(), "100-continue")) {
+        return refuse(400, "bad-request",
+                      "The expectation " + quoted(field.value()) +
+                          " is not carried; only \"Expect: 100-continue\" is.");
+      }
+      ++expects;
     } else if (equalsIgnoringCase(field.name, "upgrade")) {
       return refuse(
           501, "unsupported",
@@ -501,11 +617,27 @@ void RequestRewriter::acceptHead(std::string& out) {
       }
     }
   }
-  if (hosts > 1) {
+  if (hosts.size() > 1) {
     return refuse(400, "bad-request", "The request has several Host headers.");
   }
-  if (hosts == 0 && !http10) {
+  if (!rules_.host.empty()) {
+    if (hosts.empty()) {
+      return refuse(421, "misdirected",
+                    "The request has no Host header; this stream was opened to " + authority +
+                        ", and each request on it must name that host in its Host header.");
+    }
+    const std::string_view named = hosts.front()->value();
+    if (!equalsIgnoringCase(named, rules_.host) && !equalsIgnoringCase(named, authority)) {
+      return refuse(421, "misdirected",
+                    "The request names the host " + quoted(named) +
+                        " in its Host header, but this stream was opened to " + authority +
+                        "; a request is carried only to the host its stream was opened to.");
+    }
+  } else if (hosts.empty() && !http10) {
     return refuse(400, "bad-request", "The HTTP/1.1 request has no Host header.");
+  }
+  if (expects > 1) {
+    return refuse(400, "bad-request", "The request has several Expect headers.");
   }
 
   const bool chunked = !encodings.empty();
@@ -564,7 +696,8 @@ void RequestRewriter::acceptHead(std::string& out) {
     }
     length = length * 10 + digit;
   }
-  if ((chunked || length > 0) && bodyIsAmbiguous(method)) {
+  const bool body = chunked || length > 0;
+  if (body && bodyIsAmbiguous(method)) {
     return refuse(400, "bad-request",
                   "A " + std::string(method) +
                       " request with a body is not carried to a brokered host: servers "
@@ -572,36 +705,33 @@ void RequestRewriter::acceptHead(std::string& out) {
                       "POST.");
   }
 
-  // Accepted: the request line as it came, the program's headers but those the server sets
-  // (placeholders replaced in their values), the server's headers, the empty line.
-  out.append(head.substr(0, line_end + kCrlf.size()));
-  bool length_written = false;
-  for (const Field& field : fields) {
-    if (std::any_of(rules_.set.begin(), rules_.set.end(), [&field](const HeaderRule& rule) {
-          return sameFieldName(field.name, rule.name);
-        })) {
-      continue;
-    }
-    if (length_values > 1 && equalsIgnoringCase(field.name, "content-length")) {
-      if (!length_written) {
-        out.append(field.name).append(": ").append(length_text).append(kCrlf);
-        length_written = true;
-      }
-      continue;
-    }
-    out.append(field.line.substr(0, field.value_begin));
-    appendRewrittenValue(field.value(), out);
-    out.append(field.line.substr(field.value_end)).append(kCrlf);
-  }
+  // What the head becomes, measured before it is written: secrets may make it much longer
+  // than it came.
+  std::size_t allowed = kMaxHeadBytes + kMaxHeadGrowthBytes;
   for (const HeaderRule& rule : rules_.set) {
-    out.append(rule.name).append(": ").append(rule.value).append(kCrlf);
+    allowed += rule.name.size() + rule.value.size() + 4;
   }
-  out.append(kCrlf);
+  std::size_t substitutions = 0;
+  const std::size_t size =
+      writeHead(line, fields, length_text, length_values, body, substitutions, nullptr);
+  if (substitutions > kMaxSubstitutions) {
+    return refuse(431, "head-too-large",
+                  "The request head holds more than " + std::to_string(kMaxSubstitutions) +
+                      " of this host's placeholders to replace.");
+  }
+  if (size > allowed) {
+    return refuse(431, "head-too-large",
+                  "The request head, with this host's placeholders replaced, would be longer "
+                  "than " +
+                      std::to_string(allowed) + " bytes.");
+  }
+  writeHead(line, fields, length_text, length_values, body, substitutions, &out);
   ++requests_;
 
   head_.clear();
   head_part_ = HeadPart::kMethod;
   part_bytes_ = 0;
+  closing_ = closing_ || body;
   if (chunked) {
     state_ = State::kChunkSize;
   } else if (length > 0) {
@@ -612,25 +742,87 @@ void RequestRewriter::acceptHead(std::string& out) {
   }
 }
 
-// One pass, leftmost match first (the longest where several start at one byte), and never into
-// a value already put in: a secret that held a placeholder stays as it is.
-void RequestRewriter::appendRewrittenValue(std::string_view value, std::string& out) const {
-  const std::vector<Substitution>& substitutions = rules_.substitute;
-  std::vector<std::size_t> next(substitutions.size(), 0);
-  for (std::size_t k = 0; k < substitutions.size(); ++k) {
-    next[k] = value.find(substitutions[k].placeholder);
+// The request line as it came, the program's headers but those the server sets (placeholders
+// replaced in their own headers' values) and, on a request with a body, its Connection headers;
+// the server's headers; "Connection: close" on a request with a body; the empty line.
+std::size_t RequestRewriter::writeHead(std::string_view line, const std::vector<Field>& fields,
+                                       std::string_view length_text, std::size_t length_values,
+                                       bool body, std::size_t& substitutions,
+                                       std::string* out) const {
+  std::size_t size = 0;
+  const auto put = [&size, out](std::string_view text) {
+    size += text.size();
+    if (out != nullptr) {
+      out->append(text);
+    }
+  };
+  substitutions = 0;
+  put(line);
+  put(kCrlf);
+  bool length_written = false;
+  for (const Field& field : fields) {
+    if (std::any_of(rules_.set.begin(), rules_.set.end(), [&field](const HeaderRule& rule) {
+          return sameFieldName(field.name, rule.name);
+        })) {
+      continue;
+    }
+    if (body && equalsIgnoringCase(field.name, "connection")) {
+      continue;
+    }
+    if (length_values > 1 && equalsIgnoringCase(field.name, "content-length")) {
+      if (!length_written) {
+        put(field.name);
+        put(": ");
+        put(length_text);
+        put(kCrlf);
+        length_written = true;
+      }
+      continue;
+    }
+    put(field.line.substr(0, field.value_begin));
+    size += rewriteValue(field.name, field.value(), substitutions, out);
+    put(field.line.substr(field.value_end));
+    put(kCrlf);
   }
+  for (const HeaderRule& rule : rules_.set) {
+    put(rule.name);
+    put(": ");
+    put(rule.value);
+    put(kCrlf);
+  }
+  if (body) {
+    put(kConnectionClose);
+  }
+  put(kCrlf);
+  return size;
+}
+
+// The placeholders whose header is `name` replaced in `value`: one pass, leftmost match first
+// (the longest where several start at one byte), and never into a value already put in, so a
+// secret that held a placeholder stays as it is. Appends to `out` unless null; returns the size.
+std::size_t RequestRewriter::rewriteValue(std::string_view name, std::string_view value,
+                                          std::size_t& substitutions, std::string* out) const {
+  std::vector<const Substitution*> own;
+  for (const Substitution& substitution : rules_.substitute) {
+    if (sameFieldName(name, substitution.header)) {
+      own.push_back(&substitution);
+    }
+  }
+  std::vector<std::size_t> next(own.size(), 0);
+  for (std::size_t k = 0; k < own.size(); ++k) {
+    next[k] = value.find(own[k]->placeholder);
+  }
+  std::size_t size = 0;
   std::size_t at = 0;
   while (true) {
     std::size_t best = std::string_view::npos;
     std::size_t chosen = 0;
-    for (std::size_t k = 0; k < substitutions.size(); ++k) {
+    for (std::size_t k = 0; k < own.size(); ++k) {
       if (next[k] != std::string_view::npos && next[k] < at) {
-        next[k] = value.find(substitutions[k].placeholder, at);
+        next[k] = value.find(own[k]->placeholder, at);
       }
-      if (next[k] < best ||
-          (next[k] == best && next[k] != std::string_view::npos &&
-           substitutions[k].placeholder.size() > substitutions[chosen].placeholder.size())) {
+      if (next[k] < best || (next[k] == best && next[k] != std::string_view::npos &&
+                             own[k]->placeholder.size() > own[chosen]->placeholder.size())) {
         best = next[k];
         chosen = k;
       }
@@ -638,10 +830,18 @@ void RequestRewriter::appendRewrittenValue(std::string_view value, std::string& 
     if (best == std::string_view::npos) {
       break;
     }
-    out.append(value.substr(at, best - at)).append(substitutions[chosen].value);
-    at = best + substitutions[chosen].placeholder.size();
+    size += best - at + own[chosen]->value.size();
+    if (out != nullptr) {
+      out->append(value.substr(at, best - at)).append(own[chosen]->value);
+    }
+    ++substitutions;
+    at = best + own[chosen]->placeholder.size();
   }
-  out.append(value.substr(at));
+  size += value.size() - at;
+  if (out != nullptr) {
+    out->append(value.substr(at));
+  }
+  return size;
 }
 
 std::size_t RequestRewriter::readBody(std::string_view bytes, std::string& out) {
@@ -806,7 +1006,8 @@ std::size_t RequestRewriter::readTrailer(std::string_view bytes, std::string& ou
 }
 
 void RequestRewriter::endRequest() {
-  state_ = State::kHead;
+  // After a request with a body nothing more is read: the host answers it and closes.
+  state_ = closing_ ? State::kClosed : State::kHead;
   head_part_ = HeadPart::kMethod;
   part_bytes_ = 0;
   line_.clear();

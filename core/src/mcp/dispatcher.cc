@@ -59,7 +59,8 @@ Dispatcher::Dispatcher(runs::RunManager& runs, const policy::LimitPolicy& limits
       tasks_(tasks) {}
 
 std::string Dispatcher::instructions() const {
-  const std::string network = egressSentence(info_.tools.egress, context_.tenant);
+  const std::string network =
+      egressSentence(info_.tools.egress, context_.tenant, info_.tools.credentials);
   if (network.empty()) {
     return kInstructions;
   }

@@ -183,7 +183,8 @@ Tools::Tools(runs::RunManager& runs, const policy::LimitPolicy& limits,
              const policy::FileSettings& files, std::chrono::seconds retention, ToolOptions options)
     : runs_(runs), limits_(limits), files_(files), retention_(retention), options_(options) {}
 
-std::string egressSentence(const egress::EgressPolicy* policy, const std::string& tenant) {
+std::string egressSentence(const egress::EgressPolicy* policy, const std::string& tenant,
+                           const egress::CredentialStore* credentials) {
   if (policy == nullptr || !policy->enabledFor(tenant)) {
     return {};
   }
@@ -195,9 +196,23 @@ std::string egressSentence(const egress::EgressPolicy* policy, const std::string
   for (const std::string& entry : policy->deniedFor(tenant)) {
     except += (except.empty() ? "" : ", ") + entry;
   }
+  std::string brokered;
+  static const std::vector<egress::Credential> kNone;
+  for (const egress::Credential& credential : credentials != nullptr ? credentials->all() : kNone) {
+    if (credential.tenant == tenant) {
+      brokered += (brokered.empty() ? "" : "; ") + credential.target() +
+                  (credential.variable.empty()
+                       ? " (" + credential.header + " set)"
+                       : " ($" + credential.variable + " holds a placeholder: send it as the " +
+                             credential.header + " header)");
+    }
+  }
   return "Network: only " + hosts + (except.empty() ? std::string() : " (except " + except + ")") +
          ", through the proxy HTTP_PROXY, HTTPS_PROXY and ALL_PROXY name; other hosts are refused "
-         "with the reason (the report's network part).";
+         "with the reason (the report's network part)." +
+         (brokered.empty() ? std::string()
+                           : " The server adds credentials to HTTPS requests to " + brokered +
+                                 "; the sandbox never holds them.");
 }
 
 Poco::JSON::Array::Ptr Tools::definitions(const std::string& tenant) const {
@@ -211,7 +226,7 @@ Poco::JSON::Array::Ptr Tools::definitions(const std::string& tenant) const {
   settings.session_lifetime = options_.sessions.max_lifetime;
   settings.max_sessions_per_tenant = options_.sessions.max_open_per_tenant;
   Poco::JSON::Array::Ptr tools = toolDefinitions(settings);
-  const std::string network = egressSentence(options_.egress, tenant);
+  const std::string network = egressSentence(options_.egress, tenant, options_.credentials);
   if (!network.empty()) {
     for (std::size_t i = 0; i < tools->size(); ++i) {
       Poco::JSON::Object::Ptr tool = tools->getObject(static_cast<unsigned>(i));

@@ -13,6 +13,7 @@
 #include <string>
 #include <variant>
 
+#include "egress/credentials.h"
 #include "egress/host_policy.h"
 #include "mcp/report_json.h"
 #include "net/tenant_slots.h"
@@ -63,11 +64,14 @@ struct ToolOptions {
   packages::PackageLayers* packages = nullptr;
   // The operator's egress policy; null: no tenant's sandbox reaches any host.
   const egress::EgressPolicy* egress = nullptr;
+  // The brokered credentials (issue 48); null or empty: none.
+  const egress::CredentialStore* credentials = nullptr;
 };
 
-// What `tenant`'s programs may reach, in one sentence for the model ("Network: ... only"), or
-// empty when it reaches nothing.
-std::string egressSentence(const egress::EgressPolicy* policy, const std::string& tenant);
+// What `tenant`'s programs may reach, in one sentence for the model ("Network: ... only"), and
+// the credentials the server adds for it, or empty when it reaches nothing.
+std::string egressSentence(const egress::EgressPolicy* policy, const std::string& tenant,
+                           const egress::CredentialStore* credentials = nullptr);
 
 // The five tools: their definitions for tools/list and their execution for tools/call.
 // Holds references only; cheap to build per call. Thread-safe as far as RunManager is.
