@@ -268,8 +268,9 @@ bool namesTheHost(const HeadFacts& facts, const RequestRules& rules) {
       hosts.push_back(field.value);
     }
   }
+  // A bare name only for port 443, which is what it means to a front end.
   return hosts.size() == 1 &&
-         (equalsIgnoringCase(hosts[0], rules.host) ||
+         ((rules.port == 443 && equalsIgnoringCase(hosts[0], rules.host)) ||
           equalsIgnoringCase(hosts[0], rules.host + ":" + std::to_string(rules.port)));
 }
 

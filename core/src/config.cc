@@ -194,6 +194,11 @@ Result<bool> buildCredentials(const Config& config, const egress::EgressPolicy& 
         "--egress-upstream-ca needs --egress-credential: only a brokered host's certificate is "
         "checked by the server");
   }
+  // The variables read are unset however this ends.
+  struct Forget {
+    egress::CredentialStore& store;
+    ~Forget() { store.forgetEnvironment(); }
+  } forget{store};
   for (const std::string& entry : e.credentials) {
     const Result<bool> added = store.add(entry);
     if (std::holds_alternative<Error>(added)) {

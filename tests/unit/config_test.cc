@@ -266,9 +266,12 @@ TEST(ConfigTest, ACredentialNeedsItsHostOnTheTenantsAllowList) {
     const Error* error = std::get_if<Error>(&built);
     return error != nullptr ? error->message : std::string();
   };
-  EXPECT_EQ(build({"--egress-allow", "alice=api.test", "--egress-credential",
-                   "alice=api.test:Authorization=env:SCS_CONFIG_TEST_TOKEN"}),
+  // Two entries may read one variable: it is unset once both are read.
+  EXPECT_EQ(build({"--egress-allow", "alice=api.test", "--egress-allow", "bob=api.test",
+                   "--egress-credential", "alice=api.test:Authorization=env:SCS_CONFIG_TEST_TOKEN",
+                   "--egress-credential", "bob=api.test:Authorization=env:SCS_CONFIG_TEST_TOKEN"}),
             "");
+  EXPECT_EQ(std::getenv("SCS_CONFIG_TEST_TOKEN"), nullptr);
   ::setenv("SCS_CONFIG_TEST_TOKEN", "token-value", 1);  // unset once read
   const std::string other = build({"--egress-allow", "alice=api.test", "--egress-credential",
                                    "bob=api.test:Authorization=env:SCS_CONFIG_TEST_TOKEN"});

@@ -140,6 +140,7 @@ TEST_F(CredentialsTest, EveryRefusalNamesTheEntryAndNeverTheValue) {
       {"alice=api.github.com:$lower=file:" + secret_file_, "variable name"},
       {"alice=api.github.com=file:" + secret_file_, "no header"},
       {"api.github.com:Authorization", "write TENANT=HOST"},
+      {"ghp_pasted_alone", "write TENANT=HOST"},
   };
   for (const auto& [entry, why] : refused) {
     CredentialStore store(&fakeEnvironment);

@@ -640,14 +640,25 @@ TEST(RequestRewriterTest, CarriesRequestsNamingTheStreamsHost) {
     EXPECT_FALSE(outcome.refused) << head << outcome.refused->reason;
     EXPECT_EQ(outcome.out, withAuthorization(head));
   }
-  // Another port: the host alone, or with that port.
-  const Outcome other_port = runAnyway(
-      "GET / HTTP/1.1\r\nHost: api.github.com:8443\r\n\r\nGET / HTTP/1.1\r\nHost: "
-      "api.github.com\r\n"
-      "\r\n",
-      hostRules(8443));
+  // Another port: with that port only (a bare name means 443 to a front end).
+  const Outcome other_port =
+      runAnyway("GET / HTTP/1.1\r\nHost: api.github.com:8443\r\n\r\n", hostRules(8443));
   EXPECT_FALSE(other_port.refused);
-  EXPECT_EQ(other_port.requests, 2U);
+  EXPECT_EQ(other_port.requests, 1U);
+  const Outcome bare = runAnyway("GET / HTTP/1.1\r\nHost: api.github.com\r\n\r\n", hostRules(8443));
+  ASSERT_TRUE(bare.refused);
+  EXPECT_EQ(bare.refused->status, 421);
+}
+
+TEST(RequestRewriterTest, RefusesHeadersAFrontEndRoutesOrRewritesBy) {
+  for (const std::string name : {"Forwarded", "X-Forwarded-Host", "x_forwarded_host",
+                                 "X-Original-URL", "X-HTTP-Method-Override", "X-Method-Override"}) {
+    const Outcome outcome = runAnyway(
+        "POST / HTTP/1.1\r\nHost: api.github.com\r\n" + name + ": TRACE\r\n\r\n", hostRules());
+    ASSERT_TRUE(outcome.refused) << name;
+    EXPECT_EQ(outcome.refused->status, 400) << name;
+    EXPECT_EQ(outcome.out, "") << name;
+  }
 }
 
 TEST(RequestRewriterTest, RefusesARequestNamingAnotherHost) {

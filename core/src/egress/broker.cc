@@ -28,6 +28,9 @@ using Clock = std::chrono::steady_clock;
 // The most either direction holds before the broker stops reading its source.
 constexpr std::size_t kMaxBuffered = 256 << 10;
 constexpr std::size_t kReadChunk = 64 << 10;
+// What the rewriter is given at once: small enough that its output (a head per 30 bytes, each
+// grown by the credential) stays near kMaxBuffered.
+constexpr std::size_t kFeedSlice = 1 << 10;
 
 std::string sslErrors() {
   std::string text;
@@ -488,6 +491,7 @@ void runBroker(int program_fd, int upstream_fd, CertificateAuthority* authority,
   }
 
   RequestRewriter rewriter(rules);
+  std::string unfed;  // read from the program, not yet given to the rewriter
   std::string to_program;
   std::vector<char> buffer(kReadChunk);
   bool program_eof = false;
@@ -497,29 +501,38 @@ void runBroker(int program_fd, int upstream_fd, CertificateAuthority* authority,
   auto idle_until = Clock::now() + settings.idle;
   while (true) {
     bool progress = false;
-    // The program's bytes, rewritten, toward the host; none after a request with a body, the
-    // connection's last (the rewriter would drop them).
-    const bool reading = !program_eof && !(rewriter.closing() && rewriter.betweenRequests());
+    // The program's bytes, rewritten, toward the host, fed in slices so that what a read turns
+    // into (a head grows by the credential) stays near kMaxBuffered. After a request with a
+    // body, the connection's last, they are still read (the rewriter drops them), so that the
+    // program's end never closes with bytes unread, which would reset the relay's end before
+    // it has read the host's answer.
+    while (!unfed.empty() && to_upstream.size() < kMaxBuffered) {
+      const std::size_t slice = std::min(unfed.size(), kFeedSlice);
+      rewritten.clear();
+      const std::optional<RequestRewriter::Refused> refusal =
+          rewriter.feed(std::string_view(unfed).substr(0, slice), rewritten);
+      unfed.erase(0, slice);
+      to_upstream += rewritten;
+      if (rewriter.requests() > counted) {
+        events.requests(rewriter.requests() - counted);
+        counted = rewriter.requests();
+      }
+      if (refusal) {
+        events.refused(refusal->reason);
+        const auto until = Clock::now() + settings.handshake;
+        writeAll(upstream, to_upstream, until);
+        writeAll(program, to_program, until);
+        writeAll(program, refusalResponse(*refusal), until);
+        program.shutdownWrite();
+        return;
+      }
+      progress = true;
+    }
+    const bool reading = !program_eof && unfed.empty();
     if (reading && to_upstream.size() < kMaxBuffered) {
       const long n = program.read(buffer.data(), buffer.size());
       if (n > 0) {
-        rewritten.clear();
-        const std::optional<RequestRewriter::Refused> refusal =
-            rewriter.feed(std::string_view(buffer.data(), static_cast<std::size_t>(n)), rewritten);
-        to_upstream += rewritten;
-        if (rewriter.requests() > counted) {
-          events.requests(rewriter.requests() - counted);
-          counted = rewriter.requests();
-        }
-        if (refusal) {
-          events.refused(refusal->reason);
-          const auto until = Clock::now() + settings.handshake;
-          writeAll(upstream, to_upstream, until);
-          writeAll(program, to_program, until);
-          writeAll(program, refusalResponse(*refusal), until);
-          program.shutdownWrite();
-          return;
-        }
+        unfed.assign(buffer.data(), static_cast<std::size_t>(n));
         progress = true;
       } else if (n == 0) {
         program_eof = true;
@@ -589,18 +602,18 @@ void runBroker(int program_fd, int upstream_fd, CertificateAuthority* authority,
     if (Clock::now() >= idle_until) {
       return;
     }
-    // A side the broker waits for nothing from is not polled (a hang-up there would wake it at
-    // once, again and again), except the program's after its end: a hang-up there means the
-    // relay has let the stream go (a reset, the sandbox's end), and nothing more can reach it.
-    const bool watch_program = program_events != 0 || program_eof;
+    // The host's side is not polled while the broker waits for nothing from it (a hang-up
+    // there would wake it at once, again and again). The program's side always is: a hang-up
+    // there, when nothing is to be read from it, means the relay has let the stream go (a
+    // reset, the sandbox's end), and nothing more can reach the program.
     std::array<pollfd, 2> fds{
-        pollfd{watch_program ? program.fd() : -1, program_events, 0},
+        pollfd{program.fd(), program_events, 0},
         pollfd{upstream_events != 0 ? upstream.fd() : -1, upstream_events, 0}};
     const int ready = ::poll(fds.data(), fds.size(), millisUntil(idle_until));
     if (ready < 0 && errno != EINTR) {
       return;
     }
-    if (program_eof && (fds[0].revents & (POLLHUP | POLLERR)) != 0) {
+    if ((fds[0].revents & (POLLHUP | POLLERR)) != 0 && (program_eof || program_events == 0)) {
       return;
     }
     // Any other hang-up is read as the end of its side's stream on the next pass.

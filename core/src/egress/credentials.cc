@@ -129,8 +129,10 @@ Result<bool> CredentialStore::add(std::string_view entry) {
   const std::size_t value_at =
       equals == std::string_view::npos ? equals : entry.find('=', equals + 1);
   // Without a second "=" the entry may be a value typed where its source belongs: only the
-  // tenant is named then.
-  const std::string named(value_at == std::string_view::npos ? tenant : entry.substr(0, value_at));
+  // tenant is named then, and without any "=" (a token pasted alone) nothing of it.
+  const std::string named(equals == std::string_view::npos     ? std::string_view("an entry")
+                          : value_at == std::string_view::npos ? tenant
+                                                               : entry.substr(0, value_at));
   const auto refuse = [&](const std::string& why) -> Result<bool> {
     return invalid("--egress-credential " + named + "=… is refused: " + why + ".");
   };
@@ -237,10 +239,9 @@ Result<bool> CredentialStore::add(std::string_view entry) {
     if (!found) {
       return refuse("the server's environment has no " + variable);
     }
-    if (environment_ == &defaultEnvironment) {
-      // Read once: gone from the environment every process the server starts inherits (pip,
-      // the engine's helpers).
-      ::unsetenv(variable.c_str());
+    if (std::find(read_variables_.begin(), read_variables_.end(), variable) ==
+        read_variables_.end()) {
+      read_variables_.push_back(variable);  // unset by forgetEnvironment(), once all are read
     }
   } else {
     return refuse(
@@ -268,6 +269,19 @@ Result<bool> CredentialStore::add(std::string_view entry) {
   credential.secret = std::make_shared<const Secret>(std::move(value));
   credentials_.push_back(std::move(credential));
   return true;
+}
+
+void CredentialStore::forgetEnvironment() {
+  if (environment_ != &defaultEnvironment) {
+    return;
+  }
+  for (const std::string& variable : read_variables_) {
+    if (char* value = std::getenv(variable.c_str())) {
+      OPENSSL_cleanse(value, std::strlen(value));
+    }
+    ::unsetenv(variable.c_str());
+  }
+  read_variables_.clear();
 }
 
 bool CredentialStore::brokered(std::string_view tenant, std::string_view host,

@@ -67,15 +67,20 @@ class CredentialStore {
   explicit CredentialStore(EnvironmentReader environment = nullptr);
 
   // "TENANT=HOST[:PORT]:HEADER=SOURCE" or "TENANT=HOST[:PORT]:$VARIABLE[@HEADER]=SOURCE",
-  // SOURCE "file:PATH" or "env:NAME" (a variable of the server's, unset once read). Refused,
-  // with a sentence naming the entry (never its value): a
-  // host that is not a plain name (no wildcard, no address), a header that is not a token or is
-  // one the server owns (Host, Content-Length, Transfer-Encoding, Connection, Upgrade, Proxy-*),
-  // a variable that is not [A-Z_][A-Z0-9_]* or is one the sandbox's programs depend on, the
-  // same header twice for a tenant's host ("_" taken for "-"), a variable twice for a tenant, a
-  // file that cannot be read or that others than its owner may read, an unset variable, a value
-  // that is empty, longer than 8 KiB or holds a control character.
+  // SOURCE "file:PATH" or "env:NAME" (a variable of the server's; see forgetEnvironment()).
+  // Refused, with a sentence naming the entry (never its value): a host that is not a plain name
+  // (no wildcard, no address), a header that is not a token or is one the server owns (Host,
+  // Content-Length, Transfer-Encoding, Connection, Upgrade, Proxy-*), a variable that is not
+  // [A-Z_][A-Z0-9_]* or is one the sandbox's programs depend on, the same header twice for a
+  // tenant's host ("_" taken for "-"), a variable twice for a tenant, a file that cannot be read or
+  // that others than its owner may read, an unset variable, a value that is empty, longer than 8
+  // KiB or holds a control character.
   Result<bool> add(std::string_view entry);
+
+  // Wipes and unsets the server's variables that add() read values from, so that no process
+  // the server starts inherits them (pip, the engine's helpers); call once every entry is read,
+  // before any thread is started (unsetenv is not thread-safe). Tests' readers are left alone.
+  void forgetEnvironment();
 
   bool empty() const { return credentials_.empty(); }
   const std::vector<Credential>& all() const { return credentials_; }
@@ -94,6 +99,7 @@ class CredentialStore {
  private:
   EnvironmentReader environment_;
   std::vector<Credential> credentials_;
+  std::vector<std::string> read_variables_;
 };
 
 }  // namespace scs::egress

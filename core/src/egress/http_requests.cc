@@ -51,6 +51,10 @@ bool equalsIgnoringCase(std::string_view a, std::string_view b) {
          });
 }
 
+// Headers a front end may route by, or read as the request's real method or target: with the
+// credential added, the program must not choose either.
+bool routesOrRewrites(std::string_view name);
+
 // Header names as the rules compare them: ASCII case ignored and "_" taken for "-", because
 // servers that read headers through CGI-style variables (HTTP_CONTENT_LENGTH) see
 // "Content_Length" and "Content-Length" as one name.
@@ -58,6 +62,16 @@ bool sameFieldName(std::string_view a, std::string_view b) {
   const auto fold = [](char c) { return c == '_' ? '-' : lowerAscii(c); };
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),
                                             [&fold](char x, char y) { return fold(x) == fold(y); });
+}
+
+bool routesOrRewrites(std::string_view name) {
+  static constexpr std::string_view kNames[] = {"forwarded",          "x-forwarded-host",
+                                                "x-forwarded-server", "x-original-url",
+                                                "x-rewrite-url",      "x-http-method-override",
+                                                "x-http-method",      "x-method-override",
+                                                "x-original-host",    "x-host"};
+  return std::any_of(std::begin(kNames), std::end(kNames),
+                     [&](std::string_view known) { return sameFieldName(name, known); });
 }
 
 bool isBlank(char c) { return c == ' ' || c == '\t'; }
@@ -577,6 +591,11 @@ void RequestRewriter::acceptHead(std::string& out) {
                           " is not carried; only \"Expect: 100-continue\" is.");
       }
       ++expects;
+    } else if (!rules_.host.empty() && routesOrRewrites(field.name)) {
+      return refuse(400, "bad-request",
+                    "The header " + quoted(field.name) +
+                        " tells a front end where to route the request or what it really is; "
+                        "it is not carried to a host with a credential.");
     } else if (equalsIgnoringCase(field.name, "upgrade")) {
       return refuse(
           501, "unsupported",
@@ -627,7 +646,9 @@ void RequestRewriter::acceptHead(std::string& out) {
                         ", and each request on it must name that host in its Host header.");
     }
     const std::string_view named = hosts.front()->value();
-    if (!equalsIgnoringCase(named, rules_.host) && !equalsIgnoringCase(named, authority)) {
+    // A bare name means port 443 to a front end; on another port only "host:port" names it.
+    const bool bare = rules_.port == 443 && equalsIgnoringCase(named, rules_.host);
+    if (!bare && !equalsIgnoringCase(named, authority)) {
       return refuse(421, "misdirected",
                     "The request names the host " + quoted(named) +
                         " in its Host header, but this stream was opened to " + authority +

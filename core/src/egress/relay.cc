@@ -743,11 +743,13 @@ void EgressChannel::serveStream(const std::shared_ptr<Stream>& stream) {
              "idle");
       break;
     }
-    if ((revents & POLLERR) != 0) {
+    // An error is read out after what arrived before it (a brokered stream's answer, ahead of
+    // the reset its end's close left), unless nothing can be read now.
+    if ((revents & POLLERR) != 0 && (events & POLLIN) == 0) {
       end = "the host reset the connection";
       break;
     }
-    if ((revents & (POLLIN | POLLHUP)) != 0 && (events & POLLIN) != 0) {
+    if ((revents & (POLLIN | POLLHUP | POLLERR)) != 0 && (events & POLLIN) != 0) {
       const std::size_t want = std::min<std::uint64_t>(taken.credit, buffer.size());
       const ssize_t n = ::recv(fd, buffer.data(), want, 0);
       if (n > 0) {
