@@ -546,11 +546,12 @@ const std::vector<Flag>& flags() {
                    "Add a credential to TENANT's HTTPS requests to HOST (one on its allow-list), "
                    "so that the sandbox never holds it: the server ends the program's TLS for "
                    "that host with a CA of its own, which the sandbox trusts, and sets HEADER on "
-                   "every request. With $VARIABLE for HEADER, programs get VARIABLE holding a "
-                   "placeholder, which the server replaces in that host's request headers and "
-                   "refuses in other requests it reads. SOURCE is file:PATH (a file only its "
-                   "owner may read; one trailing newline dropped) or env:NAME (the server's "
-                   "environment); never the value itself. docs/SECURITY.md 3f.",
+                   "every request. With $VARIABLE[@HEADER] for HEADER, programs get VARIABLE "
+                   "holding a placeholder, which the server replaces in that header "
+                   "(Authorization unless named) of that host's requests and refuses anywhere "
+                   "else it reads. SOURCE is file:PATH (a file only its owner may read; one "
+                   "trailing newline dropped) or env:NAME (the server's environment, unset once "
+                   "read); never the value itself. docs/SECURITY.md 3f.",
                    SCS_FIELD(egress.credentials)),
       textFlag("egress-upstream-ca", "FILE",
                "PEM certificates trusted beside the system's for the certificates of hosts with "
