@@ -16,12 +16,13 @@
 #include <variant>
 #include <vector>
 
+#include "egress/http_requests.h"
+
 namespace scs::egress {
 namespace {
 
 constexpr std::string_view kCrlf = "\r\n";
 constexpr std::string_view kHeadEnd = "\r\n\r\n";
-constexpr std::size_t kMaxReasonBytes = 512;
 constexpr std::uint16_t kHttpPort = 80;
 
 constexpr std::uint8_t kSocks5 = 0x05;
@@ -106,57 +107,29 @@ std::uint8_t socksCode(Refusal why) {
 
 struct HttpStatus {
   int code;
-  std::string_view text;
   std::string_view token;  // X-Proxy-Error
 };
 
 HttpStatus httpStatus(Refusal why) {
   switch (why) {
     case Refusal::kNotAllowed:
-      return {403, "Forbidden", "blocked-by-allowlist"};
+      return {403, "blocked-by-allowlist"};
     case Refusal::kMisdirected:
-      return {421, "Misdirected Request", "misdirected"};
+      return {421, "misdirected"};
     case Refusal::kUnreachable:
-      return {502, "Bad Gateway", "unreachable"};
+      return {502, "unreachable"};
     case Refusal::kConnectFailed:
-      return {502, "Bad Gateway", "connect-failed"};
+      return {502, "connect-failed"};
     case Refusal::kTimedOut:
-      return {504, "Gateway Timeout", "timeout"};
+      return {504, "timeout"};
     case Refusal::kLimit:
-      return {503, "Service Unavailable", "limit"};
+      return {503, "limit"};
     case Refusal::kUnsupported:
-      return {501, "Not Implemented", "unsupported"};
+      return {501, "unsupported"};
     case Refusal::kBadRequest:
       break;
   }
-  return {400, "Bad Request", "bad-request"};
-}
-
-// One line of at most kMaxReasonBytes: control characters become spaces, and a cut never
-// splits a UTF-8 sequence.
-std::string oneLine(std::string_view reason) {
-  std::string out(reason.substr(0, kMaxReasonBytes));
-  if (reason.size() > kMaxReasonBytes) {
-    std::size_t end = out.size();
-    while (end > 0 && (static_cast<unsigned char>(out[end - 1]) & 0xC0) == 0x80) {
-      --end;
-    }
-    // `end - 1` is now the lead byte of the last sequence (or ASCII): keep it only if whole.
-    if (end > 0) {
-      const auto lead = static_cast<unsigned char>(out[end - 1]);
-      const std::size_t length = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
-      if (out.size() - (end - 1) < length) {
-        out.resize(end - 1);
-      }
-    }
-  }
-  for (char& c : out) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte < 0x20 || byte == 0x7F) {
-      c = ' ';
-    }
-  }
-  return out;
+  return {400, "bad-request"};
 }
 
 // "1" to "65535", without sign or leading zero.
@@ -761,12 +734,9 @@ std::string ProxyHandshake::refused(Refusal why, std::string_view reason) const 
     case Wire::kHttp:
       break;
   }
+  // The same response a brokered stream's refusal is (http_requests.h).
   const HttpStatus status = httpStatus(why);
-  const std::string body = oneLine(reason) + "\n";
-  return "HTTP/1.1 " + std::to_string(status.code) + " " + std::string(status.text) +
-         "\r\nContent-Type: text/plain; charset=utf-8\r\nX-Proxy-Error: " +
-         std::string(status.token) + "\r\nContent-Length: " + std::to_string(body.size()) +
-         "\r\nConnection: close\r\n\r\n" + body;
+  return refusalResponse({status.code, std::string(status.token), std::string(reason)});
 }
 
 }  // namespace scs::egress
