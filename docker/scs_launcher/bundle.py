@@ -150,10 +150,11 @@ PLACEHOLDER = re.compile(r"scs-placeholder-[0-9a-f]{32}")
 # Variables a placeholder may never take the name of: what PID 1 sets, or what changes how a
 # program or its interpreter loads (the server refuses the same names: credentials.cc).
 RESERVED_VARIABLES = frozenset((
-    "PATH", "HOME", "USER", "SHELL", "TMPDIR", "LANG", "TERM", "PWD", "HTTP_PROXY",
-    "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR",
-    "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "MPLBACKEND", "IFS", "ENV"))
-RESERVED_PREFIXES = ("LD_", "PYTHON", "NODE_", "BASH", "SCS_")
+    "PATH", "HOME", "USER", "SHELL", "TMPDIR", "LANG", "TERM", "PWD", "TZ", "IFS", "ENV",
+    "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE", "MPLBACKEND", "PERL5OPT", "RUBYOPT", "JAVA_TOOL_OPTIONS"))
+RESERVED_PREFIXES = ("LD_", "PYTHON", "NODE_", "BASH", "SCS_", "LC_", "GIT_", "PIP_", "SSL_",
+                     "OPENSSL_", "GLIBC_", "GCONV_")
 
 
 def reserved_variable(name):

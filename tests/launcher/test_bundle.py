@@ -84,6 +84,20 @@ class UnpackTest(unittest.TestCase):
             self.assertEqual(os.listdir(workspace), [])
 
 
+class ReservedVariablesTest(unittest.TestCase):
+    def test_the_launcher_refuses_the_names_the_server_refuses(self):
+        """The server's list (credentials.cc) and PID 1's are one list, typed twice."""
+        import re
+        from support import DOCKER
+        source = os.path.join(os.path.dirname(DOCKER), "core", "src", "egress", "credentials.cc")
+        with open(source) as file:
+            text = file.read()
+        names = re.search(r"kReserved = \{(.*?)\};", text, re.S).group(1)
+        prefixes = re.search(r"kPrefixes\[\] = \{(.*?)\};", text, re.S).group(1)
+        self.assertEqual(set(re.findall(r'"([^"]+)"', names)), set(bundle.RESERVED_VARIABLES))
+        self.assertEqual(set(re.findall(r'"([^"]+)"', prefixes)), set(bundle.RESERVED_PREFIXES))
+
+
 class ControlTest(unittest.TestCase):
     def test_a_good_control_file_reads(self):
         self.assertEqual(bundle.read_control(CONTROL)["nonce"], "0" * 32)

@@ -137,6 +137,8 @@ TEST_F(CredentialsTest, EveryRefusalNamesTheEntryAndNeverTheValue) {
       {"alice=api.github.com:Authorization:Bearer ghp_typed", "write TENANT=HOST"},
       {"alice=api.github.com:$PATH=file:" + secret_file_, "depend on"},
       {"alice=api.github.com:$LD_PRELOAD=file:" + secret_file_, "depend on"},
+      {"alice=api.github.com:$OPENSSL_CONF=file:" + secret_file_, "depend on"},
+      {"alice=api.github.com:$SSL_CERT_FILE=file:" + secret_file_, "depend on"},
       {"alice=api.github.com:$lower=file:" + secret_file_, "variable name"},
       {"alice=api.github.com=file:" + secret_file_, "no header"},
       {"api.github.com:Authorization", "write TENANT=HOST"},

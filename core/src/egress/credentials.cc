@@ -55,28 +55,18 @@ bool serverOwnedHeader(std::string_view name) {
 
 // Variables the launcher sets, or that change how a program or its interpreter loads.
 bool reservedVariable(std::string_view name) {
-  static const std::set<std::string, std::less<>> kReserved = {"PATH",
-                                                               "HOME",
-                                                               "USER",
-                                                               "SHELL",
-                                                               "TMPDIR",
-                                                               "LANG",
-                                                               "TERM",
-                                                               "PWD",
-                                                               "HTTP_PROXY",
-                                                               "HTTPS_PROXY",
-                                                               "ALL_PROXY",
-                                                               "NO_PROXY",
-                                                               "SSL_CERT_FILE",
-                                                               "SSL_CERT_DIR",
-                                                               "REQUESTS_CA_BUNDLE",
-                                                               "CURL_CA_BUNDLE",
-                                                               "NODE_EXTRA_CA_CERTS",
-                                                               "MPLBACKEND",
-                                                               "IFS",
-                                                               "ENV"};
-  return kReserved.contains(name) || name.starts_with("LD_") || name.starts_with("PYTHON") ||
-         name.starts_with("NODE_") || name.starts_with("BASH") || name.starts_with("SCS_");
+  // clang-format off
+  static const std::set<std::string, std::less<>> kReserved = {
+      "PATH", "HOME", "USER", "SHELL", "TMPDIR", "LANG", "TERM", "PWD", "TZ", "IFS", "ENV",
+      "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "REQUESTS_CA_BUNDLE",
+      "CURL_CA_BUNDLE", "MPLBACKEND", "PERL5OPT", "RUBYOPT", "JAVA_TOOL_OPTIONS"};
+  static constexpr std::string_view kPrefixes[] = {
+      "LD_", "PYTHON", "NODE_", "BASH", "SCS_", "LC_", "GIT_", "PIP_", "SSL_", "OPENSSL_",
+      "GLIBC_", "GCONV_"};
+  // clang-format on
+  return kReserved.contains(name) ||
+         std::any_of(std::begin(kPrefixes), std::end(kPrefixes),
+                     [&](std::string_view prefix) { return name.starts_with(prefix); });
 }
 
 bool isVariableName(std::string_view name) {
