@@ -418,37 +418,31 @@ void runBroker(int program_fd, int upstream_fd, CertificateAuthority* authority,
   ::setsockopt(upstream_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   SSL* program_ssl = nullptr;
   SSL* upstream_ssl = nullptr;
-  std::string setup_error;
+  // Before either side owns its descriptor and TLS: what a failed start lets go.
+  const auto failStart = [&](const std::string& why) {
+    SSL_free(program_ssl);
+    SSL_free(upstream_ssl);
+    ::close(program_fd);
+    ::close(upstream_fd);
+    events.refused(why);
+  };
   if (settings.terminate) {
     const Result<std::shared_ptr<SSL_CTX>> context = authority->serverContext(settings.host);
     if (const Error* error = std::get_if<Error>(&context)) {
-      setup_error = error->message;
-    } else {
-      program_ssl = SSL_new(std::get<std::shared_ptr<SSL_CTX>>(context).get());
-      upstream_ssl = SSL_new(authority->upstreamContext());
-    }
-    if (program_ssl == nullptr || upstream_ssl == nullptr) {
-      SSL_free(program_ssl);
-      SSL_free(upstream_ssl);
-      ::close(program_fd);
-      ::close(upstream_fd);
-      events.refused(setup_error.empty() ? "the server could not start TLS: " + sslErrors()
-                                         : setup_error);
+      failStart(error->message);
       return;
     }
-    SSL_set_fd(program_ssl, program_fd);
-    SSL_set_accept_state(program_ssl);
-    SSL_set_fd(upstream_ssl, upstream_fd);
-    SSL_set_connect_state(upstream_ssl);
-    if (SSL_set_tlsext_host_name(upstream_ssl, settings.host.c_str()) != 1 ||
+    program_ssl = SSL_new(std::get<std::shared_ptr<SSL_CTX>>(context).get());
+    upstream_ssl = SSL_new(authority->upstreamContext());
+    if (program_ssl == nullptr || upstream_ssl == nullptr ||
+        SSL_set_fd(program_ssl, program_fd) != 1 || SSL_set_fd(upstream_ssl, upstream_fd) != 1 ||
+        SSL_set_tlsext_host_name(upstream_ssl, settings.host.c_str()) != 1 ||
         SSL_set1_host(upstream_ssl, settings.host.c_str()) != 1) {
-      SSL_free(program_ssl);
-      SSL_free(upstream_ssl);
-      ::close(program_fd);
-      ::close(upstream_fd);
-      events.refused("the server could not name " + settings.host + " to its TLS: " + sslErrors());
+      failStart("the server could not start TLS for " + settings.host + ": " + sslErrors());
       return;
     }
+    SSL_set_accept_state(program_ssl);
+    SSL_set_connect_state(upstream_ssl);
   }
   Side program(program_fd, program_ssl);
   Side upstream(upstream_fd, upstream_ssl);
