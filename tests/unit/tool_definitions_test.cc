@@ -98,8 +98,8 @@ TEST(EgressSentenceTest, NamesTheBrokeredHostsAndPlaceholdersOfTheTenantOnly) {
   const std::string alice = egressSentence(&policy, "alice", &credentials);
   EXPECT_THAT(alice, ::testing::HasSubstr(
                          "The server adds credentials to HTTPS requests to api.test:443 "
-                         "(Authorization set); keys.test:443 ($KEY holds a placeholder: send it "
-                         "as the X-Api-Key header); the sandbox never holds them."));
+                         "(Authorization set); keys.test:443 ($KEY holds a placeholder: use it in "
+                         "the X-Api-Key header as the real value); the sandbox never holds them."));
   EXPECT_THAT(alice, ::testing::Not(::testing::HasSubstr("not-shown")));
   EXPECT_THAT(egressSentence(&policy, "bob", &credentials),
               ::testing::Not(::testing::HasSubstr("credential")));

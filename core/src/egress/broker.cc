@@ -507,9 +507,9 @@ void runBroker(int program_fd, int upstream_fd, CertificateAuthority* authority,
           rewriter.feed(std::string_view(unfed).substr(0, slice), rewritten);
       unfed.erase(0, slice);
       to_upstream += rewritten;
-      if (rewriter.requests() > counted) {
-        events.requests(rewriter.requests() - counted);
-        counted = rewriter.requests();
+      if (rewriter.credentialed() > counted) {
+        events.requests(rewriter.credentialed() - counted);
+        counted = rewriter.credentialed();
       }
       if (refusal) {
         events.refused(refusal->reason);

@@ -93,7 +93,7 @@ struct BrokerSettings {
   std::chrono::seconds idle{60};
 };
 struct BrokerEvents {
-  std::function<void(std::uint64_t requests)> requests;    // more requests carried the rules
+  std::function<void(std::uint64_t requests)> requests;    // more requests got a credential
   std::function<void(const std::string& reason)> refused;  // a request or handshake refused
 };
 void runBroker(int program_fd, int upstream_fd, CertificateAuthority* authority,

@@ -70,7 +70,7 @@ bool reservedVariable(std::string_view name) {
 }
 
 bool isVariableName(std::string_view name) {
-  return !name.empty() && !(name[0] >= '0' && name[0] <= '9') &&
+  return !name.empty() && name.size() <= 128 && !(name[0] >= '0' && name[0] <= '9') &&
          std::all_of(name.begin(), name.end(), [](char c) {
            return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
          });
@@ -158,7 +158,8 @@ Result<bool> CredentialStore::add(std::string_view entry) {
     credential.header =
         at == std::string_view::npos ? "Authorization" : std::string(name.substr(at + 1));
     if (!isVariableName(credential.variable)) {
-      return refuse("$" + credential.variable + " is not a variable name of [A-Z_][A-Z0-9_]*");
+      return refuse("$" + credential.variable.substr(0, 128) +
+                    " is not a variable name of [A-Z_][A-Z0-9_]* of at most 128 characters");
     }
     if (reservedVariable(credential.variable)) {
       return refuse("$" + credential.variable +
@@ -175,6 +176,15 @@ Result<bool> CredentialStore::add(std::string_view entry) {
   if (serverOwnedHeader(credential.header)) {
     return refuse("the header " + credential.header +
                   " frames the request or the connection; it is not a credential's");
+  }
+  // PID 1 takes at most this many placeholders in a control file.
+  constexpr std::size_t kMaxVariablesPerTenant = 64;
+  if (!credential.variable.empty() &&
+      std::count_if(credentials_.begin(), credentials_.end(), [&](const Credential& other) {
+        return other.tenant == credential.tenant && !other.variable.empty();
+      }) >= static_cast<std::ptrdiff_t>(kMaxVariablesPerTenant)) {
+    return refuse("a tenant's programs are given at most " +
+                  std::to_string(kMaxVariablesPerTenant) + " placeholders");
   }
   for (const Credential& other : credentials_) {
     if (other.tenant != credential.tenant) {

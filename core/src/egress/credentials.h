@@ -10,7 +10,7 @@
 //   alice=api.github.com:Authorization=file:/etc/scs/alice-github   (the file: "Bearer ghp_…")
 //   alice=api.github.com:$GITHUB_TOKEN=env:ALICE_GITHUB_TOKEN        (the variable: "ghp_…")
 //   alice=api.example.com:$EXAMPLE_KEY@X-Api-Key=file:/etc/scs/alice-example
-// The value is read once, here: from a file the server reads (readable by its owner only), or
+// The value is read once, here: from a file the server reads (its owner's alone), or
 // from an environment variable of the server's; never from the command line. It is held in
 // memory the server wipes when it ends, and no log line, report, metric or error carries it.
 
@@ -70,16 +70,19 @@ class CredentialStore {
   // SOURCE "file:PATH" or "env:NAME" (a variable of the server's; see forgetEnvironment()).
   // Refused, with a sentence naming the entry (never its value): a host that is not a plain name
   // (no wildcard, no address), a header that is not a token or is one the server owns (Host,
-  // Content-Length, Transfer-Encoding, Connection, Upgrade, Proxy-*), a variable that is not
-  // [A-Z_][A-Z0-9_]* or is one the sandbox's programs depend on, the same header twice for a
-  // tenant's host ("_" taken for "-"), a variable twice for a tenant, a file that cannot be read or
-  // that others than its owner may read, an unset variable, a value that is empty, longer than 8
-  // KiB or holds a control character.
+  // Content-Length, Transfer-Encoding, Connection, Upgrade, Keep-Alive, TE, Trailer, Expect,
+  // Proxy-*; "_" taken for "-"), a variable that is not [A-Z_][A-Z0-9_]* of at most 128
+  // characters or is one the sandbox's programs depend on, the same header twice for a tenant's
+  // host, a variable twice for a tenant or more than 64 for one, a file that cannot be read or
+  // that others than its owner may read, write or run, an unset variable, a value that is
+  // empty, longer than 8 KiB or holds a control character.
   Result<bool> add(std::string_view entry);
 
   // Wipes and unsets the server's variables that add() read values from, so that no process
-  // the server starts inherits them (pip, the engine's helpers); call once every entry is read,
-  // before any thread is started (unsetenv is not thread-safe). Tests' readers are left alone.
+  // the server starts later inherits them (pip, the engine's helpers); buildCredentials() calls
+  // it once every entry is read, at startup, before the server serves. unsetenv is not safe
+  // against a concurrent getenv: the threads running then are the heap trimmer's and the
+  // backend's watchers. Tests' readers are left alone.
   void forgetEnvironment();
 
   bool empty() const { return credentials_.empty(); }

@@ -255,6 +255,10 @@ RequestRewriter::RequestRewriter(RequestRules rules) : rules_(std::move(rules)) 
   if (!rules_.host.empty() && !isHostName(rules_.host)) {
     problem = "the host " + quoted(rules_.host) + " is not a name";
   }
+  if (!rules_.read_requests &&
+      (!rules_.set.empty() || !rules_.substitute.empty() || !rules_.host.empty())) {
+    problem = "rules that add a credential or name a host read the requests";
+  }
   if (!problem.empty()) {
     refuse(500, "misconfigured",
            "The server's credential rules for this host are not valid (" + problem +
@@ -275,6 +279,14 @@ bool RequestRewriter::betweenRequests() const {
   return state_ == State::kClosed || (state_ == State::kHead && head_.empty());
 }
 
+void RequestRewriter::pass(std::string_view bytes, std::string& out) {
+  if (rules_.read_requests) {
+    read(bytes, out);
+  } else {
+    out.append(bytes);
+  }
+}
+
 std::optional<RequestRewriter::Refused> RequestRewriter::feed(std::string_view bytes,
                                                               std::string& out) {
   if (state_ == State::kRefused) {
@@ -284,7 +296,7 @@ std::optional<RequestRewriter::Refused> RequestRewriter::feed(std::string_view b
     return std::nullopt;
   }
   if (patterns_.empty()) {
-    read(bytes, out);
+    pass(bytes, out);
     return refused_;
   }
   // The stream's last bytes before these, then these: every placeholder that ends in these is
@@ -306,7 +318,7 @@ std::optional<RequestRewriter::Refused> RequestRewriter::feed(std::string_view b
       }
     }
     const std::size_t stop = last == std::string::npos ? window.size() : last;
-    read(std::string_view(window).substr(at, stop - at), out);
+    pass(std::string_view(window).substr(at, stop - at), out);
     at = stop;
     if (state_ == State::kRefused || state_ == State::kClosed || last == std::string::npos) {
       break;
@@ -748,6 +760,9 @@ void RequestRewriter::acceptHead(std::string& out) {
   }
   writeHead(line, fields, length_text, length_values, body, substitutions, &out);
   ++requests_;
+  if (!rules_.set.empty() || substitutions > 0) {
+    ++credentialed_;
+  }
 
   head_.clear();
   head_part_ = HeadPart::kMethod;

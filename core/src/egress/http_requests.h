@@ -66,11 +66,17 @@ struct RequestRules {
   // of the next) is refused there.
   std::vector<std::string> foreign;
   // The host the stream was opened to (empty: not checked). Each request must name it: exactly
-  // one Host header equal to `host` or `host:port` (ASCII case-insensitive), on HTTP/1.0 too,
+  // one Host header equal to `host:port`, or to `host` alone when `port` is 443 (ASCII
+  // case-insensitive), on HTTP/1.0 too,
   // and an origin-form target ("/..."; "*" only with OPTIONS); else 421 misdirected, so that a
   // shared front end never routes the credential by a name the program chose.
   std::string host;
   std::uint16_t port = 443;
+  // False: the bytes are not read as requests at all, only searched for `foreign` placeholders
+  // and passed on unchanged (a plain http:// stream of a tenant with placeholders, which the
+  // proxy handshake has read the first request of; `set`, `substitute` and `host` must be
+  // empty).
+  bool read_requests = true;
 };
 
 class RequestRewriter {
@@ -112,6 +118,9 @@ class RequestRewriter {
 
   // Request heads accepted and emitted so far.
   std::uint64_t requests() const { return requests_; }
+  // Of those, the ones the rules added a credential to (a set header, or a placeholder
+  // replaced): what the report counts.
+  std::uint64_t credentialed() const { return credentialed_; }
   // True when no request is partly read and nothing was refused: the program closing here ends
   // the stream cleanly. True, too, once a request with a body has ended.
   bool betweenRequests() const;
@@ -141,6 +150,8 @@ class RequestRewriter {
 
   // Reads bytes in which no placeholder ends (but the last byte of one may be next).
   void read(std::string_view bytes, std::string& out);
+  // The bytes between placeholders: read as requests, or passed on (read_requests false).
+  void pass(std::string_view bytes, std::string& out);
   std::size_t readHead(std::string_view bytes, std::string& out);
   HeadByte checkHeadByte(unsigned char c, std::size_t at);
   void acceptHead(std::string& out);
@@ -167,6 +178,7 @@ class RequestRewriter {
   std::optional<Refused> refused_;
   State state_ = State::kHead;
   std::uint64_t requests_ = 0;
+  std::uint64_t credentialed_ = 0;
   bool closing_ = false;
 
   std::string head_;  // the head read so far, as the program sent it

@@ -826,6 +826,12 @@ Poco::Net::StreamSocket EgressChannel::startBroker(Poco::Net::StreamSocket& upst
   settings.handshake = service_.limits().handshake;
   settings.idle = service_.limits().idle;
   RequestRules rules = service_.brokering_.credentials->rulesFor(tenant_, host, port);
+  if (!terminate) {
+    // A plain http:// stream (its first request read by the proxy handshake): only searched
+    // for the tenant's placeholders, as no credential is added to it.
+    rules.host.clear();
+    rules.read_requests = false;
+  }
   service_.threadStarted();
   try {
     std::thread([self = shared_from_this(), broker_fd = pair[1], host_fd, settings, reached,

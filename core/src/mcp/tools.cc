@@ -203,8 +203,8 @@ std::string egressSentence(const egress::EgressPolicy* policy, const std::string
       brokered += (brokered.empty() ? "" : "; ") + credential.target() +
                   (credential.variable.empty()
                        ? " (" + credential.header + " set)"
-                       : " ($" + credential.variable + " holds a placeholder: send it as the " +
-                             credential.header + " header)");
+                       : " ($" + credential.variable + " holds a placeholder: use it in the " +
+                             credential.header + " header as the real value)");
     }
   }
   return "Network: only " + hosts + (except.empty() ? std::string() : " (except " + except + ")") +
