@@ -1059,30 +1059,6 @@ TEST(RequestRewriterTest, WritesARefusalAsACompleteResponse) {
 namespace scs::egress {
 namespace {
 
-// A plain http:// stream of a tenant with placeholders: not read as requests (any method, any
-// Host, port 80's bare name), only searched for the tenant's placeholders.
-TEST(RequestRewriterTest, AStreamNotReadAsRequestsIsOnlySearchedForPlaceholders) {
-  RequestRules rules;
-  rules.read_requests = false;
-  rules.foreign = {"scs-placeholder-11111111111111111111111111111111"};
-  const std::string plain =
-      "PROPFIND /x HTTP/1.1\r\nHost: example.com\r\nUpgrade: websocket\r\n\r\n\x01\x02 binary";
-  const Outcome passed = runAnyway(plain, rules);
-  EXPECT_FALSE(passed.refused);
-  EXPECT_EQ(passed.out, plain);
-  EXPECT_EQ(passed.requests, 0U);
-  const Outcome refused = runAnyway(
-      "GET /?t=scs-placeholder-11111111111111111111111111111111 HTTP/1.1\r\nHost: x\r\n\r\n",
-      rules);
-  ASSERT_TRUE(refused.refused);
-  EXPECT_EQ(refused.refused->status, 403);
-  EXPECT_EQ(refused.out, "GET /?t=scs-placeholder-1111111111111111111111111111111");
-  // Such rules may add nothing.
-  RequestRules adding = rules;
-  adding.set.push_back({"Authorization", "Bearer x"});
-  EXPECT_EQ(run("GET / HTTP/1.1\r\n\r\n", 0, adding).refused->status, 500);
-}
-
 // The report counts requests that got a credential, not every request carried.
 TEST(RequestRewriterTest, CountsTheRequestsThatGotACredential) {
   RequestRules rules;

@@ -255,10 +255,6 @@ RequestRewriter::RequestRewriter(RequestRules rules) : rules_(std::move(rules)) 
   if (!rules_.host.empty() && !isHostName(rules_.host)) {
     problem = "the host " + quoted(rules_.host) + " is not a name";
   }
-  if (!rules_.read_requests &&
-      (!rules_.set.empty() || !rules_.substitute.empty() || !rules_.host.empty())) {
-    problem = "rules that add a credential or name a host read the requests";
-  }
   if (!problem.empty()) {
     refuse(500, "misconfigured",
            "The server's credential rules for this host are not valid (" + problem +
@@ -279,14 +275,6 @@ bool RequestRewriter::betweenRequests() const {
   return state_ == State::kClosed || (state_ == State::kHead && head_.empty());
 }
 
-void RequestRewriter::pass(std::string_view bytes, std::string& out) {
-  if (rules_.read_requests) {
-    read(bytes, out);
-  } else {
-    out.append(bytes);
-  }
-}
-
 std::optional<RequestRewriter::Refused> RequestRewriter::feed(std::string_view bytes,
                                                               std::string& out) {
   if (state_ == State::kRefused) {
@@ -296,7 +284,7 @@ std::optional<RequestRewriter::Refused> RequestRewriter::feed(std::string_view b
     return std::nullopt;
   }
   if (patterns_.empty()) {
-    pass(bytes, out);
+    read(bytes, out);
     return refused_;
   }
   // The stream's last bytes before these, then these: every placeholder that ends in these is
@@ -318,7 +306,7 @@ std::optional<RequestRewriter::Refused> RequestRewriter::feed(std::string_view b
       }
     }
     const std::size_t stop = last == std::string::npos ? window.size() : last;
-    pass(std::string_view(window).substr(at, stop - at), out);
+    read(std::string_view(window).substr(at, stop - at), out);
     at = stop;
     if (state_ == State::kRefused || state_ == State::kClosed || last == std::string::npos) {
       break;

@@ -72,11 +72,6 @@ struct RequestRules {
   // shared front end never routes the credential by a name the program chose.
   std::string host;
   std::uint16_t port = 443;
-  // False: the bytes are not read as requests at all, only searched for `foreign` placeholders
-  // and passed on unchanged (a plain http:// stream of a tenant with placeholders, which the
-  // proxy handshake has read the first request of; `set`, `substitute` and `host` must be
-  // empty).
-  bool read_requests = true;
 };
 
 class RequestRewriter {
@@ -150,8 +145,6 @@ class RequestRewriter {
 
   // Reads bytes in which no placeholder ends (but the last byte of one may be next).
   void read(std::string_view bytes, std::string& out);
-  // The bytes between placeholders: read as requests, or passed on (read_requests false).
-  void pass(std::string_view bytes, std::string& out);
   std::size_t readHead(std::string_view bytes, std::string& out);
   HeadByte checkHeadByte(unsigned char c, std::size_t at);
   void acceptHead(std::string& out);

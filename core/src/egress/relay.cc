@@ -827,10 +827,11 @@ Poco::Net::StreamSocket EgressChannel::startBroker(Poco::Net::StreamSocket& upst
   settings.idle = service_.limits().idle;
   RequestRules rules = service_.brokering_.credentials->rulesFor(tenant_, host, port);
   if (!terminate) {
-    // A plain http:// stream (its first request read by the proxy handshake): only searched
-    // for the tenant's placeholders, as no credential is added to it.
+    // A plain http:// stream (its first request read by the proxy handshake, whose Host may
+    // name the default port or none): its requests are read whole, as a brokered host's are,
+    // so that one carrying a placeholder never reaches the host in part, but not held to a
+    // host, as no credential is added to them.
     rules.host.clear();
-    rules.read_requests = false;
   }
   service_.threadStarted();
   try {
