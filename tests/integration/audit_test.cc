@@ -216,7 +216,10 @@ TEST_F(AuditTest, UnreachableEngineIsASetupFailureWithExitCodeTwo) {
 }
 
 TEST_F(AuditTest, SelfTestServerServesAfterAPassingAudit) {
-  std::unique_ptr<testing::McpProcess> server = launchServer({"--self-test"});
+  // The server answers initialize only once its audit has passed: about 22 s of its own under
+  // runsc on an idle machine, so this waits as long as runAudit does (a hang still fails).
+  std::unique_ptr<testing::McpProcess> server =
+      launchServer({"--self-test"}, std::chrono::seconds(240));
   const Poco::JSON::Object::Ptr listed =
       server->request("tools/list", new Poco::JSON::Object, std::chrono::seconds(30));
   EXPECT_TRUE(listed->has("result"));

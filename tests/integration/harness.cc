@@ -188,7 +188,8 @@ bool hostProcessWithArgExists(const std::string& token) {
   return anyHostProcessArg([&](const std::string& argument) { return argument == token; });
 }
 
-std::unique_ptr<testing::McpProcess> launchServer(const std::vector<std::string>& extra_args) {
+std::unique_ptr<testing::McpProcess> launchServer(const std::vector<std::string>& extra_args,
+                                                  std::chrono::milliseconds ready) {
   std::vector<std::string> args{"--backend",          "docker",
                                 "--runtime",          testRuntime(),
                                 "--output-cap-bytes", std::to_string(kOutputCapBytes)};
@@ -203,7 +204,7 @@ std::unique_ptr<testing::McpProcess> launchServer(const std::vector<std::string>
     }
   }
   auto server = std::make_unique<testing::McpProcess>(SCS_BINARY, args);
-  server->initialize();
+  server->initialize(ready);
   return server;
 }
 

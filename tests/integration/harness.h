@@ -82,7 +82,10 @@ bool eventually(Condition condition, std::chrono::milliseconds budget,
 
 // A server process speaking MCP over stdio, already initialised; `extra_args` are appended
 // to the flags every test server gets (the Docker backend and --runtime testRuntime()).
-std::unique_ptr<testing::McpProcess> launchServer(const std::vector<std::string>& extra_args = {});
+// `ready` bounds the wait for the answer to initialize (a --self-test server audits first).
+std::unique_ptr<testing::McpProcess> launchServer(
+    const std::vector<std::string>& extra_args = {},
+    std::chrono::milliseconds ready = std::chrono::seconds(30));
 
 // The server shared by every test in integration_docker_test (owned by the global environment
 // in environment.cc, which only that binary links).

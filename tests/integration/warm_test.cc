@@ -109,7 +109,11 @@ TEST(WarmInterpreterTest, TheProgramSeesTheSameWorldAsInAFreshSandboxButForItsMo
 
   const std::string warm_id = startRun(*warm, {kProbe, Limits{}, nullptr});
   const auto warm_report = awaitFinal(*warm, warm_id);
-  ASSERT_THAT(warm->stderrText(), HasSubstr("run " + warm_id + " of tenant local started after"));
+  // The log line precedes the report, but stderr is read on another thread than stdout.
+  const std::string started = "run " + warm_id + " of tenant local started after";
+  ASSERT_TRUE(eventually([&] { return warm->stderrText().find(started) != std::string::npos; },
+                         std::chrono::seconds(10)))
+      << tail(warm->stderrText());
   ASSERT_THAT(warm->stderrText(), HasSubstr("in prepared sandbox"));
   const auto fresh_report = awaitFinal(*fresh, startRun(*fresh, {kProbe, Limits{}, nullptr}));
 

@@ -163,7 +163,7 @@ Poco::JSON::Object::Ptr McpProcess::request(const std::string& method,
   }
 }
 
-Poco::JSON::Object::Ptr McpProcess::initialize() {
+Poco::JSON::Object::Ptr McpProcess::initialize(std::chrono::milliseconds timeout) {
   Poco::JSON::Object::Ptr params = new Poco::JSON::Object;
   params->set("protocolVersion", "2025-11-25");
   params->set("capabilities", Poco::JSON::Object::Ptr(new Poco::JSON::Object));
@@ -171,7 +171,7 @@ Poco::JSON::Object::Ptr McpProcess::initialize() {
   client->set("name", "scs-tests");
   client->set("version", "1");
   params->set("clientInfo", client);
-  Poco::JSON::Object::Ptr response = request("initialize", params);
+  Poco::JSON::Object::Ptr response = request("initialize", params, timeout);
   if (!response->has("result")) {
     throw std::runtime_error("initialize failed: " + response->get("error").toString());
   }

@@ -31,8 +31,9 @@ class McpProcess {
   Poco::JSON::Object::Ptr request(const std::string& method, Poco::JSON::Object::Ptr params,
                                   std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
-  // initialize + notifications/initialized; returns the initialize result.
-  Poco::JSON::Object::Ptr initialize();
+  // initialize + notifications/initialized; returns the initialize result. `timeout` bounds the
+  // wait for the answer, which a server started with --self-test gives only after its audit.
+  Poco::JSON::Object::Ptr initialize(std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
   // tools/call; returns the CallToolResult object (with isError, content, structuredContent).
   Poco::JSON::Object::Ptr callTool(const std::string& name, Poco::JSON::Object::Ptr arguments,
