@@ -384,12 +384,19 @@ const std::vector<Flag>& flags() {
               "need.",
               1, 100'000, SCS_FIELD(max_waiting_per_tenant)),
       intFlag("session-idle-seconds", "S",
-              "A session (open_session) without a run this long is closed and its sandbox "
+              "A session (open_session) without a run this long is hibernated where the "
+              "backend snapshots sandboxes (Docker with --runtime runsc and the engine's "
+              "experimental mode): its sandbox's memory and files are saved and it holds no "
+              "memory until its next run wakes it. Elsewhere it is closed and its sandbox "
               "removed.",
               1, 7 * 24 * 3600, SCS_FIELD(runs.sessions.idle)),
+      intFlag("session-hibernate-seconds", "S",
+              "A session hibernated this long is closed and its snapshot removed.", 1,
+              30 * 24 * 3600, SCS_FIELD(runs.sessions.hibernated_max)),
       intFlag("session-max-seconds", "S",
-              "A session is closed this long after it opened, even while it runs code; its "
-              "sandbox's in-sandbox deadline is this and a grace.",
+              "A session is closed once it has been awake this long (time hibernated does not "
+              "count), even while it runs code; its sandbox's in-sandbox deadline is this and a "
+              "grace.",
               1, 7 * 24 * 3600, SCS_FIELD(runs.sessions.max_lifetime)),
       intFlag("max-open-sessions", "N",
               "Sessions open at once, all tenants together. Each holds its memory limit against "

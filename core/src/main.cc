@@ -161,6 +161,11 @@ std::unique_ptr<Engine> loadEngine(config::Config& config, Poco::Logger& log) {
               supported.message);
     return nullptr;
   }
+  const backend::Status snapshots = engine->backend->snapshots(policy::requiredPosture(
+      engine->limits->defaults(), config.sandbox, config.sandbox.uids.first));
+  config.runs.sessions.hibernate = snapshots.ok();
+  log.information(snapshots.ok() ? "idle sessions hibernate: the backend snapshots their sandboxes"
+                                 : "idle sessions end: " + snapshots.message);
   return engine;
 }
 

@@ -78,6 +78,9 @@ class DockerBackend : public backend::RuntimeBackend {
   backend::Status buildImage(backend::ImageLayer layer) override;
   backend::Status removeImage(const std::string& image) override;
   backend::ImageListReply listImages(const std::string& label_key) override;
+  backend::Status snapshots(const backend::Posture& posture) override;
+  backend::Status snapshot(const std::string& id) override;
+  backend::Status resume(const std::string& id, backend::OutputSink* sink) override;
 
   const ApiVersion& apiVersion() const { return client_.version(); }
   const EngineTraits& traits() const { return traits_; }
@@ -89,6 +92,14 @@ class DockerBackend : public backend::RuntimeBackend {
 
   void log(backend::LogLevel level, const std::string& message) const;
   void runSandbox(std::shared_ptr<Sandbox> sandbox, backend::OutputSink* sink);
+  // Attaches, registers the wait and starts the container (from `checkpoint` when named), then
+  // runs runSandbox on a thread of its own.
+  backend::Status launch(const std::shared_ptr<Sandbox>& sandbox, backend::OutputSink* sink,
+                         const std::string& checkpoint);
+  // The one checkpoint a session's sandbox has while it is snapshotted, and how long writing or
+  // reading it may take.
+  static constexpr const char* kCheckpointName = "scs-session";
+  static constexpr std::chrono::minutes kSnapshotTimeout{5};
   void watchEvents();
   void handleEvent(const std::string& line, std::string* since);
   void sampleCgroups();

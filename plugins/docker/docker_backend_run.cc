@@ -94,46 +94,160 @@ Status DockerBackend::start(const std::string& id, backend::OutputSink* sink) {
         return {Code::kNotFound, "start: " + shortId(id) + " was not created by this server"};
       }
       sandbox = found->second;
-      if (sandbox->started || sandbox->removing) {
+      if (sandbox->started || sandbox->removing || sandbox->snapshot) {
         return {Code::kRejected, "start: " + shortId(id) + " has already started"};
       }
     }
-    // Attach before start so no output is lost, and register the wait before start: a wait
-    // on a created container returns at once (F5).
+    return launch(sandbox, sink, {});
+  });
+}
+
+Status DockerBackend::launch(const std::shared_ptr<Sandbox>& sandbox, backend::OutputSink* sink,
+                             const std::string& checkpoint) {
+  const std::string& id = sandbox->id;
+  // Attach before start so no output is lost, and register the wait before start: a wait
+  // on a created container returns at once (F5).
+  const auto began = SteadyClock::now();
+  Result<ConnectionPtr> attach = client_.attach(id);
+  const std::string attach_took = millisSince(began);
+  if (!attach.status.ok()) {
+    return attach.status;
+  }
+  std::shared_ptr<Connection> attached(std::move(attach.value));
+  const auto wait_began = SteadyClock::now();
+  Result<ConnectionPtr> waiting = client_.openWait(id, "next-exit");
+  const std::string wait_took = millisSince(wait_began);
+  if (!waiting.status.ok()) {
+    attached->abort();
+    return waiting.status;
+  }
+  std::shared_ptr<Connection> wait_connection(std::move(waiting.value));
+  const auto start_began = SteadyClock::now();
+  if (const Status started =
+          client_.start(id, checkpoint,
+                        checkpoint.empty() ? std::chrono::milliseconds{}
+                                           : std::chrono::milliseconds(kSnapshotTimeout));
+      !started.ok()) {
+    attached->abort();
+    wait_connection->abort();
+    return started;
+  }
+  log(LogLevel::kDebug, "docker: start " + shortId(id) +
+                            (checkpoint.empty() ? "" : " from its checkpoint") + ": attach " +
+                            attach_took + ", wait " + wait_took + ", start " +
+                            millisSince(start_began));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (sandbox->removing) {
+    attached->abort();
+    wait_connection->abort();
+    return {Code::kNotFound, "start: " + shortId(id) + " was removed while starting"};
+  }
+  sandbox->attach = attached;
+  sandbox->wait = wait_connection;
+  sandbox->started = true;
+  sandbox->thread = std::thread(&DockerBackend::runSandbox, this, sandbox, sink);
+  cv_.notify_all();  // wakes the cgroup sampler
+  return {};
+}
+
+backend::Status DockerBackend::snapshots(const backend::Posture& posture) {
+  return guardedStatus("snapshots", [&]() -> Status {
+    if (posture.runtime != "runsc") {
+      return {Code::kUnsupported,
+              "runtime " + posture.runtime +
+                  " keeps no snapshots here: the Docker backend snapshots only gVisor sandboxes "
+                  "(--runtime runsc), whose checkpoints need no CRIU"};
+    }
+    const Result<EngineInfo> info = client_.info();
+    if (!info.status.ok()) {
+      return info.status;
+    }
+    if (!info.value.experimental) {
+      return {Code::kUnsupported,
+              "the Docker engine's checkpoints are off: set \"experimental\": true in "
+              "/etc/docker/daemon.json and restart the engine (scripts/setup.sh does so where "
+              "runsc is installed)"};
+    }
+    return {};
+  });
+}
+
+backend::Status DockerBackend::snapshot(const std::string& id) {
+  return guardedStatus("snapshot", [&]() -> Status {
+    std::shared_ptr<Sandbox> sandbox;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const auto found = sandboxes_.find(id);
+      if (found == sandboxes_.end()) {
+        return {Code::kNotFound, "snapshot: " + shortId(id) + " was not created by this server"};
+      }
+      sandbox = found->second;
+      if (!sandbox->session || !sandbox->started || sandbox->done || sandbox->removing ||
+          sandbox->snapshot) {
+        return {Code::kRejected, "snapshot: " + shortId(id) + " is not a running session"};
+      }
+      // From here its output thread's end is the checkpoint's, not the sandbox's.
+      sandbox->snapshot = true;
+    }
     const auto began = SteadyClock::now();
-    Result<ConnectionPtr> attach = client_.attach(id);
-    const std::string attach_took = millisSince(began);
-    if (!attach.status.ok()) {
-      return attach.status;
+    if (const Status saved = client_.checkpoint(id, kCheckpointName, kSnapshotTimeout);
+        !saved.ok()) {
+      return saved;  // it may have stopped: the core removes it
     }
-    std::shared_ptr<Connection> attached(std::move(attach.value));
-    const auto wait_began = SteadyClock::now();
-    Result<ConnectionPtr> waiting = client_.openWait(id, "next-exit");
-    const std::string wait_took = millisSince(wait_began);
-    if (!waiting.status.ok()) {
-      attached->abort();
-      return waiting.status;
+    const std::string took = millisSince(began);
+    std::thread thread;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // The container has stopped, so its attach stream and wait end and the thread with them.
+      if (!cv_.wait_for(lock, settings_.api_timeout,
+                        [&] { return sandbox->paused || sandbox->removing; })) {
+        return {Code::kInternal, "snapshot: the output thread of " + shortId(id) +
+                                     " did not end with its checkpoint"};
+      }
+      if (sandbox->removing) {
+        return {Code::kNotFound, "snapshot: " + shortId(id) + " was removed meanwhile"};
+      }
+      thread = std::move(sandbox->thread);
+      sandbox->attach.reset();
+      sandbox->wait.reset();
+      sandbox->started = false;
+      sandbox->output_ended = false;
+      sandbox->die_event = false;
+      sandbox->kill_event = false;
+      sandbox->paused = false;
     }
-    std::shared_ptr<Connection> wait_connection(std::move(waiting.value));
-    const auto start_began = SteadyClock::now();
-    if (const Status started = client_.start(id); !started.ok()) {
-      attached->abort();
-      wait_connection->abort();
+    thread.join();
+    log(LogLevel::kDebug, "docker: checkpoint of " + shortId(id) + " took " + took);
+    return {};
+  });
+}
+
+backend::Status DockerBackend::resume(const std::string& id, backend::OutputSink* sink) {
+  return guardedStatus("resume", [&]() -> Status {
+    std::shared_ptr<Sandbox> sandbox;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const auto found = sandboxes_.find(id);
+      if (found == sandboxes_.end()) {
+        return {Code::kNotFound, "resume: " + shortId(id) + " was not created by this server"};
+      }
+      sandbox = found->second;
+      if (!sandbox->snapshot || sandbox->started || sandbox->removing) {
+        return {Code::kRejected, "resume: " + shortId(id) + " has no snapshot to resume from"};
+      }
+    }
+    if (const Status started = launch(sandbox, sink, kCheckpointName); !started.ok()) {
       return started;
     }
-    log(LogLevel::kDebug, "docker: start " + shortId(id) + ": attach " + attach_took + ", wait " +
-                              wait_took + ", start " + millisSince(start_began));
-    std::lock_guard<std::mutex> lock(mu_);
-    if (sandbox->removing) {
-      attached->abort();
-      wait_connection->abort();
-      return {Code::kNotFound, "start: " + shortId(id) + " was removed while starting"};
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sandbox->snapshot = false;
     }
-    sandbox->attach = attached;
-    sandbox->wait = wait_connection;
-    sandbox->started = true;
-    sandbox->thread = std::thread(&DockerBackend::runSandbox, this, sandbox, sink);
-    cv_.notify_all();  // wakes the cgroup sampler
+    // Its memory is running again: the copy on disk only takes room.
+    if (const Status deleted = client_.deleteCheckpoint(id, kCheckpointName); !deleted.ok()) {
+      log(LogLevel::kWarning, "docker: could not delete the checkpoint of " + shortId(id) +
+                                  " (it goes with the container): " + deleted.message);
+    }
     return {};
   });
 }
@@ -242,13 +356,22 @@ void DockerBackend::runSandbox(std::shared_ptr<Sandbox> sandbox, backend::Output
   }
   log(LogLevel::kDebug,
       "docker: " + shortId(sandbox->id) + ": " + timeline(began, delivered_at, steps));
+  bool paused = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    sandbox->result = std::move(result);
-    sandbox->done = true;
+    // Stopped by its checkpoint: the sandbox has not ended, and resume() starts a new thread.
+    paused = sandbox->snapshot;
+    if (paused) {
+      sandbox->paused = true;
+    } else {
+      sandbox->result = std::move(result);
+      sandbox->done = true;
+    }
   }
   cv_.notify_all();
-  sink->ended();
+  if (!paused) {
+    sink->ended();
+  }
 }
 
 backend::WaitReply DockerBackend::wait(const std::string& id, std::chrono::milliseconds timeout) {

@@ -23,9 +23,13 @@ struct DockerBackend::Sandbox {
   bool session = false;    // takes any number of deliveries; stdin stays open
   std::chrono::steady_clock::time_point delivered_at;
   bool started = false;
-  bool output_ended = false;    // the attach stream ended: nothing reads stdin any more
-  bool done = false;            // the run ended and `result` is final
-  bool removing = false;        // remove() has begun; no new thread may start
+  bool output_ended = false;  // the attach stream ended: nothing reads stdin any more
+  bool done = false;          // the run ended and `result` is final
+  bool removing = false;      // remove() has begun; no new thread may start
+  // A session snapshotted (or being snapshotted) and not yet resumed: the end of its output
+  // thread is the checkpoint's, and `paused` once that thread has finished.
+  bool snapshot = false;
+  bool paused = false;
   bool die_event = false;       // the event stream reported the container's exit
   bool oom_event = false;       // the event stream reported an OOM kill
   std::int64_t oom_events = 0;  // how many

@@ -195,6 +195,7 @@ Result<EngineInfo> EngineClient::info() {
   result.value.memory_bytes = *memory;
   // Absent before API 1.40, when only cgroup v1 existed.
   result.value.cgroup_version = json::string(info, "CgroupVersion").value_or("1") == "2" ? 2 : 1;
+  result.value.experimental = json::boolean(info, "ExperimentalBuild").value_or(false);
   result.value.versions = versions_;
   if (const json::ObjectPtr runtimes = json::object(info, "Runtimes")) {
     for (const std::string& name : runtimes->getNames()) {
@@ -286,9 +287,35 @@ Result<WaitOutcome> EngineClient::parseWait(const std::string& body) {
   return result;
 }
 
-Status EngineClient::start(const std::string& id) {
-  return statusFromReply(
-      "start", transport_.call(makeCall("POST", "/containers/" + urlEncode(id) + "/start")));
+Status EngineClient::start(const std::string& id, const std::string& checkpoint,
+                           std::chrono::milliseconds timeout) {
+  HttpCall call = makeCall(
+      "POST", "/containers/" + urlEncode(id) + "/start" +
+                  (checkpoint.empty() ? std::string() : "?checkpoint=" + urlEncode(checkpoint)));
+  call.timeout = std::max(timeout, timeout_);
+  return statusFromReply(checkpoint.empty() ? "start" : "start from checkpoint",
+                         transport_.call(call));
+}
+
+Status EngineClient::checkpoint(const std::string& id, const std::string& name,
+                                std::chrono::milliseconds timeout) {
+  HttpCall call = makeCall("POST", "/containers/" + urlEncode(id) + "/checkpoints");
+  json::ObjectPtr body = json::newObject();
+  body->set("CheckpointID", name);
+  body->set("Exit", true);
+  call.body = json::stringify(body);
+  call.content_type = "application/json";
+  call.timeout = std::max(timeout, timeout_);
+  return statusFromReply("checkpoint", transport_.call(call));
+}
+
+Status EngineClient::deleteCheckpoint(const std::string& id, const std::string& name) {
+  const HttpReply reply = transport_.call(
+      makeCall("DELETE", "/containers/" + urlEncode(id) + "/checkpoints/" + urlEncode(name)));
+  if (reply.error == TransportError::kNone && reply.status == 404) {
+    return {};
+  }
+  return statusFromReply("delete checkpoint", reply);
 }
 
 Status EngineClient::kill(const std::string& id) {

@@ -55,6 +55,7 @@ struct EngineInfo {
   std::int64_t memory_bytes = 0;
   int cgroup_version = 1;
   bool default_seccomp = false;  // SecurityOptions lists a seccomp profile other than unconfined
+  bool experimental = false;     // ExperimentalBuild: the checkpoint endpoints answer
   // "engine" and each component GET /version lists (containerd, runc, docker-init), lower case,
   // to its version; "<runtime> path" for each runtime of GET /info.
   std::map<std::string, std::string> versions;
@@ -95,7 +96,17 @@ class EngineClient {
   // POST /containers/{id}/wait?condition=...: returns once the engine has registered the
   // wait (the headers arrived); the body, read from the connection, is the outcome.
   Result<ConnectionPtr> openWait(const std::string& id, const std::string& condition);
-  backend::Status start(const std::string& id);
+  // POST /containers/{id}/start; with `checkpoint`, from that checkpoint of the container (its
+  // memory and files, as checkpoint() saved them), with up to `timeout` to read it.
+  backend::Status start(const std::string& id, const std::string& checkpoint = {},
+                        std::chrono::milliseconds timeout = {});
+  // POST /containers/{id}/checkpoints {CheckpointID, Exit: true}: saves the container's
+  // processes and files in the engine's own checkpoint directory of the container, and stops it;
+  // up to `timeout`. Experimental engines only.
+  backend::Status checkpoint(const std::string& id, const std::string& name,
+                             std::chrono::milliseconds timeout);
+  // DELETE /containers/{id}/checkpoints/{name}. One that is gone counts as deleted.
+  backend::Status deleteCheckpoint(const std::string& id, const std::string& name);
   // POST /containers/{id}/kill?signal=KILL. A container that is not running counts as killed.
   backend::Status kill(const std::string& id);
   // DELETE /containers/{id}?force=1&v=1. A container that is gone counts as removed.

@@ -29,9 +29,11 @@ namespace scs::fake {
 struct Options {
   int cores = 8;
   double memory_gb = 64;
-  std::set<std::string> fail;  // "create", "inspect", "list", "capacity", "supports"
-  std::string posture_field;   // inspect reads back a posture that differs in this field
-  bool keep_removed = false;   // sandboxes() still shows removed sandboxes (in-process tests)
+  // "create", "inspect", "list", "capacity", "supports", "snapshot", "resume"
+  std::set<std::string> fail;
+  bool snapshots = false;     // snapshots(): true (snapshots=on) plays a runtime that takes them
+  std::string posture_field;  // inspect reads back a posture that differs in this field
+  bool keep_removed = false;  // sandboxes() still shows removed sandboxes (in-process tests)
   // progress() of a sandbox that has no code yet reports this peak, as an engine reports an
   // idle launcher's (in-process tests).
   std::optional<std::int64_t> idle_peak_bytes;
@@ -102,6 +104,9 @@ class FakeBackend : public backend::RuntimeBackend {
   backend::Status buildImage(backend::ImageLayer layer) override;
   backend::Status removeImage(const std::string& image) override;
   backend::ImageListReply listImages(const std::string& label_key) override;
+  backend::Status snapshots(const backend::Posture& posture) override;
+  backend::Status snapshot(const std::string& id) override;
+  backend::Status resume(const std::string& id, backend::OutputSink* sink) override;
 
   // What a test sees of one sandbox.
   struct View {
@@ -114,6 +119,7 @@ class FakeBackend : public backend::RuntimeBackend {
     bool removed = false;
     bool exited = false;
     bool serves_session = false;  // a session's, from its creation or (prepared) its frame
+    bool snapshotted = false;     // stopped by snapshot(), not yet resumed
     // Started with its code, and its program has neither ended nor been told to (kill, finish).
     bool running = false;
     backend::Exit exit;       // once exited
@@ -141,7 +147,8 @@ class FakeBackend : public backend::RuntimeBackend {
   void throwOnNextKill();
 
  private:
-  enum class State { kCreated, kStarting, kRunning, kExited };
+  // kSnapshotted: a session's sandbox stopped by snapshot(), its names kept, until resume().
+  enum class State { kCreated, kStarting, kRunning, kSnapshotted, kExited };
 
   struct Sandbox {
     std::string id;
@@ -152,7 +159,7 @@ class FakeBackend : public backend::RuntimeBackend {
     std::string stdin_data;
     std::string egress_nonce;  // from .scs/control.json; empty: no egress
     std::string egress_in;     // egress frames the server wrote to its stdin, not yet read
-    bool delivered = false;  // script, nonce and stdin_data are set and final
+    bool delivered = false;    // script, nonce and stdin_data are set and final
     State state = State::kCreated;
     std::atomic<bool> killed{false};  // ends the program
     bool killed_outside = false;      // by killFromOutside()
@@ -171,6 +178,7 @@ class FakeBackend : public backend::RuntimeBackend {
     };
     std::deque<QueuedRun> runs;
     bool interrupt = false;
+    bool pausing = false;  // snapshot() asked its thread to stop between runs
     std::map<std::string, std::string> names;
     bool removing = false;
     bool removed = false;
@@ -206,7 +214,7 @@ class FakeBackend : public backend::RuntimeBackend {
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
-  std::vector<std::shared_ptr<Sandbox>> history_;  // every one created, with keep_removed
+  std::vector<std::shared_ptr<Sandbox>> history_;     // every one created, with keep_removed
   std::map<std::string, backend::ImageInfo> images_;  // derived ones, by name
   bool hold_removals_ = false;
   bool throw_on_next_kill_ = false;

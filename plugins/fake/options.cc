@@ -99,9 +99,10 @@ std::optional<std::string> parseOptions(const std::map<std::string, std::string>
         const auto comma = rest.find(',');
         const std::string call(rest.substr(0, comma));
         if (call != "create" && call != "inspect" && call != "list" && call != "capacity" &&
-            call != "supports") {
+            call != "supports" && call != "snapshot" && call != "resume") {
           return "fake backend option fail=" + value +
-                 " names an unknown call; use create, inspect, list, capacity or supports";
+                 " names an unknown call; use create, inspect, list, capacity, supports, "
+                 "snapshot or resume";
         }
         options->fail.insert(call);
         if (comma == std::string_view::npos) {
@@ -114,11 +115,16 @@ std::optional<std::string> parseOptions(const std::map<std::string, std::string>
         return "fake backend option posture=" + value + " names no posture field";
       }
       options->posture_field = value;
+    } else if (key == "snapshots") {
+      if (value != "on" && value != "off") {
+        return "fake backend option snapshots=" + value + " is neither on nor off";
+      }
+      options->snapshots = value == "on";
     } else if (key == "engine") {
       // Every backend receives --engine; the fake has no engine to reach.
     } else {
       return "unknown fake backend option '" + key +
-             "'; known: cores, memory_gb, fail, posture, engine";
+             "'; known: cores, memory_gb, fail, posture, snapshots, engine";
     }
   }
   return std::nullopt;

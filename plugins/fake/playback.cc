@@ -53,6 +53,67 @@ Status FakeBackend::start(const std::string& id, backend::OutputSink* sink) {
   });
 }
 
+Status FakeBackend::snapshots(const backend::Posture&) {
+  if (!options_.snapshots) {
+    return Status{Code::kUnsupported,
+                  "fake: snapshots are off (backend option snapshots=off), as under a runtime "
+                  "that cannot take them"};
+  }
+  return Status{};
+}
+
+// Stops a session's thread between runs; its names stay, as a snapshot's memory would.
+Status FakeBackend::snapshot(const std::string& id) {
+  if (options_.fail.count("snapshot") != 0) {
+    return scripted("snapshot");
+  }
+  return guardStatus([&] {
+    std::thread worker;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      auto sandbox = find(id);
+      if (!sandbox) {
+        return notFound(id);
+      }
+      if (!sandbox->serves_session || sandbox->state != State::kRunning || !sandbox->runs.empty() ||
+          sandbox->killed.load()) {
+        return Status{Code::kRejected, "fake: sandbox " + id + " is not an idle session"};
+      }
+      sandbox->pausing = true;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return sandbox->state != State::kRunning; });
+      if (sandbox->state != State::kSnapshotted) {
+        return Status{Code::kInternal, "fake: sandbox " + id + " ended while snapshotted"};
+      }
+      worker = std::move(sandbox->worker);
+    }
+    worker.join();
+    log(backend::LogLevel::kInfo, "fake: snapshotted " + id);
+    return Status{};
+  });
+}
+
+Status FakeBackend::resume(const std::string& id, backend::OutputSink* sink) {
+  if (options_.fail.count("resume") != 0) {
+    return scripted("resume");
+  }
+  return guardStatus([&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto sandbox = find(id);
+    if (!sandbox) {
+      return notFound(id);
+    }
+    if (sandbox->state != State::kSnapshotted) {
+      return Status{Code::kRejected, "fake: sandbox " + id + " has no snapshot"};
+    }
+    sandbox->state = State::kRunning;
+    sandbox->sink = sink;
+    sandbox->worker = std::thread([this, sandbox] { play(sandbox); });
+    cv_.notify_all();
+    return Status{};
+  });
+}
+
 void FakeBackend::play(const std::shared_ptr<Sandbox>& sandbox) {
   backend::Exit exit;
   exit.exited = true;
@@ -78,6 +139,13 @@ void FakeBackend::play(const std::shared_ptr<Sandbox>& sandbox) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (sandbox->pausing && !sandbox->killed.load()) {
+      // Snapshotted between runs: it has not ended, and resume() plays its session again.
+      sandbox->pausing = false;
+      sandbox->state = State::kSnapshotted;
+      cv_.notify_all();
+      return;
+    }
     sandbox->exit = exit;
     sandbox->state = State::kExited;
   }
@@ -96,8 +164,7 @@ std::string bigEndian(std::uint32_t value) {
 std::string egressFrame(const std::string& nonce, char type, std::uint32_t stream,
                         const std::string& payload = {}) {
   return std::string(launcher::kEgressMarkerPrefix) + nonce + std::string(launcher::kMarkerEnd) +
-         type + bigEndian(stream) + bigEndian(static_cast<std::uint32_t>(payload.size())) +
-         payload;
+         type + bigEndian(stream) + bigEndian(static_cast<std::uint32_t>(payload.size())) + payload;
 }
 
 // Reads the server's frames for `stream` off `in` (consuming whole frames only): its data is
@@ -138,10 +205,10 @@ void FakeBackend::playConnects(const std::shared_ptr<Sandbox>& sandbox) {
       sandbox->sink->write(backend::Stream::kStdout, "egress " + target + ": no relay\n");
       continue;
     }
-    sandbox->sink->write(backend::Stream::kStdout, egressFrame(sandbox->egress_nonce, 'O', stream) +
-                                                       egressFrame(sandbox->egress_nonce, 'D', stream,
-                                                                   "CONNECT " + target +
-                                                                       " HTTP/1.1\r\n\r\n"));
+    sandbox->sink->write(backend::Stream::kStdout,
+                         egressFrame(sandbox->egress_nonce, 'O', stream) +
+                             egressFrame(sandbox->egress_nonce, 'D', stream,
+                                         "CONNECT " + target + " HTTP/1.1\r\n\r\n"));
     std::string answer;
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -247,9 +314,12 @@ void FakeBackend::playSession(const std::shared_ptr<Sandbox>& sandbox, backend::
     std::string archive;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return !sandbox->runs.empty() || killed(); });
+      cv_.wait(lock, [&] { return !sandbox->runs.empty() || killed() || sandbox->pausing; });
       if (killed()) {
         break;
+      }
+      if (sandbox->pausing) {
+        return;  // play() keeps it for resume()
       }
       archive = std::move(sandbox->runs.front().archive);
       sandbox->interrupt = sandbox->runs.front().interrupted;

@@ -18,6 +18,7 @@ FakeBackend::View FakeBackend::viewOf(const Sandbox& sandbox) {
   view.removing = sandbox.removing;
   view.exited = sandbox.state == State::kExited;
   view.serves_session = sandbox.serves_session;
+  view.snapshotted = sandbox.state == State::kSnapshotted;
   view.running = sandbox.state == State::kRunning && sandbox.delivered && !sandbox.killed &&
                  sandbox.finish_code < 0 && !sandbox.removed;
   view.exit = sandbox.exit;

@@ -60,6 +60,8 @@ const std::map<std::uint32_t, std::string> kFingerprints = {
     {9, "d4c1aff7f279b539209fd76b7bb80d45d249b61aff5a980d5a5905019138109f"},
     // 10: derived images (buildImage, removeImage, listImages), for the packages of a run.
     {10, "75271bfe9b3b16e37cb46444fe5138306ce5db17abea4feae1699f79f2cc81bf"},
+    // 11: snapshots (snapshots, snapshot, resume), for sessions that hibernate when idle.
+    {11, "a02e26c3e0540554c878fd29de68d8fef9a0e8867d0c908764e18b9cd20ba438"},
 };
 
 TEST(AbiTest, TheHeaderMatchesTheFingerprintOfItsAbiVersion) {

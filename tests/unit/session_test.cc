@@ -254,6 +254,97 @@ TEST_F(SessionTest, AnIdleSessionExpiresAndOneAtItsLifetimeEndsWhileBusy) {
   EXPECT_TRUE(eventually([&] { return sessionSandbox(1)->removed; }));
 }
 
+// Where the backend snapshots sandboxes, an idle session hibernates instead of ending: its
+// sandbox stays (stopped), it holds none of the host's memory, and its next run wakes it with
+// its names, the wake counted as the server's time, not the run's.
+TEST_F(SessionTest, AnIdleSessionHibernatesFreesItsMemoryAndItsNextRunWakesIt) {
+  settings_.sessions.hibernate = true;
+  settings_.host_memory_bytes = std::int64_t{8} << 30;
+  const std::string session = open(kLocalTenant, 3);
+  EXPECT_EQ(finalOf(run(session, "#fake:set=x=42\n")).status, policy::RunStatus::kSucceeded);
+  advance(59s);
+  EXPECT_FALSE(sessionSandbox()->snapshotted);
+  advance(1s);
+  ASSERT_TRUE(eventually([&] { return sessionSandbox()->snapshotted; }));
+  EXPECT_FALSE(sessionSandbox()->removed);
+
+  // 6 GB fits beside nothing but a hibernated session of 3.
+  StartRequest big;
+  big.files = {{"main.py", "#fake:exit=0\n"}};
+  big.limits = {6, 30, 1, 256};
+  const RunSnapshot fresh = finalOf(std::get<RunSnapshot>(manager().start(std::move(big))).run_id);
+  EXPECT_EQ(fresh.status, policy::RunStatus::kSucceeded) << fresh.reason;
+
+  const RunSnapshot woke = finalOf(run(session, "#fake:get=x\n"));
+  EXPECT_EQ(woke.status, policy::RunStatus::kSucceeded) << woke.reason;
+  EXPECT_EQ(woke.results.result, "42");
+  ASSERT_TRUE(woke.woke_seconds);
+  EXPECT_TRUE(woke.session_alive);
+  EXPECT_FALSE(sessionSandbox()->snapshotted);
+  EXPECT_EQ(fake().sandboxes().size(), 2u) << "waking made a sandbox instead of resuming one";
+
+  // Awake again, it holds its memory: a 6 GB run now waits until it is closed.
+  StartRequest waiting;
+  waiting.files = {{"main.py", "#fake:exit=0\n"}};
+  waiting.limits = {6, 30, 1, 256};
+  const std::string queued = std::get<RunSnapshot>(manager().start(std::move(waiting))).run_id;
+  EXPECT_EQ(manager().get(kLocalTenant, queued)->status, policy::RunStatus::kQueued);
+  ASSERT_TRUE(manager().closeSession(kLocalTenant, session));
+  EXPECT_EQ(finalOf(queued).status, policy::RunStatus::kSucceeded);
+  EXPECT_TRUE(sessionSandbox()->removed);
+}
+
+TEST_F(SessionTest, AHibernatedSessionEndsAfterItsTimeAndItsLifetimeCountsOnlyAwakeTime) {
+  settings_.sessions.hibernate = true;
+  settings_.sessions.hibernated_max = 3600s;
+  const std::string session = open();
+  EXPECT_EQ(finalOf(run(session, "#fake:set=x=1\n")).status, policy::RunStatus::kSucceeded);
+  advance(60s);
+  ASSERT_TRUE(eventually([&] { return sessionSandbox()->snapshotted; }));
+  // Past its lifetime of 600 s since it opened, but awake for only 60 s of it.
+  for (int i = 0; i < 3; ++i) {
+    advance(300s);
+  }
+  const RunSnapshot woke = finalOf(run(session, "#fake:get=x\n"));
+  EXPECT_EQ(woke.status, policy::RunStatus::kSucceeded) << woke.reason;
+  EXPECT_EQ(woke.results.result, "1");
+  advance(60s);
+  ASSERT_TRUE(eventually([&] { return sessionSandbox()->snapshotted; }));
+  advance(3599s);
+  EXPECT_FALSE(sessionSandbox()->removed);
+  advance(1s);
+  EXPECT_TRUE(eventually([&] { return sessionSandbox()->removed; }));
+  const std::optional<SessionSnapshot> ended = manager().closeSession(kLocalTenant, session);
+  ASSERT_TRUE(ended);
+  EXPECT_EQ(ended->end_reason, "it was hibernated for 3600 s");
+}
+
+TEST_F(SessionTest, ASnapshotOrAWakeThatFailsEndsTheSessionWithTheReason) {
+  settings_.sessions.hibernate = true;
+  options_.fail = {"resume"};
+  const std::string session = open();
+  EXPECT_EQ(finalOf(run(session, "#fake:set=x=1\n")).status, policy::RunStatus::kSucceeded);
+  advance(60s);
+  ASSERT_TRUE(eventually([&] { return sessionSandbox()->snapshotted; }));
+  const RunSnapshot failed = finalOf(run(session, "#fake:get=x\n"));
+  EXPECT_EQ(failed.status, policy::RunStatus::kSandboxError);
+  EXPECT_THAT(failed.reason, HasSubstr("could not be woken from hibernation"));
+  EXPECT_THAT(failed.reason, HasSubstr("resume failed as scripted"));
+  EXPECT_FALSE(failed.session_alive);
+  EXPECT_TRUE(eventually([&] { return sessionSandbox()->removed; }));
+
+  options_.fail = {"snapshot"};
+  manager_.reset();  // before the backend it stops with
+  fake_.reset();
+  const std::string other = open();
+  EXPECT_EQ(finalOf(run(other, "#fake:set=x=1\n")).status, policy::RunStatus::kSucceeded);
+  advance(60s);
+  EXPECT_TRUE(eventually([&] { return sessionSandbox()->removed; }));
+  const std::optional<SessionSnapshot> ended = manager().closeSession(kLocalTenant, other);
+  ASSERT_TRUE(ended);
+  EXPECT_THAT(ended->end_reason, HasSubstr("it could not be hibernated"));
+}
+
 TEST_F(SessionTest, SessionsBelongToTheirTenantAndAreCapped) {
   const std::string alice = open("alice");
   open("alice");

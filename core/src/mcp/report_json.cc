@@ -264,6 +264,9 @@ Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot,
   if (options.verbose || milliRound(snapshot.queued_seconds) > 0) {
     object->set("queued_seconds", milliRound(snapshot.queued_seconds));
   }
+  if (snapshot.woke_seconds) {
+    object->set("session_woke_seconds", milliRound(*snapshot.woke_seconds));
+  }
   setLimits(*object, snapshot, options);
   if (options.verbose) {
     object->set("started_at", timestampOrNull(snapshot.started_at));
@@ -299,6 +302,12 @@ Poco::JSON::Object::Ptr sessionToJson(const runs::SessionSnapshot& session, bool
   }
   object->set("limits", limitsToJson(session.limits));
   object->set("opened_at", formatTimestamp(session.opened_at));
+  if (session.hibernated) {
+    object->set("hibernated", true);
+  }
+  if (session.hibernates_at) {
+    object->set("hibernates_at", formatTimestamp(*session.hibernates_at));
+  }
   object->set("idle_expires_at", formatTimestamp(session.idle_expires_at));
   object->set("expires_at", formatTimestamp(session.expires_at));
   if (packages && session.packages) {

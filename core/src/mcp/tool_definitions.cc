@@ -37,6 +37,19 @@ Setting count(std::size_t value) {
   return {static_cast<std::uint64_t>(value), std::to_string(value)};
 }
 
+// How a session ends, in the words of open_session's description.
+std::string sessionEnds(const ToolSettings& tools) {
+  if (!tools.session_hibernate) {
+    return "It closes after " + formatDuration(tools.session_idle) + " without a run, " +
+           formatDuration(tools.session_lifetime) + " after it opened";
+  }
+  return "After " + formatDuration(tools.session_idle) +
+         " without a run it hibernates: its next run wakes it as it was, in a few seconds (open "
+         "network connections are lost). It closes after " +
+         formatDuration(tools.session_hibernated_max) + " hibernated or " +
+         formatDuration(tools.session_lifetime) + " awake";
+}
+
 Settings settingsOf(const ToolSettings& tools) {
   return {
       {"default_memory_gb", number(tools.defaults.memory_gb)},
@@ -61,6 +74,7 @@ Settings settingsOf(const ToolSettings& tools) {
        {Var(formatDuration(tools.session_idle)), formatDuration(tools.session_idle)}},
       {"session_lifetime",
        {Var(formatDuration(tools.session_lifetime)), formatDuration(tools.session_lifetime)}},
+      {"session_ends", {Var(sessionEnds(tools)), sessionEnds(tools)}},
       {"max_sessions_per_tenant", count(tools.max_sessions_per_tenant)},
       {"max_packages", count(tools.max_packages)},
       {"max_result_bytes",

@@ -24,6 +24,9 @@ struct ToolSettings {
   double default_start_wait_seconds = 0;
   std::chrono::seconds session_idle{600};
   std::chrono::seconds session_lifetime{3600};
+  // Idle sessions hibernate (the backend snapshots them) and end this long after.
+  bool session_hibernate = false;
+  std::chrono::seconds session_hibernated_max{86400};
   std::size_t max_sessions_per_tenant = 4;
   // Whether the operator offers packages (a wheelhouse or an index): without, start_run and
   // open_session do not show the `packages` argument at all.

@@ -224,6 +224,8 @@ Poco::JSON::Array::Ptr Tools::definitions(const std::string& tenant) const {
   settings.default_start_wait_seconds = static_cast<double>(options_.start_wait.count()) / 1000;
   settings.session_idle = options_.sessions.idle;
   settings.session_lifetime = options_.sessions.max_lifetime;
+  settings.session_hibernate = options_.sessions.hibernate;
+  settings.session_hibernated_max = options_.sessions.hibernated_max;
   settings.max_sessions_per_tenant = options_.sessions.max_open_per_tenant;
   Poco::JSON::Array::Ptr tools = toolDefinitions(settings);
   const std::string network = egressSentence(options_.egress, tenant, options_.credentials);

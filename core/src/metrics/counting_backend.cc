@@ -59,4 +59,14 @@ ImageListReply CountingBackend::listImages(const std::string& label_key) {
   return counted("list_images", inner_.listImages(label_key));
 }
 
+Status CountingBackend::snapshots(const Posture& posture) { return inner_.snapshots(posture); }
+
+Status CountingBackend::snapshot(const std::string& id) {
+  return counted("snapshot", inner_.snapshot(id));
+}
+
+Status CountingBackend::resume(const std::string& id, OutputSink* sink) {
+  return counted("resume", inner_.resume(id, sink));
+}
+
 }  // namespace scs::metrics

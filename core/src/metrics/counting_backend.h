@@ -30,6 +30,10 @@ class CountingBackend final : public backend::RuntimeBackend {
   backend::Status buildImage(backend::ImageLayer layer) override;
   backend::Status removeImage(const std::string& image) override;
   backend::ImageListReply listImages(const std::string& label_key) override;
+  // Not counted: a runtime without snapshots answers kUnsupported by design.
+  backend::Status snapshots(const backend::Posture& posture) override;
+  backend::Status snapshot(const std::string& id) override;
+  backend::Status resume(const std::string& id, backend::OutputSink* sink) override;
 
  private:
   // Counts the answer's status under `call` unless it is ok; returns the answer unchanged.

@@ -74,7 +74,10 @@ void RunManager::Impl::admitLocked() {
     const PreparedSandbox* prepared = pool == nullptr || pool->ready() == 0
                                           ? nullptr
                                           : pool->find(run->limits, sandbox_, clock_.now());
-    const std::int64_t needed = run->memory_bytes - (prepared ? pool->idleHold() : 0);
+    // A hibernated session holds no memory: the run that wakes it needs the session's.
+    const bool wakes = run->session && run->session->rest == Session::Rest::kHibernated;
+    const std::int64_t needed = (wakes ? run->session->memory_bytes : run->memory_bytes) -
+                                (prepared ? pool->idleHold() : 0);
     if (!memoryFitsLocked(needed)) {
       // Idle prepared sandboxes give way to a run; otherwise the chosen run waits for memory
       // rather than be overtaken, so big runs are not starved.
@@ -86,6 +89,9 @@ void RunManager::Impl::admitLocked() {
       return;
     }
     queue_.pop();
+    if (wakes) {
+      run->session->rest = Session::Rest::kWaking;  // counted against the host's memory again
+    }
     if (run->pool_demand) {
       events_.preparedTaken(prepared != nullptr);
     }

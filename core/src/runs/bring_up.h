@@ -72,6 +72,10 @@ class SandboxBringUp {
   Outcome bringUp(const backend::SandboxSpec& spec, const backend::Posture& required,
                   const Steps& steps);
 
+  // Reads the posture of a created sandbox back from the engine and checks it against
+  // `required` (also for a sandbox resumed from a snapshot); empty when it passes.
+  std::string checkReadBack(const std::string& sandbox_id, const backend::Posture& required);
+
  private:
   long long sessionDeadlineSeconds() const;  // the session's lifetime and a grace
   std::vector<std::string> violations(const backend::Posture& observed,
@@ -79,7 +83,6 @@ class SandboxBringUp {
   // Each returns an empty string when the step succeeded, else why it failed.
   std::string checkSpec(const backend::SandboxSpec& spec, const backend::Posture& required) const;
   std::string create(const backend::SandboxSpec& spec, std::string* sandbox_id);
-  std::string checkReadBack(const std::string& sandbox_id, const backend::Posture& required);
   std::string deliver(const std::string& sandbox_id, const std::string& archive);
   std::string start(const std::string& sandbox_id, backend::OutputSink* sink);
 

@@ -29,6 +29,7 @@ void RunManager::Impl::maintenanceThread() {
     }
     const SteadyTime now = clock_.now();
     expireSessionsLocked(now);
+    hibernateSessionsLocked(lock);
     releaseSessionsLocked(lock);
     if (shutting_down_) {
       break;
@@ -67,6 +68,7 @@ void RunManager::Impl::maintenanceThread() {
     changed_.notify_all();
     admitLocked();  // a queued run may take it, or need its memory
   }
+  releaseSessionsLocked(lock);  // one ended at shutdown while its snapshot was being taken
   pools_.retireAll();
   removeRetiredLocked(lock);
   lock.unlock();

@@ -33,8 +33,13 @@ inline constexpr const char* kLocalTenant = "local";
 // Sessions (sessions.cc): a sandbox with one long-lived interpreter that a tenant's runs share.
 struct SessionSettings {
   std::chrono::seconds idle{600};           // closed after this long without a run
-  std::chrono::seconds max_lifetime{3600};  // closed this long after it opened, busy or not
-  std::size_t max_open = 16;                // all tenants together
+  std::chrono::seconds max_lifetime{3600};  // closed once awake this long, busy or not
+  // Whether the backend snapshots sessions' sandboxes (RuntimeBackend::snapshots): an idle
+  // session is then hibernated instead of closed, and its next run wakes it. Time hibernated
+  // does not count towards max_lifetime.
+  bool hibernate = false;
+  std::chrono::seconds hibernated_max{86400};  // a session hibernated this long is closed
+  std::size_t max_open = 16;                   // all tenants together
   std::size_t max_open_per_tenant = 4;
 };
 
@@ -58,8 +63,8 @@ struct RunSettings {
   // Characters of stdout and stderr together a report carries, markers included (head and
   // tail, the rest read with offsets: OutputCapture::snapshot); 0 for the whole capture.
   std::size_t output_window_chars = 30'000;
-  std::int64_t host_memory_bytes = 0;       // admission: running memory limits must fit; 0 = off
-  std::string instance_id;                  // this server instance; random when empty
+  std::int64_t host_memory_bytes = 0;  // admission: running memory limits must fit; 0 = off
+  std::string instance_id;             // this server instance; random when empty
   // Host uids held by sandboxes the startup sweep left alive (another live instance's).
   std::vector<std::uint32_t> reserved_uids;
   OutFileCaps out_files;  // files returned from /workspace/out
@@ -135,6 +140,9 @@ struct RunSnapshot {
   // A run in a session: its id, and whether the session is still open now.
   std::string session_id;
   bool session_alive = false;
+  // The run woke its session from hibernation first: how long that took (part of its queue
+  // time, not of its duration).
+  std::optional<double> woke_seconds;
   std::optional<PackageLayerUse> packages;  // the run's (a session's run: its session's)
   // What the program reached through the relay, and what it was refused (egress only).
   egress::NetworkReport network;
@@ -150,6 +158,10 @@ struct SessionSnapshot {
   std::chrono::system_clock::time_point opened_at;
   std::chrono::system_clock::time_point idle_expires_at;  // when it closes without a run
   std::chrono::system_clock::time_point expires_at;       // when it closes at the latest
+  // Hibernation (SessionSettings::hibernate): when it hibernates without a run while awake,
+  // and whether it is hibernated now (its next run wakes it).
+  std::optional<std::chrono::system_clock::time_point> hibernates_at;
+  bool hibernated = false;
   std::optional<PackageLayerUse> packages;
 };
 

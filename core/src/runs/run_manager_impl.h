@@ -116,7 +116,7 @@ struct Run {
   bool ran_prepared = false;  // its code went to the prepared sandbox
   // The engine's peak memory of that sandbox before the code arrived: its idle footprint.
   std::optional<std::int64_t> idle_peak_bytes;
-  RunSnapshot report;         // the final fields, once final
+  RunSnapshot report;  // the final fields, once final
   std::thread thread;
   std::shared_ptr<Session> session;  // a run in a session
 
@@ -230,6 +230,14 @@ struct RunManager::Impl {
   void releaseSessionsLocked(std::unique_lock<std::mutex>& lock);
   // Ends the sessions past their idle timeout or lifetime, or whose sandbox ended between runs.
   void expireSessionsLocked(SteadyTime now);
+  // Snapshots the sessions expireSessionsLocked marked kHibernating; releases `lock` while the
+  // backend takes each snapshot. One that fails ends its session.
+  void hibernateSessionsLocked(std::unique_lock<std::mutex>& lock);
+  // How long `session` has been awake in all (its lifetime counts only that).
+  std::chrono::steady_clock::duration awakeLocked(const Session& session, SteadyTime now) const;
+  // Resumes the hibernated session of `run` (marked kWaking when the run was admitted) and
+  // checks its sandbox's posture again; false, with the failure in `outcome`, when it cannot.
+  bool wakeSession(Run& run, Outcome& outcome);
   std::int64_t sessionMemoryLocked() const;
   // A run's code in its session's sandbox: delivered as a frame, interrupted at its timeout or
   // stop, and given up (the session ends) when the interpreter does not come back in time.

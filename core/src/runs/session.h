@@ -49,17 +49,27 @@ struct Session {
   std::string tenant;
   policy::Limits limits;
   policy::Language language = policy::Language::kPython;  // of every run in it
-  std::int64_t memory_bytes = 0;    // counted against the host's memory until it is removed
-  std::vector<policy::File> files;  // from open_session: go with its first run
+  std::int64_t memory_bytes = 0;            // counted against the host's memory until it is removed
+  std::vector<policy::File> files;          // from open_session: go with its first run
   std::optional<PackageLayerUse> packages;  // its sandbox runs their layer's image
   std::shared_ptr<void> packages_hold;      // keeps that image until the sandbox is removed
-  std::string sandbox_id;           // once it is up
+  std::string sandbox_id;                   // once it is up
   bool open = true;  // false once ended (closed, expired, its interpreter gone)
   // open_session is still bringing its sandbox up; once it is not, the sandbox runs (a session
   // whose sandbox failed to come up is forgotten).
   bool opening = false;
-  bool releasing = false;  // ended, and its sandbox is being removed
-  bool removed = false;    // ended, and its sandbox is gone (or never was)
+  // Hibernation (SessionSettings::hibernate): the maintenance thread snapshots an idle session's
+  // sandbox (kHibernating, then kHibernated: it holds no memory); the run that is admitted next
+  // marks it kWaking and resumes it before its code goes in (kAwake).
+  enum class Rest { kAwake, kHibernating, kHibernated, kWaking };
+  Rest rest = Rest::kAwake;
+  SteadyTime awake_since;                              // opened, or last woken
+  std::chrono::steady_clock::duration awake_before{};  // awake time before awake_since
+  SteadyTime hibernated_at;                            // while kHibernated
+  std::chrono::system_clock::time_point hibernated_wall;
+  backend::Posture posture;  // what its sandbox was checked against when it came up
+  bool releasing = false;    // ended, and its sandbox is being removed
+  bool removed = false;      // ended, and its sandbox is gone (or never was)
   std::string end_reason;
   std::string current;              // the run in the fair queue or executing, if any
   std::deque<std::string> waiting;  // its later runs, in order

@@ -74,7 +74,9 @@ std::optional<std::string> RunManager::Impl::enqueueInSessionLocked(Session& ses
     return "The queue is full: " + std::to_string(waiting) +
            " of your runs are waiting. Try again when one has finished.";
   }
-  if (session.current.empty()) {
+  // While its snapshot is being taken it waits in the session's queue: it wakes the session
+  // once the snapshot is done.
+  if (session.current.empty() && session.rest != Session::Rest::kHibernating) {
     session.current = run.id;
     queue_.push(run.tenant, run.id);
   } else {
@@ -106,6 +108,42 @@ void RunManager::Impl::sessionRunEndedLocked(Run& run) {
   pool_changed_.notify_all();  // an ended session's sandbox may go now
 }
 
+bool RunManager::Impl::wakeSession(Run& run, Outcome& outcome) {
+  Session& session = *run.session;
+  std::string sandbox_id;
+  {
+    std::lock_guard lock(mutex_);
+    if (session.rest != Session::Rest::kWaking) {
+      return true;
+    }
+    sandbox_id = session.sandbox_id;
+  }
+  const SteadyTime began = clock_.now();
+  const backend::Status resumed = backend_.resume(sandbox_id, session.outerSink());
+  // A restored sandbox is a sandbox like any other: the engine's record of it is checked
+  // against the posture it came up with before any code goes in.
+  const std::string failure = resumed.ok() ? bring_up_.checkReadBack(sandbox_id, session.posture)
+                                           : "resume failed: " + resumed.message;
+  std::lock_guard lock(mutex_);
+  const SteadyTime now = clock_.now();
+  session.rest = Session::Rest::kAwake;
+  session.awake_since = now;
+  if (!failure.empty()) {
+    logger().error("session " + session.id + " could not be woken: " + failure);
+    outcome.evidence.sandbox_failure =
+        "its session could not be woken from hibernation: " + failure;
+    outcome.session_end = "it could not be woken from hibernation (" + failure + ")";
+    return false;
+  }
+  run.report.woke_seconds = secondsBetween(began, now);
+  // Waking is the server's time, not the code's: its timeout and duration count from now.
+  run.exec_start = now;
+  run.started_at = clock_.wallNow();
+  logger().information("session " + session.id + " woke for run " + run.id + " in " +
+                       policy::formatNumber(*run.report.woke_seconds) + " s");
+  return true;
+}
+
 void RunManager::Impl::runInSession(Run& run, std::vector<policy::File> files, Outcome& outcome) {
   Session& session = *run.session;
   std::string sandbox_id;
@@ -130,6 +168,15 @@ void RunManager::Impl::runInSession(Run& run, std::vector<policy::File> files, O
     session.files.clear();
     sandbox_id = session.sandbox_id;
     run.sandbox_id = sandbox_id;
+  }
+  if (!wakeSession(run, outcome)) {
+    return;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (run.cause != Cause::kNone) {
+      return;
+    }
     run.phase = Phase::kExecuting;  // a stop from now on interrupts it
   }
   // The OOM killer may end a process the session's code left running, during this run: the

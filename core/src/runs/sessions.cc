@@ -23,11 +23,18 @@ std::string seconds(std::chrono::seconds value) { return std::to_string(value.co
 std::int64_t RunManager::Impl::sessionMemoryLocked() const {
   std::int64_t total = 0;
   for (const auto& [id, session] : sessions_) {
-    if (!session->removed) {
+    if (!session->removed && session->rest != Session::Rest::kHibernated) {
       total += session->memory_bytes;
     }
   }
   return total;
+}
+
+std::chrono::steady_clock::duration RunManager::Impl::awakeLocked(const Session& session,
+                                                                  SteadyTime now) const {
+  const bool awake =
+      session.rest == Session::Rest::kAwake || session.rest == Session::Rest::kWaking;
+  return session.awake_before + (awake ? now - session.awake_since : SteadyTime::duration::zero());
 }
 
 std::shared_ptr<Session> RunManager::Impl::findSessionLocked(const std::string& tenant,
@@ -48,9 +55,25 @@ SessionSnapshot RunManager::Impl::sessionSnapshotLocked(const Session& session) 
   snapshot.open = session.open;
   snapshot.end_reason = session.end_reason;
   snapshot.opened_at = session.opened_wall;
-  snapshot.expires_at = session.opened_wall + settings_.sessions.max_lifetime;
-  snapshot.idle_expires_at =
-      std::min(snapshot.expires_at, session.last_active_wall + settings_.sessions.idle);
+  const SessionSettings& caps = settings_.sessions;
+  if (!caps.hibernate) {
+    snapshot.expires_at = session.opened_wall + caps.max_lifetime;
+    snapshot.idle_expires_at = std::min(snapshot.expires_at, session.last_active_wall + caps.idle);
+    return snapshot;
+  }
+  // Its lifetime is awake time: what is left of it, counted from now while awake and from its
+  // wake (at the earliest now) while hibernated.
+  snapshot.hibernated = session.rest == Session::Rest::kHibernated;
+  const auto now = clock_.wallNow();
+  const auto left = std::chrono::duration_cast<std::chrono::system_clock::duration>(
+      caps.max_lifetime - awakeLocked(session, clock_.now()));
+  snapshot.expires_at = now + std::max(left, std::chrono::system_clock::duration::zero());
+  if (snapshot.hibernated) {
+    snapshot.idle_expires_at = session.hibernated_wall + caps.hibernated_max;
+  } else {
+    snapshot.hibernates_at = session.last_active_wall + caps.idle;
+    snapshot.idle_expires_at = *snapshot.hibernates_at + caps.hibernated_max;
+  }
   return snapshot;
 }
 
@@ -148,12 +171,11 @@ Result<SessionSnapshot> RunManager::Impl::openSession(OpenSessionRequest request
     session->files = std::move(request.files);
     session->packages = std::move(request.packages);
     session->packages_hold = std::move(request.packages_hold);
-    session->opened = session->last_active = clock_.now();
+    session->opened = session->last_active = session->awake_since = clock_.now();
     session->opened_wall = session->last_active_wall = clock_.wallNow();
     if (settings_.egress != nullptr && settings_.egress->enabledFor(session->tenant)) {
       session->egress = settings_.egress->open(session->tenant, "session " + id);
-      session->egress_sink =
-          std::make_unique<egress::EgressSink>(session->egress, &session->sink);
+      session->egress_sink = std::make_unique<egress::EgressSink>(session->egress, &session->sink);
     }
     session->sink.setListener([this] {
       std::lock_guard wake(mutex_);
@@ -196,6 +218,7 @@ SandboxBringUp::Outcome RunManager::Impl::openInPrepared(Session& session) {
   if (delivered.ok()) {
     // What the idle launcher wrote is dropped (no run is bound to the session's sink), and
     // an end from now on is the session's.
+    session.posture = session.prepared->posture;
     attachEgress(session.egress, sandbox_id);
     session.prepared->sink.bind(session.outerSink());
     outcome.sandbox_id = sandbox_id;
@@ -235,10 +258,12 @@ SandboxBringUp::Outcome RunManager::Impl::bringUpSession(Session& session) {
     std::lock_guard lock(mutex_);
     return shutting_down_;
   };
-  return source_
-      .bringUp(SandboxKind::kSession, "session-" + session.id, session.limits,
-               session.packages ? session.packages->image : std::string(), session.lease, steps)
-      .outcome;
+  SandboxSource::Brought brought = source_.bringUp(
+      SandboxKind::kSession, "session-" + session.id, session.limits,
+      session.packages ? session.packages->image : std::string(), session.lease, steps);
+  std::lock_guard lock(mutex_);
+  session.posture = std::move(brought.posture);
+  return brought.outcome;
 }
 
 std::optional<policy::Language> RunManager::Impl::sessionLanguage(const std::string& tenant,
@@ -302,7 +327,7 @@ void RunManager::Impl::releaseSessionsLocked(std::unique_lock<std::mutex>& lock)
   for (const auto& [id, session] : sessions_) {
     // Not one still coming up: its opener removes what it made.
     if (!session->open && !session->removed && !session->releasing && session->current.empty() &&
-        !session->opening) {
+        !session->opening && session->rest != Session::Rest::kHibernating) {
       releasing.push_back(session);
     }
   }
@@ -342,19 +367,70 @@ void RunManager::Impl::expireSessionsLocked(SteadyTime now) {
         it = sessions_.erase(it);
         continue;
       }
-    } else if (!session.opening) {
+    } else if (!session.opening && session.rest == Session::Rest::kHibernated) {
+      if (now - session.hibernated_at >= caps.hibernated_max) {
+        endSessionLocked(session, "it was hibernated for " + seconds(caps.hibernated_max));
+      }
+    } else if (!session.opening && session.rest == Session::Rest::kAwake) {
       const bool executing =
           !session.current.empty() && runs_.at(session.current)->phase != Phase::kQueued;
-      if (now - session.opened >= caps.max_lifetime) {
-        endSessionLocked(session,
-                         "it reached its maximum lifetime of " + seconds(caps.max_lifetime));
+      if (awakeLocked(session, now) >= caps.max_lifetime) {
+        endSessionLocked(session, "it reached its maximum lifetime of " +
+                                      seconds(caps.max_lifetime) +
+                                      (caps.hibernate ? " awake" : ""));
       } else if (!session.busy() && now - session.last_active >= caps.idle) {
-        endSessionLocked(session, "it was idle for " + seconds(caps.idle));
+        if (caps.hibernate) {
+          session.rest = Session::Rest::kHibernating;  // the maintenance thread snapshots it
+        } else {
+          endSessionLocked(session, "it was idle for " + seconds(caps.idle));
+        }
       } else if (!executing && session.sink.hasEnded()) {
         endSessionLocked(session, "its sandbox ended between runs (its interpreter exited)");
       }
     }
     ++it;
+  }
+}
+
+void RunManager::Impl::hibernateSessionsLocked(std::unique_lock<std::mutex>& lock) {
+  std::vector<std::shared_ptr<Session>> due;
+  for (const auto& [id, session] : sessions_) {
+    if (session->rest == Session::Rest::kHibernating) {
+      due.push_back(session);
+    }
+  }
+  for (const std::shared_ptr<Session>& session : due) {
+    const std::string sandbox_id = session->sandbox_id;
+    const SteadyTime began = clock_.now();
+    lock.unlock();
+    // Between runs its sink is bound to no run: nothing the snapshot stops is lost.
+    const backend::Status saved = backend_.snapshot(sandbox_id);
+    lock.lock();
+    const SteadyTime now = clock_.now();
+    const std::string took = policy::formatNumber(secondsBetween(began, now)) + " s";
+    if (!saved.ok()) {
+      session->rest = Session::Rest::kAwake;
+      logger().error("session " + session->id + " could not be hibernated: " + saved.message);
+      endSessionLocked(*session, "it could not be hibernated (" + saved.message + ")");
+      continue;
+    }
+    session->awake_before += now - session->awake_since;
+    session->rest = Session::Rest::kHibernated;
+    session->hibernated_at = now;
+    session->hibernated_wall = clock_.wallNow();
+    logger().information("session " + session->id + " of tenant " + session->tenant +
+                         " hibernated after " + seconds(settings_.sessions.idle) +
+                         " idle; its snapshot took " + took);
+    // A run that arrived meanwhile waited in the session's queue: it goes on now, and wakes it.
+    if (session->open && session->current.empty() && !session->waiting.empty()) {
+      session->current = session->waiting.front();
+      session->waiting.pop_front();
+      queue_.push(session->tenant, session->current);
+    }
+  }
+  if (!due.empty()) {
+    changed_.notify_all();
+    admitLocked();  // its memory is free
   }
 }
 

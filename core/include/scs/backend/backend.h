@@ -33,7 +33,7 @@
 namespace scs::backend {
 
 // Bumped on any change to a type or a signature in this folder.
-inline constexpr std::uint32_t kAbiVersion = 10;
+inline constexpr std::uint32_t kAbiVersion = 11;
 
 // Exported by every plugin under kAbiSymbol. The loader reads it before anything else.
 struct AbiStamp {
@@ -349,6 +349,33 @@ class RuntimeBackend {
   // current (ImageInfo).
   virtual ImageListReply listImages(const std::string& label_key) {
     return {{Code::kUnsupported, "this backend cannot list images (" + label_key + ")"}, {}};
+  }
+
+  // Snapshots, for sessions that outlive an idle spell (hibernation). A backend whose runtime
+  // cannot take them keeps these defaults, and idle sessions end instead. Like buildImage(), a
+  // snapshot or a resume may take as long as the runtime needs to write or read the sandbox's
+  // memory (seconds per GiB).
+  //
+  // Whether sandboxes of `posture` (its runtime above all) can be snapshotted and resumed:
+  // kOk, or kUnsupported with one sentence naming what is missing and what would allow it. The
+  // core asks once, at startup, after supports().
+  virtual Status snapshots(const Posture& posture) {
+    return {Code::kUnsupported,
+            "this backend cannot snapshot sandboxes (runtime " + posture.runtime + ")"};
+  }
+  // Saves a started session sandbox's processes, memory and files where only this backend's
+  // engine keeps them, and stops it: from kOk on it holds no memory or CPU, its sink is called
+  // no more (neither write() nor ended()) until resume(), and only resume() or remove() may
+  // follow. remove() deletes the snapshot with the sandbox. On a failure the sandbox may have
+  // stopped: the core removes it.
+  virtual Status snapshot(const std::string& id) {
+    return {Code::kUnsupported, "this backend cannot snapshot sandbox " + id};
+  }
+  // Starts a snapshotted sandbox again where it stopped; its output goes to `sink` from then
+  // on, as after start(). Its snapshot is deleted once it runs.
+  virtual Status resume(const std::string& id, OutputSink* sink) {
+    (void)sink;
+    return {Code::kUnsupported, "this backend cannot resume sandbox " + id};
   }
 };
 
