@@ -103,6 +103,9 @@ build() {
 }
 
 # Registers runsc with the engine when it is installed: merges into daemon.json, never clobbers.
+# With it goes the engine's experimental mode, the only way Docker 20.10 offers checkpoints:
+# sessions under runsc hibernate when idle through them (issue 46). Without runsc nothing
+# would use them, so the mode stays as it is.
 register_runsc() {
   command -v runsc >/dev/null || return 0
   python3 - "$(command -v runsc)" <<'EOF'
@@ -114,8 +117,9 @@ if os.path.exists(path):
         text = f.read()
     config = json.loads(text) if text.strip() else {}
 wanted = {"path": runsc, "runtimeArgs": ["--network=none"]}
-if config.get("runtimes", {}).get("runsc") != wanted:
+if config.get("runtimes", {}).get("runsc") != wanted or config.get("experimental") is not True:
     config.setdefault("runtimes", {})["runsc"] = wanted
+    config["experimental"] = True
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path + ".tmp", "w") as f:
         json.dump(config, f, indent=2)
@@ -141,6 +145,30 @@ wait_for_docker() {
   done
 }
 
+# A running engine reads "experimental" only when it starts. One that runs no container is
+# restarted, and says so; one that does is left alone with a warning (sessions then end when idle
+# instead of hibernating, as the server logs).
+enable_experimental() {
+  command -v runsc >/dev/null || return 0
+  [[ "$(docker version --format '{{.Server.Experimental}}' 2>/dev/null)" != true ]] || return 0
+  if [[ -n "$(docker ps -q 2>/dev/null)" ]]; then
+    log "warning: the engine runs containers, so it is not restarted for its experimental mode" \
+      "(checkpoints, for sessions that hibernate); restart it yourself to turn it on"
+    return 0
+  fi
+  log "restarting the engine for its experimental mode (checkpoints: sessions under runsc" \
+    "hibernate when idle)"
+  if systemctl is-active --quiet docker 2>/dev/null; then
+    systemctl restart docker
+  else
+    kill "$(cat /var/run/docker.pid)"
+    local deadline=$((SECONDS + 30))
+    while [[ -e /var/run/docker.pid ]] && ((SECONDS < deadline)); do sleep 0.2; done
+    setsid nohup dockerd </dev/null >>/var/log/scs-dockerd.log 2>&1 9>&- &
+  fi
+  wait_for_docker 30 || log "warning: the engine did not answer within 30 s of its restart"
+}
+
 start_docker() {
   register_runsc
   if docker info >/dev/null 2>&1; then
@@ -150,6 +178,7 @@ start_docker() {
       kill -HUP "$(cat /var/run/docker.pid)"
       wait_for_runsc 10 || log "warning: the engine does not list runsc after the reload"
     fi
+    enable_experimental
     return 0
   fi
   log "no Docker engine answers; starting dockerd (log: /var/log/scs-dockerd.log)"

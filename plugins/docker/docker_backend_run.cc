@@ -186,6 +186,13 @@ backend::Status DockerBackend::snapshot(const std::string& id) {
           sandbox->snapshot) {
         return {Code::kRejected, "snapshot: " + shortId(id) + " is not a running session"};
       }
+      // Debian's runsc (20221219) checkpoints a restored sandbox, but cannot restore it again:
+      // its state for the container stays behind ("id already in use"). Refused before the
+      // checkpoint, so the sandbox runs on and the session ends as an idle one without them.
+      if (sandbox->resumed) {
+        return {Code::kUnsupported,
+                "this runtime cannot snapshot a sandbox restored from a snapshot a second time"};
+      }
       // From here its output thread's end is the checkpoint's, not the sandbox's.
       sandbox->snapshot = true;
     }
@@ -242,6 +249,7 @@ backend::Status DockerBackend::resume(const std::string& id, backend::OutputSink
     {
       std::lock_guard<std::mutex> lock(mu_);
       sandbox->snapshot = false;
+      sandbox->resumed = true;
     }
     // Its memory is running again: the copy on disk only takes room.
     if (const Status deleted = client_.deleteCheckpoint(id, kCheckpointName); !deleted.ok()) {

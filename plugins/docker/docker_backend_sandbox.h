@@ -30,6 +30,7 @@ struct DockerBackend::Sandbox {
   // thread is the checkpoint's, and `paused` once that thread has finished.
   bool snapshot = false;
   bool paused = false;
+  bool resumed = false;         // once resumed, snapshot() refuses it (docker_backend_run.cc)
   bool die_event = false;       // the event stream reported the container's exit
   bool oom_event = false;       // the event stream reported an OOM kill
   std::int64_t oom_events = 0;  // how many

@@ -10,6 +10,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <sstream>
 #include <string>
 
 #include "integration/harness.h"
@@ -270,6 +271,74 @@ TEST_F(SessionIntegrationTest, ASessionOpensInAPreparedSandboxAndKeepsItsUidStat
     runCommand("docker rm -f " + id);
   }
   runCommand("docker rm -f " + prepared[0]);
+}
+
+// An idle session hibernates where the runtime can snapshot it (gVisor, through the engine's
+// checkpoints): its container stops with its memory and files saved, and its next run starts it
+// again from there, as it was: names, a loaded module's state, files, and the same container.
+// Under runc an idle session ends as before, and the server says why at startup.
+TEST_F(SessionIntegrationTest, AnIdleSessionHibernatesAndItsNextRunWakesItAsItWas) {
+  auto resting = launchServer({"--prepared", "0", "--session-idle-seconds", "2"});
+  const std::string session = openSession(*resting);
+  const std::vector<std::string> ids = sandboxOf(session);
+  ASSERT_EQ(ids.size(), 1u);
+  const auto inSession = [&](const std::string& code) {
+    Poco::JSON::Object::Ptr arguments = startRunArguments({code, {}, nullptr});
+    arguments->set("session_id", session);
+    arguments->set("wait_seconds", 30);
+    return runToFinal(*resting, arguments);
+  };
+  const auto first = inSession(
+      "import random, numpy\n"
+      "x = 41\n"
+      "big = numpy.arange(1_000_000)\n"
+      "open('/workspace/notes.txt', 'w').write('kept')\n"
+      "random.seed(7)\n");
+  ASSERT_EQ(text(first, "status"), "succeeded") << describe(first);
+
+  if (!underGvisor()) {
+    EXPECT_THAT(resting->stderrText(),
+                HasSubstr("idle sessions end: runtime runc keeps no snapshots"));
+    EXPECT_TRUE(eventually([&] { return sandboxOf(session).empty(); }, seconds(30)));
+    const Poco::JSON::Object::Ptr refused = resting->callTool("start_run", [&] {
+      Poco::JSON::Object::Ptr arguments = startRunArguments({"x\n", {}, nullptr});
+      arguments->set("session_id", session);
+      return arguments;
+    }());
+    EXPECT_TRUE(refused->getValue<bool>("isError"));
+    std::ostringstream said;
+    refused->stringify(said);
+    EXPECT_THAT(said.str(), HasSubstr("it was idle for 2 s"));
+    return;
+  }
+  EXPECT_THAT(resting->stderrText(), HasSubstr("idle sessions hibernate"));
+  ASSERT_TRUE(eventually(
+      [&] {
+        return resting->stderrText().find("session " + session + " of tenant local hibernated") !=
+               std::string::npos;
+      },
+      seconds(60)))
+      << tail(resting->stderrText());
+  EXPECT_EQ(containerState(ids[0]).rfind("exited", 0), 0u) << containerState(ids[0]);
+
+  const auto woke = inSession(
+      "print(open('/workspace/notes.txt').read())\n"
+      "(x + 1, int(big.sum()), random.random())\n");
+  ASSERT_EQ(text(woke, "status"), "succeeded") << describe(woke);
+  EXPECT_EQ(stream(woke, "stdout"), "kept\n");
+  ASSERT_TRUE(woke->has("result")) << describe(woke);
+  // random.random() right after seed(7): the generator's state came back too.
+  EXPECT_EQ(text(woke, "result"), "(42, 499999500000, 0.32383276483316237)");
+  EXPECT_GT(number(woke, "session_woke_seconds"), 0.0) << describe(woke);
+  EXPECT_EQ(sandboxOf(session), ids) << "waking made a new sandbox";
+  EXPECT_EQ(containerState(ids[0]).rfind("running", 0), 0u) << containerState(ids[0]);
+
+  // Debian's runsc cannot restore a restored sandbox again, so the next idle spell ends the
+  // session, saying why, and its container goes.
+  EXPECT_TRUE(eventually([&] { return sandboxOf(session).empty(); }, seconds(60)));
+  const Poco::JSON::Object::Ptr closed = closeSession(*resting, session);
+  EXPECT_EQ(text(closed, "status"), "ended");
+  EXPECT_THAT(text(closed, "reason"), HasSubstr("cannot hibernate again"));
 }
 
 }  // namespace

@@ -410,6 +410,11 @@ void RunManager::Impl::hibernateSessionsLocked(std::unique_lock<std::mutex>& loc
     const std::string took = policy::formatNumber(secondsBetween(began, now)) + " s";
     if (!saved.ok()) {
       session->rest = Session::Rest::kAwake;
+      if (saved.code == backend::Code::kUnsupported) {  // refused before anything was saved
+        endSessionLocked(*session, "it was idle for " + seconds(settings_.sessions.idle) +
+                                       " and cannot hibernate again: " + saved.message);
+        continue;
+      }
       logger().error("session " + session->id + " could not be hibernated: " + saved.message);
       endSessionLocked(*session, "it could not be hibernated (" + saved.message + ")");
       continue;

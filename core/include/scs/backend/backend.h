@@ -367,7 +367,8 @@ class RuntimeBackend {
   // engine keeps them, and stops it: from kOk on it holds no memory or CPU, its sink is called
   // no more (neither write() nor ended()) until resume(), and only resume() or remove() may
   // follow. remove() deletes the snapshot with the sandbox. On a failure the sandbox may have
-  // stopped: the core removes it.
+  // stopped: the core removes it. kUnsupported: refused before anything was done (a runtime
+  // that cannot snapshot this sandbox, say a second time): it runs on as before.
   virtual Status snapshot(const std::string& id) {
     return {Code::kUnsupported, "this backend cannot snapshot sandbox " + id};
   }
