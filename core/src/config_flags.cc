@@ -395,8 +395,8 @@ const std::vector<Flag>& flags() {
               30 * 24 * 3600, SCS_FIELD(runs.sessions.hibernated_max)),
       intFlag("session-max-seconds", "S",
               "A session is closed once it has been awake this long (time hibernated does not "
-              "count), even while it runs code; its sandbox's in-sandbox deadline is this and a "
-              "grace.",
+              "count), even while it runs code; its sandbox's in-sandbox deadline is this, a grace "
+              "and, where sessions hibernate, --session-hibernate-seconds.",
               1, 7 * 24 * 3600, SCS_FIELD(runs.sessions.max_lifetime)),
       intFlag("max-open-sessions", "N",
               "Sessions open at once, all tenants together. Each holds its memory limit against "

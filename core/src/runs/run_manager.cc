@@ -45,8 +45,14 @@ RunManager::Impl::Impl(backend::RuntimeBackend& backend, const RunSettings& sett
       clock_(clock),
       events_(events),
       instance_id_(settings.instance_id.empty() ? randomHexId() : settings.instance_id),
+      // A session's in-sandbox deadline is a backstop for a server that hangs: a sandbox's
+      // clock runs on while it is hibernated (gVisor's monotonic time counts the time saved),
+      // so it allows for a hibernation beside the awake lifetime.
       bring_up_(backend, sandbox_, instance_id_, settings.prepared_max_idle,
-                settings.sessions.max_lifetime, settings.prepared_warm_modules, clock),
+                settings.sessions.max_lifetime + (settings.sessions.hibernate
+                                                      ? settings.sessions.hibernated_max
+                                                      : std::chrono::seconds(0)),
+                settings.prepared_warm_modules, clock),
       uids_(sandbox.uids, settings.reserved_uids),
       removals_(backend, clock,
                 [this] {
