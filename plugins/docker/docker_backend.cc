@@ -172,6 +172,9 @@ backend::CreateReply DockerBackend::create(const backend::SandboxSpec& spec) {
     }
     auto sandbox = std::make_shared<Sandbox>();
     sandbox->id = created.value;
+    sandbox->container = created.value;
+    sandbox->name = name;
+    sandbox->create_body = body.body;
     sandbox->memory_limit = spec.posture.memory_bytes;
     sandbox->session = spec.session;
     {
@@ -183,11 +186,17 @@ backend::CreateReply DockerBackend::create(const backend::SandboxSpec& spec) {
   });
 }
 
+std::string DockerBackend::containerOf(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto found = sandboxes_.find(id);
+  return found == sandboxes_.end() ? id : found->second->container;
+}
+
 backend::InspectReply DockerBackend::inspect(const std::string& id) {
   return guarded<backend::InspectReply>("inspect", [&] {
     backend::InspectReply reply;
     const auto began = SteadyClock::now();
-    const Result<json::ObjectPtr> record = client_.inspect(id);
+    const Result<json::ObjectPtr> record = client_.inspect(containerOf(id));
     log(LogLevel::kDebug, "docker: inspect " + shortId(id) + " took " + millisSince(began));
     reply.status = record.status;
     if (!record.status.ok()) {
@@ -216,7 +225,7 @@ Status DockerBackend::kill(const std::string& id) {
         found->second->kill_requested = true;
       }
     }
-    return client_.kill(id);
+    return client_.kill(containerOf(id));
   });
 }
 
@@ -232,7 +241,7 @@ Status DockerBackend::remove(const std::string& id) {
     }
     cv_.notify_all();
     const auto began = SteadyClock::now();
-    const Status removed = client_.remove(id);
+    const Status removed = client_.remove(containerOf(id));
     log(LogLevel::kDebug, "docker: remove " + shortId(id) + " took " + millisSince(began));
     if (sandbox) {
       std::thread thread;

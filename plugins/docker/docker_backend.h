@@ -92,6 +92,10 @@ class DockerBackend : public backend::RuntimeBackend {
 
   void log(backend::LogLevel level, const std::string& message) const;
   void runSandbox(std::shared_ptr<Sandbox> sandbox, backend::OutputSink* sink);
+  // The container that holds sandbox `id` now (Sandbox::container); `id` itself for one this
+  // server does not know.
+  std::string containerOf(const std::string& id);
+  std::string root_dir_;  // the engine's DockerRootDir, read by snapshots(); guarded by mu_
   // Attaches, registers the wait and starts the container (from `checkpoint` when named), then
   // runs runSandbox on a thread of its own.
   backend::Status launch(const std::shared_ptr<Sandbox>& sandbox, backend::OutputSink* sink,

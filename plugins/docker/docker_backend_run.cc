@@ -104,7 +104,7 @@ Status DockerBackend::start(const std::string& id, backend::OutputSink* sink) {
 
 Status DockerBackend::launch(const std::shared_ptr<Sandbox>& sandbox, backend::OutputSink* sink,
                              const std::string& checkpoint) {
-  const std::string& id = sandbox->id;
+  const std::string id = sandbox->container;
   // Attach before start so no output is lost, and register the wait before start: a wait
   // on a created container returns at once (F5).
   const auto began = SteadyClock::now();
@@ -162,6 +162,10 @@ backend::Status DockerBackend::snapshots(const backend::Posture& posture) {
     if (!info.status.ok()) {
       return info.status;
     }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      root_dir_ = info.value.root_dir;
+    }
     if (!info.value.experimental) {
       return {Code::kUnsupported,
               "the Docker engine's checkpoints are off: set \"experimental\": true in "
@@ -172,9 +176,17 @@ backend::Status DockerBackend::snapshots(const backend::Posture& posture) {
   });
 }
 
+// Debian's runsc (20221219) restores a container from a checkpoint once: a restored container
+// checkpointed again cannot be restored ("id already in use", its state left behind), and the
+// engine starts a container only from its own checkpoint directory. So every snapshot goes into
+// the directory of a fresh container made from the same create body, which the next resume
+// starts: each wake is a new container's first start, and the core's handle stays the same.
 backend::Status DockerBackend::snapshot(const std::string& id) {
   return guardedStatus("snapshot", [&]() -> Status {
     std::shared_ptr<Sandbox> sandbox;
+    std::string name;
+    std::string old;
+    std::string root;
     {
       std::lock_guard<std::mutex> lock(mu_);
       const auto found = sandboxes_.find(id);
@@ -183,22 +195,48 @@ backend::Status DockerBackend::snapshot(const std::string& id) {
       }
       sandbox = found->second;
       if (!sandbox->session || !sandbox->started || sandbox->done || sandbox->removing ||
-          sandbox->snapshot) {
+          sandbox->snapshot || !sandbox->create_body) {
         return {Code::kRejected, "snapshot: " + shortId(id) + " is not a running session"};
       }
-      // Debian's runsc (20221219) checkpoints a restored sandbox, but cannot restore it again:
-      // its state for the container stays behind ("id already in use"). Refused before the
-      // checkpoint, so the sandbox runs on and the session ends as an idle one without them.
-      if (sandbox->resumed) {
-        return {Code::kUnsupported,
-                "this runtime cannot snapshot a sandbox restored from a snapshot a second time"};
+      ++sandbox->generation;
+      old = sandbox->container;
+      root = root_dir_;
+      name = sandbox->name.empty() ? std::string()
+                                   : sandbox->name + "-" + std::to_string(sandbox->generation);
+    }
+    const auto began = SteadyClock::now();
+    if (root.empty()) {
+      const Result<EngineInfo> info = client_.info();
+      if (!info.status.ok() || info.value.root_dir.empty()) {
+        return {Code::kUnavailable, "snapshot: the engine did not tell its root directory"};
       }
+      root = info.value.root_dir;
+    }
+    std::vector<std::string> warnings;
+    Result<std::string> fresh = client_.create(name, sandbox->create_body, &warnings);
+    if (!fresh.status.ok()) {
+      return fresh.status;
+    }
+    const auto discard = [&](const std::string& why) -> Status {
+      if (const Status removed = client_.remove(fresh.value); !removed.ok()) {
+        log(LogLevel::kWarning,
+            "docker: could not remove " + shortId(fresh.value) + ": " + removed.message);
+      }
+      return {Code::kUnavailable, "snapshot: " + why};
+    };
+    if (!warnings.empty()) {
+      return discard("the engine warned while creating its next container: " + warnings.front());
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
       // From here its output thread's end is the checkpoint's, not the sandbox's.
       sandbox->snapshot = true;
     }
-    const auto began = SteadyClock::now();
-    if (const Status saved = client_.checkpoint(id, kCheckpointName, kSnapshotTimeout);
+    if (const Status saved = client_.checkpoint(
+            old, kCheckpointName, root + "/containers/" + fresh.value + "/checkpoints",
+            kSnapshotTimeout);
         !saved.ok()) {
+      discard(saved.message);
       return saved;  // it may have stopped: the core removes it
     }
     const std::string took = millisSince(began);
@@ -212,6 +250,8 @@ backend::Status DockerBackend::snapshot(const std::string& id) {
                                      " did not end with its checkpoint"};
       }
       if (sandbox->removing) {
+        lock.unlock();
+        discard("it was removed meanwhile");
         return {Code::kNotFound, "snapshot: " + shortId(id) + " was removed meanwhile"};
       }
       thread = std::move(sandbox->thread);
@@ -222,9 +262,15 @@ backend::Status DockerBackend::snapshot(const std::string& id) {
       sandbox->die_event = false;
       sandbox->kill_event = false;
       sandbox->paused = false;
+      sandbox->container = fresh.value;
     }
     thread.join();
-    log(LogLevel::kDebug, "docker: checkpoint of " + shortId(id) + " took " + took);
+    if (const Status removed = client_.remove(old); !removed.ok()) {
+      log(LogLevel::kWarning,
+          "docker: could not remove " + shortId(old) + " after its checkpoint: " + removed.message);
+    }
+    log(LogLevel::kDebug, "docker: checkpoint of " + shortId(id) + " took " + took + ", into " +
+                              shortId(fresh.value));
     return {};
   });
 }
@@ -249,10 +295,10 @@ backend::Status DockerBackend::resume(const std::string& id, backend::OutputSink
     {
       std::lock_guard<std::mutex> lock(mu_);
       sandbox->snapshot = false;
-      sandbox->resumed = true;
     }
     // Its memory is running again: the copy on disk only takes room.
-    if (const Status deleted = client_.deleteCheckpoint(id, kCheckpointName); !deleted.ok()) {
+    if (const Status deleted = client_.deleteCheckpoint(sandbox->container, kCheckpointName);
+        !deleted.ok()) {
       log(LogLevel::kWarning, "docker: could not delete the checkpoint of " + shortId(id) +
                                   " (it goes with the container): " + deleted.message);
     }
@@ -335,7 +381,7 @@ void DockerBackend::runSandbox(std::shared_ptr<Sandbox> sandbox, backend::Output
     }
     // A removed sandbox has no record left to read.
     if (!facts.removing) {
-      facts.record = client_.inspect(sandbox->id);
+      facts.record = client_.inspect(sandbox->container);
     }
     steps.emplace_back("inspect", SteadyClock::now());
 

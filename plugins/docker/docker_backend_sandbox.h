@@ -17,7 +17,13 @@
 namespace scs::docker {
 
 struct DockerBackend::Sandbox {
-  std::string id;
+  std::string id;  // the handle the core holds: the first container's id
+  // The container that holds the sandbox now: `id` until a snapshot moves it into a fresh one
+  // (snapshot()), made from the same create body under the name and a generation.
+  std::string container;
+  std::string name;
+  json::ObjectPtr create_body;
+  int generation = 0;
   std::string archive;     // held from deliver() until the stdin writer takes it
   bool delivered = false;  // deliver() succeeded; a second one is refused unless a session's
   bool session = false;    // takes any number of deliveries; stdin stays open
@@ -30,7 +36,6 @@ struct DockerBackend::Sandbox {
   // thread is the checkpoint's, and `paused` once that thread has finished.
   bool snapshot = false;
   bool paused = false;
-  bool resumed = false;         // once resumed, snapshot() refuses it (docker_backend_run.cc)
   bool die_event = false;       // the event stream reported the container's exit
   bool oom_event = false;       // the event stream reported an OOM kill
   std::int64_t oom_events = 0;  // how many

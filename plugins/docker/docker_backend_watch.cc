@@ -142,7 +142,10 @@ void DockerBackend::handleEvent(const std::string& line, std::string* since) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const auto found = sandboxes_.find(id);
+    // Events name the container, which a snapshot may have moved the sandbox into.
+    const auto found = std::find_if(sandboxes_.begin(), sandboxes_.end(), [&](const auto& entry) {
+      return entry.second->container == id;
+    });
     if (found == sandboxes_.end()) {
       return;
     }
@@ -193,11 +196,11 @@ bool DockerBackend::sampleOne(Sandbox& sandbox) {
     return false;
   }
   // The directories vanish when the container exits: the last sample stands.
-  const std::string memory = settings_.cgroup_root + "/memory/docker/" + sandbox.id;
+  const std::string memory = settings_.cgroup_root + "/memory/docker/" + sandbox.container;
   const auto peak = readNumber(memory + "/memory.max_usage_in_bytes");
   const auto oom_kills = readOomKills(memory + "/memory.oom_control");
   const auto cpu_nanos =
-      readNumber(settings_.cgroup_root + "/cpuacct/docker/" + sandbox.id + "/cpuacct.usage");
+      readNumber(settings_.cgroup_root + "/cpuacct/docker/" + sandbox.container + "/cpuacct.usage");
   std::lock_guard<std::mutex> lock(mu_);
   if (peak && *peak > sandbox.peak_memory_bytes.value_or(0)) {
     sandbox.peak_memory_bytes = peak;

@@ -196,6 +196,7 @@ Result<EngineInfo> EngineClient::info() {
   // Absent before API 1.40, when only cgroup v1 existed.
   result.value.cgroup_version = json::string(info, "CgroupVersion").value_or("1") == "2" ? 2 : 1;
   result.value.experimental = json::boolean(info, "ExperimentalBuild").value_or(false);
+  result.value.root_dir = json::string(info, "DockerRootDir").value_or("");
   result.value.versions = versions_;
   if (const json::ObjectPtr runtimes = json::object(info, "Runtimes")) {
     for (const std::string& name : runtimes->getNames()) {
@@ -298,10 +299,11 @@ Status EngineClient::start(const std::string& id, const std::string& checkpoint,
 }
 
 Status EngineClient::checkpoint(const std::string& id, const std::string& name,
-                                std::chrono::milliseconds timeout) {
+                                const std::string& directory, std::chrono::milliseconds timeout) {
   HttpCall call = makeCall("POST", "/containers/" + urlEncode(id) + "/checkpoints");
   json::ObjectPtr body = json::newObject();
   body->set("CheckpointID", name);
+  body->set("CheckpointDir", directory);
   body->set("Exit", true);
   call.body = json::stringify(body);
   call.content_type = "application/json";

@@ -56,6 +56,7 @@ struct EngineInfo {
   int cgroup_version = 1;
   bool default_seccomp = false;  // SecurityOptions lists a seccomp profile other than unconfined
   bool experimental = false;     // ExperimentalBuild: the checkpoint endpoints answer
+  std::string root_dir;          // DockerRootDir: containers/<id>/checkpoints is a container's
   // "engine" and each component GET /version lists (containerd, runc, docker-init), lower case,
   // to its version; "<runtime> path" for each runtime of GET /info.
   std::map<std::string, std::string> versions;
@@ -100,11 +101,12 @@ class EngineClient {
   // memory and files, as checkpoint() saved them), with up to `timeout` to read it.
   backend::Status start(const std::string& id, const std::string& checkpoint = {},
                         std::chrono::milliseconds timeout = {});
-  // POST /containers/{id}/checkpoints {CheckpointID, Exit: true}: saves the container's
-  // processes and files in the engine's own checkpoint directory of the container, and stops it;
-  // up to `timeout`. Experimental engines only.
+  // POST /containers/{id}/checkpoints {CheckpointID, CheckpointDir, Exit: true}: saves the
+  // container's processes and files under `directory` (the engine's own checkpoint directory of
+  // another container, which may then start from it), and stops it; up to `timeout`.
+  // Experimental engines only.
   backend::Status checkpoint(const std::string& id, const std::string& name,
-                             std::chrono::milliseconds timeout);
+                             const std::string& directory, std::chrono::milliseconds timeout);
   // DELETE /containers/{id}/checkpoints/{name}. One that is gone counts as deleted.
   backend::Status deleteCheckpoint(const std::string& id, const std::string& name);
   // POST /containers/{id}/kill?signal=KILL. A container that is not running counts as killed.
