@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "support/base64.h"
+#include "support/eventually.h"
 #include "support/mcp_client.h"
 
 // Issue 7 end to end over stdio with the fake backend, which plays the launcher's side of the
@@ -332,6 +333,42 @@ TEST(ResultsE2eTest, ToolsListTeachesFilesExceptionsLiveOutputStdinAndImports) {
         "sys.path.insert(0, ", "peak_memory_bytes", "bash", "javascript", "jq", "Node.js"}) {
     EXPECT_THAT(all, HasSubstr(needle));
   }
+}
+
+// Hibernation over MCP, the fake playing a runtime that snapshots (issue 46): tools/list and
+// open_session say when a session hibernates; after the idle time its next run wakes it with its
+// names, and its report says how long waking took.
+TEST(ResultsE2eTest, AnIdleSessionHibernatesAndItsNextRunWakesIt) {
+  Server server(
+      {"--backend-option", "snapshots=on", "--session-idle-seconds", "1", "--prepared", "0"});
+  std::ostringstream tools;
+  server.process().request("tools/list", new Object)->stringify(tools);
+  EXPECT_THAT(tools.str(), HasSubstr("After 1 second without a run it hibernates"));
+  const Object::Ptr session = server.call("open_session", object({}));
+  EXPECT_TRUE(session->has("hibernates_at"));
+  EXPECT_FALSE(session->has("hibernated"));
+  const std::string id = session->getValue<std::string>("session_id");
+  const Object::Ptr set =
+      server.finalResult(server.start(object({{"code", "#fake: set=x=7\n"}, {"session_id", id}})))
+          ->getObject("structuredContent");
+  EXPECT_EQ(set->getValue<std::string>("status"), "succeeded");
+  EXPECT_FALSE(set->has("session_woke_seconds"));
+  ASSERT_TRUE(eventually(
+      [&] {
+        return server.process().stderrText().find(
+                   "session " + id + " of tenant local hibernated") != std::string::npos;
+      },
+      30s))
+      << server.process().stderrText();
+  const Object::Ptr woke =
+      server.finalResult(server.start(object({{"code", "#fake: get=x\n"}, {"session_id", id}})))
+          ->getObject("structuredContent");
+  EXPECT_EQ(woke->getValue<std::string>("status"), "succeeded");
+  EXPECT_EQ(woke->getValue<std::string>("result"), "7");
+  EXPECT_TRUE(woke->has("session_woke_seconds"));
+  EXPECT_EQ(
+      server.call("close_session", object({{"session_id", id}}))->getValue<std::string>("status"),
+      "ended");
 }
 
 }  // namespace

@@ -195,12 +195,12 @@ TEST_F(SessionIntegrationTest, ASessionEndsWithItsSigkilledServer) {
 }
 
 // A session whose server hangs (SIGSTOP) ends at its deadline: --session-max-seconds and the
-// grace, kept by PID 1.
+// grace, kept by PID 1 (and, where sessions hibernate, --session-hibernate-seconds: 1 here).
 TEST_F(SessionIntegrationTest, ASessionOfAHungServerEndsAtItsDeadline) {
   constexpr int kLifetimeSeconds = 3;
-  constexpr int kGraceSeconds = 10;
-  auto hung =
-      launchServer({"--prepared", "0", "--session-max-seconds", std::to_string(kLifetimeSeconds)});
+  constexpr int kGraceSeconds = 11;
+  auto hung = launchServer({"--prepared", "0", "--session-max-seconds",
+                            std::to_string(kLifetimeSeconds), "--session-hibernate-seconds", "1"});
   const std::string session = openSession(*hung);
   const std::vector<std::string> ids = sandboxOf(session);
   ASSERT_EQ(ids.size(), 1u);
@@ -221,9 +221,10 @@ TEST_F(SessionIntegrationTest, ASessionOfAHungServerEndsAtItsDeadline) {
 // session's.
 TEST_F(SessionIntegrationTest, ASessionOpensInAPreparedSandboxAndKeepsItsUidStateAndDeadline) {
   constexpr int kLifetimeSeconds = 3;
-  constexpr int kGraceSeconds = 10;
-  auto pooled = launchServer({"--prepared", "1", "--session-max-seconds",
-                              std::to_string(kLifetimeSeconds), "--log-level", "debug"});
+  constexpr int kGraceSeconds = 11;  // and --session-hibernate-seconds where sessions hibernate
+  auto pooled =
+      launchServer({"--prepared", "1", "--session-max-seconds", std::to_string(kLifetimeSeconds),
+                    "--session-hibernate-seconds", "1", "--log-level", "debug"});
   ASSERT_TRUE(eventually(
       [&] { return pooled->stderrText().find(" is ready") != std::string::npos; }, seconds(60)))
       << tail(pooled->stderrText());
