@@ -27,6 +27,7 @@ import { latency } from './phases/latency.mjs';
 import { memory, soak, throughput } from './phases/load.mjs';
 import { packages } from './phases/packages.mjs';
 import { session } from './phases/session.mjs';
+import { snapshots } from './phases/snapshots.mjs';
 import { tenantSoak } from './tenants.mjs';
 
 const results = { config: { ...cfg, seccomp: path.relative(root, cfg.seccomp) }, machine: {},
@@ -96,6 +97,12 @@ async function main() {
     }
     if (want('session')) {
       results.phases.session = await session();
+    }
+    if (want('snapshots')) {
+      const registered = results.machine.runtimes.includes('runsc');
+      results.phases.snapshots = cfg.runsc === '0' || (!registered && cfg.runsc !== '1')
+        ? { skipped: registered ? 'BENCH_RUNSC=0' : 'runsc is not registered' }
+        : await snapshots('runsc');
     }
     if (want('runsc')) {
       const registered = results.machine.runtimes.includes('runsc');

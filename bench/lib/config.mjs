@@ -41,7 +41,8 @@ export const cfg = {
   floodMiB: envInt('BENCH_FLOOD_MB', 100),
   runsc: process.env.BENCH_RUNSC ?? 'auto',  // auto | 0 | 1
   phases: (process.env.BENCH_PHASES ??
-    'arrivals,latency,languages,packages,egress,credentials,analysis,burst,session,runsc,' +
+    'arrivals,latency,languages,packages,egress,credentials,analysis,burst,session,snapshots,' +
+    'runsc,' +
     'throughput,memory,soak,tenants')
     .split(','),
   analysisRuns: envInt('BENCH_ANALYSIS_RUNS', quick ? 5 : 20),
@@ -56,6 +57,8 @@ export const cfg = {
   // Measured rounds of the credentials phase (end-to-end TLS through the relay against a brokered
   // host), after 1 discarded; requests on one connection, then new connections, each round.
   credentialRuns: envInt('BENCH_CREDENTIAL_RUNS', quick ? 2 : 5),
+  // Measured rounds of the snapshots phase (a wake and an open_session each), after 1 discarded.
+  snapshotRuns: envInt('BENCH_SNAPSHOT_RUNS', quick ? 3 : 8),
   credentialRequests: envInt('BENCH_CREDENTIAL_REQUESTS', 200),
   credentialConnections: envInt('BENCH_CREDENTIAL_CONNECTIONS', 20),
   burstRounds: envInt('BENCH_BURST_ROUNDS', quick ? 3 : 10),

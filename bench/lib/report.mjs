@@ -166,6 +166,19 @@ export function table(results) {
     lines.push('');
   }
 
+  const sn = results.phases.snapshots;
+  if (sn && !sn.skipped) {
+    lines.push(`| sessions (${sn.runtime}), ms, one round each interleaved | p50 | p95 | min | max |`);
+    lines.push('|---|---:|---:|---:|---:|');
+    for (const [key, name] of [['wake', 'hibernated session (pandas loaded): its first `start_run`, answered'],
+      ['woke', '... of which waking (`session_woke_seconds`)'],
+      ['open', '`open_session` and its first answered `print(1)`, no prepared sandbox']]) {
+      const s = sn[key];
+      lines.push(`| ${name} | ${ms(s.p50)} | ${ms(s.p95)} | ${ms(s.min)} | ${ms(s.max)} |`);
+    }
+    lines.push('');
+  }
+
   for (const [phase, runtime] of [['analysis', 'runc'], ['runsc_analysis', 'runsc']]) {
     const an = results.phases[phase];
     if (!an) {
@@ -206,6 +219,12 @@ export function table(results) {
     if (lr.fresh) {
       targets.push(['MCP `--prepared 0` p50 / `docker run` p50 (runc)', ratio(lr.fresh.p50 / lr.docker.p50), '-', '-']);
     }
+  }
+  if (sn && !sn.skipped) {
+    targets.push([`snapshots: waking a hibernated session, p50 (${sn.runtime})`,
+      `${ms(sn.woke.p50)} ms`, '<= 1500 ms', verdict(sn.woke.p50 <= 1500)]);
+    targets.push([`snapshots: hibernated session's first run answered, p50 (${sn.runtime})`,
+      `${ms(sn.wake.p50)} ms`, '-', '-']);
   }
   for (const cr of [results.phases.credentials, results.phases.runsc_credentials].filter(Boolean)) {
     targets.push([`credentials: brokered / relayed requests per second p50 (${cr.runtime})`,
