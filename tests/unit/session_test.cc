@@ -308,15 +308,48 @@ TEST_F(SessionTest, AHibernatedSessionEndsAfterItsTimeAndItsLifetimeCountsOnlyAw
   const RunSnapshot woke = finalOf(run(session, "#fake:get=x\n"));
   EXPECT_EQ(woke.status, policy::RunStatus::kSucceeded) << woke.reason;
   EXPECT_EQ(woke.results.result, "1");
+  ASSERT_TRUE(manager().closeSession(kLocalTenant, session));
+
+  // One hibernated for --session-hibernate-seconds ends.
+  const std::string sleeper = open();
+  EXPECT_EQ(finalOf(run(sleeper, "#fake:set=x=1\n")).status, policy::RunStatus::kSucceeded);
+  advance(60s);
+  ASSERT_TRUE(eventually([&] { return sessionSandbox(1)->snapshotted; }));
+  advance(3599s);
+  EXPECT_FALSE(sessionSandbox(1)->removed);
+  advance(1s);
+  EXPECT_TRUE(eventually([&] { return sessionSandbox(1)->removed; }));
+  const std::optional<SessionSnapshot> ended = manager().closeSession(kLocalTenant, sleeper);
+  ASSERT_TRUE(ended);
+  EXPECT_EQ(ended->end_reason, "it was hibernated for 3600 s");
+}
+
+// Its sandbox's own deadline runs on while it sleeps: a session that naps and wakes ends once
+// it is as old as its awake lifetime and one hibernation together, before that deadline could
+// end its interpreter under a run.
+TEST_F(SessionTest, ASessionThatNapsAndWakesEndsAtItsSandboxsLifetime) {
+  settings_.sessions.hibernate = true;
+  settings_.sessions.hibernated_max = 3600s;
+  const std::string session = open();
+  EXPECT_EQ(finalOf(run(session, "#fake:set=x=1\n")).status, policy::RunStatus::kSucceeded);
   advance(60s);
   ASSERT_TRUE(eventually([&] { return sessionSandbox()->snapshotted; }));
-  advance(3599s);
+  for (int i = 0; i < 10; ++i) {
+    advance(300s);  // t = 3060 s
+  }
+  EXPECT_EQ(finalOf(run(session, "#fake:get=x\n")).results.result, "1");
+  advance(60s);
+  ASSERT_TRUE(eventually([&] { return sessionSandbox()->snapshotted; }));
+  for (int i = 0; i < 3; ++i) {
+    advance(300s);  // t = 4020 s
+  }
   EXPECT_FALSE(sessionSandbox()->removed);
-  advance(1s);
+  advance(180s);  // t = 4200 s: 600 s awake and 3600 s hibernated
   EXPECT_TRUE(eventually([&] { return sessionSandbox()->removed; }));
   const std::optional<SessionSnapshot> ended = manager().closeSession(kLocalTenant, session);
   ASSERT_TRUE(ended);
-  EXPECT_EQ(ended->end_reason, "it was hibernated for 3600 s");
+  EXPECT_EQ(ended->end_reason,
+            "it reached its sandbox's lifetime of 4200 s, awake and hibernated together");
 }
 
 TEST_F(SessionTest, ASnapshotOrAWakeThatFailsEndsTheSessionWithTheReason) {

@@ -67,7 +67,8 @@ SessionSnapshot RunManager::Impl::sessionSnapshotLocked(const Session& session) 
   const auto now = clock_.wallNow();
   const auto left = std::chrono::duration_cast<std::chrono::system_clock::duration>(
       caps.max_lifetime - awakeLocked(session, clock_.now()));
-  snapshot.expires_at = now + std::max(left, std::chrono::system_clock::duration::zero());
+  snapshot.expires_at = std::min(now + std::max(left, std::chrono::system_clock::duration::zero()),
+                                 session.opened_wall + caps.max_lifetime + caps.hibernated_max);
   if (snapshot.hibernated) {
     snapshot.idle_expires_at = session.hibernated_wall + caps.hibernated_max;
   } else {
@@ -367,6 +368,15 @@ void RunManager::Impl::expireSessionsLocked(SteadyTime now) {
         it = sessions_.erase(it);
         continue;
       }
+    } else if (!session.opening && caps.hibernate &&
+               (session.rest == Session::Rest::kHibernated ||
+                session.rest == Session::Rest::kAwake) &&
+               now - session.opened >= caps.max_lifetime + caps.hibernated_max) {
+      // Its sandbox's own deadline (PID 1's, on a clock that runs on while it sleeps) allows
+      // for this much, awake and hibernated together.
+      endSessionLocked(session, "it reached its sandbox's lifetime of " +
+                                    seconds(caps.max_lifetime + caps.hibernated_max) +
+                                    ", awake and hibernated together");
     } else if (!session.opening && session.rest == Session::Rest::kHibernated) {
       if (now - session.hibernated_at >= caps.hibernated_max) {
         endSessionLocked(session, "it was hibernated for " + seconds(caps.hibernated_max));
