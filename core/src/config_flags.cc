@@ -391,8 +391,9 @@ const std::vector<Flag>& flags() {
               "removed.",
               1, 7 * 24 * 3600, SCS_FIELD(runs.sessions.idle)),
       intFlag("session-hibernate-seconds", "S",
-              "A session hibernated this long is closed and its snapshot removed.", 1,
-              30 * 24 * 3600, SCS_FIELD(runs.sessions.hibernated_max)),
+              "A session hibernated this long is closed and its snapshot removed; 0: idle "
+              "sessions never hibernate (nothing of theirs is written to the engine's disk).",
+              0, 30 * 24 * 3600, SCS_FIELD(runs.sessions.hibernated_max)),
       intFlag("session-max-seconds", "S",
               "A session is closed once it has been awake this long (time hibernated does not "
               "count), even while it runs code; its sandbox's in-sandbox deadline is this, a grace "

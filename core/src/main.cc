@@ -163,9 +163,13 @@ std::unique_ptr<Engine> loadEngine(config::Config& config, Poco::Logger& log) {
   }
   const backend::Status snapshots = engine->backend->snapshots(policy::requiredPosture(
       engine->limits->defaults(), config.sandbox, config.sandbox.uids.first));
-  config.runs.sessions.hibernate = snapshots.ok();
-  log.information(snapshots.ok() ? "idle sessions hibernate: the backend snapshots their sandboxes"
-                                 : "idle sessions end: " + snapshots.message);
+  const bool wanted = config.runs.sessions.hibernated_max.count() > 0;
+  config.runs.sessions.hibernate = wanted && snapshots.ok();
+  log.information(
+      config.runs.sessions.hibernate
+          ? "idle sessions hibernate: the backend snapshots their sandboxes"
+          : "idle sessions end: " +
+                (wanted ? snapshots.message : std::string("--session-hibernate-seconds 0")));
   return engine;
 }
 

@@ -145,6 +145,8 @@ Status DockerBackend::launch(const std::shared_ptr<Sandbox>& sandbox, backend::O
   sandbox->attach = attached;
   sandbox->wait = wait_connection;
   sandbox->started = true;
+  // Running again: an end of this thread is the sandbox's (not a checkpoint's).
+  sandbox->snapshot = false;
   sandbox->thread = std::thread(&DockerBackend::runSandbox, this, sandbox, sink);
   cv_.notify_all();  // wakes the cgroup sampler
   return {};
@@ -215,6 +217,13 @@ backend::Status DockerBackend::snapshot(const std::string& id) {
     std::vector<std::string> warnings;
     Result<std::string> fresh = client_.create(name, sandbox->create_body, &warnings);
     if (!fresh.status.ok()) {
+      // The engine may have made it before the reply was lost; the name finds it.
+      if (!name.empty() && fresh.status.code != Code::kRejected &&
+          fresh.status.code != Code::kNotFound) {
+        if (const Status removed = client_.remove(name); !removed.ok()) {
+          log(LogLevel::kWarning, "docker: could not remove " + name + ": " + removed.message);
+        }
+      }
       return fresh.status;
     }
     const auto discard = [&](const std::string& why) -> Status {
@@ -246,6 +255,8 @@ backend::Status DockerBackend::snapshot(const std::string& id) {
       // The container has stopped, so its attach stream and wait end and the thread with them.
       if (!cv_.wait_for(lock, settings_.api_timeout,
                         [&] { return sandbox->paused || sandbox->removing; })) {
+        lock.unlock();
+        discard("the output thread did not end with the checkpoint");
         return {Code::kInternal, "snapshot: the output thread of " + shortId(id) +
                                      " did not end with its checkpoint"};
       }
@@ -291,10 +302,6 @@ backend::Status DockerBackend::resume(const std::string& id, backend::OutputSink
     }
     if (const Status started = launch(sandbox, sink, kCheckpointName); !started.ok()) {
       return started;
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      sandbox->snapshot = false;
     }
     // Its memory is running again: the copy on disk only takes room.
     if (const Status deleted = client_.deleteCheckpoint(sandbox->container, kCheckpointName);

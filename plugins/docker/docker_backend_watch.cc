@@ -195,12 +195,17 @@ bool DockerBackend::sampleOne(Sandbox& sandbox) {
   if (!sample_cgroups_) {
     return false;
   }
+  std::string container;
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // a snapshot moves the sandbox (Sandbox::container)
+    container = sandbox.container;
+  }
   // The directories vanish when the container exits: the last sample stands.
-  const std::string memory = settings_.cgroup_root + "/memory/docker/" + sandbox.container;
+  const std::string memory = settings_.cgroup_root + "/memory/docker/" + container;
   const auto peak = readNumber(memory + "/memory.max_usage_in_bytes");
   const auto oom_kills = readOomKills(memory + "/memory.oom_control");
   const auto cpu_nanos =
-      readNumber(settings_.cgroup_root + "/cpuacct/docker/" + sandbox.container + "/cpuacct.usage");
+      readNumber(settings_.cgroup_root + "/cpuacct/docker/" + container + "/cpuacct.usage");
   std::lock_guard<std::mutex> lock(mu_);
   if (peak && *peak > sandbox.peak_memory_bytes.value_or(0)) {
     sandbox.peak_memory_bytes = peak;

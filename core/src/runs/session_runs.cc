@@ -87,6 +87,10 @@ std::optional<std::string> RunManager::Impl::enqueueInSessionLocked(Session& ses
 
 void RunManager::Impl::sessionRunEndedLocked(Run& run) {
   Session& session = *run.session;
+  if (session.rest == Session::Rest::kWaking && session.current == run.id) {
+    // Admitted to wake it, but ended (stopped, failed to start) before it did: it sleeps on.
+    session.rest = Session::Rest::kHibernated;  // its memory is free again (finalize admits)
+  }
   if (session.current != run.id) {
     session.waiting.erase(std::remove(session.waiting.begin(), session.waiting.end(), run.id),
                           session.waiting.end());
@@ -119,11 +123,15 @@ bool RunManager::Impl::wakeSession(Run& run, Outcome& outcome) {
     sandbox_id = session.sandbox_id;
   }
   const SteadyTime began = clock_.now();
-  const backend::Status resumed = backend_.resume(sandbox_id, session.outerSink());
   // A restored sandbox is a sandbox like any other: the engine's record of it is checked
-  // against the posture it came up with before any code goes in.
-  const std::string failure = resumed.ok() ? bring_up_.checkReadBack(sandbox_id, session.posture)
-                                           : "resume failed: " + resumed.message;
+  // against the posture it came up with before anything in it runs again.
+  std::string failure = bring_up_.checkReadBack(sandbox_id, session.posture);
+  if (failure.empty()) {
+    if (const backend::Status resumed = backend_.resume(sandbox_id, session.outerSink());
+        !resumed.ok()) {
+      failure = "resume failed: " + resumed.message;
+    }
+  }
   std::lock_guard lock(mutex_);
   const SteadyTime now = clock_.now();
   session.rest = Session::Rest::kAwake;

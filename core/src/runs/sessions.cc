@@ -32,8 +32,7 @@ std::int64_t RunManager::Impl::sessionMemoryLocked() const {
 
 std::chrono::steady_clock::duration RunManager::Impl::awakeLocked(const Session& session,
                                                                   SteadyTime now) const {
-  const bool awake =
-      session.rest == Session::Rest::kAwake || session.rest == Session::Rest::kWaking;
+  const bool awake = session.rest == Session::Rest::kAwake;
   return session.awake_before + (awake ? now - session.awake_since : SteadyTime::duration::zero());
 }
 
@@ -388,14 +387,14 @@ void RunManager::Impl::expireSessionsLocked(SteadyTime now) {
         endSessionLocked(session, "it reached its maximum lifetime of " +
                                       seconds(caps.max_lifetime) +
                                       (caps.hibernate ? " awake" : ""));
+      } else if (!executing && session.sink.hasEnded()) {
+        endSessionLocked(session, "its sandbox ended between runs (its interpreter exited)");
       } else if (!session.busy() && now - session.last_active >= caps.idle) {
         if (caps.hibernate) {
           session.rest = Session::Rest::kHibernating;  // the maintenance thread snapshots it
         } else {
           endSessionLocked(session, "it was idle for " + seconds(caps.idle));
         }
-      } else if (!executing && session.sink.hasEnded()) {
-        endSessionLocked(session, "its sandbox ended between runs (its interpreter exited)");
       }
     }
     ++it;
@@ -410,6 +409,10 @@ void RunManager::Impl::hibernateSessionsLocked(std::unique_lock<std::mutex>& loc
     }
   }
   for (const std::shared_ptr<Session>& session : due) {
+    if (!session->open || shutting_down_) {  // closed meanwhile: nothing to keep
+      session->rest = Session::Rest::kAwake;
+      continue;
+    }
     const std::string sandbox_id = session->sandbox_id;
     const SteadyTime began = clock_.now();
     lock.unlock();
