@@ -145,8 +145,11 @@ Status DockerBackend::launch(const std::shared_ptr<Sandbox>& sandbox, backend::O
   sandbox->attach = attached;
   sandbox->wait = wait_connection;
   sandbox->started = true;
-  // Running again: an end of this thread is the sandbox's (not a checkpoint's).
+  // Running again: an end of this thread is the sandbox's (not a checkpoint's), and deliveries
+  // held for the snapshot go to this container.
   sandbox->snapshot = false;
+  sandbox->holding = false;
+  sandbox->writer_idle = false;
   sandbox->thread = std::thread(&DockerBackend::runSandbox, this, sandbox, sink);
   cv_.notify_all();  // wakes the cgroup sampler
   return {};
@@ -237,7 +240,17 @@ backend::Status DockerBackend::snapshot(const std::string& id) {
       return discard("the engine warned while creating its next container: " + warnings.front());
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
+      // No frame may be cut by the checkpoint: deliveries wait, and the one being written ends.
+      sandbox->holding = true;
+      if (!cv_.wait_for(lock, settings_.api_timeout, [&] {
+            return sandbox->writer_idle || sandbox->output_ended || sandbox->removing;
+          })) {
+        sandbox->holding = false;
+        cv_.notify_all();
+        lock.unlock();
+        return discard("its stdin did not drain");
+      }
       // From here its output thread's end is the checkpoint's, not the sandbox's.
       sandbox->snapshot = true;
     }
@@ -245,6 +258,13 @@ backend::Status DockerBackend::snapshot(const std::string& id) {
             old, kCheckpointName, root + "/containers/" + fresh.value + "/checkpoints",
             kSnapshotTimeout);
         !saved.ok()) {
+      {
+        // It may still run: its end is its own again, and nothing waits for a resume.
+        std::lock_guard<std::mutex> lock(mu_);
+        sandbox->snapshot = false;
+        sandbox->holding = false;
+      }
+      cv_.notify_all();
       discard(saved.message);
       return saved;  // it may have stopped: the core removes it
     }
@@ -274,6 +294,9 @@ backend::Status DockerBackend::snapshot(const std::string& id) {
       sandbox->kill_event = false;
       sandbox->paused = false;
       sandbox->container = fresh.value;
+      // The fresh container's cgroup counts from zero.
+      sandbox->oom_kills_before = sandbox->cgroup_oom_kills;
+      sandbox->cpu_seconds_before = sandbox->cpu_seconds.value_or(0);
     }
     thread.join();
     if (const Status removed = client_.remove(old); !removed.ok()) {
@@ -333,8 +356,13 @@ void DockerBackend::runSandbox(std::shared_ptr<Sandbox> sandbox, backend::Output
         [&]() -> std::optional<StdinWriter::Delivery> {
           std::unique_lock<std::mutex> lock(mu_);
           const auto over = [&] { return sandbox->removing || stopping_ || sandbox->output_ended; };
-          cv_.wait(lock, [&] { return !sandbox->archive.empty() || over(); });
-          if (sandbox->archive.empty()) {
+          sandbox->writer_idle = true;  // nothing in flight: a snapshot may be taken now
+          cv_.notify_all();
+          cv_.wait(lock,
+                   [&] { return (!sandbox->archive.empty() && !sandbox->holding) || over(); });
+          sandbox->writer_idle = false;
+          // Held for a snapshot: what waits goes to the container that resumes it.
+          if (sandbox->archive.empty() || sandbox->holding) {
             return std::nullopt;
           }
           StdinWriter::Delivery delivery;

@@ -36,6 +36,13 @@ struct DockerBackend::Sandbox {
   // thread is the checkpoint's, and `paused` once that thread has finished.
   bool snapshot = false;
   bool paused = false;
+  // A snapshot is about to be taken: deliveries wait in `archive` for the next start, and
+  // `writer_idle` says the stdin writer has nothing in flight (it waits for a delivery).
+  bool holding = false;
+  bool writer_idle = false;
+  // What the containers a snapshot left behind counted, added to the current one's cgroup.
+  std::int64_t oom_kills_before = 0;
+  double cpu_seconds_before = 0;
   bool die_event = false;       // the event stream reported the container's exit
   bool oom_event = false;       // the event stream reported an OOM kill
   std::int64_t oom_events = 0;  // how many

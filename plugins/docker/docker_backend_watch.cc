@@ -207,15 +207,20 @@ bool DockerBackend::sampleOne(Sandbox& sandbox) {
   const auto cpu_nanos =
       readNumber(settings_.cgroup_root + "/cpuacct/docker/" + container + "/cpuacct.usage");
   std::lock_guard<std::mutex> lock(mu_);
+  if (sandbox.container != container) {
+    return false;  // a snapshot moved it meanwhile: this sample is of a container gone
+  }
   if (peak && *peak > sandbox.peak_memory_bytes.value_or(0)) {
     sandbox.peak_memory_bytes = peak;
   }
+  // Counters of the containers a snapshot left behind come first (Sandbox::oom_kills_before).
   if (oom_kills && *oom_kills > 0) {
     sandbox.cgroup_oom = true;
-    sandbox.cgroup_oom_kills = std::max(sandbox.cgroup_oom_kills, *oom_kills);
+    sandbox.cgroup_oom_kills =
+        std::max(sandbox.cgroup_oom_kills, sandbox.oom_kills_before + *oom_kills);
   }
   if (cpu_nanos) {
-    sandbox.cpu_seconds = static_cast<double>(*cpu_nanos) / 1e9;
+    sandbox.cpu_seconds = sandbox.cpu_seconds_before + static_cast<double>(*cpu_nanos) / 1e9;
   }
   return oom_kills.has_value();
 }
