@@ -425,7 +425,7 @@ void RunManager::Impl::hibernateSessionsLocked(std::unique_lock<std::mutex>& loc
       session->rest = Session::Rest::kAwake;
       if (saved.code == backend::Code::kUnsupported) {  // refused before anything was saved
         endSessionLocked(*session, "it was idle for " + seconds(settings_.sessions.idle) +
-                                       " and cannot hibernate again: " + saved.message);
+                                       " and could not hibernate: " + saved.message);
         continue;
       }
       logger().error("session " + session->id + " could not be hibernated: " + saved.message);

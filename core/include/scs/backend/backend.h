@@ -368,7 +368,7 @@ class RuntimeBackend {
   // no more (neither write() nor ended()) until resume(), and only resume() or remove() may
   // follow. remove() deletes the snapshot with the sandbox. On a failure the sandbox may have
   // stopped: the core removes it. kUnsupported: refused before anything was done (a runtime
-  // that cannot snapshot this sandbox, say a second time): it runs on as before.
+  // that cannot snapshot this one sandbox): it runs on, and its session ends as an idle one.
   virtual Status snapshot(const std::string& id) {
     return {Code::kUnsupported, "this backend cannot snapshot sandbox " + id};
   }
