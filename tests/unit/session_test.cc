@@ -108,6 +108,15 @@ class SessionTest : public ::testing::Test {
     return std::nullopt;
   }
 
+  // Opens a session (*session, the index-th session sandbox) whose code sets x = 1, then lets it
+  // idle the 60 s that hibernate it. Call with ASSERT_NO_FATAL_FAILURE.
+  void openAndNap(std::string* session, std::size_t index = 0) {
+    *session = open();
+    EXPECT_EQ(finalOf(run(*session, "#fake:set=x=1\n")).status, policy::RunStatus::kSucceeded);
+    advance(60s);
+    ASSERT_TRUE(eventually([&] { return sessionSandbox(index)->snapshotted; }));
+  }
+
   // Moves the clock once the maintenance thread and `others` waiting threads wait on it.
   void advance(std::chrono::milliseconds by, std::size_t others = 0) {
     ASSERT_TRUE(clock_.awaitWaiters(1 + others));
@@ -297,10 +306,8 @@ TEST_F(SessionTest, AnIdleSessionHibernatesFreesItsMemoryAndItsNextRunWakesIt) {
 TEST_F(SessionTest, AHibernatedSessionEndsAfterItsTimeAndItsLifetimeCountsOnlyAwakeTime) {
   settings_.sessions.hibernate = true;
   settings_.sessions.hibernated_max = 3600s;
-  const std::string session = open();
-  EXPECT_EQ(finalOf(run(session, "#fake:set=x=1\n")).status, policy::RunStatus::kSucceeded);
-  advance(60s);
-  ASSERT_TRUE(eventually([&] { return sessionSandbox()->snapshotted; }));
+  std::string session;
+  ASSERT_NO_FATAL_FAILURE(openAndNap(&session));
   // Past its lifetime of 600 s since it opened, but awake for only 60 s of it.
   for (int i = 0; i < 3; ++i) {
     advance(300s);
@@ -311,10 +318,8 @@ TEST_F(SessionTest, AHibernatedSessionEndsAfterItsTimeAndItsLifetimeCountsOnlyAw
   ASSERT_TRUE(manager().closeSession(kLocalTenant, session));
 
   // One hibernated for --session-hibernate-seconds ends.
-  const std::string sleeper = open();
-  EXPECT_EQ(finalOf(run(sleeper, "#fake:set=x=1\n")).status, policy::RunStatus::kSucceeded);
-  advance(60s);
-  ASSERT_TRUE(eventually([&] { return sessionSandbox(1)->snapshotted; }));
+  std::string sleeper;
+  ASSERT_NO_FATAL_FAILURE(openAndNap(&sleeper, 1));
   advance(3599s);
   EXPECT_FALSE(sessionSandbox(1)->removed);
   advance(1s);
@@ -330,10 +335,8 @@ TEST_F(SessionTest, AHibernatedSessionEndsAfterItsTimeAndItsLifetimeCountsOnlyAw
 TEST_F(SessionTest, ASessionThatNapsAndWakesEndsAtItsSandboxsLifetime) {
   settings_.sessions.hibernate = true;
   settings_.sessions.hibernated_max = 3600s;
-  const std::string session = open();
-  EXPECT_EQ(finalOf(run(session, "#fake:set=x=1\n")).status, policy::RunStatus::kSucceeded);
-  advance(60s);
-  ASSERT_TRUE(eventually([&] { return sessionSandbox()->snapshotted; }));
+  std::string session;
+  ASSERT_NO_FATAL_FAILURE(openAndNap(&session));
   for (int i = 0; i < 10; ++i) {
     advance(300s);  // t = 3060 s
   }
@@ -355,10 +358,8 @@ TEST_F(SessionTest, ASessionThatNapsAndWakesEndsAtItsSandboxsLifetime) {
 TEST_F(SessionTest, ASnapshotOrAWakeThatFailsEndsTheSessionWithTheReason) {
   settings_.sessions.hibernate = true;
   options_.fail = {"resume"};
-  const std::string session = open();
-  EXPECT_EQ(finalOf(run(session, "#fake:set=x=1\n")).status, policy::RunStatus::kSucceeded);
-  advance(60s);
-  ASSERT_TRUE(eventually([&] { return sessionSandbox()->snapshotted; }));
+  std::string session;
+  ASSERT_NO_FATAL_FAILURE(openAndNap(&session));
   const RunSnapshot failed = finalOf(run(session, "#fake:get=x\n"));
   EXPECT_EQ(failed.status, policy::RunStatus::kSandboxError);
   EXPECT_THAT(failed.reason, HasSubstr("could not be woken from hibernation"));
