@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -19,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -41,6 +43,7 @@
 #include "runs/clock.h"
 #include "runs/leftover_sweep.h"
 #include "runs/run_manager.h"
+#include "runs/session_store.h"
 
 namespace {
 
@@ -332,8 +335,44 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
   // Every backend call the server makes from here on is counted when it fails.
   metrics::CountingBackend backend(*engine->backend, metrics);
   runs::SystemClock clock;
+  // --state-dir: the sessions an earlier server kept, whose sandboxes the sweep leaves alone.
+  std::optional<runs::SessionStore> session_store;
+  std::vector<runs::SavedSession> kept_sessions;
+  std::set<std::uint32_t> kept_uids;
+  if (!config.state_dir.empty()) {
+    if (!config.runs.sessions.hibernate) {
+      log.error(
+          "cannot start: --state-dir keeps sessions across restarts by hibernating them, "
+          "and idle sessions here end instead (see the line above)");
+      return 1;
+    }
+    Result<runs::SessionStore> opened = runs::SessionStore::open(config.state_dir);
+    if (const auto* problem = std::get_if<Error>(&opened)) {
+      log.error("cannot start: " + problem->message);
+      return 1;
+    }
+    session_store.emplace(std::move(std::get<runs::SessionStore>(opened)));
+    config.runs.sessions.store = &*session_store;
+    std::vector<std::string> problems;
+    const std::vector<std::string> tenants = http && http->tokens
+                                                 ? http->tokens->tenants()
+                                                 : std::vector<std::string>{runs::kLocalTenant};
+    for (runs::SavedSession& saved : session_store->load(&problems)) {
+      if (std::find(tenants.begin(), tenants.end(), saved.tenant) == tenants.end()) {
+        problems.push_back("session " + saved.id + " belongs to tenant " + saved.tenant +
+                           ", whom this server does not know; dropped");
+        session_store->remove(saved.id);
+        continue;
+      }
+      kept_uids.insert(saved.uid);
+      kept_sessions.push_back(std::move(saved));
+    }
+    for (const std::string& problem : problems) {
+      log.warning("--state-dir: " + problem);
+    }
+  }
   // Before the run manager makes a sandbox: the uids of the leftovers that stay are taken.
-  const runs::SweepResult swept = runs::sweepLeftovers(backend, "", clock.wallNow());
+  const runs::SweepResult swept = runs::sweepLeftovers(backend, "", clock.wallNow(), kept_uids);
   if (swept.removed > 0) {
     log.information("removed " + std::to_string(swept.removed) +
                     " sandboxes left by earlier instances");
@@ -348,6 +387,12 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
     return 1;
   }
   runs::RunManager manager(backend, config.runs, config.sandbox, clock, &metrics);
+  if (session_store) {
+    const std::size_t count = kept_sessions.size();
+    const std::size_t taken = manager.takeBack(std::move(kept_sessions));
+    log.information("--state-dir " + config.state_dir + ": took back " + std::to_string(taken) +
+                    " of " + std::to_string(count) + " kept sessions");
+  }
   // Declared after the manager, so it stops before the manager goes.
   std::optional<metrics::MetricsEndpoint> metrics_endpoint;
   if (!config.metrics_listen.empty()) {

@@ -81,6 +81,10 @@ class DockerBackend : public backend::RuntimeBackend {
   backend::Status snapshots(const backend::Posture& posture) override;
   backend::Status snapshot(const std::string& id) override;
   backend::Status resume(const std::string& id, backend::OutputSink* sink) override;
+  // The container that holds the checkpoint now, the create body its next one is made from, and
+  // the counters carried over; adopt() checks the container against the engine's record.
+  backend::SavedReply saved(const std::string& id) override;
+  backend::Status adopt(const std::string& id, const std::string& saved) override;
 
   const ApiVersion& apiVersion() const { return client_.version(); }
   const EngineTraits& traits() const { return traits_; }

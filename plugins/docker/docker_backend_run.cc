@@ -336,6 +336,80 @@ backend::Status DockerBackend::resume(const std::string& id, backend::OutputSink
   });
 }
 
+backend::SavedReply DockerBackend::saved(const std::string& id) {
+  return guarded<backend::SavedReply>("saved", [&]() -> backend::SavedReply {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto found = sandboxes_.find(id);
+    if (found == sandboxes_.end()) {
+      return {{Code::kNotFound, "saved: " + shortId(id) + " was not created by this server"}, {}};
+    }
+    const Sandbox& sandbox = *found->second;
+    if (!sandbox.snapshot || sandbox.started || sandbox.removing || !sandbox.create_body) {
+      return {{Code::kRejected, "saved: " + shortId(id) + " is not snapshotted"}, {}};
+    }
+    json::ObjectPtr record = json::newObject();
+    record->set("container", sandbox.container);
+    record->set("name", sandbox.name);
+    record->set("generation", sandbox.generation);
+    record->set("create_body", sandbox.create_body);
+    record->set("memory_limit", sandbox.memory_limit);
+    record->set("oom_kills_before", sandbox.oom_kills_before);
+    record->set("cpu_seconds_before", sandbox.cpu_seconds_before);
+    return {{}, json::stringify(record)};
+  });
+}
+
+backend::Status DockerBackend::adopt(const std::string& id, const std::string& saved) {
+  return guardedStatus("adopt", [&]() -> Status {
+    const json::ObjectPtr record = json::parseObject(saved);
+    const auto container = json::string(record, "container");
+    const auto name = json::string(record, "name");
+    const auto generation = json::integer(record, "generation");
+    json::ObjectPtr body = json::object(record, "create_body");
+    if (!record || !container || !name || !generation || !body || container->empty()) {
+      return {Code::kRejected, "adopt: the saved record of " + shortId(id) + " is not one of ours"};
+    }
+    // Only a container of ours that stands stopped is taken back; its checkpoint is its own.
+    const Result<json::ObjectPtr> inspected = client_.inspect(*container);
+    if (!inspected.status.ok()) {
+      return {inspected.status.code, "adopt: container " + shortId(*container) + " of " +
+                                         shortId(id) + ": " + inspected.status.message};
+    }
+    const json::ObjectPtr labels = json::object(json::object(inspected.value, "Config"), "Labels");
+    const json::ObjectPtr state = json::object(inspected.value, "State");
+    const std::string status = json::string(state, "Status").value_or("");
+    if (json::string(labels, kManagedLabel).value_or("") != "true") {
+      return {Code::kRejected, "adopt: container " + shortId(*container) + " is not managed"};
+    }
+    if (status != "created" && status != "exited") {
+      return {Code::kRejected, "adopt: container " + shortId(*container) + " is " + status +
+                                   ", not stopped with a checkpoint"};
+    }
+    auto sandbox = std::make_shared<Sandbox>();
+    sandbox->id = id;
+    sandbox->container = *container;
+    sandbox->name = *name;
+    sandbox->generation = static_cast<int>(*generation);
+    sandbox->create_body = body;
+    sandbox->memory_limit = json::integer(record, "memory_limit").value_or(0);
+    sandbox->oom_kills_before = json::integer(record, "oom_kills_before").value_or(0);
+    if (record->has("cpu_seconds_before") && record->get("cpu_seconds_before").isNumeric()) {
+      sandbox->cpu_seconds_before = record->getValue<double>("cpu_seconds_before");
+    }
+    sandbox->cgroup_oom_kills = sandbox->oom_kills_before;
+    sandbox->cpu_seconds = sandbox->cpu_seconds_before;
+    sandbox->session = true;
+    sandbox->delivered = true;
+    sandbox->snapshot = true;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (sandboxes_.count(id) != 0) {
+      return {Code::kRejected, "adopt: " + shortId(id) + " is a sandbox of this server already"};
+    }
+    sandboxes_[id] = sandbox;
+    return {};
+  });
+}
+
 void DockerBackend::runSandbox(std::shared_ptr<Sandbox> sandbox, backend::OutputSink* sink) {
   std::shared_ptr<Connection> attach;
   std::shared_ptr<Connection> wait_connection;

@@ -29,7 +29,8 @@ namespace scs::fake {
 struct Options {
   int cores = 8;
   double memory_gb = 64;
-  // "create", "inspect", "list", "capacity", "supports", "snapshot", "resume"
+  // "create", "inspect", "list", "capacity", "supports", "snapshot", "resume",
+  // "saved", "adopt"
   std::set<std::string> fail;
   bool snapshots = false;     // snapshots(): true (snapshots=on) plays a runtime that takes them
   std::string posture_field;  // inspect reads back a posture that differs in this field
@@ -107,6 +108,10 @@ class FakeBackend : public backend::RuntimeBackend {
   backend::Status snapshots(const backend::Posture& posture) override;
   backend::Status snapshot(const std::string& id) override;
   backend::Status resume(const std::string& id, backend::OutputSink* sink) override;
+  // The fake's engine is its object: a sandbox snapshotted in it is taken back by the same
+  // object (a test's second run manager plays the next server process), and none by another.
+  backend::SavedReply saved(const std::string& id) override;
+  backend::Status adopt(const std::string& id, const std::string& saved) override;
 
   // What a test sees of one sandbox.
   struct View {

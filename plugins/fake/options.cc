@@ -99,10 +99,11 @@ std::optional<std::string> parseOptions(const std::map<std::string, std::string>
         const auto comma = rest.find(',');
         const std::string call(rest.substr(0, comma));
         if (call != "create" && call != "inspect" && call != "list" && call != "capacity" &&
-            call != "supports" && call != "snapshot" && call != "resume") {
+            call != "supports" && call != "snapshot" && call != "resume" && call != "saved" &&
+            call != "adopt") {
           return "fake backend option fail=" + value +
                  " names an unknown call; use create, inspect, list, capacity, supports, "
-                 "snapshot or resume";
+                 "snapshot, resume, saved or adopt";
         }
         options->fail.insert(call);
         if (comma == std::string_view::npos) {

@@ -114,6 +114,38 @@ Status FakeBackend::resume(const std::string& id, backend::OutputSink* sink) {
   });
 }
 
+backend::SavedReply FakeBackend::saved(const std::string& id) {
+  if (options_.fail.count("saved") != 0) {
+    return backend::SavedReply{scripted("saved"), {}};
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto sandbox = find(id);
+  if (!sandbox) {
+    return backend::SavedReply{notFound(id), {}};
+  }
+  if (sandbox->state != State::kSnapshotted) {
+    return backend::SavedReply{Status{Code::kRejected, "fake: sandbox " + id + " has no snapshot"},
+                               {}};
+  }
+  return backend::SavedReply{Status{}, "fake-snapshot " + id};
+}
+
+Status FakeBackend::adopt(const std::string& id, const std::string& saved) {
+  if (options_.fail.count("adopt") != 0) {
+    return scripted("adopt");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto sandbox = find(id);
+  if (!sandbox || saved != "fake-snapshot " + id) {
+    return Status{Code::kNotFound, "fake: this engine keeps no snapshot of sandbox " + id};
+  }
+  if (sandbox->state != State::kSnapshotted) {
+    return Status{Code::kRejected, "fake: sandbox " + id + " has no snapshot"};
+  }
+  log(backend::LogLevel::kInfo, "fake: adopted " + id);
+  return Status{};
+}
+
 void FakeBackend::play(const std::shared_ptr<Sandbox>& sandbox) {
   backend::Exit exit;
   exit.exited = true;

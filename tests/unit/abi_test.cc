@@ -62,6 +62,8 @@ const std::map<std::uint32_t, std::string> kFingerprints = {
     {10, "75271bfe9b3b16e37cb46444fe5138306ce5db17abea4feae1699f79f2cc81bf"},
     // 11: snapshots (snapshots, snapshot, resume), for sessions that hibernate when idle.
     {11, "a02e26c3e0540554c878fd29de68d8fef9a0e8867d0c908764e18b9cd20ba438"},
+    // 12: saved and adopt, for sessions kept across a restart (--state-dir).
+    {12, "82896f5da0fdb252719070e41e2a0644b8eab14dc067c36e70df7811ee3516b9"},
 };
 
 TEST(AbiTest, TheHeaderMatchesTheFingerprintOfItsAbiVersion) {

@@ -4,7 +4,11 @@
 // caps, tenancy and memory admission.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <thread>
@@ -13,6 +17,7 @@
 
 #include "fake_backend.h"
 #include "runs/run_manager.h"
+#include "runs/session_store.h"
 #include "support/eventually.h"
 #include "support/manual_clock.h"
 
@@ -123,11 +128,32 @@ class SessionTest : public ::testing::Test {
     clock_.advance(by);
   }
 
+  // Sessions hibernate and are kept across restarts in a directory of the test's.
+  const SessionStore& keepSessions() {
+    char pattern[] = "/tmp/scs-state-XXXXXX";
+    state_dir_ = ::mkdtemp(pattern);
+    Result<SessionStore> opened = SessionStore::open(state_dir_);
+    EXPECT_TRUE(std::holds_alternative<SessionStore>(opened)) << std::get<Error>(opened).message;
+    store_.emplace(std::move(std::get<SessionStore>(opened)));
+    settings_.sessions.hibernate = true;
+    settings_.sessions.store = &*store_;
+    return *store_;
+  }
+
+  ~SessionTest() override {
+    manager_.reset();
+    if (!state_dir_.empty()) {
+      std::filesystem::remove_all(state_dir_);
+    }
+  }
+
   testing::ManualClock clock_;
   fake::Options options_;
   std::optional<FakeBackend> fake_;
   RunSettings settings_;
   policy::SandboxSettings sandbox_;
+  std::string state_dir_;
+  std::optional<SessionStore> store_;
   std::unique_ptr<RunManager> manager_;  // last: it stops before the backend goes away
 };
 
@@ -377,6 +403,73 @@ TEST_F(SessionTest, ASnapshotOrAWakeThatFailsEndsTheSessionWithTheReason) {
   const std::optional<SessionSnapshot> ended = manager().closeSession(kLocalTenant, other);
   ASSERT_TRUE(ended);
   EXPECT_THAT(ended->end_reason, HasSubstr("it could not be hibernated"));
+}
+
+// --state-dir: a shutdown keeps the sessions (hibernated, their records 0600), a run in progress
+// is interrupted rather than killed, and the next run manager takes them back: their next runs
+// wake them with their names; they stay their tenant's; close removes record and sandbox.
+TEST_F(SessionTest, AShutdownKeepsSessionsAndTheNextServerTakesThemBack) {
+  const SessionStore& store = keepSessions();
+  const auto record = [&](const std::string& id) { return store.directory() + "/" + id + ".json"; };
+
+  std::string napping;  // hibernated while idle: its record is written then
+  ASSERT_NO_FATAL_FAILURE(openAndNap(&napping));
+  struct stat status {};
+  ASSERT_TRUE(eventually([&] { return ::stat(record(napping).c_str(), &status) == 0; }));
+  EXPECT_EQ(status.st_mode & 0777, 0600u);
+  const std::string busy = open();
+  EXPECT_EQ(finalOf(run(busy, "#fake:set=y=2\n")).status, policy::RunStatus::kSucceeded);
+  const std::string hanging = run(busy, "#fake:hang\n");
+  const std::string waiting = run(busy, "#fake:result=never\n");
+  ASSERT_TRUE(
+      eventually([&] { return sessionSandbox(1)->archive.find("hang") != std::string::npos; }));
+
+  manager_->shutdown();
+  const RunSnapshot interrupted = finalOf(hanging);
+  EXPECT_EQ(interrupted.status, policy::RunStatus::kStopped);
+  EXPECT_THAT(interrupted.reason, HasSubstr("KeyboardInterrupt"));
+  EXPECT_EQ(finalOf(waiting).status, policy::RunStatus::kStopped);
+  for (const std::string& id : {napping, busy}) {
+    EXPECT_EQ(::access(record(id).c_str(), F_OK), 0) << id;
+  }
+  for (std::size_t index : {0u, 1u}) {
+    EXPECT_TRUE(sessionSandbox(index)->snapshotted);
+    EXPECT_FALSE(sessionSandbox(index)->removed);
+  }
+  manager_.reset();
+
+  std::vector<std::string> problems;
+  std::vector<SavedSession> kept = store.load(&problems);
+  EXPECT_TRUE(problems.empty());
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(manager().takeBack(std::move(kept)), 2u);
+  const RunSnapshot woke = finalOf(run(busy, "#fake:get=y\n"));
+  EXPECT_EQ(woke.status, policy::RunStatus::kSucceeded) << woke.reason;
+  EXPECT_EQ(woke.results.result, "2");
+  EXPECT_TRUE(woke.woke_seconds.has_value());
+  EXPECT_NE(::access(record(busy).c_str(), F_OK), 0);  // it lives in its sandbox again
+  EXPECT_EQ(finalOf(run(napping, "#fake:get=x\n")).results.result, "1");
+  auto foreign = tryRun(busy, "#fake:get=y\n", 30, "bob");
+  ASSERT_TRUE(std::holds_alternative<Error>(foreign));
+  EXPECT_THAT(std::get<Error>(foreign).message, HasSubstr("Unknown session_id"));
+  ASSERT_TRUE(manager().closeSession(kLocalTenant, busy));
+  EXPECT_TRUE(sessionSandbox(1)->removed);
+}
+
+// A record the backend cannot take back is dropped with its reason; one past its time ends.
+TEST_F(SessionTest, AKeptSessionTheBackendCannotTakeBackIsDropped) {
+  const SessionStore& store = keepSessions();
+  std::string session;
+  ASSERT_NO_FATAL_FAILURE(openAndNap(&session));
+  manager_.reset();
+  std::vector<std::string> problems;
+  std::vector<SavedSession> kept = store.load(&problems);
+  ASSERT_EQ(kept.size(), 1u);
+  kept[0].backend_saved = "not what it saved";
+  EXPECT_EQ(manager().takeBack(std::move(kept)), 0u);
+  EXPECT_TRUE(store.load(&problems).empty());  // its record is gone
+  auto gone = tryRun(session, "#fake:get=x\n");
+  ASSERT_TRUE(std::holds_alternative<Error>(gone));
 }
 
 TEST_F(SessionTest, SessionsBelongToTheirTenantAndAreCapped) {

@@ -69,4 +69,12 @@ Status CountingBackend::resume(const std::string& id, OutputSink* sink) {
   return counted("resume", inner_.resume(id, sink));
 }
 
+backend::SavedReply CountingBackend::saved(const std::string& id) {
+  return counted("saved", inner_.saved(id));
+}
+
+Status CountingBackend::adopt(const std::string& id, const std::string& saved) {
+  return counted("adopt", inner_.adopt(id, saved));
+}
+
 }  // namespace scs::metrics

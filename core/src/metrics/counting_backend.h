@@ -34,6 +34,8 @@ class CountingBackend final : public backend::RuntimeBackend {
   backend::Status snapshots(const backend::Posture& posture) override;
   backend::Status snapshot(const std::string& id) override;
   backend::Status resume(const std::string& id, backend::OutputSink* sink) override;
+  backend::SavedReply saved(const std::string& id) override;
+  backend::Status adopt(const std::string& id, const std::string& saved) override;
 
  private:
   // Counts the answer's status under `call` unless it is ok; returns the answer unchanged.

@@ -53,7 +53,8 @@ std::string leftoverReason(const backend::SandboxInfo& sandbox, long long now_un
 }  // namespace
 
 SweepResult sweepLeftovers(backend::RuntimeBackend& backend, const std::string& instance_id,
-                           std::chrono::system_clock::time_point now) {
+                           std::chrono::system_clock::time_point now,
+                           const std::set<std::uint32_t>& kept_session_uids) {
   SweepResult result;
   const backend::ListReply reply = backend.list(kLabelManaged);
   if (!reply.status.ok()) {
@@ -67,7 +68,10 @@ SweepResult sweepLeftovers(backend::RuntimeBackend& backend, const std::string& 
     if (instance != sandbox.labels.end() && instance->second == instance_id) {
       continue;
     }
-    const std::string why = leftoverReason(sandbox, now_unix);
+    const auto uid = labelNumber(sandbox, kLabelUid);
+    const bool kept = uid && *uid >= 0 && *uid <= UINT32_MAX &&
+                      kept_session_uids.count(static_cast<std::uint32_t>(*uid)) != 0;
+    const std::string why = kept ? std::string() : leftoverReason(sandbox, now_unix);
     if (!why.empty()) {
       const backend::Status status = backend.remove(sandbox.id);
       if (status.ok()) {
@@ -77,7 +81,7 @@ SweepResult sweepLeftovers(backend::RuntimeBackend& backend, const std::string& 
       }
       logger().warning("could not remove leftover sandbox " + sandbox.id + ": " + status.message);
     }
-    if (const auto uid = labelNumber(sandbox, kLabelUid); uid && *uid >= 0 && *uid <= UINT32_MAX) {
+    if (uid && *uid >= 0 && *uid <= UINT32_MAX) {
       result.kept_uids.push_back(static_cast<std::uint32_t>(*uid));
     }
   }

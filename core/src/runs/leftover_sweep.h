@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,10 @@ struct SweepResult {
 };
 
 // Removes the leftovers `backend` lists that do not belong to `instance_id` (empty: a server
-// that has made none yet).
+// that has made none yet). Those in `kept_session_uids` stay whoever made them: the sandboxes
+// of sessions an earlier server kept for this one (--state-dir), which run as those uids.
 SweepResult sweepLeftovers(backend::RuntimeBackend& backend, const std::string& instance_id,
-                           std::chrono::system_clock::time_point now);
+                           std::chrono::system_clock::time_point now,
+                           const std::set<std::uint32_t>& kept_session_uids = {});
 
 }  // namespace scs::runs

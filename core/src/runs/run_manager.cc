@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "runs/run_manager_impl.h"
+#include "runs/session_store.h"
 
 namespace scs::runs {
 namespace {
@@ -254,6 +255,20 @@ void RunManager::Impl::shutdown() {
   {
     std::lock_guard lock(mutex_);
     shutting_down_ = true;
+    // Sessions the next server takes back (SessionSettings::store): their waiting runs are
+    // stopped, their run in progress interrupted; they are hibernated below.
+    for (auto& [id, session] : sessions_) {
+      if (keepsAcrossRestartLocked(*session)) {
+        session->kept = true;
+        for (const std::string& waiting : std::deque<std::string>(session->waiting)) {
+          Run& run = *runs_.at(waiting);
+          finalizeLocked(run, stoppedVerdict("Stopped by server shutdown before it started."), {},
+                         {});
+          run.phase = Phase::kSettled;
+        }
+        session->waiting.clear();
+      }
+    }
     for (const FairQueue::Entry& entry : queue_.clear()) {
       Run& run = *runs_.at(entry.id);
       finalizeLocked(run, stoppedVerdict("Stopped by server shutdown before it started."), {}, {});
@@ -266,7 +281,9 @@ void RunManager::Impl::shutdown() {
       if (current && current->phase != Phase::kQueued && current->cause == Cause::kNone) {
         current->cause = Cause::kShutdown;
       }
-      endSessionLocked(*session, "the server shut down");
+      if (!session->kept) {
+        endSessionLocked(*session, "the server shut down");
+      }
     }
     for (auto& [id, run] : runs_) {
       if (run->phase < Phase::kStarting || run->phase >= Phase::kEnded ||
@@ -274,7 +291,8 @@ void RunManager::Impl::shutdown() {
         continue;
       }
       run->cause = Cause::kShutdown;
-      if (run->phase == Phase::kExecuting) {
+      // A kept session's run is interrupted by its own thread (runInSession).
+      if (run->phase == Phase::kExecuting && !(run->session && run->session->kept)) {
         run->kill_sent_at = clock_.now();
         kills.emplace_back(run->sandbox_id, id);
       }
@@ -289,9 +307,11 @@ void RunManager::Impl::shutdown() {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [&] {
       return live_threads_ == 0 &&
-             std::none_of(sessions_.begin(), sessions_.end(),
-                          [](const auto& entry) { return entry.second->opening; });
+             std::none_of(sessions_.begin(), sessions_.end(), [](const auto& entry) {
+               return entry.second->opening || entry.second->rest == Session::Rest::kHibernating;
+             });
     });
+    keepSessionsLocked(lock);
     releaseSessionsLocked(lock);
   }
   reapThreads();
@@ -463,6 +483,10 @@ std::optional<RunSnapshot> RunManager::stop(const std::string& tenant, const std
 }
 
 void RunManager::shutdown() { impl_->shutdown(); }
+
+std::size_t RunManager::takeBack(std::vector<SavedSession> sessions) {
+  return impl_->takeBack(std::move(sessions));
+}
 
 bool RunManager::awaitPrepared(std::size_t count, std::chrono::milliseconds timeout) {
   return impl_->awaitPrepared(count, timeout);

@@ -27,6 +27,9 @@
 
 namespace scs::runs {
 
+class SessionStore;
+struct SavedSession;
+
 // The tenant of every run on stdio and on HTTP without tokens: one client, one owner.
 inline constexpr const char* kLocalTenant = "local";
 
@@ -39,7 +42,11 @@ struct SessionSettings {
   // does not count towards max_lifetime.
   bool hibernate = false;
   std::chrono::seconds hibernated_max{86400};  // a session hibernated this long is closed
-  std::size_t max_open = 16;                   // all tenants together
+  // --state-dir (with hibernate): a hibernated session's record is kept here while it sleeps,
+  // and shutdown() hibernates every open session without egress instead of closing it, for the
+  // next server to take back (RunManager::takeBack). Null: sessions end with the server.
+  const SessionStore* store = nullptr;
+  std::size_t max_open = 16;  // all tenants together
   std::size_t max_open_per_tenant = 4;
 };
 
@@ -274,8 +281,14 @@ class RunManager {
   std::optional<policy::Language> sessionLanguage(const std::string& tenant,
                                                   const std::string& session_id);
 
+  // Sessions an earlier server kept (SessionSettings::store), taken back hibernated: their next
+  // run wakes them. One its backend cannot take back is dropped, with its record, and logged.
+  // Returns how many were taken back. Call once, before the first request.
+  std::size_t takeBack(std::vector<SavedSession> sessions);
+
   // Stops every run, removes every sandbox (prepared ones and sessions' too), joins every
-  // thread. Idempotent.
+  // thread; with SessionSettings::store, sessions are kept instead (their runs in progress
+  // are interrupted, as by stop_run). Idempotent.
   void shutdown();
 
   // Waits up to `timeout` until at least `count` prepared sandboxes are ready for runs; true

@@ -233,12 +233,25 @@ struct RunManager::Impl {
   // Snapshots the sessions expireSessionsLocked marked kHibernating; releases `lock` while the
   // backend takes each snapshot. One that fails ends its session.
   void hibernateSessionsLocked(std::unique_lock<std::mutex>& lock);
+  // Snapshots one awake session, releasing `lock` meanwhile: kHibernated on success, kAwake
+  // with the backend's failure otherwise. `occasion` ends "hibernated " in the log.
+  backend::Status snapshotSessionLocked(std::unique_lock<std::mutex>& lock, Session& session,
+                                        const std::string& occasion);
   // How long `session` has been awake in all (its lifetime counts only that).
   std::chrono::steady_clock::duration awakeLocked(const Session& session, SteadyTime now) const;
   // Resumes the hibernated session of `run` (marked kWaking when the run was admitted) and
   // checks its sandbox's posture again; false, with the failure in `outcome`, when it cannot.
   bool wakeSession(Run& run, Outcome& outcome);
   std::int64_t sessionMemoryLocked() const;
+  // Restarts (SessionSettings::store, session_keeping.cc). Whether shutdown keeps `session`.
+  bool keepsAcrossRestartLocked(const Session& session) const;
+  // Writes the record of a hibernated session; releases `lock` while it does. False, with the
+  // reason logged and in *why, when it could not.
+  bool recordSessionLocked(std::unique_lock<std::mutex>& lock, Session& session,
+                           std::string* why = nullptr);
+  // shutdown(): hibernates the kept sessions and records them; one that cannot be kept ends.
+  void keepSessionsLocked(std::unique_lock<std::mutex>& lock);
+  std::size_t takeBack(std::vector<SavedSession> sessions);
   // A run's code in its session's sandbox: delivered as a frame, interrupted at its timeout or
   // stop, and given up (the session ends) when the interpreter does not come back in time.
   void runInSession(Run& run, std::vector<policy::File> files, Outcome& outcome);

@@ -68,6 +68,9 @@ struct Session {
   SteadyTime hibernated_at;                            // while kHibernated
   std::chrono::system_clock::time_point hibernated_wall;
   backend::Posture posture;  // what its sandbox was checked against when it came up
+  // The server is shutting down and keeps it for the next (SessionSettings::store): its run in
+  // progress is interrupted, not killed; once kept, its sandbox is left to the engine.
+  bool kept = false;
   bool releasing = false;    // ended, and its sandbox is being removed
   bool removed = false;      // ended, and its sandbox is gone (or never was)
   std::string end_reason;

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "runs/run_manager_impl.h"
+#include "runs/session_store.h"
 #include "runs/side_channel.h"
 
 namespace scs::runs {
@@ -143,6 +144,9 @@ bool RunManager::Impl::wakeSession(Run& run, Outcome& outcome) {
     outcome.session_end = "it could not be woken from hibernation (" + failure + ")";
     return false;
   }
+  if (settings_.sessions.store != nullptr) {
+    settings_.sessions.store->remove(session.id);  // it lives in its sandbox again
+  }
   run.report.woke_seconds = secondsBetween(began, now);
   // Waking is the server's time, not the code's: its timeout and duration count from now.
   run.exec_start = now;
@@ -253,7 +257,7 @@ void RunManager::Impl::runInSession(Run& run, std::vector<policy::File> files, O
       logger().information("run " + run.id + " reached its timeout; interrupting it");
     }
     if (run.cause != Cause::kNone && !interrupted_at && !run.kill_sent_at) {
-      if (run.cause == Cause::kSessionEnded || run.cause == Cause::kShutdown) {
+      if (run.cause == Cause::kSessionEnded || (run.cause == Cause::kShutdown && !session.kept)) {
         run.kill_sent_at = now;  // the session goes: nothing to come back to
       } else {
         interrupted_at = now;

@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "runs/run_manager_impl.h"
+#include "runs/session_store.h"
 
 namespace scs::runs {
 namespace {
@@ -297,7 +298,11 @@ void RunManager::Impl::endSessionLocked(Session& session, const std::string& rea
     return;
   }
   session.open = false;
+  session.kept = false;
   session.end_reason = reason;
+  if (settings_.sessions.store != nullptr) {
+    settings_.sessions.store->remove(session.id);  // its snapshot goes with its sandbox
+  }
   session.ended = clock_.now();
   logger().information("session " + session.id + " of tenant " + session.tenant +
                        " ended: " + reason);
@@ -401,6 +406,30 @@ void RunManager::Impl::expireSessionsLocked(SteadyTime now) {
   }
 }
 
+backend::Status RunManager::Impl::snapshotSessionLocked(std::unique_lock<std::mutex>& lock,
+                                                        Session& session,
+                                                        const std::string& occasion) {
+  const std::string sandbox_id = session.sandbox_id;
+  const SteadyTime began = clock_.now();
+  lock.unlock();
+  // Between runs its sink is bound to no run: nothing the snapshot stops is lost.
+  const backend::Status saved = backend_.snapshot(sandbox_id);
+  lock.lock();
+  const SteadyTime now = clock_.now();
+  if (!saved.ok()) {
+    session.rest = Session::Rest::kAwake;
+    return saved;
+  }
+  session.awake_before += now - session.awake_since;
+  session.rest = Session::Rest::kHibernated;
+  session.hibernated_at = now;
+  session.hibernated_wall = clock_.wallNow();
+  logger().information("session " + session.id + " of tenant " + session.tenant + " hibernated " +
+                       occasion + "; its snapshot took " +
+                       policy::formatNumber(secondsBetween(began, now)) + " s");
+  return saved;
+}
+
 void RunManager::Impl::hibernateSessionsLocked(std::unique_lock<std::mutex>& lock) {
   std::vector<std::shared_ptr<Session>> due;
   for (const auto& [id, session] : sessions_) {
@@ -409,20 +438,13 @@ void RunManager::Impl::hibernateSessionsLocked(std::unique_lock<std::mutex>& loc
     }
   }
   for (const std::shared_ptr<Session>& session : due) {
-    if (!session->open || shutting_down_) {  // closed meanwhile: nothing to keep
+    if (!session->open || shutting_down_) {  // closed meanwhile, or shutdown keeps it
       session->rest = Session::Rest::kAwake;
       continue;
     }
-    const std::string sandbox_id = session->sandbox_id;
-    const SteadyTime began = clock_.now();
-    lock.unlock();
-    // Between runs its sink is bound to no run: nothing the snapshot stops is lost.
-    const backend::Status saved = backend_.snapshot(sandbox_id);
-    lock.lock();
-    const SteadyTime now = clock_.now();
-    const std::string took = policy::formatNumber(secondsBetween(began, now)) + " s";
+    const backend::Status saved = snapshotSessionLocked(
+        lock, *session, "after " + seconds(settings_.sessions.idle) + " idle");
     if (!saved.ok()) {
-      session->rest = Session::Rest::kAwake;
       if (saved.code == backend::Code::kUnsupported) {  // refused before anything was saved
         endSessionLocked(*session, "it was idle for " + seconds(settings_.sessions.idle) +
                                        " and could not hibernate: " + saved.message);
@@ -432,13 +454,9 @@ void RunManager::Impl::hibernateSessionsLocked(std::unique_lock<std::mutex>& loc
       endSessionLocked(*session, "it could not be hibernated (" + saved.message + ")");
       continue;
     }
-    session->awake_before += now - session->awake_since;
-    session->rest = Session::Rest::kHibernated;
-    session->hibernated_at = now;
-    session->hibernated_wall = clock_.wallNow();
-    logger().information("session " + session->id + " of tenant " + session->tenant +
-                         " hibernated after " + seconds(settings_.sessions.idle) +
-                         " idle; its snapshot took " + took);
+    if (settings_.sessions.store != nullptr && keepsAcrossRestartLocked(*session)) {
+      recordSessionLocked(lock, *session);  // a later server may take it back
+    }
     // A run that arrived meanwhile waited in the session's queue: it goes on now, and wakes it.
     if (session->open && session->current.empty() && !session->waiting.empty()) {
       session->current = session->waiting.front();

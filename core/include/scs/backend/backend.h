@@ -33,7 +33,7 @@
 namespace scs::backend {
 
 // Bumped on any change to a type or a signature in this folder.
-inline constexpr std::uint32_t kAbiVersion = 11;
+inline constexpr std::uint32_t kAbiVersion = 12;
 
 // Exported by every plugin under kAbiSymbol. The loader reads it before anything else.
 struct AbiStamp {
@@ -163,6 +163,12 @@ struct CapacityReply {
 struct CreateReply {
   Status status;
   std::string id;  // the backend's handle for the sandbox
+};
+
+// What RuntimeBackend::saved() keeps of a snapshotted sandbox for a later process.
+struct SavedReply {
+  Status status;
+  std::string text;
 };
 
 struct InspectReply {
@@ -377,6 +383,20 @@ class RuntimeBackend {
   virtual Status resume(const std::string& id, OutputSink* sink) {
     (void)sink;
     return {Code::kUnsupported, "this backend cannot resume sandbox " + id};
+  }
+  // Restarts (the core's --state-dir): a snapshotted sandbox outlives the server process.
+  // saved() is what a later process's backend needs to take snapshotted sandbox `id` back: text
+  // of the backend's own making, no secret, that the core keeps for it (mode 0600) and hands to
+  // adopt(). adopt() makes `id` a sandbox of this backend again, snapshotted: only resume() or
+  // remove() may follow. It checks what it can of the text against its engine, and takes no
+  // path to read or write from it.
+  virtual SavedReply saved(const std::string& id) {
+    return {{Code::kUnsupported, "this backend cannot keep sandbox " + id + " across restarts"},
+            {}};
+  }
+  virtual Status adopt(const std::string& id, const std::string& saved) {
+    (void)saved;
+    return {Code::kUnsupported, "this backend cannot take sandbox " + id + " back"};
   }
 };
 

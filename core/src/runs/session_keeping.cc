@@ -1,0 +1,175 @@
+// Sessions that outlive the server (SessionSettings::store, --state-dir): a hibernated
+// session's record is written while it sleeps; shutdown() hibernates the sessions it keeps
+// instead of closing them; a later server takes them back (takeBack) and their next run wakes
+// them as after any hibernation. A session of a tenant with egress is never kept: its channel's
+// nonce and its brokering CA are one server's.
+
+#include <Poco/Logger.h>
+
+#include "runs/run_manager_impl.h"
+#include "runs/session_store.h"
+
+namespace scs::runs {
+namespace {
+
+Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
+
+}  // namespace
+
+bool RunManager::Impl::keepsAcrossRestartLocked(const Session& session) const {
+  return settings_.sessions.store != nullptr && settings_.sessions.hibernate && session.open &&
+         !session.opening && !session.egress && !session.sandbox_id.empty();
+}
+
+bool RunManager::Impl::recordSessionLocked(std::unique_lock<std::mutex>& lock, Session& session,
+                                           std::string* why) {
+  SavedSession saved;
+  saved.id = session.id;
+  saved.tenant = session.tenant;
+  saved.language = session.language;
+  saved.limits = session.limits;
+  saved.memory_bytes = session.memory_bytes;
+  saved.packages = session.packages;
+  saved.uid = session.lease.uid();
+  saved.sandbox_id = session.sandbox_id;
+  saved.opened = session.opened_wall;
+  saved.last_active = session.last_active_wall;
+  saved.hibernated = session.hibernated_wall;
+  saved.awake = std::chrono::duration_cast<std::chrono::milliseconds>(session.awake_before);
+  lock.unlock();
+  std::string failure;
+  const backend::SavedReply reply = backend_.saved(saved.sandbox_id);
+  if (!reply.status.ok()) {
+    failure = reply.status.message;
+  } else {
+    saved.backend_saved = reply.text;
+    failure = settings_.sessions.store->write(saved).value_or("");
+  }
+  lock.lock();
+  if (failure.empty() && (!session.open || session.rest != Session::Rest::kHibernated)) {
+    // Woken or ended while it was written: the record would describe a sandbox that runs.
+    settings_.sessions.store->remove(session.id);
+    failure = "it woke or ended meanwhile";
+  }
+  if (failure.empty()) {
+    return true;
+  }
+  logger().warning("session " + session.id +
+                   " could not be recorded for a later server: " + failure);
+  if (why != nullptr) {
+    *why = failure;
+  }
+  return false;
+}
+
+void RunManager::Impl::keepSessionsLocked(std::unique_lock<std::mutex>& lock) {
+  std::vector<std::shared_ptr<Session>> kept;
+  for (const auto& [id, session] : sessions_) {
+    if (session->kept && session->open) {
+      kept.push_back(session);
+    }
+  }
+  for (const std::shared_ptr<Session>& session : kept) {
+    std::string failure;
+    if (session->rest == Session::Rest::kAwake) {
+      if (session->sink.hasEnded()) {
+        failure = "its interpreter had exited";
+      } else if (const backend::Status saved =
+                     snapshotSessionLocked(lock, *session, "for the next server");
+                 !saved.ok()) {
+        failure = saved.message;
+      }
+    }
+    if (failure.empty() && session->rest != Session::Rest::kHibernated) {
+      failure = "it was not at rest";
+    }
+    if (failure.empty() && recordSessionLocked(lock, *session, &failure)) {
+      // Its sandbox stays with the engine, snapshotted, for the server that takes it back.
+      session->lease.handOver();
+      session->removed = true;
+      logger().information("session " + session->id + " of tenant " + session->tenant +
+                           " is kept for the next server");
+      continue;
+    }
+    session->kept = false;
+    endSessionLocked(*session, "the server shut down, and it could not be kept: " + failure);
+  }
+}
+
+std::size_t RunManager::Impl::takeBack(std::vector<SavedSession> sessions) {
+  const SessionStore* store = settings_.sessions.store;
+  std::size_t taken = 0;
+  for (SavedSession& saved : sessions) {
+    const auto drop = [&](const std::string& why) {
+      logger().warning("session " + saved.id + " of tenant " + saved.tenant +
+                       " kept by an earlier server is dropped: " + why);
+      if (store != nullptr) {
+        store->remove(saved.id);
+      }
+    };
+    if (store == nullptr || !settings_.sessions.hibernate) {
+      drop("this server does not hibernate sessions");
+      continue;
+    }
+    const policy::UidRange& range = sandbox_.uids;
+    if (saved.uid < range.first || saved.uid > range.last) {
+      drop("its uid " + std::to_string(saved.uid) + " is outside this server's sandbox range");
+      continue;
+    }
+    {
+      std::lock_guard lock(mutex_);
+      if (sessions_.count(saved.id) != 0) {
+        drop("a session of that id exists");
+        continue;
+      }
+    }
+    if (const backend::Status adopted = backend_.adopt(saved.sandbox_id, saved.backend_saved);
+        !adopted.ok()) {
+      drop("the backend could not take its sandbox back: " + adopted.message);
+      continue;
+    }
+    uids_.hold(saved.uid);
+    auto session = std::make_shared<Session>();
+    session->id = saved.id;
+    session->tenant = saved.tenant;
+    session->limits = saved.limits;
+    session->language = saved.language;
+    session->memory_bytes = saved.memory_bytes;
+    session->packages = saved.packages;
+    session->sandbox_id = saved.sandbox_id;
+    session->lease = source_.adopt(saved.uid, saved.sandbox_id, "session " + saved.id);
+    // Checked against what this server requires before its code runs again (wakeSession).
+    session->posture = policy::requiredPosture(
+        saved.limits, sandbox_, saved.uid, saved.packages ? saved.packages->image : std::string());
+    session->rest = Session::Rest::kHibernated;
+    session->awake_before = saved.awake;
+    // Its times on this server's steady clock, from the wall-clock times it was kept with.
+    const SteadyTime now = clock_.now();
+    const auto wall_now = clock_.wallNow();
+    const auto ago = [&](std::chrono::system_clock::time_point at) {
+      return now - std::chrono::duration_cast<SteadyDuration>(
+                       std::max(wall_now - at, std::chrono::system_clock::duration::zero()));
+    };
+    session->opened = ago(saved.opened);
+    session->opened_wall = saved.opened;
+    session->last_active = ago(saved.last_active);
+    session->last_active_wall = saved.last_active;
+    session->hibernated_at = ago(saved.hibernated);
+    session->hibernated_wall = saved.hibernated;
+    session->sink.setListener([this] {
+      std::lock_guard wake(mutex_);
+      changed_.notify_all();
+      pool_changed_.notify_all();
+    });
+    logger().information("session " + saved.id + " of tenant " + saved.tenant +
+                         " taken back hibernated, in sandbox " + saved.sandbox_id);
+    std::lock_guard lock(mutex_);
+    sessions_.emplace(session->id, std::move(session));
+    ++taken;
+  }
+  std::lock_guard lock(mutex_);
+  pool_changed_.notify_all();  // the maintenance thread ends those hibernated too long
+  return taken;
+}
+
+}  // namespace scs::runs

@@ -1,0 +1,60 @@
+#pragma once
+
+// Where hibernated sessions outlive the server (--state-dir DIR): one record per session,
+// DIR/sessions/<id>.json, mode 0600 in a directory of mode 0700, written whole (a temporary file
+// renamed over it) when the session hibernates and removed when it wakes or ends. A later
+// server with the same directory reads them at startup and takes the sessions back (their
+// sandboxes stay with the engine, snapshotted). Records hold no secret: a session of a tenant
+// with egress is never kept (its channel's nonce and its CA are one server's).
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policy/language.h"
+#include "policy/limits.h"
+#include "runs/run_manager.h"
+
+namespace scs::runs {
+
+struct SavedSession {
+  std::string id;
+  std::string tenant;
+  policy::Language language = policy::Language::kPython;
+  policy::Limits limits;
+  std::int64_t memory_bytes = 0;
+  std::optional<PackageLayerUse> packages;
+  std::uint32_t uid = 0;
+  std::string sandbox_id;
+  std::string backend_saved;  // RuntimeBackend::saved()
+  std::chrono::system_clock::time_point opened;
+  std::chrono::system_clock::time_point last_active;
+  std::chrono::system_clock::time_point hibernated;
+  std::chrono::milliseconds awake{0};  // its lifetime counts only this
+};
+
+class SessionStore {
+ public:
+  // Creates DIR/sessions when missing; an error when that cannot be done, or when DIR is not
+  // a directory this process owns that nobody else may write to.
+  static Result<SessionStore> open(const std::string& directory);
+
+  // Writes (or replaces) the session's record; an error says why it could not.
+  std::optional<std::string> write(const SavedSession& session) const;
+  void remove(const std::string& session_id) const;
+
+  // Every record found; `problems` gets one line for each file that is not a record (it is
+  // removed, so that it is reported once).
+  std::vector<SavedSession> load(std::vector<std::string>* problems) const;
+
+  const std::string& directory() const { return directory_; }
+
+ private:
+  explicit SessionStore(std::string directory) : directory_(std::move(directory)) {}
+  std::string pathOf(const std::string& session_id) const;
+  std::string directory_;  // DIR/sessions
+};
+
+}  // namespace scs::runs
