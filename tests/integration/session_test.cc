@@ -3,13 +3,17 @@
 // KeyboardInterrupt ends its session, an OOM of the interpreter ends it and one of a child does
 // not (under gVisor it does: the cap is the whole sandbox's), closing removes the container, and a
 // session outliving a SIGKILLed server ends at its deadline; one opened from the prepared pool
-// keeps all of that.
+// keeps all of that. Where sessions hibernate (runsc), an idle one sleeps and wakes as it was,
+// and one kept in --state-dir outlives a restart.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <sstream>
 #include <string>
 
@@ -349,6 +353,83 @@ TEST_F(SessionIntegrationTest, AnIdleSessionHibernatesAndItsNextRunWakesItAsItWa
   }
   EXPECT_EQ(text(closeSession(*resting, session), "status"), "ended");
   EXPECT_THAT(sandboxOf(session), IsEmpty());
+}
+
+// --state-dir: SIGTERM hibernates the open session (its run in progress is interrupted) and
+// leaves its sandbox to the engine; the next server with the same directory takes it back, and
+// its next run wakes it as it was. Under runc, which keeps no snapshots here, the server refuses
+// the flag and says why.
+TEST_F(SessionIntegrationTest, ASessionKeptInAStateDirOutlivesARestart) {
+  char pattern[] = "/tmp/scs-state-XXXXXX";
+  const std::string directory = ::mkdtemp(pattern);
+  const std::vector<std::string> args{"--prepared", "0", "--state-dir", directory};
+  if (!underGvisor()) {
+    const CommandResult refused =
+        runCommand(std::string(SCS_BINARY) + " --backend docker --runtime " + testRuntime() +
+                   " --state-dir " + directory + " </dev/null 2>&1");
+    EXPECT_EQ(refused.exit_code, 1) << refused.output;
+    EXPECT_THAT(refused.output, HasSubstr("cannot start: --state-dir keeps sessions across "
+                                          "restarts by hibernating them"));
+    EXPECT_THAT(refused.output, HasSubstr("keeps no snapshots"));
+    std::filesystem::remove_all(directory);
+    return;
+  }
+  std::string session;
+  {
+    auto before = launchServer(args);
+    session = openSession(*before);
+    Poco::JSON::Object::Ptr arguments =
+        startRunArguments({"import random, numpy\n"
+                           "x = 41\n"
+                           "big = numpy.arange(1_000_000)\n"
+                           "open('/workspace/notes.txt', 'w').write('kept')\n"
+                           "random.seed(7)\n",
+                           {},
+                           nullptr});
+    arguments->set("session_id", session);
+    arguments->set("wait_seconds", 30);
+    const auto first = runToFinal(*before, arguments);
+    ASSERT_EQ(text(first, "status"), "succeeded") << describe(first);
+    // A run in progress when the server is told to stop: interrupted, and the session kept.
+    Poco::JSON::Object::Ptr busy =
+        startRunArguments({"import time\nwhile True:\n    time.sleep(0.1)\n", {}, nullptr});
+    busy->set("session_id", session);
+    busy->set("wait_seconds", 0);
+    const auto started = before->callTool("start_run", busy);
+    ASSERT_FALSE(started->optValue<bool>("isError", false)) << testing::toolText(started);
+    before->signal(SIGTERM);
+    const std::optional<int> exited = before->waitExit(seconds(120));
+    ASSERT_TRUE(exited) << tail(before->stderrText());
+    EXPECT_EQ(*exited, 0) << tail(before->stderrText());
+    EXPECT_THAT(before->stderrText(),
+                HasSubstr("session " + session + " of tenant local is kept for the next server"));
+  }
+  const std::vector<std::string> sleeping = sandboxOf(session);
+  ASSERT_EQ(sleeping.size(), 1u);
+  EXPECT_EQ(containerState(sleeping[0]).rfind("running", 0), std::string::npos)
+      << containerState(sleeping[0]);
+  struct stat status {};
+  ASSERT_EQ(::stat((directory + "/sessions/" + session + ".json").c_str(), &status), 0);
+  EXPECT_EQ(status.st_mode & 0777, 0600u);
+
+  auto after = launchServer(args);
+  EXPECT_THAT(after->stderrText(), HasSubstr("took back 1 of 1 kept sessions"));
+  Poco::JSON::Object::Ptr arguments =
+      startRunArguments({"print(open('/workspace/notes.txt').read())\n"
+                         "(x + 1, int(big.sum()), random.random())\n",
+                         {},
+                         nullptr});
+  arguments->set("session_id", session);
+  arguments->set("wait_seconds", 30);
+  const auto woke = runToFinal(*after, arguments);
+  ASSERT_EQ(text(woke, "status"), "succeeded") << describe(woke) << tail(after->stderrText());
+  EXPECT_EQ(stream(woke, "stdout"), "kept\n");
+  EXPECT_EQ(text(woke, "result"), "(42, 499999500000, 0.32383276483316237)");
+  EXPECT_GT(number(woke, "session_woke_seconds"), 0.0) << describe(woke);
+  EXPECT_NE(::access((directory + "/sessions/" + session + ".json").c_str(), F_OK), 0);
+  EXPECT_EQ(text(closeSession(*after, session), "status"), "ended");
+  EXPECT_THAT(sandboxOf(session), IsEmpty());
+  std::filesystem::remove_all(directory);
 }
 
 }  // namespace
