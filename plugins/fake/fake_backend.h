@@ -108,8 +108,9 @@ class FakeBackend : public backend::RuntimeBackend {
   backend::Status snapshots(const backend::Posture& posture) override;
   backend::Status snapshot(const std::string& id) override;
   backend::Status resume(const std::string& id, backend::OutputSink* sink) override;
-  // The fake's engine is its object: a sandbox snapshotted in it is taken back by the same
-  // object (a test's second run manager plays the next server process), and none by another.
+  // Its text holds the sandbox's spec and names (saved.cc): a fake of another process takes it
+  // back as an engine would its container, and the same object (a test's second run manager)
+  // takes back the sandbox it still holds.
   backend::SavedReply saved(const std::string& id) override;
   backend::Status adopt(const std::string& id, const std::string& saved) override;
 
@@ -195,7 +196,10 @@ class FakeBackend : public backend::RuntimeBackend {
   };
 
   std::shared_ptr<Sandbox> find(const std::string& id);  // requires mu_
-  void play(const std::shared_ptr<Sandbox>& sandbox);    // the sandbox's thread
+  // saved() and adopt()'s text (saved.cc); fromSaved is null for text that is not one.
+  static std::string savedText(const Sandbox& sandbox);
+  static std::shared_ptr<Sandbox> fromSaved(const std::string& id, const std::string& text);
+  void play(const std::shared_ptr<Sandbox>& sandbox);  // the sandbox's thread
   // What the sandbox's thread plays: one run's script, or (a session's sandbox) each run
   // delivered until one ends its interpreter. Both fill in how it exited.
   void playRun(const std::shared_ptr<Sandbox>& sandbox, backend::Exit& exit);

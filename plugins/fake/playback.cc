@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <optional>
 #include <string_view>
@@ -127,20 +128,31 @@ backend::SavedReply FakeBackend::saved(const std::string& id) {
     return backend::SavedReply{Status{Code::kRejected, "fake: sandbox " + id + " has no snapshot"},
                                {}};
   }
-  return backend::SavedReply{Status{}, "fake-snapshot " + id};
+  return backend::SavedReply{Status{}, savedText(*sandbox)};
 }
 
 Status FakeBackend::adopt(const std::string& id, const std::string& saved) {
   if (options_.fail.count("adopt") != 0) {
     return scripted("adopt");
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  auto sandbox = find(id);
-  if (!sandbox || saved != "fake-snapshot " + id) {
-    return Status{Code::kNotFound, "fake: this engine keeps no snapshot of sandbox " + id};
+  std::shared_ptr<Sandbox> taken = fromSaved(id, saved);
+  if (!taken) {
+    return Status{Code::kRejected, "fake: the saved text of sandbox " + id + " is not one of ours"};
   }
-  if (sandbox->state != State::kSnapshotted) {
-    return Status{Code::kRejected, "fake: sandbox " + id + " has no snapshot"};
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto held = find(id)) {  // this engine keeps it still
+    if (held->state != State::kSnapshotted) {
+      return Status{Code::kRejected, "fake: sandbox " + id + " has no snapshot"};
+    }
+  } else {
+    // A later fake's ids never meet the sandboxes it took back.
+    if (id.rfind("fake-", 0) == 0) {
+      next_id_ = std::max<std::uint64_t>(next_id_, std::strtoull(id.c_str() + 5, nullptr, 10) + 1);
+    }
+    sandboxes_[id] = taken;
+    if (options_.keep_removed) {
+      history_.push_back(taken);
+    }
   }
   log(backend::LogLevel::kInfo, "fake: adopted " + id);
   return Status{};

@@ -2,8 +2,11 @@
 #include <Poco/JSON/Object.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
 
 #include <chrono>
+#include <filesystem>
 #include <initializer_list>
 #include <sstream>
 #include <string>
@@ -369,6 +372,47 @@ TEST(ResultsE2eTest, AnIdleSessionHibernatesAndItsNextRunWakesIt) {
   EXPECT_EQ(
       server.call("close_session", object({{"session_id", id}}))->getValue<std::string>("status"),
       "ended");
+}
+
+// A restart over MCP (issue 46, --state-dir): SIGTERM keeps the open session, the next server
+// with the same directory says it took it back, and its next run wakes it with its names.
+TEST(ResultsE2eTest, ASessionKeptInAStateDirOutlivesARestart) {
+  char pattern[] = "/tmp/scs-e2e-state-XXXXXX";
+  const std::string directory = ::mkdtemp(pattern);
+  const std::vector<std::string> args{"--backend-option", "snapshots=on", "--prepared", "0",
+                                      "--state-dir",      directory};
+  std::string id;
+  {
+    Server before(args);
+    id = before.call("open_session", object({}))->getValue<std::string>("session_id");
+    const Object::Ptr set =
+        before
+            .finalResult(before.start(object({{"code", "#fake: set=x=7\n"}, {"session_id", id}})))
+            ->getObject("structuredContent");
+    EXPECT_EQ(set->getValue<std::string>("status"), "succeeded");
+    before.process().signal(SIGTERM);
+    EXPECT_EQ(before.process().waitExit(30s), 0) << before.process().stderrText();
+    EXPECT_TRUE(eventually([&] {
+      return before.process().stderrText().find("session " + id +
+                                                " of tenant local is kept for the next server") !=
+             std::string::npos;
+    })) << before.process().stderrText();
+  }
+  Server after(args);
+  // Stderr is read on a thread of its own: the line may trail the answer to initialize.
+  EXPECT_TRUE(eventually([&] {
+    return after.process().stderrText().find("took back 1 of 1 kept sessions") != std::string::npos;
+  })) << after.process().stderrText();
+  const Object::Ptr woke =
+      after.finalResult(after.start(object({{"code", "#fake: get=x\n"}, {"session_id", id}})))
+          ->getObject("structuredContent");
+  EXPECT_EQ(woke->getValue<std::string>("status"), "succeeded");
+  EXPECT_EQ(woke->getValue<std::string>("result"), "7");
+  EXPECT_TRUE(woke->has("session_woke_seconds"));
+  EXPECT_EQ(
+      after.call("close_session", object({{"session_id", id}}))->getValue<std::string>("status"),
+      "ended");
+  std::filesystem::remove_all(directory);
 }
 
 }  // namespace

@@ -401,8 +401,14 @@ TEST_F(SessionIntegrationTest, ASessionKeptInAStateDirOutlivesARestart) {
     const std::optional<int> exited = before->waitExit(seconds(120));
     ASSERT_TRUE(exited) << tail(before->stderrText());
     EXPECT_EQ(*exited, 0) << tail(before->stderrText());
-    EXPECT_THAT(before->stderrText(),
-                HasSubstr("session " + session + " of tenant local is kept for the next server"));
+    EXPECT_TRUE(eventually(
+        [&] {
+          return before->stderrText().find("session " + session +
+                                           " of tenant local is kept for the next server") !=
+                 std::string::npos;
+        },
+        seconds(10)))
+        << tail(before->stderrText());
   }
   const std::vector<std::string> sleeping = sandboxOf(session);
   ASSERT_EQ(sleeping.size(), 1u);
@@ -413,7 +419,13 @@ TEST_F(SessionIntegrationTest, ASessionKeptInAStateDirOutlivesARestart) {
   EXPECT_EQ(status.st_mode & 0777, 0600u);
 
   auto after = launchServer(args);
-  EXPECT_THAT(after->stderrText(), HasSubstr("took back 1 of 1 kept sessions"));
+  // Stderr is read on a thread of its own: the line may trail the answer to initialize.
+  EXPECT_TRUE(eventually(
+      [&] {
+        return after->stderrText().find("took back 1 of 1 kept sessions") != std::string::npos;
+      },
+      seconds(10)))
+      << tail(after->stderrText());
   Poco::JSON::Object::Ptr arguments =
       startRunArguments({"print(open('/workspace/notes.txt').read())\n"
                          "(x + 1, int(big.sum()), random.random())\n",
