@@ -149,6 +149,22 @@ for series in 'scs_runs_started_total{tenant="alice"} 1' \
 done
 log "/metrics counts the run"
 
+log "fake backend that snapshots: systemctl restart with state-dir in the unit's state directory"
+start_with "--backend fake --backend-option snapshots=on --state-dir /var/lib/safe-code-sandbox" restart
+fetch "http://$address:8080/readyz" >/dev/null || fail "/readyz never said ready with --state-dir"
+kept_run="$(invocation)"
+for _ in $(seq 50); do  # the journal may trail the server by a moment
+  journal "$kept_run"
+  grep -q -- '--state-dir /var/lib/safe-code-sandbox: took back 0 of 0 kept sessions' \
+    "$work/journal.log" && break
+  sleep 0.2
+done
+grep -q -- '--state-dir /var/lib/safe-code-sandbox: took back 0 of 0 kept sessions' \
+  "$work/journal.log" || fail "the server could not keep sessions in the unit's state directory"
+owner="$(in_root 'stat -c "%U %a" /var/lib/safe-code-sandbox/sessions')"
+[[ "$owner" == "safe-code-sandbox 700" ]] || fail "the session records' directory is $owner"
+log "state-dir works under the unit's hardening: $owner"
+
 log "Docker backend: systemctl restart with --self-test and a wheelhouse"
 managed() { docker ps -aq --filter label=io.scs.managed | sort; }
 before="$(managed)"
