@@ -3,7 +3,10 @@
 // loads pandas and a frame in it, waits until its idle time has hibernated it (its container
 // stopped, the next one created), then times the run that wakes it; the other contender opens
 // a session and times open_session to its first answered print(1). No prepared sandbox, so both
-// start from nothing ready.
+// start from nothing ready. The third (--state-dir) loads the same session in a server of its
+// own, stops that server (which hibernates the session for the next), starts another with the
+// same directory and times the session's first run there.
+import fs from 'node:fs';
 import os from 'node:os';
 
 import { cfg } from '../lib/config.mjs';
@@ -64,8 +67,41 @@ export async function snapshots(runtime = 'runsc') {
       return { ms };
     },
   };
+  contenders.restart = async () => {
+    const directory = fs.mkdtempSync('/tmp/scs-bench-state-');
+    const args = { prepared: 0, extraArgs: ['--state-dir', directory] };
+    try {
+      const before = await Server.start(runtime, args);
+      const { session_id: id } = await before.call('open_session', {});
+      const loaded = await before.final(await before.call('start_run',
+        { code: LOAD, session_id: id, wait_seconds: 30 }));
+      if (loaded.status !== 'succeeded') {
+        throw new Error(`snapshots: loading failed: ${JSON.stringify(loaded)}`);
+      }
+      const stopping = performance.now();
+      await before.close();  // end of stdin: the server keeps the session and exits
+      const stop_ms = performance.now() - stopping;
+      const after = await Server.start(runtime, args);
+      try {
+        const t = performance.now();
+        const answered = await after.final(await after.call('start_run',
+          { code: 'print(len(df))', session_id: id, wait_seconds: 30 }));
+        const ms = performance.now() - t;
+        if (answered.status !== 'succeeded' || answered.stdout !== '100000\n' ||
+            !(answered.session_woke_seconds > 0)) {
+          throw new Error(`snapshots: the session kept across a restart did not wake: ${JSON.stringify(answered)}`);
+        }
+        await after.call('close_session', { session_id: id });
+        return { ms, woke_ms: answered.session_woke_seconds * 1000, stop_ms };
+      } finally {
+        await after.close();
+      }
+    } finally {
+      fs.rmSync(directory, { recursive: true, force: true });
+    }
+  };
   const names = Object.keys(contenders);
-  const samples = { wake: [], woke: [], open: [] };
+  const samples = { wake: [], woke: [], open: [], restart: [], restart_woke: [], restart_stop: [] };
   const load = [os.loadavg()[0]];
   try {
     for (let round = 0; round < 1 + cfg.snapshotRuns; ++round) {
@@ -73,8 +109,11 @@ export async function snapshots(runtime = 'runsc') {
         const got = await contenders[name]();
         if (round >= 1) {  // the first round warms the image's pages
           samples[name].push(got.ms);
-          if (got.woke_ms !== undefined) {
+          if (name === 'wake') {
             samples.woke.push(got.woke_ms);
+          } else if (name === 'restart') {
+            samples.restart_woke.push(got.woke_ms);
+            samples.restart_stop.push(got.stop_ms);
           }
         }
       }
@@ -88,6 +127,9 @@ export async function snapshots(runtime = 'runsc') {
     wake: summary(samples.wake),
     woke: summary(samples.woke),
     open: summary(samples.open),
+    restart: summary(samples.restart),
+    restart_woke: summary(samples.restart_woke),
+    restart_stop: summary(samples.restart_stop),
     samples,
     load,
     server_errors: [...server.errors],
