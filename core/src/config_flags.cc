@@ -395,11 +395,13 @@ const std::vector<Flag>& flags() {
               "sessions never hibernate (nothing of theirs is written to the engine's disk).",
               0, 30 * 24 * 3600, SCS_FIELD(runs.sessions.hibernated_max)),
       textFlag("state-dir", "DIR",
-               "Keep sessions across restarts: SIGTERM hibernates every open session (a run in "
-               "progress is interrupted) instead of closing it, its record goes into DIR "
-               "(mode 0600; DIR is made 0700 and must be this user's), and the next server with "
-               "the same DIR takes it back: its next run wakes it. Needs sessions that "
-               "hibernate; a session with network access (--egress-allow) is not kept.",
+               "Keep sessions across restarts: when the server stops (SIGTERM, SIGINT, or the "
+               "end of stdin) every open session is hibernated (a run in progress is "
+               "interrupted) instead of closed and recorded in DIR/sessions (0700, records "
+               "0600); the next server with the same DIR takes it back, and its next run wakes "
+               "it. DIR must be this user's and not writable by others; one server at a time. "
+               "Needs sessions that hibernate; a session with network access (--egress-allow) "
+               "is not kept.",
                Shown::kNoDefault, SCS_FIELD(state_dir)),
       intFlag("session-max-seconds", "S",
               "A session is closed once it has been awake this long (time hibernated does not "

@@ -325,6 +325,46 @@ int serveHttp(mcp::Server& server, const std::function<void()>& stop_everything,
   return 0;
 }
 
+// --state-dir: the store, and the sessions an earlier server kept for this one (their uids are
+// spared by the startup sweep and reserved before the run manager makes a sandbox).
+struct KeptSessions {
+  std::optional<runs::SessionStore> store;
+  std::vector<runs::SavedSession> sessions;
+  std::set<std::uint32_t> uids;
+};
+
+bool openStateDir(config::Config& config, const std::vector<std::string>& tenants,
+                  KeptSessions& kept, Poco::Logger& log) {
+  if (!config.runs.sessions.hibernate) {
+    log.error(
+        "cannot start: --state-dir keeps sessions across restarts by hibernating them, "
+        "and idle sessions here end instead (see the line above)");
+    return false;
+  }
+  Result<runs::SessionStore> opened = runs::SessionStore::open(config.state_dir);
+  if (const auto* problem = std::get_if<Error>(&opened)) {
+    log.error("cannot start: " + problem->message);
+    return false;
+  }
+  kept.store.emplace(std::move(std::get<runs::SessionStore>(opened)));
+  config.runs.sessions.store = &*kept.store;
+  std::vector<std::string> problems;
+  for (runs::SavedSession& saved : kept.store->load(&problems)) {
+    if (std::find(tenants.begin(), tenants.end(), saved.tenant) == tenants.end()) {
+      problems.push_back("session " + saved.id + " belongs to tenant " + saved.tenant +
+                         ", whom this server does not know; dropped");
+      kept.store->remove(saved.id);
+      continue;
+    }
+    kept.uids.insert(saved.uid);
+    kept.sessions.push_back(std::move(saved));
+  }
+  for (const std::string& problem : problems) {
+    log.warning("--state-dir: " + problem);
+  }
+  return true;
+}
+
 int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::Logger& log) {
   HeapTrimmer trimmer;
   std::unique_ptr<Engine> engine = loadEngine(config, log);
@@ -335,63 +375,43 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
   // Every backend call the server makes from here on is counted when it fails.
   metrics::CountingBackend backend(*engine->backend, metrics);
   runs::SystemClock clock;
-  // --state-dir: the sessions an earlier server kept, whose sandboxes the sweep leaves alone.
-  std::optional<runs::SessionStore> session_store;
-  std::vector<runs::SavedSession> kept_sessions;
-  std::set<std::uint32_t> kept_uids;
-  if (!config.state_dir.empty()) {
-    if (!config.runs.sessions.hibernate) {
-      log.error(
-          "cannot start: --state-dir keeps sessions across restarts by hibernating them, "
-          "and idle sessions here end instead (see the line above)");
-      return 1;
-    }
-    Result<runs::SessionStore> opened = runs::SessionStore::open(config.state_dir);
-    if (const auto* problem = std::get_if<Error>(&opened)) {
-      log.error("cannot start: " + problem->message);
-      return 1;
-    }
-    session_store.emplace(std::move(std::get<runs::SessionStore>(opened)));
-    config.runs.sessions.store = &*session_store;
-    std::vector<std::string> problems;
-    const std::vector<std::string> tenants = http && http->tokens
-                                                 ? http->tokens->tenants()
-                                                 : std::vector<std::string>{runs::kLocalTenant};
-    for (runs::SavedSession& saved : session_store->load(&problems)) {
-      if (std::find(tenants.begin(), tenants.end(), saved.tenant) == tenants.end()) {
-        problems.push_back("session " + saved.id + " belongs to tenant " + saved.tenant +
-                           ", whom this server does not know; dropped");
-        session_store->remove(saved.id);
-        continue;
-      }
-      kept_uids.insert(saved.uid);
-      kept_sessions.push_back(std::move(saved));
-    }
-    for (const std::string& problem : problems) {
-      log.warning("--state-dir: " + problem);
-    }
+  const std::vector<std::string> tenants =
+      http && http->tokens ? http->tokens->tenants() : std::vector<std::string>{runs::kLocalTenant};
+  KeptSessions kept;
+  if (!config.state_dir.empty() && !openStateDir(config, tenants, kept, log)) {
+    return 1;
   }
   // Before the run manager makes a sandbox: the uids of the leftovers that stay are taken.
-  const runs::SweepResult swept = runs::sweepLeftovers(backend, "", clock.wallNow(), kept_uids);
+  const runs::SweepResult swept = runs::sweepLeftovers(backend, "", clock.wallNow(), kept.uids);
   if (swept.removed > 0) {
     log.information("removed " + std::to_string(swept.removed) +
                     " sandboxes left by earlier instances");
   }
   metrics.swept(swept.removed);
-  metrics.knowTenants(http && http->tokens ? http->tokens->tenants()
-                                           : std::vector<std::string>{runs::kLocalTenant});
+  metrics.knowTenants(tenants);
+  // The kept sessions' uids too, whether or not the engine listed their sandboxes.
   config.runs.reserved_uids = swept.kept_uids;
+  config.runs.reserved_uids.insert(config.runs.reserved_uids.end(), kept.uids.begin(),
+                                   kept.uids.end());
   // Declared before the manager, so that it outlives every channel's use of the backend.
   Egress egress;
   if (!startEgress(config, egress, &metrics, log)) {
     return 1;
   }
   runs::RunManager manager(backend, config.runs, config.sandbox, clock, &metrics);
-  if (session_store) {
-    const std::size_t count = kept_sessions.size();
-    const std::size_t taken = manager.takeBack(std::move(kept_sessions));
-    log.information("--state-dir " + config.state_dir + ": took back " + std::to_string(taken) +
-                    " of " + std::to_string(count) + " kept sessions");
+  if (kept.store) {
+    const std::size_t count = kept.sessions.size();
+    const runs::TakenBack taken = manager.takeBack(std::move(kept.sessions));
+    log.information("--state-dir " + config.state_dir + ": took back " +
+                    std::to_string(taken.sessions) + " of " + std::to_string(count) +
+                    " kept sessions");
+    // The sandboxes of those it dropped are leftovers now.
+    const runs::SweepResult dropped =
+        runs::sweepLeftovers(backend, manager.instanceId(), clock.wallNow(), taken.uids);
+    if (dropped.removed > 0) {
+      log.information("removed " + std::to_string(dropped.removed) +
+                      " sandboxes of kept sessions not taken back");
+    }
   }
   // Declared after the manager, so it stops before the manager goes.
   std::optional<metrics::MetricsEndpoint> metrics_endpoint;

@@ -381,7 +381,16 @@ backend::Status DockerBackend::adopt(const std::string& id, const std::string& s
     if (json::string(labels, kManagedLabel).value_or("") != "true") {
       return {Code::kRejected, "adopt: container " + shortId(*container) + " is not managed"};
     }
-    if (status != "created" && status != "exited") {
+    // Made from this create body (its labels name the run and the uid), and never started: a
+    // snapshot's container holds the checkpoint until its first start.
+    for (const auto& [key, value] : json::stringMap(json::object(body, "Labels"))) {
+      if (json::string(labels, key) != value) {
+        return {Code::kRejected, "adopt: container " + shortId(*container) +
+                                     " was not made from the saved create body (label " + key +
+                                     ")"};
+      }
+    }
+    if (status != "created") {
       return {Code::kRejected, "adopt: container " + shortId(*container) + " is " + status +
                                    ", not stopped with a checkpoint"};
     }

@@ -63,6 +63,29 @@ TEST(LeftoverSweepTest, RemovesLeftoversOfDeadOrExpiredInstancesOnly) {
   EXPECT_EQ(result.kept_uids, (std::vector<std::uint32_t>{1900000005}));
 }
 
+// --state-dir: the sandbox of a session an earlier server kept stays, though its owner is gone,
+// until its deadline; another of that dead owner goes.
+TEST(LeftoverSweepTest, KeepsTheSandboxesOfKeptSessionsUntilTheirDeadline) {
+  const std::string dead_pid = std::to_string(impossiblePid());
+  const std::string future = std::to_string(1'700'000'000 + 3600);
+  const std::string past = std::to_string(1'700'000'000 - 1);
+  backend::ListReply list;
+  list.sandboxes = {
+      leftover("kept", {{kLabelOwnerPid, dead_pid}, {kLabelDeadline, future}, {kLabelUid, "41"}}),
+      leftover("kept-too-long",
+               {{kLabelOwnerPid, dead_pid}, {kLabelDeadline, past}, {kLabelUid, "42"}}),
+      leftover("not-kept",
+               {{kLabelOwnerPid, dead_pid}, {kLabelDeadline, future}, {kLabelUid, "43"}}),
+  };
+  ::testing::StrictMock<mocks::MockRuntimeBackend> backend;
+  EXPECT_CALL(backend, list(kLabelManaged)).WillOnce(Return(list));
+  EXPECT_CALL(backend, remove("kept-too-long")).WillOnce(Return(backend::Status{}));
+  EXPECT_CALL(backend, remove("not-kept")).WillOnce(Return(backend::Status{}));
+  const SweepResult result = sweepLeftovers(backend, "", kNow, {41, 42});
+  EXPECT_EQ(result.removed, 2u);
+  EXPECT_EQ(result.kept_uids, (std::vector<std::uint32_t>{41}));
+}
+
 TEST(LeftoverSweepTest, CountsOnlyWhatItRemoved) {
   ::testing::StrictMock<mocks::MockRuntimeBackend> backend;
   backend::ListReply list;

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -44,9 +45,12 @@ class SessionStoreTest : public ::testing::Test {
     session.uid = 100123;
     session.sandbox_id = "c0ffee";
     session.backend_saved = "{\"container\":\"c0ffee2\"}";
-    session.opened = std::chrono::system_clock::time_point(std::chrono::milliseconds(1000));
-    session.last_active = std::chrono::system_clock::time_point(std::chrono::milliseconds(2000));
-    session.hibernated = std::chrono::system_clock::time_point(std::chrono::milliseconds(3000));
+    // Whole milliseconds, as records keep them; one time for every sample.
+    static const auto now =
+        std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
+    session.opened = now - std::chrono::seconds(30);
+    session.last_active = now - std::chrono::seconds(20);
+    session.hibernated = now - std::chrono::seconds(10);
     session.awake = std::chrono::milliseconds(1500);
     return session;
   }
@@ -98,6 +102,7 @@ TEST_F(SessionStoreTest, WhatIsNotARecordOfItsOwnIsReportedAndRemoved) {
   };
   put("feed.json", "{not json", 0600);
   put("beef.json", "{\"version\":1}", 0600);
+  put("cafe.json", "{\"version\":2}", 0600);  // a later server's: left for it
   put("notes.txt", "hello", 0600);
   SavedSession readable = sample();
   ASSERT_FALSE(kept.write(readable));
@@ -109,7 +114,7 @@ TEST_F(SessionStoreTest, WhatIsNotARecordOfItsOwnIsReportedAndRemoved) {
 
   std::vector<std::string> problems;
   EXPECT_TRUE(kept.load(&problems).empty());
-  EXPECT_EQ(problems.size(), 5u);
+  EXPECT_EQ(problems.size(), 6u);
   std::string all;
   for (const std::string& problem : problems) {
     all += problem + "\n";
@@ -119,7 +124,26 @@ TEST_F(SessionStoreTest, WhatIsNotARecordOfItsOwnIsReportedAndRemoved) {
   EXPECT_THAT(all, HasSubstr("notes.txt: not a session record"));
   EXPECT_THAT(all, HasSubstr("mode 0600"));
   EXPECT_THAT(all, HasSubstr("dcba.json: names another session"));
-  EXPECT_TRUE(std::filesystem::is_empty(kept.directory()));
+  EXPECT_THAT(all, HasSubstr("cafe.json: a record of another version of the server; left alone"));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(kept.directory()), {}), 1);
+
+  // A record whose times are out of range (a crafted or corrupt one) is not trusted either.
+  SavedSession ancient = sample();
+  ancient.hibernated = std::chrono::system_clock::time_point(std::chrono::milliseconds(1000));
+  ASSERT_FALSE(kept.write(ancient));
+  problems.clear();
+  EXPECT_TRUE(kept.load(&problems).empty());
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_THAT(problems[0] + problems[1], HasSubstr("a time out of range"));
+}
+
+TEST_F(SessionStoreTest, OneServerAtATimeUsesADirectory) {
+  std::optional<SessionStore> first(store());
+  Result<SessionStore> second = SessionStore::open(directory_);
+  ASSERT_TRUE(std::holds_alternative<Error>(second));
+  EXPECT_THAT(std::get<Error>(second).message, HasSubstr("is in use by another server"));
+  first.reset();
+  EXPECT_TRUE(std::holds_alternative<SessionStore>(SessionStore::open(directory_)));
 }
 
 TEST_F(SessionStoreTest, ADirectoryOthersMayWriteOrARelativePathIsRefused) {

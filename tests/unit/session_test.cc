@@ -442,7 +442,12 @@ TEST_F(SessionTest, AShutdownKeepsSessionsAndTheNextServerTakesThemBack) {
   std::vector<SavedSession> kept = store.load(&problems);
   EXPECT_TRUE(problems.empty());
   ASSERT_EQ(kept.size(), 2u);
-  EXPECT_EQ(manager().takeBack(std::move(kept)), 2u);
+  for (const SavedSession& saved : kept) {
+    settings_.reserved_uids.push_back(saved.uid);
+  }
+  const TakenBack taken = manager().takeBack(std::move(kept));
+  EXPECT_EQ(taken.sessions, 2u);
+  EXPECT_EQ(taken.uids.size(), 2u);
   const RunSnapshot woke = finalOf(run(busy, "#fake:get=y\n"));
   EXPECT_EQ(woke.status, policy::RunStatus::kSucceeded) << woke.reason;
   EXPECT_EQ(woke.results.result, "2");
@@ -466,7 +471,9 @@ TEST_F(SessionTest, AKeptSessionTheBackendCannotTakeBackIsDropped) {
   std::vector<SavedSession> kept = store.load(&problems);
   ASSERT_EQ(kept.size(), 1u);
   kept[0].backend_saved = "not what it saved";
-  EXPECT_EQ(manager().takeBack(std::move(kept)), 0u);
+  const TakenBack taken = manager().takeBack(std::move(kept));
+  EXPECT_EQ(taken.sessions, 0u);
+  EXPECT_TRUE(taken.uids.empty());             // its sandbox is a leftover for the sweep
   EXPECT_TRUE(store.load(&problems).empty());  // its record is gone
   auto gone = tryRun(session, "#fake:get=x\n");
   ASSERT_TRUE(std::holds_alternative<Error>(gone));

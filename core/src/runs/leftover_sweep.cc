@@ -71,7 +71,13 @@ SweepResult sweepLeftovers(backend::RuntimeBackend& backend, const std::string& 
     const auto uid = labelNumber(sandbox, kLabelUid);
     const bool kept = uid && *uid >= 0 && *uid <= UINT32_MAX &&
                       kept_session_uids.count(static_cast<std::uint32_t>(*uid)) != 0;
-    const std::string why = kept ? std::string() : leftoverReason(sandbox, now_unix);
+    std::string why;
+    if (!kept) {
+      why = leftoverReason(sandbox, now_unix);
+    } else if (const auto deadline = labelNumber(sandbox, kLabelDeadline);
+               deadline && *deadline < now_unix) {
+      why = "its deadline has passed";  // a kept session past its age ends anyway
+    }
     if (!why.empty()) {
       const backend::Status status = backend.remove(sandbox.id);
       if (status.ok()) {

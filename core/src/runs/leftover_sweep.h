@@ -23,8 +23,9 @@ struct SweepResult {
 };
 
 // Removes the leftovers `backend` lists that do not belong to `instance_id` (empty: a server
-// that has made none yet). Those in `kept_session_uids` stay whoever made them: the sandboxes
-// of sessions an earlier server kept for this one (--state-dir), which run as those uids.
+// that has made none yet). Those in `kept_session_uids` stay whoever made them, until their
+// deadline: the sandboxes of sessions an earlier server kept for this one (--state-dir), which
+// run as those uids.
 SweepResult sweepLeftovers(backend::RuntimeBackend& backend, const std::string& instance_id,
                            std::chrono::system_clock::time_point now,
                            const std::set<std::uint32_t>& kept_session_uids = {});

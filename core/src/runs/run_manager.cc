@@ -484,7 +484,7 @@ std::optional<RunSnapshot> RunManager::stop(const std::string& tenant, const std
 
 void RunManager::shutdown() { impl_->shutdown(); }
 
-std::size_t RunManager::takeBack(std::vector<SavedSession> sessions) {
+TakenBack RunManager::takeBack(std::vector<SavedSession> sessions) {
   return impl_->takeBack(std::move(sessions));
 }
 

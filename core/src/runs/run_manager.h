@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -29,6 +30,13 @@ namespace scs::runs {
 
 class SessionStore;
 struct SavedSession;
+
+// What RunManager::takeBack took back: how many sessions, and the uids whose sandboxes stay
+// (theirs, and those of records kept for a later start); the others' sandboxes are leftovers.
+struct TakenBack {
+  std::size_t sessions = 0;
+  std::set<std::uint32_t> uids;
+};
 
 // The tenant of every run on stdio and on HTTP without tokens: one client, one owner.
 inline constexpr const char* kLocalTenant = "local";
@@ -282,13 +290,15 @@ class RunManager {
                                                   const std::string& session_id);
 
   // Sessions an earlier server kept (SessionSettings::store), taken back hibernated: their next
-  // run wakes them. One its backend cannot take back is dropped, with its record, and logged.
-  // Returns how many were taken back. Call once, before the first request.
-  std::size_t takeBack(std::vector<SavedSession> sessions);
+  // run wakes them. One its backend cannot take back is dropped, with its record, and logged
+  // (kept for the next start when the engine was unavailable). Call once, before the first
+  // request; their uids must be among RunSettings::reserved_uids.
+  TakenBack takeBack(std::vector<SavedSession> sessions);
 
   // Stops every run, removes every sandbox (prepared ones and sessions' too), joins every
-  // thread; with SessionSettings::store, sessions are kept instead (their runs in progress
-  // are interrupted, as by stop_run). Idempotent.
+  // thread; with SessionSettings::store, the sessions without egress are hibernated and kept
+  // instead (their runs in progress interrupted, as by stop_run; one that cannot be saved
+  // ends). Idempotent.
   void shutdown();
 
   // Waits up to `timeout` until at least `count` prepared sandboxes are ready for runs; true

@@ -251,7 +251,7 @@ struct RunManager::Impl {
                            std::string* why = nullptr);
   // shutdown(): hibernates the kept sessions and records them; one that cannot be kept ends.
   void keepSessionsLocked(std::unique_lock<std::mutex>& lock);
-  std::size_t takeBack(std::vector<SavedSession> sessions);
+  TakenBack takeBack(std::vector<SavedSession> sessions);
   // A run's code in its session's sandbox: delivered as a frame, interrupted at its timeout or
   // stop, and given up (the session ends) when the interpreter does not come back in time.
   void runInSession(Run& run, std::vector<policy::File> files, Outcome& outcome);

@@ -65,7 +65,7 @@ bool RunManager::Impl::recordSessionLocked(std::unique_lock<std::mutex>& lock, S
 void RunManager::Impl::keepSessionsLocked(std::unique_lock<std::mutex>& lock) {
   std::vector<std::shared_ptr<Session>> kept;
   for (const auto& [id, session] : sessions_) {
-    if (session->kept && session->open) {
+    if (session->kept && session->open && !session->removed) {  // not handed over already
       kept.push_back(session);
     }
   }
@@ -96,9 +96,9 @@ void RunManager::Impl::keepSessionsLocked(std::unique_lock<std::mutex>& lock) {
   }
 }
 
-std::size_t RunManager::Impl::takeBack(std::vector<SavedSession> sessions) {
+TakenBack RunManager::Impl::takeBack(std::vector<SavedSession> sessions) {
   const SessionStore* store = settings_.sessions.store;
-  std::size_t taken = 0;
+  TakenBack taken;
   for (SavedSession& saved : sessions) {
     const auto drop = [&](const std::string& why) {
       logger().warning("session " + saved.id + " of tenant " + saved.tenant +
@@ -116,6 +116,10 @@ std::size_t RunManager::Impl::takeBack(std::vector<SavedSession> sessions) {
       drop("its uid " + std::to_string(saved.uid) + " is outside this server's sandbox range");
       continue;
     }
+    if (taken.uids.count(saved.uid) != 0) {
+      drop("another kept session has its uid " + std::to_string(saved.uid));
+      continue;
+    }
     {
       std::lock_guard lock(mutex_);
       if (sessions_.count(saved.id) != 0) {
@@ -125,16 +129,22 @@ std::size_t RunManager::Impl::takeBack(std::vector<SavedSession> sessions) {
     }
     if (const backend::Status adopted = backend_.adopt(saved.sandbox_id, saved.backend_saved);
         !adopted.ok()) {
+      if (adopted.code == backend::Code::kUnavailable || adopted.code == backend::Code::kTimeout) {
+        // The engine did not answer: the record and its sandbox wait for the next start.
+        logger().warning("session " + saved.id + " kept by an earlier server is not taken back " +
+                         "now (its record stays for the next start): " + adopted.message);
+        taken.uids.insert(saved.uid);
+        continue;
+      }
       drop("the backend could not take its sandbox back: " + adopted.message);
       continue;
     }
-    uids_.hold(saved.uid);
     auto session = std::make_shared<Session>();
     session->id = saved.id;
     session->tenant = saved.tenant;
     session->limits = saved.limits;
     session->language = saved.language;
-    session->memory_bytes = saved.memory_bytes;
+    session->memory_bytes = memoryBytes(saved.limits);  // by this server's rule
     session->packages = saved.packages;
     session->sandbox_id = saved.sandbox_id;
     session->lease = source_.adopt(saved.uid, saved.sandbox_id, "session " + saved.id);
@@ -163,9 +173,10 @@ std::size_t RunManager::Impl::takeBack(std::vector<SavedSession> sessions) {
     });
     logger().information("session " + saved.id + " of tenant " + saved.tenant +
                          " taken back hibernated, in sandbox " + saved.sandbox_id);
+    taken.uids.insert(saved.uid);
+    ++taken.sessions;
     std::lock_guard lock(mutex_);
     sessions_.emplace(session->id, std::move(session));
-    ++taken;
   }
   std::lock_guard lock(mutex_);
   pool_changed_.notify_all();  // the maintenance thread ends those hibernated too long

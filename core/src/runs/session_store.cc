@@ -8,6 +8,7 @@
 #include <Poco/JSON/Parser.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -66,9 +67,28 @@ bool plainId(const std::string& id) {
   return true;
 }
 
+constexpr int kVersion = 1;
+
+// A record another version of the server wrote: left for it.
+struct OtherVersion : std::runtime_error {
+  OtherVersion() : std::runtime_error("a record of another version of the server") {}
+};
+
+// A time in a record: from 2020 to a day past now, so that no conversion overflows and no
+// session gets more time than it had.
+std::chrono::system_clock::time_point recordTime(std::int64_t millis) {
+  constexpr std::int64_t kYear2020 = 1'577'836'800'000;
+  const std::int64_t tomorrow =
+      unixMillis(std::chrono::system_clock::now() + std::chrono::hours(24));
+  if (millis < kYear2020 || millis > tomorrow) {
+    throw std::runtime_error("a time out of range");
+  }
+  return fromUnixMillis(millis);
+}
+
 std::string encode(const SavedSession& session) {
   Poco::JSON::Object record;
-  record.set("version", 1);
+  record.set("version", kVersion);
   record.set("id", session.id);
   record.set("tenant", session.tenant);
   record.set("language", std::string(policy::nameOf(session.language)));
@@ -112,8 +132,8 @@ T field(const Poco::JSON::Object::Ptr& object, const std::string& key) {
 SavedSession decode(const std::string& text) {
   Poco::JSON::Parser parser;
   const auto record = parser.parse(text).extract<Poco::JSON::Object::Ptr>();
-  if (field<int>(record, "version") != 1) {
-    throw std::runtime_error("an unknown version");
+  if (field<int>(record, "version") != kVersion) {
+    throw OtherVersion();
   }
   SavedSession session;
   session.id = field<std::string>(record, "id");
@@ -146,10 +166,14 @@ SavedSession decode(const std::string& text) {
   session.uid = static_cast<std::uint32_t>(uid);
   session.sandbox_id = field<std::string>(record, "sandbox_id");
   session.backend_saved = field<std::string>(record, "backend_saved");
-  session.opened = fromUnixMillis(field<std::int64_t>(record, "opened_ms"));
-  session.last_active = fromUnixMillis(field<std::int64_t>(record, "last_active_ms"));
-  session.hibernated = fromUnixMillis(field<std::int64_t>(record, "hibernated_ms"));
-  session.awake = std::chrono::milliseconds(field<std::int64_t>(record, "awake_ms"));
+  session.opened = recordTime(field<std::int64_t>(record, "opened_ms"));
+  session.last_active = recordTime(field<std::int64_t>(record, "last_active_ms"));
+  session.hibernated = recordTime(field<std::int64_t>(record, "hibernated_ms"));
+  const std::int64_t awake = field<std::int64_t>(record, "awake_ms");
+  if (awake < 0 || awake > std::int64_t{366} * 24 * 3600 * 1000) {
+    throw std::runtime_error("an awake time out of range");
+  }
+  session.awake = std::chrono::milliseconds(awake);
   if (!plainId(session.id) || session.sandbox_id.empty() || session.memory_bytes <= 0) {
     throw std::runtime_error("an id, sandbox or memory that is not one of ours");
   }
@@ -173,7 +197,21 @@ Result<SessionStore> SessionStore::open(const std::string& directory) {
   if (::chmod(sessions.c_str(), 0700) != 0) {
     return invalid("--state-dir: " + systemError("cannot set the mode of", sessions));
   }
-  return SessionStore(sessions);
+  // One server per directory: two would take back the same sandboxes.
+  const std::string lock_path = directory + "/lock";
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    return invalid("--state-dir: " + systemError("cannot open", lock_path));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return invalid("--state-dir " + directory + " is in use by another server");
+  }
+  auto lock = std::shared_ptr<void>(new int(fd), [](void* held) {
+    ::close(*static_cast<int*>(held));
+    delete static_cast<int*>(held);
+  });
+  return SessionStore(sessions, std::move(lock));
 }
 
 std::string SessionStore::pathOf(const std::string& session_id) const {
@@ -276,6 +314,8 @@ std::vector<SavedSession> SessionStore::load(std::vector<std::string>* problems)
         continue;
       }
       sessions.push_back(std::move(session));
+    } catch (const OtherVersion& e) {
+      problems->push_back(path + ": " + e.what() + "; left alone");
     } catch (const std::exception& e) {
       drop(std::string("not a session record (") + e.what() + ")");
     }

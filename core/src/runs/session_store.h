@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,8 +38,9 @@ struct SavedSession {
 
 class SessionStore {
  public:
-  // Creates DIR/sessions when missing; an error when that cannot be done, or when DIR is not
-  // a directory this process owns that nobody else may write to.
+  // Creates DIR/sessions (mode 0700) when missing; an error when that cannot be done, when DIR
+  // is not a directory this process owns that nobody else may write to, or when another server
+  // uses it (an exclusive lock on DIR/lock, held while the store lives).
   static Result<SessionStore> open(const std::string& directory);
 
   // Writes (or replaces) the session's record; an error says why it could not.
@@ -46,15 +48,17 @@ class SessionStore {
   void remove(const std::string& session_id) const;
 
   // Every record found; `problems` gets one line for each file that is not a record (it is
-  // removed, so that it is reported once).
+  // removed, so that it is reported once), and for a record of another version (left alone).
   std::vector<SavedSession> load(std::vector<std::string>* problems) const;
 
   const std::string& directory() const { return directory_; }
 
  private:
-  explicit SessionStore(std::string directory) : directory_(std::move(directory)) {}
+  SessionStore(std::string directory, std::shared_ptr<void> lock)
+      : directory_(std::move(directory)), lock_(std::move(lock)) {}
   std::string pathOf(const std::string& session_id) const;
-  std::string directory_;  // DIR/sessions
+  std::string directory_;       // DIR/sessions
+  std::shared_ptr<void> lock_;  // DIR/lock, open and locked
 };
 
 }  // namespace scs::runs

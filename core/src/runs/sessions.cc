@@ -454,7 +454,7 @@ void RunManager::Impl::hibernateSessionsLocked(std::unique_lock<std::mutex>& loc
       endSessionLocked(*session, "it could not be hibernated (" + saved.message + ")");
       continue;
     }
-    if (settings_.sessions.store != nullptr && keepsAcrossRestartLocked(*session)) {
+    if (keepsAcrossRestartLocked(*session)) {
       recordSessionLocked(lock, *session);  // a later server may take it back
     }
     // A run that arrived meanwhile waited in the session's queue: it goes on now, and wakes it.

@@ -32,11 +32,6 @@ void UidPool::give(std::uint32_t uid) {
   taken_.erase(uid);
 }
 
-void UidPool::hold(std::uint32_t uid) {
-  std::lock_guard lock(mutex_);
-  taken_.insert(uid);
-}
-
 std::size_t UidPool::inUse() const {
   std::lock_guard lock(mutex_);
   return taken_.size();

@@ -26,8 +26,6 @@ class UidPool {
 
   // The sandbox that had `uid` is gone.
   void give(std::uint32_t uid);
-  // `uid` is in use by a sandbox this instance took over (a session an earlier server kept).
-  void hold(std::uint32_t uid);
 
   std::size_t inUse() const;
 

@@ -388,8 +388,8 @@ class RuntimeBackend {
   // saved() is what a later process's backend needs to take snapshotted sandbox `id` back: text
   // of the backend's own making, no secret, that the core keeps for it (mode 0600) and hands to
   // adopt(). adopt() makes `id` a sandbox of this backend again, snapshotted: only resume() or
-  // remove() may follow. It checks what it can of the text against its engine, and takes no
-  // path to read or write from it.
+  // remove() may follow. It checks the text against its engine's record (that sandbox exists,
+  // is ours and holds a snapshot), and takes no path to read or write from it.
   virtual SavedReply saved(const std::string& id) {
     return {{Code::kUnsupported, "this backend cannot keep sandbox " + id + " across restarts"},
             {}};
