@@ -357,12 +357,14 @@ TEST_F(SessionIntegrationTest, AnIdleSessionHibernatesAndItsNextRunWakesItAsItWa
 
 // --state-dir: SIGTERM hibernates the open session (its run in progress is interrupted) and
 // leaves its sandbox to the engine; the next server with the same directory takes it back, and
-// its next run wakes it as it was. Under runc, which keeps no snapshots here, the server refuses
-// the flag and says why.
+// its next run wakes it as it was; after a SIGKILL, the sessions hibernated at the time are
+// taken back. Under runc, which keeps no snapshots here, the server refuses the flag and says
+// why.
 TEST_F(SessionIntegrationTest, ASessionKeptInAStateDirOutlivesARestart) {
   char pattern[] = "/tmp/scs-state-XXXXXX";
   const std::string directory = ::mkdtemp(pattern);
-  const std::vector<std::string> args{"--prepared", "0", "--state-dir", directory};
+  const std::vector<std::string> args{
+      "--prepared", "0", "--state-dir", directory, "--session-idle-seconds", "2"};
   if (!underGvisor()) {
     const CommandResult refused =
         runCommand(std::string(SCS_BINARY) + " --backend docker --runtime " + testRuntime() +
@@ -441,6 +443,39 @@ TEST_F(SessionIntegrationTest, ASessionKeptInAStateDirOutlivesARestart) {
   EXPECT_NE(::access((directory + "/sessions/" + session + ".json").c_str(), F_OK), 0);
   EXPECT_EQ(text(closeSession(*after, session), "status"), "ended");
   EXPECT_THAT(sandboxOf(session), IsEmpty());
+
+  // A server killed outright (SIGKILL: no shutdown) leaves the sessions that were hibernated at
+  // the time recorded, and the next server takes them back; one awake at the kill is a leftover.
+  const auto set = [&](testing::McpProcess& server, const std::string& id,
+                       const std::string& code) {
+    Poco::JSON::Object::Ptr run = startRunArguments({code, {}, nullptr});
+    run->set("session_id", id);
+    run->set("wait_seconds", 30);
+    return runToFinal(server, run);
+  };
+  const std::string sleeper = openSession(*after);
+  ASSERT_EQ(text(set(*after, sleeper, "x = 'slept'\n"), "status"), "succeeded");
+  ASSERT_TRUE(eventually(
+      [&] { return ::access((directory + "/sessions/" + sleeper + ".json").c_str(), F_OK) == 0; },
+      seconds(60)))
+      << tail(after->stderrText());
+  const std::string awake = openSession(*after);
+  ASSERT_EQ(text(set(*after, awake, "y = 1\n"), "status"), "succeeded");
+  after->signal(SIGKILL);
+  ASSERT_TRUE(after->waitExit(seconds(30)));
+  auto third = launchServer(args);
+  EXPECT_TRUE(eventually(
+      [&] {
+        return third->stderrText().find("took back 1 of 1 kept sessions") != std::string::npos;
+      },
+      seconds(10)))
+      << tail(third->stderrText());
+  const auto slept = set(*third, sleeper, "x\n");
+  ASSERT_EQ(text(slept, "status"), "succeeded") << describe(slept) << tail(third->stderrText());
+  EXPECT_EQ(text(slept, "result"), "'slept'");
+  EXPECT_THAT(sandboxOf(awake), IsEmpty());  // the startup sweep's: its owner is gone
+  EXPECT_EQ(text(closeSession(*third, sleeper), "status"), "ended");
+  EXPECT_THAT(sandboxOf(sleeper), IsEmpty());
   std::filesystem::remove_all(directory);
 }
 
