@@ -40,7 +40,6 @@ class SessionStoreTest : public ::testing::Test {
     session.tenant = "alice";
     session.language = policy::Language::kBash;
     session.limits = {2, 30, 1.5, 128};
-    session.memory_bytes = std::int64_t{2} << 30;
     session.packages = PackageLayerUse{"scs-pkg:abc", {"six==1.16.0"}, false, 0};
     session.uid = 100123;
     session.sandbox_id = "c0ffee";
@@ -77,7 +76,6 @@ TEST_F(SessionStoreTest, ARecordRoundTripsAndIsOnlyTheServersToRead) {
   EXPECT_EQ(back.tenant, "alice");
   EXPECT_EQ(back.language, policy::Language::kBash);
   EXPECT_EQ(back.limits, expected.limits);
-  EXPECT_EQ(back.memory_bytes, expected.memory_bytes);
   ASSERT_TRUE(back.packages);
   EXPECT_EQ(back.packages->image, "scs-pkg:abc");
   EXPECT_EQ(back.packages->installed, std::vector<std::string>{"six==1.16.0"});

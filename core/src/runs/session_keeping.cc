@@ -28,7 +28,6 @@ bool RunManager::Impl::recordSessionLocked(std::unique_lock<std::mutex>& lock, S
   saved.tenant = session.tenant;
   saved.language = session.language;
   saved.limits = session.limits;
-  saved.memory_bytes = session.memory_bytes;
   saved.packages = session.packages;
   saved.uid = session.lease.uid();
   saved.sandbox_id = session.sandbox_id;

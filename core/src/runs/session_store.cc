@@ -98,7 +98,6 @@ std::string encode(const SavedSession& session) {
   limits.set("cpus", session.limits.cpus);
   limits.set("processes", session.limits.processes);
   record.set("limits", limits);
-  record.set("memory_bytes", session.memory_bytes);
   if (session.packages) {
     Poco::JSON::Object packages;
     packages.set("image", session.packages->image);
@@ -148,7 +147,6 @@ SavedSession decode(const std::string& text) {
   session.limits.timeout_seconds = field<double>(limits, "timeout_seconds");
   session.limits.cpus = field<double>(limits, "cpus");
   session.limits.processes = field<int>(limits, "processes");
-  session.memory_bytes = field<std::int64_t>(record, "memory_bytes");
   if (const auto packages = record->getObject("packages")) {
     PackageLayerUse use;
     use.image = field<std::string>(packages, "image");
@@ -174,7 +172,7 @@ SavedSession decode(const std::string& text) {
     throw std::runtime_error("an awake time out of range");
   }
   session.awake = std::chrono::milliseconds(awake);
-  if (!plainId(session.id) || session.sandbox_id.empty() || session.memory_bytes <= 0) {
+  if (!plainId(session.id) || session.sandbox_id.empty() || !(session.limits.memory_gb > 0)) {
     throw std::runtime_error("an id, sandbox or memory that is not one of ours");
   }
   return session;

@@ -25,7 +25,6 @@ struct SavedSession {
   std::string tenant;
   policy::Language language = policy::Language::kPython;
   policy::Limits limits;
-  std::int64_t memory_bytes = 0;
   std::optional<PackageLayerUse> packages;
   std::uint32_t uid = 0;
   std::string sandbox_id;
