@@ -384,6 +384,9 @@ TEST(ResultsE2eTest, ASessionKeptInAStateDirOutlivesARestart) {
   std::string id;
   {
     Server before(args);
+    std::ostringstream tools;
+    before.process().request("tools/list", new Object)->stringify(tools);
+    EXPECT_THAT(tools.str(), HasSubstr("A server restart keeps it too"));
     id = before.call("open_session", object({}))->getValue<std::string>("session_id");
     const Object::Ptr set =
         before
@@ -412,6 +415,37 @@ TEST(ResultsE2eTest, ASessionKeptInAStateDirOutlivesARestart) {
   EXPECT_EQ(
       after.call("close_session", object({{"session_id", id}}))->getValue<std::string>("status"),
       "ended");
+  std::filesystem::remove_all(directory);
+}
+
+// A session with network access is never kept: its channel's nonce and CA are one server's.
+TEST(ResultsE2eTest, ASessionWithNetworkAccessEndsWithTheServerEvenWithAStateDir) {
+  char pattern[] = "/tmp/scs-e2e-state-XXXXXX";
+  const std::string directory = ::mkdtemp(pattern);
+  const std::vector<std::string> args{
+      "--backend-option", "snapshots=on", "--prepared",     "0",
+      "--state-dir",      directory,      "--egress-allow", "local=api.example.com"};
+  std::string id;
+  {
+    Server before(args);
+    std::ostringstream tools;
+    before.process().request("tools/list", new Object)->stringify(tools);
+    EXPECT_THAT(tools.str(), Not(HasSubstr("A server restart keeps it too")));
+    id = before.call("open_session", object({}))->getValue<std::string>("session_id");
+    before.process().signal(SIGTERM);
+    EXPECT_EQ(before.process().waitExit(30s), 0) << before.process().stderrText();
+    EXPECT_TRUE(eventually([&] {
+      return before.process().stderrText().find("session " + id +
+                                                " of tenant local ended: the server shut down") !=
+             std::string::npos;
+    })) << before.process().stderrText();
+  }
+  Server after(args);
+  EXPECT_TRUE(eventually([&] {
+    return after.process().stderrText().find("took back 0 of 0 kept sessions") != std::string::npos;
+  })) << after.process().stderrText();
+  EXPECT_THAT(after.errorOf("start_run", object({{"code", "#fake: get=x\n"}, {"session_id", id}})),
+              HasSubstr("Unknown session_id"));
   std::filesystem::remove_all(directory);
 }
 

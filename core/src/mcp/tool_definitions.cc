@@ -47,7 +47,10 @@ std::string sessionEnds(const ToolSettings& tools) {
          " without a run it hibernates: its next run wakes it as it was, in a few seconds (open "
          "network connections are lost). It closes after " +
          formatDuration(tools.session_hibernated_max) + " hibernated or " +
-         formatDuration(tools.session_lifetime) + " awake";
+         formatDuration(tools.session_lifetime) + " awake" +
+         (tools.sessions_kept
+              ? ". A server restart keeps it too (a run then in progress is stopped)"
+              : "");
 }
 
 Settings settingsOf(const ToolSettings& tools) {

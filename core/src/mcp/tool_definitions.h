@@ -27,6 +27,7 @@ struct ToolSettings {
   // Idle sessions hibernate (the backend snapshots them) and end this long after.
   bool session_hibernate = false;
   std::chrono::seconds session_hibernated_max{86400};
+  bool sessions_kept = false;  // a server restart keeps them (--state-dir)
   std::size_t max_sessions_per_tenant = 4;
   // Whether the operator offers packages (a wheelhouse or an index): without, start_run and
   // open_session do not show the `packages` argument at all.

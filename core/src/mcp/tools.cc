@@ -226,6 +226,9 @@ Poco::JSON::Array::Ptr Tools::definitions(const std::string& tenant) const {
   settings.session_lifetime = options_.sessions.max_lifetime;
   settings.session_hibernate = options_.sessions.hibernate;
   settings.session_hibernated_max = options_.sessions.hibernated_max;
+  // --state-dir keeps sessions across restarts, but never one with network access.
+  settings.sessions_kept = options_.sessions.hibernate && options_.sessions.store != nullptr &&
+                           !(options_.egress != nullptr && options_.egress->enabledFor(tenant));
   settings.max_sessions_per_tenant = options_.sessions.max_open_per_tenant;
   Poco::JSON::Array::Ptr tools = toolDefinitions(settings);
   const std::string network = egressSentence(options_.egress, tenant, options_.credentials);
