@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -52,10 +53,28 @@ class SessionTest : public ::testing::Test {
   RunManager& manager() {
     fake();
     if (!manager_) {
-      manager_ = std::make_unique<RunManager>(*fake_, settings_, sandbox_, clock_);
+      manager_ = std::make_unique<RunManager>(*fake_, settings_, sandbox_, clock_, &events_);
     }
     return *manager_;
   }
+
+  // The refusals the manager counts (what /metrics shows), by category.
+  struct Refusals : RunEvents {
+    void refused(const std::string&, Refusal why) override {
+      std::lock_guard lock(mutex);
+      seen.push_back(why);
+    }
+    void accepted(const std::string&) override {}
+    void finished(const std::string&, policy::RunStatus, std::optional<double>,
+                  std::optional<double>) override {}
+    void preparedTaken(bool) override {}
+    std::vector<Refusal> taken() {
+      std::lock_guard lock(mutex);
+      return seen;
+    }
+    std::mutex mutex;
+    std::vector<Refusal> seen;
+  };
 
   Result<SessionSnapshot> tryOpen(const std::string& tenant = kLocalTenant, double memory_gb = 1) {
     OpenSessionRequest request;
@@ -154,6 +173,7 @@ class SessionTest : public ::testing::Test {
   policy::SandboxSettings sandbox_;
   std::string state_dir_;
   std::optional<SessionStore> store_;
+  Refusals events_;
   std::unique_ptr<RunManager> manager_;  // last: it stops before the backend goes away
 };
 
@@ -248,6 +268,8 @@ TEST_F(SessionTest, CodeThatIgnoresTheInterruptEndsTheSession) {
   auto refused = tryRun(session, "#fake:result=late\n");
   ASSERT_TRUE(std::holds_alternative<Error>(refused));
   EXPECT_THAT(std::get<Error>(refused).message, HasSubstr("has ended"));
+  EXPECT_EQ(std::get<Error>(refused).kind, ErrorKind::kInvalid);  // asking again fails again
+  EXPECT_EQ(events_.taken(), std::vector<RunEvents::Refusal>{RunEvents::Refusal::kInvalid});
 }
 
 TEST_F(SessionTest, AnOomThatKillsTheInterpreterEndsTheSessionOneThatKillsAChildDoesNot) {
@@ -552,6 +574,9 @@ TEST_F(SessionTest, OneOpensInAPreparedSandboxWhoseRunsTakeNoOtherAndCountInTheQ
   auto refused = tryRun(session, "#fake:result=4\n");
   ASSERT_TRUE(std::holds_alternative<Error>(refused));
   EXPECT_THAT(std::get<Error>(refused).message, HasSubstr("The queue is full"));
+  // Counted as a full queue, not as a bad request.
+  EXPECT_EQ(std::get<Error>(refused).kind, ErrorKind::kRefused);
+  EXPECT_EQ(events_.taken(), std::vector<RunEvents::Refusal>{RunEvents::Refusal::kQueueFull});
   EXPECT_TRUE(runs.awaitPrepared(1, 0ms));  // still there, unused
   runs.stop(kLocalTenant, first);
 }

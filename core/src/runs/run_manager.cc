@@ -142,10 +142,13 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
   if (session) {
     run->session = session;
     run->report.session_id = session->id;
-    if (std::optional<std::string> refusal = enqueueInSessionLocked(*session, *run)) {
+    if (std::optional<Error> refusal = enqueueInSessionLocked(*session, *run)) {
       runs_.erase(run->id);
-      events_.refused(run->tenant, RunEvents::Refusal::kInvalid);
-      return refused(*refusal);
+      // A full queue is no room now; an ended session, a request that fails again.
+      events_.refused(run->tenant, refusal->kind == ErrorKind::kRefused
+                                       ? RunEvents::Refusal::kQueueFull
+                                       : RunEvents::Refusal::kInvalid);
+      return std::move(*refusal);
     }
     if (session->current != run->id) {
       events_.accepted(run->tenant);

@@ -218,8 +218,9 @@ struct RunManager::Impl {
   SessionSnapshot sessionSnapshotLocked(const Session& session) const;
   std::shared_ptr<Session> findSessionLocked(const std::string& tenant, const std::string& id);
   // Where a new run of `session` goes: the fair queue when the session has nothing queued or
-  // in progress, else the session's own queue. A refusal when the session has ended.
-  std::optional<std::string> enqueueInSessionLocked(Session& session, Run& run);
+  // in progress, else the session's own queue. Invalid when the session has ended; refused when
+  // the tenant's queue is full.
+  std::optional<Error> enqueueInSessionLocked(Session& session, Run& run);
   // A run of a session became final: the session's next run goes to the fair queue.
   void sessionRunEndedLocked(Run& run);
   // Ends a session: its waiting runs are stopped, its run in progress is told to stop; the

@@ -60,10 +60,10 @@ bool SessionSink::hasEnded() const {
   return ended_;
 }
 
-std::optional<std::string> RunManager::Impl::enqueueInSessionLocked(Session& session, Run& run) {
+std::optional<Error> RunManager::Impl::enqueueInSessionLocked(Session& session, Run& run) {
   if (!session.open) {
-    return "Session " + session.id + " has ended: " + session.end_reason +
-           ". Its variables and files are gone; open a new one with open_session.";
+    return invalid("Session " + session.id + " has ended: " + session.end_reason +
+                   ". Its variables and files are gone; open a new one with open_session.");
   }
   // The tenant's runs waiting in its sessions count against its queue like those in the fair
   // queue.
@@ -72,8 +72,8 @@ std::optional<std::string> RunManager::Impl::enqueueInSessionLocked(Session& ses
     waiting += other->tenant == run.tenant ? other->waiting.size() : 0;
   }
   if (waiting >= settings_.max_queue) {
-    return "The queue is full: " + std::to_string(waiting) +
-           " of your runs are waiting. Try again when one has finished.";
+    return refused("The queue is full: " + std::to_string(waiting) +
+                   " of your runs are waiting. Try again when one has finished.");
   }
   // While its snapshot is being taken it waits in the session's queue: it wakes the session
   // once the snapshot is done.
