@@ -263,13 +263,7 @@ void RunManager::Impl::shutdown() {
     for (auto& [id, session] : sessions_) {
       if (keepsAcrossRestartLocked(*session)) {
         session->kept = true;
-        for (const std::string& waiting : std::deque<std::string>(session->waiting)) {
-          Run& run = *runs_.at(waiting);
-          finalizeLocked(run, stoppedVerdict("Stopped by server shutdown before it started."), {},
-                         {});
-          run.phase = Phase::kSettled;
-        }
-        session->waiting.clear();
+        stopWaitingLocked(*session, "Stopped by server shutdown before it started.");
       }
     }
     for (const FairQueue::Entry& entry : queue_.clear()) {

@@ -223,6 +223,10 @@ struct RunManager::Impl {
   std::optional<Error> enqueueInSessionLocked(Session& session, Run& run);
   // A run of a session became final: the session's next run goes to the fair queue.
   void sessionRunEndedLocked(Run& run);
+  // The session's sandbox ending wakes the waiters and the maintenance thread (which ends it).
+  void listenForEnd(Session& session);
+  // Stops the runs waiting in the session's own queue with `reason`.
+  void stopWaitingLocked(Session& session, const std::string& reason);
   // Ends a session: its waiting runs are stopped, its run in progress is told to stop; the
   // sandbox is removed once no run executes in it (releaseSessions). Idempotent.
   void endSessionLocked(Session& session, const std::string& reason);

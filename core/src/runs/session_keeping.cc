@@ -165,11 +165,7 @@ TakenBack RunManager::Impl::takeBack(std::vector<SavedSession> sessions) {
     session->last_active_wall = saved.last_active;
     session->hibernated_at = ago(saved.hibernated);
     session->hibernated_wall = saved.hibernated;
-    session->sink.setListener([this] {
-      std::lock_guard wake(mutex_);
-      changed_.notify_all();
-      pool_changed_.notify_all();
-    });
+    listenForEnd(*session);
     logger().information("session " + saved.id + " of tenant " + saved.tenant +
                          " taken back hibernated, in sandbox " + saved.sandbox_id);
     taken.uids.insert(saved.uid);

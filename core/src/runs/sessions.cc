@@ -178,11 +178,7 @@ Result<SessionSnapshot> RunManager::Impl::openSession(OpenSessionRequest request
       session->egress = settings_.egress->open(session->tenant, "session " + id);
       session->egress_sink = std::make_unique<egress::EgressSink>(session->egress, &session->sink);
     }
-    session->sink.setListener([this] {
-      std::lock_guard wake(mutex_);
-      changed_.notify_all();
-      pool_changed_.notify_all();  // the maintenance thread ends a session whose sandbox ended
-    });
+    listenForEnd(*session);
     session->opening = true;
     sessions_.emplace(session->id, session);
   }
@@ -293,6 +289,23 @@ std::optional<SessionSnapshot> RunManager::Impl::closeSession(const std::string&
   return sessionSnapshotLocked(*session);
 }
 
+void RunManager::Impl::listenForEnd(Session& session) {
+  session.sink.setListener([this] {
+    std::lock_guard wake(mutex_);
+    changed_.notify_all();
+    pool_changed_.notify_all();  // the maintenance thread ends a session whose sandbox ended
+  });
+}
+
+void RunManager::Impl::stopWaitingLocked(Session& session, const std::string& reason) {
+  for (const std::string& id : std::deque<std::string>(session.waiting)) {
+    Run& run = *runs_.at(id);
+    finalizeLocked(run, stoppedVerdict(reason), {}, {});
+    run.phase = Phase::kSettled;
+  }
+  session.waiting.clear();
+}
+
 void RunManager::Impl::endSessionLocked(Session& session, const std::string& reason) {
   if (!session.open) {
     return;
@@ -307,12 +320,7 @@ void RunManager::Impl::endSessionLocked(Session& session, const std::string& rea
   logger().information("session " + session.id + " of tenant " + session.tenant +
                        " ended: " + reason);
   const std::string stop_reason = "Stopped before it started: its session ended (" + reason + ").";
-  for (const std::string& id : std::deque<std::string>(session.waiting)) {
-    Run& run = *runs_.at(id);
-    finalizeLocked(run, stoppedVerdict(stop_reason), {}, {});
-    run.phase = Phase::kSettled;
-  }
-  session.waiting.clear();
+  stopWaitingLocked(session, stop_reason);
   if (!session.current.empty()) {
     Run& run = *runs_.at(session.current);
     if (run.phase == Phase::kQueued) {
