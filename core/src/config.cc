@@ -12,9 +12,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <system_error>
+#include <variant>
 
 #include "config_flags.h"
 
@@ -31,56 +33,63 @@ namespace {
 namespace fs = std::filesystem;
 
 // Scalars of the config file become the text a flag would carry.
-Problem scalarText(const std::string& key, const Poco::Dynamic::Var& value, std::string* out) {
+Result<std::string> scalarText(const std::string& key, const Poco::Dynamic::Var& value) {
   if (value.isEmpty() || value.isArray() || value.isStruct() || value.type() == typeid(bool) ||
       value.type() == typeid(Poco::JSON::Object::Ptr) ||
       value.type() == typeid(Poco::JSON::Array::Ptr)) {
-    return "config file: \"" + key + "\" must be a string or a number";
+    return invalid("config file: \"" + key + "\" must be a string or a number");
   }
   if (value.isString()) {
-    *out = value.extract<std::string>();
-  } else if (value.isInteger()) {
-    *out = std::to_string(value.convert<std::int64_t>());
-  } else {
-    *out = policy::formatNumber(value.convert<double>());
+    return value.extract<std::string>();
   }
-  return std::nullopt;
+  if (value.isInteger()) {
+    return std::to_string(value.convert<std::int64_t>());
+  }
+  return policy::formatNumber(value.convert<double>());
+}
+
+// A flag applied to a scalar of the config file.
+Result<Done> applyScalar(Config& config, const Flag& flag, const std::string& key,
+                         const Poco::Dynamic::Var& value) {
+  const Result<std::string> text = scalarText(key, value);
+  if (const Error* problem = std::get_if<Error>(&text)) {
+    return *problem;
+  }
+  return flag.apply(config, std::get<std::string>(text));
 }
 
 // The object form of "backend-option": {"KEY": VALUE, ...}.
-Problem applyFileBackendOptions(Config& config, const Poco::JSON::Object::Ptr& object) {
+Result<Done> applyFileBackendOptions(Config& config, const Poco::JSON::Object::Ptr& object) {
   const Flag* flag = findFlag("backend-option");
   for (const auto& [key, item] : *object) {
-    std::string text;
-    if (auto problem = scalarText("backend-option." + key, item, &text)) {
-      return problem;
+    const Result<std::string> text = scalarText("backend-option." + key, item);
+    if (const Error* problem = std::get_if<Error>(&text)) {
+      return *problem;
     }
-    if (auto problem = flag->apply(config, key + "=" + text)) {
-      return problem;
+    Result<Done> applied = flag->apply(config, key + "=" + std::get<std::string>(text));
+    if (std::holds_alternative<Error>(applied)) {
+      return applied;
     }
   }
-  return std::nullopt;
+  return Done{};
 }
 
 // A repeated flag's entries, each a scalar.
-Problem applyFileEntries(Config& config, const Flag& flag, const std::string& key,
-                         const Poco::JSON::Array::Ptr& entries) {
+Result<Done> applyFileEntries(Config& config, const Flag& flag, const std::string& key,
+                              const Poco::JSON::Array::Ptr& entries) {
   for (std::size_t i = 0; i < entries->size(); ++i) {
-    std::string text;
-    if (auto problem = scalarText(key, entries->get(static_cast<unsigned>(i)), &text)) {
-      return problem;
-    }
-    if (auto problem = flag.apply(config, text)) {
-      return problem;
+    Result<Done> applied = applyScalar(config, flag, key, entries->get(static_cast<unsigned>(i)));
+    if (std::holds_alternative<Error>(applied)) {
+      return applied;
     }
   }
-  return std::nullopt;
+  return Done{};
 }
 
-Problem applyFile(Config& config, const std::string& path, std::set<std::string>* given) {
+Result<Done> applyFile(Config& config, const std::string& path, std::set<std::string>* given) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return "--config: cannot read " + path;
+    return invalid("--config: cannot read " + path);
   }
   std::stringstream text;
   text << in.rdbuf();
@@ -89,104 +98,102 @@ Problem applyFile(Config& config, const std::string& path, std::set<std::string>
     Poco::JSON::Parser parser;
     parsed = parser.parse(text.str());
   } catch (const Poco::Exception& e) {
-    return "--config: " + path + " is not valid JSON: " + e.displayText();
+    return invalid("--config: " + path + " is not valid JSON: " + e.displayText());
   }
   if (parsed.type() != typeid(Poco::JSON::Object::Ptr)) {
-    return "--config: " + path + " must hold a JSON object";
+    return invalid("--config: " + path + " must hold a JSON object");
   }
   auto object = parsed.extract<Poco::JSON::Object::Ptr>();
   for (const auto& [key, value] : *object) {
     const Flag* flag = findFlag(key);
     if (flag == nullptr || !flag->apply) {
-      return "--config: " + path + " has an unknown setting \"" + key + "\"";
+      return invalid("--config: " + path + " has an unknown setting \"" + key + "\"");
     }
-    Problem problem;
+    Result<Done> applied = Done{};
     if (key == "backend-option" && value.type() == typeid(Poco::JSON::Object::Ptr)) {
-      problem = applyFileBackendOptions(config, value.extract<Poco::JSON::Object::Ptr>());
+      applied = applyFileBackendOptions(config, value.extract<Poco::JSON::Object::Ptr>());
     } else if (flag->repeated && value.type() == typeid(Poco::JSON::Array::Ptr)) {
-      problem = applyFileEntries(config, *flag, key, value.extract<Poco::JSON::Array::Ptr>());
+      applied = applyFileEntries(config, *flag, key, value.extract<Poco::JSON::Array::Ptr>());
+    } else if (*flag->metavar == '\0' && value.type() == typeid(bool)) {
+      // A switch: JSON true or false.
+      applied = flag->apply(config, value.extract<bool>() ? "true" : "false");
     } else {
-      std::string value_text;
-      if (*flag->metavar == '\0' && value.type() == typeid(bool)) {
-        value_text = value.extract<bool>() ? "true" : "false";  // a switch: JSON true or false
-      } else {
-        problem = scalarText(key, value, &value_text);
-      }
-      if (!problem) {
-        problem = flag->apply(config, value_text);
-      }
+      applied = applyScalar(config, *flag, key, value);
     }
-    if (problem) {
-      return "--config " + path + ": " + *problem;
+    if (const Error* problem = std::get_if<Error>(&applied)) {
+      return invalid("--config " + path + ": " + problem->message);
     }
     given->insert(key);
   }
-  return std::nullopt;
+  return Done{};
 }
 
-Problem checkLimitPair(const Config& config, const std::set<std::string>& given, const char* what,
-                       double policy::Limits::*field, double floor, const char* unit) {
+Result<Done> checkLimitPair(const Config& config, const std::set<std::string>& given,
+                            const char* what, double policy::Limits::*field, double floor,
+                            const char* unit) {
   const std::string default_flag = std::string("default-") + what;
   const std::string max_flag = std::string("max-") + what;
   const double default_value = config.limits.defaults.*field;
   const double max_value = config.limits.maxima.*field;
   if (default_value < floor) {
-    return flagName(default_flag) + ": " + policy::formatNumber(default_value) +
-           " is below the floor of " + policy::formatNumber(floor) + unit;
+    return invalid(flagName(default_flag) + ": " + policy::formatNumber(default_value) +
+                   " is below the floor of " + policy::formatNumber(floor) + unit);
   }
   if (max_value < floor) {
-    return flagName(max_flag) + ": " + policy::formatNumber(max_value) + " is below the floor of " +
-           policy::formatNumber(floor) + unit;
+    return invalid(flagName(max_flag) + ": " + policy::formatNumber(max_value) +
+                   " is below the floor of " + policy::formatNumber(floor) + unit);
   }
   // A default above the maximum is a contradiction only when both were set; otherwise the
   // limit policy lowers the default to the maximum and logs it.
   if (given.count(default_flag) != 0 && default_value > max_value) {
-    return flagName(default_flag) + " " + policy::formatNumber(default_value) + " is above " +
-           flagName(max_flag) + " " + policy::formatNumber(max_value);
+    return invalid(flagName(default_flag) + " " + policy::formatNumber(default_value) +
+                   " is above " + flagName(max_flag) + " " + policy::formatNumber(max_value));
   }
-  return std::nullopt;
+  return Done{};
 }
 
-Problem checkHttpFlags(const Config& config, const std::set<std::string>& given) {
+Result<Done> checkHttpFlags(const Config& config, const std::set<std::string>& given) {
   for (const char* flag : {"token-file", "allowed-origins", "allowed-hosts", "max-http-body-bytes",
                            "max-sessions", "max-sessions-per-tenant", "max-requests-per-tenant"}) {
     if (config.http.listen.empty() && given.count(flag) != 0) {
-      return flagName(flag) + " applies to HTTP only; give --http ADDR:PORT too";
+      return invalid(flagName(flag) + " applies to HTTP only; give --http ADDR:PORT too");
     }
   }
-  return std::nullopt;
+  return Done{};
 }
 
 }  // namespace
 
-std::optional<std::string> buildEgressPolicy(const Config& config, egress::EgressPolicy& policy) {
+Result<Done> buildEgressPolicy(const Config& config, egress::EgressPolicy& policy) {
   const Config::Egress& e = config.egress;
   if (e.allow.empty() && (!e.deny.empty() || !e.resolve.empty())) {
-    return std::string(e.deny.empty() ? "--egress-resolve" : "--egress-deny") +
-           " needs --egress-allow: without an allow entry no program reaches any host";
+    return invalid(std::string(e.deny.empty() ? "--egress-resolve" : "--egress-deny") +
+                   " needs --egress-allow: without an allow entry no program reaches any host");
   }
   const auto apply = [](const std::vector<std::string>& entries, const char* flag,
-                        auto add) -> std::optional<std::string> {
+                        auto add) -> Result<Done> {
     for (const std::string& entry : entries) {
       const Result<bool> added = add(entry);
       if (const Error* error = std::get_if<Error>(&added)) {
-        return std::string(flag) + ": " + error->message;
+        return Error{error->kind, std::string(flag) + ": " + error->message};
       }
     }
-    return std::nullopt;
+    return Done{};
   };
-  if (auto p =
-          apply(e.allow, "--egress-allow", [&](const std::string& v) { return policy.allow(v); })) {
-    return p;
+  if (Result<Done> allowed =
+          apply(e.allow, "--egress-allow", [&](const std::string& v) { return policy.allow(v); });
+      std::holds_alternative<Error>(allowed)) {
+    return allowed;
   }
-  if (auto p =
-          apply(e.deny, "--egress-deny", [&](const std::string& v) { return policy.deny(v); })) {
-    return p;
+  if (Result<Done> denied =
+          apply(e.deny, "--egress-deny", [&](const std::string& v) { return policy.deny(v); });
+      std::holds_alternative<Error>(denied)) {
+    return denied;
   }
   return apply(e.resolve, "--egress-resolve", [&](const std::string& v) { return policy.pin(v); });
 }
 
-Result<bool> buildCredentials(const Config& config, const egress::EgressPolicy& policy,
+Result<Done> buildCredentials(const Config& config, const egress::EgressPolicy& policy,
                               egress::CredentialStore& store) {
   const Config::Egress& e = config.egress;
   if (!e.upstream_ca.empty() && e.credentials.empty()) {
@@ -200,7 +207,7 @@ Result<bool> buildCredentials(const Config& config, const egress::EgressPolicy& 
     ~Forget() { store.forgetEnvironment(); }
   } forget{store};
   for (const std::string& entry : e.credentials) {
-    const Result<bool> added = store.add(entry);
+    const Result<Done> added = store.add(entry);
     if (std::holds_alternative<Error>(added)) {
       return added;
     }
@@ -217,47 +224,53 @@ Result<bool> buildCredentials(const Config& config, const egress::EgressPolicy& 
                      credential.tenant + "=" + credential.target() + ")");
     }
   }
-  return true;
+  return Done{};
 }
 
 namespace {
 
-Problem validate(const Config& config, const std::set<std::string>& given) {
-  if (auto p = checkHttpFlags(config, given)) {
+Result<Done> validate(const Config& config, const std::set<std::string>& given) {
+  if (Result<Done> p = checkHttpFlags(config, given); std::holds_alternative<Error>(p)) {
     return p;
   }
   egress::EgressPolicy egress(nullptr);
-  if (auto p = buildEgressPolicy(config, egress)) {
+  if (Result<Done> p = buildEgressPolicy(config, egress); std::holds_alternative<Error>(p)) {
     return p;
   }
   const policy::LimitSettings& l = config.limits;
-  if (auto p = checkLimitPair(config, given, "memory-gb", &policy::Limits::memory_gb,
-                              l.min_memory_gb, " GB")) {
+  if (Result<Done> p = checkLimitPair(config, given, "memory-gb", &policy::Limits::memory_gb,
+                                      l.min_memory_gb, " GB");
+      std::holds_alternative<Error>(p)) {
     return p;
   }
-  if (auto p = checkLimitPair(config, given, "timeout-seconds", &policy::Limits::timeout_seconds,
-                              l.min_timeout_seconds, " seconds")) {
+  if (Result<Done> p =
+          checkLimitPair(config, given, "timeout-seconds", &policy::Limits::timeout_seconds,
+                         l.min_timeout_seconds, " seconds");
+      std::holds_alternative<Error>(p)) {
     return p;
   }
-  if (auto p = checkLimitPair(config, given, "cpus", &policy::Limits::cpus, l.min_cpus, " CPUs")) {
+  if (Result<Done> p =
+          checkLimitPair(config, given, "cpus", &policy::Limits::cpus, l.min_cpus, " CPUs");
+      std::holds_alternative<Error>(p)) {
     return p;
   }
   const std::string& index = config.packages.resolver.index_url;
   if (!index.empty() && index.rfind("http://", 0) != 0 && index.rfind("https://", 0) != 0) {
-    return "--package-index: '" + index + "' is not an http:// or https:// URL";
+    return invalid("--package-index: '" + index + "' is not an http:// or https:// URL");
   }
   if (!index.empty() && config.allowed_packages.empty()) {
-    return "--package-index needs --allow-packages: the projects the index may serve, or any";
+    return invalid(
+        "--package-index needs --allow-packages: the projects the index may serve, or any");
   }
   if (!config.allowed_packages.empty() && !config.packages.enabled()) {
-    return "--allow-packages needs --wheelhouse or --package-index";
+    return invalid("--allow-packages needs --wheelhouse or --package-index");
   }
   // Without --prepared-max, a --prepared above its default is the ceiling too.
   if (given.count("prepared-max") != 0 && config.runs.prepared_max < config.runs.prepared) {
-    return "--prepared-max " + std::to_string(config.runs.prepared_max) + " is below --prepared " +
-           std::to_string(config.runs.prepared);
+    return invalid("--prepared-max " + std::to_string(config.runs.prepared_max) +
+                   " is below --prepared " + std::to_string(config.runs.prepared));
   }
-  return std::nullopt;
+  return Done{};
 }
 
 std::string wrap(const std::string& text, std::size_t indent, std::size_t width) {
@@ -375,20 +388,23 @@ ParseResult parse(const std::vector<std::string>& args) {
 
   std::set<std::string> given;
   if (config_file) {
-    if (auto problem = applyFile(result.config, *config_file, &given)) {
-      result.error = *problem;
+    const Result<Done> applied = applyFile(result.config, *config_file, &given);
+    if (const Error* problem = std::get_if<Error>(&applied)) {
+      result.error = problem->message;
       return result;
     }
   }
   for (const auto& [name, value] : given_flags) {
-    if (auto problem = findFlag(name)->apply(result.config, value)) {
-      result.error = *problem;
+    const Result<Done> applied = findFlag(name)->apply(result.config, value);
+    if (const Error* problem = std::get_if<Error>(&applied)) {
+      result.error = problem->message;
       return result;
     }
     given.insert(name);
   }
-  if (auto problem = validate(result.config, given)) {
-    result.error = *problem;
+  const Result<Done> valid = validate(result.config, given);
+  if (const Error* problem = std::get_if<Error>(&valid)) {
+    result.error = problem->message;
   }
   // pip runs in a directory of its own, where a relative path would name nothing.
   std::string& wheelhouse = result.config.packages.resolver.wheelhouse;
@@ -414,29 +430,29 @@ ParseResult parse(const std::vector<std::string>& args) {
   return result;
 }
 
-std::optional<std::string> loadSeccompProfile(Config* config) {
+Result<Done> loadSeccompProfile(Config* config) {
   if (config->seccomp_profile_path == kEngineDefaultSeccomp) {
     config->sandbox.seccomp_profile.clear();
-    return std::nullopt;
+    return Done{};
   }
   const std::string& path = config->seccomp_profile_path;
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return "cannot read the seccomp profile " + path +
-           " (--seccomp-profile FILE, or engine-default)";
+    return invalid("cannot read the seccomp profile " + path +
+                   " (--seccomp-profile FILE, or engine-default)");
   }
   std::stringstream text;
   text << in.rdbuf();
   try {
     Poco::JSON::Parser parser;
     if (parser.parse(text.str()).type() != typeid(Poco::JSON::Object::Ptr)) {
-      return "the seccomp profile " + path + " is not a JSON object";
+      return invalid("the seccomp profile " + path + " is not a JSON object");
     }
   } catch (const Poco::Exception& e) {
-    return "the seccomp profile " + path + " is not valid JSON: " + e.displayText();
+    return invalid("the seccomp profile " + path + " is not valid JSON: " + e.displayText());
   }
   config->sandbox.seccomp_profile = text.str();
-  return std::nullopt;
+  return Done{};
 }
 
 std::string helpText() {

@@ -5,17 +5,16 @@
 #include <cstddef>
 #include <filesystem>
 #include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "egress/relay.h"
-#include "result.h"
 #include "mcp/http/settings.h"
 #include "packages/package_layers.h"
 #include "policy/files.h"
 #include "policy/limits.h"
 #include "policy/posture.h"
+#include "result.h"
 #include "runs/run_manager.h"
 
 namespace scs::config {
@@ -61,11 +60,11 @@ struct Config {
 };
 
 // The policy of config.egress: every entry applied to `policy`, or the first that is refused.
-std::optional<std::string> buildEgressPolicy(const Config& config, egress::EgressPolicy& policy);
+Result<Done> buildEgressPolicy(const Config& config, egress::EgressPolicy& policy);
 
 // The credentials of config.egress, read into `store` (their files and variables read now), each
 // for a host its tenant's allow-list lets it reach; or the first that is refused.
-Result<bool> buildCredentials(const Config& config, const egress::EgressPolicy& policy,
+Result<Done> buildCredentials(const Config& config, const egress::EgressPolicy& policy,
                               egress::CredentialStore& store);
 
 // The settings before any file or flag: the shipped defaults.
@@ -85,9 +84,8 @@ struct ParseResult {
 ParseResult parse(const std::vector<std::string>& args);
 
 // Reads the profile named by config->seccomp_profile_path into
-// config->sandbox.seccomp_profile. Returns an error sentence when it is missing, unreadable
-// or not a JSON object.
-std::optional<std::string> loadSeccompProfile(Config* config);
+// config->sandbox.seccomp_profile; an Error when it is missing, unreadable or not a JSON object.
+Result<Done> loadSeccompProfile(Config* config);
 
 // The text of --help; every default in it is read from defaults().
 std::string helpText();

@@ -19,37 +19,39 @@ namespace scs::config {
 namespace {
 
 namespace fs = std::filesystem;
-using Setter = std::function<Problem(Config&, const std::string&)>;
+using Setter = std::function<Result<Done>(Config&, const std::string&)>;
 
-Problem parseDouble(const std::string& flag, const std::string& text, double max, double* out) {
+Result<Done> parseDouble(const std::string& flag, const std::string& text, double max,
+                         double* out) {
   double value = 0;
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(text.data(), end, value);
   if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(value)) {
-    return flagName(flag) + ": '" + text + "' is not a number";
+    return invalid(flagName(flag) + ": '" + text + "' is not a number");
   }
   if (value <= 0 || value > max) {
-    return flagName(flag) + ": " + text + " is out of range; give a number above 0 and at most " +
-           policy::formatNumber(max);
+    return invalid(flagName(flag) + ": " + text +
+                   " is out of range; give a number above 0 and at most " +
+                   policy::formatNumber(max));
   }
   *out = value;
-  return std::nullopt;
+  return Done{};
 }
 
-Problem parseInt(const std::string& flag, const std::string& text, std::int64_t min,
-                 std::int64_t max, std::int64_t* out) {
+Result<Done> parseInt(const std::string& flag, const std::string& text, std::int64_t min,
+                      std::int64_t max, std::int64_t* out) {
   std::int64_t value = 0;
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(text.data(), end, value);
   if (text.empty() || ec != std::errc() || ptr != end) {
-    return flagName(flag) + ": '" + text + "' is not a whole number";
+    return invalid(flagName(flag) + ": '" + text + "' is not a whole number");
   }
   if (value < min || value > max) {
-    return flagName(flag) + ": " + text + " is out of range; give a whole number from " +
-           std::to_string(min) + " to " + std::to_string(max);
+    return invalid(flagName(flag) + ": " + text + " is out of range; give a whole number from " +
+                   std::to_string(min) + " to " + std::to_string(max));
   }
   *out = value;
-  return std::nullopt;
+  return Done{};
 }
 
 bool isBackendName(const std::string& name) {
@@ -82,12 +84,12 @@ std::function<std::string(const Config&)> shownDefault(Field field) {
 // A setter for a flag whose value may be any text but the empty one.
 template <typename Field>
 Setter nonEmptySetter(const char* flag, Field field) {
-  return [=](Config& c, const std::string& v) -> Problem {
+  return [=](Config& c, const std::string& v) -> Result<Done> {
     if (v.empty()) {
-      return flagName(flag) + " needs a non-empty value";
+      return invalid(flagName(flag) + " needs a non-empty value");
     }
     field(c) = v;
-    return std::nullopt;
+    return Done{};
   };
 }
 
@@ -97,13 +99,13 @@ Flag intFlag(const char* name, const char* metavar, const char* help, std::int64
              std::int64_t max, Field field) {
   using T = std::remove_cvref_t<decltype(field(std::declval<Config&>()))>;
   return {name, metavar, help, shownDefault(field),
-          [=](Config& c, const std::string& v) -> Problem {
+          [=](Config& c, const std::string& v) -> Result<Done> {
             std::int64_t parsed = 0;
-            if (auto problem = parseInt(name, v, min, max, &parsed)) {
-              return problem;
+            Result<Done> checked = parseInt(name, v, min, max, &parsed);
+            if (std::holds_alternative<Done>(checked)) {
+              field(c) = static_cast<T>(parsed);
             }
-            field(c) = static_cast<T>(parsed);
-            return std::nullopt;
+            return checked;
           }};
 }
 
@@ -129,12 +131,12 @@ template <typename Field>
 Flag checkedFlag(const char* name, const char* metavar, const char* help,
                  std::function<bool(const std::string&)> valid, std::string what, Field field) {
   return {name, metavar, help, shownDefault(field),
-          [=](Config& c, const std::string& v) -> Problem {
+          [=](Config& c, const std::string& v) -> Result<Done> {
             if (!valid(v)) {
-              return flagName(name) + ": '" + v + "' is not " + what;
+              return invalid(flagName(name) + ": '" + v + "' is not " + what);
             }
             field(c) = v;
-            return std::nullopt;
+            return Done{};
           }};
 }
 
@@ -160,13 +162,13 @@ Flag choiceFlag(const char* name, const char* metavar, const char* help,
 // A flag whose value is a listen address (mcp::parseListenAddress), kept as given.
 template <typename Field>
 Flag listenFlag(const char* name, const char* metavar, const char* help, Field field) {
-  return {name, metavar, help, nullptr, [=](Config& c, const std::string& v) -> Problem {
+  return {name, metavar, help, nullptr, [=](Config& c, const std::string& v) -> Result<Done> {
             auto address = mcp::parseListenAddress(v, flagName(name));
             if (auto* problem = std::get_if<Error>(&address)) {
-              return problem->message;
+              return *problem;
             }
             field(c) = v;
-            return std::nullopt;
+            return Done{};
           }};
 }
 
@@ -178,12 +180,12 @@ Flag repeatedFlag(const char* name, const char* metavar, const char* help, Field
           metavar,
           help,
           nullptr,
-          [=](Config& c, const std::string& v) -> Problem {
+          [=](Config& c, const std::string& v) -> Result<Done> {
             if (v.empty()) {
-              return flagName(name) + " needs a value";
+              return invalid(flagName(name) + " needs a value");
             }
             field(c).push_back(v);
-            return std::nullopt;
+            return Done{};
           },
           true};
 }
@@ -192,10 +194,12 @@ Flag repeatedFlag(const char* name, const char* metavar, const char* help, Field
 template <typename Field>
 Flag listFlag(const char* name, const char* metavar, const char* help, const char* item,
               Field field) {
-  return {name, metavar, help, nullptr, [=](Config& c, const std::string& v) -> Problem {
+  return {name, metavar, help, nullptr, [=](Config& c, const std::string& v) -> Result<Done> {
             field(c) = mcp::splitList(v);
-            return field(c).empty() ? Problem(flagName(name) + " needs at least one " + item)
-                                    : std::nullopt;
+            if (field(c).empty()) {
+              return invalid(flagName(name) + " needs at least one " + item);
+            }
+            return Done{};
           }};
 }
 
@@ -229,13 +233,13 @@ const std::vector<Flag>& flags() {
        "kubernetes backend kube-config, kube-context, namespace and the others docs/SCALING.md "
        "lists.",
        nullptr,
-       [](Config& c, const std::string& v) -> Problem {
+       [](Config& c, const std::string& v) -> Result<Done> {
          const auto eq = v.find('=');
          if (eq == std::string::npos || eq == 0) {
-           return "--backend-option: '" + v + "' is not KEY=VALUE";
+           return invalid("--backend-option: '" + v + "' is not KEY=VALUE");
          }
          c.backend_options[v.substr(0, eq)] = v.substr(eq + 1);
-         return std::nullopt;
+         return Done{};
        },
        true},
       {"engine", "ADDR",
@@ -259,7 +263,7 @@ const std::vector<Flag>& flags() {
        [](const Config& c) {
          return std::to_string(c.sandbox.uids.first) + "-" + std::to_string(c.sandbox.uids.last);
        },
-       [](Config& c, const std::string& v) -> Problem {
+       [](Config& c, const std::string& v) -> Result<Done> {
          const auto dash = v.find('-');
          std::uint32_t first = 0;
          std::uint32_t last = 0;
@@ -270,11 +274,11 @@ const std::vector<Flag>& flags() {
          if (dash == std::string::npos || !parse(std::string_view(v).substr(0, dash), &first) ||
              !parse(std::string_view(v).substr(dash + 1), &last) || first == 0 || first > last ||
              last > 2147483647u || last - first < 15) {
-           return "--sandbox-uids: '" + v +
-                  "' is not FIRST-LAST with 0 < FIRST, at least 16 uids, and LAST below 2^31";
+           return invalid("--sandbox-uids: '" + v +
+                  "' is not FIRST-LAST with 0 < FIRST, at least 16 uids, and LAST below 2^31");
          }
          c.sandbox.uids = {first, last};
-         return std::nullopt;
+         return Done{};
        }},
       textFlag("seccomp-profile", "FILE",
                "Seccomp profile (JSON) applied to every sandbox; a missing or invalid file stops "
@@ -299,14 +303,14 @@ const std::vector<Flag>& flags() {
                  4096, SCS_FIELD(limits.maxima.cpus)),
       {"processes", "N", "Process (PID) limit of every run; not client-settable.",
        [](const Config& c) { return std::to_string(c.limits.defaults.processes); },
-       [](Config& c, const std::string& v) -> Problem {
+       [](Config& c, const std::string& v) -> Result<Done> {
          std::int64_t parsed = 0;
-         if (auto problem = parseInt("processes", v, 1, 1'000'000, &parsed)) {
-           return problem;
+         Result<Done> checked = parseInt("processes", v, 1, 1'000'000, &parsed);
+         if (std::holds_alternative<Done>(checked)) {
+           c.limits.defaults.processes = static_cast<int>(parsed);
+           c.limits.maxima.processes = static_cast<int>(parsed);
          }
-         c.limits.defaults.processes = static_cast<int>(parsed);
-         c.limits.maxima.processes = static_cast<int>(parsed);
-         return std::nullopt;
+         return checked;
        }},
       intFlag("max-concurrent", "N", "Runs executing at once; further runs wait in the queue.", 1,
               1024, SCS_FIELD(runs.max_concurrent)),
@@ -357,21 +361,22 @@ const std::vector<Flag>& flags() {
          }
          return list.empty() ? std::string("none") : list;
        },
-       [](Config& c, const std::string& v) -> Problem {
+       [](Config& c, const std::string& v) -> Result<Done> {
          static const std::regex kModule("[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*");
          c.runs.prepared_warm_modules.clear();
          if (v == "none") {
-           return std::nullopt;
+           return Done{};
          }
          for (const std::string& name : mcp::splitList(v)) {
            if (!std::regex_match(name, kModule)) {
-             return "--warm-modules: '" + name + "' is not a Python module name";
+             return invalid("--warm-modules: '" + name + "' is not a Python module name");
            }
            c.runs.prepared_warm_modules.push_back(name);
          }
-         return c.runs.prepared_warm_modules.empty()
-                    ? Problem("--warm-modules needs module names, or \"none\"")
-                    : std::nullopt;
+         if (c.runs.prepared_warm_modules.empty()) {
+           return invalid("--warm-modules needs module names, or \"none\"");
+         }
+         return Done{};
        }},
       intFlag("start-wait-seconds", "S",
               "How long start_run waits for its run to end when the call does not pass "
@@ -591,12 +596,12 @@ const std::vector<Flag>& flags() {
        "Run the sandbox audit (see `safe-code-sandbox audit`) once at startup and refuse to "
        "serve (exit 1) when any check fails.",
        nullptr,
-       [](Config& c, const std::string& v) -> Problem {
+       [](Config& c, const std::string& v) -> Result<Done> {
          if (!v.empty() && v != "true" && v != "false") {
-           return "--self-test takes no value (in a config file: true or false)";
+           return invalid("--self-test takes no value (in a config file: true or false)");
          }
          c.self_test = v != "false";
-         return std::nullopt;
+         return Done{};
        }},
       {"help", "", "Print this text and exit.", nullptr, nullptr},
       {"version", "", "Print the version and exit.", nullptr, nullptr},

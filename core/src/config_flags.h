@@ -3,22 +3,20 @@
 #pragma once
 
 #include <functional>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "config.h"
+#include "result.h"
 
 namespace scs::config {
-
-using Problem = std::optional<std::string>;
 
 struct Flag {
   const char* name;     // the long flag without dashes; also the config file key
   const char* metavar;  // empty: takes no value
   const char* help;
   std::function<std::string(const Config&)> shown_default;  // nullptr: no default to show
-  std::function<Problem(Config&, const std::string&)> apply;
+  std::function<Result<Done>(Config&, const std::string&)> apply;
   // Given once per entry (--backend-option, --egress-allow): in a config file, an array of them.
   bool repeated = false;
 };

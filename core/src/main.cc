@@ -206,8 +206,9 @@ struct Egress {
 // Starts `egress` from the configuration; false when it cannot start (the log says why).
 bool startEgress(config::Config& config, Egress& egress, egress::EgressEvents* events,
                  Poco::Logger& log) {
-  if (auto problem = config::buildEgressPolicy(config, egress.policy)) {
-    log.error("cannot start: " + *problem);
+  const Result<Done> built = config::buildEgressPolicy(config, egress.policy);
+  if (const auto* problem = std::get_if<Error>(&built)) {
+    log.error("cannot start: " + problem->message);
     return false;
   }
   if (!egress.policy.enabled()) {
@@ -219,7 +220,7 @@ bool startEgress(config::Config& config, Egress& egress, egress::EgressEvents* e
     }
     return true;
   }
-  const Result<bool> read = egress.policy.readOwnAddresses();
+  const Result<Done> read = egress.policy.readOwnAddresses();
   if (const auto* problem = std::get_if<Error>(&read)) {
     log.error("cannot start: " + problem->message);
     return false;
@@ -231,7 +232,7 @@ bool startEgress(config::Config& config, Egress& egress, egress::EgressEvents* e
         "socket (docs/SCALING.md), so it carries no egress yet");
     return false;
   }
-  const Result<bool> credentials =
+  const Result<Done> credentials =
       config::buildCredentials(config, egress.policy, egress.credentials);
   if (const auto* problem = std::get_if<Error>(&credentials)) {
     log.error("cannot start: " + problem->message);
@@ -307,8 +308,9 @@ int runAudit(config::Config& config, Poco::Logger& log) {
 int serveHttp(mcp::Server& server, const std::function<void()>& stop_everything,
               mcp::HttpEndpoint endpoint, Poco::Logger& log) {
   mcp::HttpTransport transport(server, std::move(endpoint));
-  if (auto problem = transport.start()) {
-    log.error("cannot start: " + *problem);
+  const Result<Done> started = transport.start();
+  if (const auto* problem = std::get_if<Error>(&started)) {
+    log.error("cannot start: " + problem->message);
     return 1;
   }
   log.information(config::versionText() + " serving MCP over Streamable HTTP at " +
@@ -419,8 +421,9 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
     metrics_endpoint.emplace(std::get<Poco::Net::SocketAddress>(
                                  mcp::parseListenAddress(config.metrics_listen, "--metrics")),
                              [&metrics, &manager] { return metrics.render(manager.load()); });
-    if (auto problem = metrics_endpoint->start()) {
-      log.error("cannot start: " + *problem);
+    const Result<Done> started = metrics_endpoint->start();
+    if (const auto* problem = std::get_if<Error>(&started)) {
+      log.error("cannot start: " + problem->message);
       return 1;
     }
     log.information("serving metrics at http://" + metrics_endpoint->address().toString() +
@@ -446,7 +449,7 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
   std::optional<packages::PackageLayers> package_layers;
   if (config.packages.enabled()) {
     package_layers.emplace(backend, config.packages, config.sandbox.image);
-    const Result<bool> started = package_layers->start();
+    const Result<Done> started = package_layers->start();
     if (const auto* problem = std::get_if<Error>(&started)) {
       log.error("cannot start: " + problem->message);
       return 1;
@@ -557,8 +560,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   config::Config& config = parsed.config;
-  if (auto problem = config::loadSeccompProfile(&config)) {
-    std::cerr << "safe-code-sandbox: " << *problem << std::endl;
+  const Result<Done> loaded = config::loadSeccompProfile(&config);
+  if (const auto* problem = std::get_if<Error>(&loaded)) {
+    std::cerr << "safe-code-sandbox: " << problem->message << std::endl;
     return 2;
   }
   std::optional<mcp::HttpEndpoint> http;

@@ -30,4 +30,7 @@ inline Error internal(std::string message) { return {ErrorKind::kInternal, std::
 template <class T>
 using Result = std::variant<T, Error>;
 
+// The value of a call that has nothing to give back: Result<Done> is done, or the Error why not.
+struct Done {};
+
 }  // namespace scs

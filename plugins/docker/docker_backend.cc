@@ -60,7 +60,7 @@ std::unique_ptr<DockerBackend> DockerBackend::connect(EngineSocketPtr transport,
         (unreachable ? "cannot reach " + where : where + " cannot serve") + ": " + status.message;
     return nullptr;
   }
-  const Result<EngineInfo> info = backend->client_.info();
+  const EngineReply<EngineInfo> info = backend->client_.info();
   if (!info.status.ok()) {
     *error = "cannot read the host's capacity from " + where + ": " + info.status.message;
     return nullptr;
@@ -126,7 +126,7 @@ backend::Status DockerBackend::supports(const backend::Posture&) { return {}; }
 backend::CapacityReply DockerBackend::capacity() {
   return guarded<backend::CapacityReply>("capacity", [&] {
     backend::CapacityReply reply;
-    const Result<EngineInfo> info = client_.info();
+    const EngineReply<EngineInfo> info = client_.info();
     reply.status = info.status;
     reply.capacity.cores = info.value.cpus;
     reply.capacity.memory_bytes = info.value.memory_bytes;
@@ -146,7 +146,7 @@ backend::CreateReply DockerBackend::create(const backend::SandboxSpec& spec) {
     const std::string name = spec.run_id.empty() ? "" : "scs-" + spec.run_id;
     std::vector<std::string> warnings;
     const auto began = SteadyClock::now();
-    Result<std::string> created = client_.create(name, body.body, &warnings);
+    EngineReply<std::string> created = client_.create(name, body.body, &warnings);
     log(LogLevel::kDebug, "docker: create " + name + " took " + millisSince(began));
     if (!created.status.ok()) {
       // The engine may have created it before the reply was lost; the name finds it.
@@ -196,7 +196,7 @@ backend::InspectReply DockerBackend::inspect(const std::string& id) {
   return guarded<backend::InspectReply>("inspect", [&] {
     backend::InspectReply reply;
     const auto began = SteadyClock::now();
-    const Result<json::ObjectPtr> record = client_.inspect(containerOf(id));
+    const EngineReply<json::ObjectPtr> record = client_.inspect(containerOf(id));
     log(LogLevel::kDebug, "docker: inspect " + shortId(id) + " took " + millisSince(began));
     reply.status = record.status;
     if (!record.status.ok()) {
@@ -271,7 +271,7 @@ Status DockerBackend::remove(const std::string& id) {
 backend::ListReply DockerBackend::list(const std::string& label_key) {
   return guarded<backend::ListReply>("list", [&] {
     backend::ListReply reply;
-    Result<std::vector<ContainerSummary>> listed = client_.list(label_key);
+    EngineReply<std::vector<ContainerSummary>> listed = client_.list(label_key);
     reply.status = listed.status;
     for (auto& container : listed.value) {
       reply.sandboxes.push_back({std::move(container.id), std::move(container.labels)});

@@ -30,12 +30,12 @@ std::string labelOf(const std::map<std::string, std::string>& labels, const char
 
 backend::Status DockerBackend::buildImage(backend::ImageLayer layer) {
   return guardedStatus("build image", [&]() -> backend::Status {
-    Result<json::ObjectPtr> base = client_.inspectImage(layer.base_image);
+    EngineReply<json::ObjectPtr> base = client_.inspectImage(layer.base_image);
     if (!base.status.ok()) {
       return base.status;
     }
     const std::string base_id = json::string(base.value, "Id").value_or("");
-    if (Result<json::ObjectPtr> made = client_.inspectImage(layer.image); made.status.ok()) {
+    if (EngineReply<json::ObjectPtr> made = client_.inspectImage(layer.image); made.status.ok()) {
       const json::ObjectPtr made_labels =
           json::object(json::object(made.value, "Config"), "Labels");
       if (json::string(made_labels, kBaseIdLabel).value_or("") == base_id) {
@@ -75,7 +75,7 @@ backend::Status DockerBackend::buildImage(backend::ImageLayer layer) {
     }
     create->set("Labels", build_labels);
     std::vector<std::string> warnings;
-    Result<std::string> container = client_.create("", create, &warnings);
+    EngineReply<std::string> container = client_.create("", create, &warnings);
     if (!container.status.ok()) {
       return container.status;
     }
@@ -102,13 +102,13 @@ backend::Status DockerBackend::removeImage(const std::string& image) {
 backend::ImageListReply DockerBackend::listImages(const std::string& label_key) {
   return guarded<backend::ImageListReply>("list images", [&] {
     backend::ImageListReply reply;
-    Result<std::vector<ImageSummary>> listed = client_.listImages(label_key);
+    EngineReply<std::vector<ImageSummary>> listed = client_.listImages(label_key);
     reply.status = listed.status;
     std::map<std::string, std::string> base_ids;  // the id each base's name stands for now
     for (auto& image : listed.value) {
       const std::string base = labelOf(image.labels, kBaseLabel);
       if (base_ids.count(base) == 0) {
-        Result<json::ObjectPtr> record = client_.inspectImage(base);
+        EngineReply<json::ObjectPtr> record = client_.inspectImage(base);
         base_ids[base] =
             record.status.ok() ? json::string(record.value, "Id").value_or("") : std::string();
       }

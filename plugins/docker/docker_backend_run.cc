@@ -108,14 +108,14 @@ Status DockerBackend::launch(const std::shared_ptr<Sandbox>& sandbox, backend::O
   // Attach before start so no output is lost, and register the wait before start: a wait
   // on a created container returns at once (F5).
   const auto began = SteadyClock::now();
-  Result<ConnectionPtr> attach = client_.attach(id);
+  EngineReply<ConnectionPtr> attach = client_.attach(id);
   const std::string attach_took = millisSince(began);
   if (!attach.status.ok()) {
     return attach.status;
   }
   std::shared_ptr<Connection> attached(std::move(attach.value));
   const auto wait_began = SteadyClock::now();
-  Result<ConnectionPtr> waiting = client_.openWait(id, "next-exit");
+  EngineReply<ConnectionPtr> waiting = client_.openWait(id, "next-exit");
   const std::string wait_took = millisSince(wait_began);
   if (!waiting.status.ok()) {
     attached->abort();
@@ -163,7 +163,7 @@ backend::Status DockerBackend::snapshots(const backend::Posture& posture) {
                   " keeps no snapshots here: the Docker backend snapshots only gVisor sandboxes "
                   "(--runtime runsc), whose checkpoints need no CRIU"};
     }
-    const Result<EngineInfo> info = client_.info();
+    const EngineReply<EngineInfo> info = client_.info();
     if (!info.status.ok()) {
       return info.status;
     }
@@ -211,14 +211,14 @@ backend::Status DockerBackend::snapshot(const std::string& id) {
     }
     const auto began = SteadyClock::now();
     if (root.empty()) {
-      const Result<EngineInfo> info = client_.info();
+      const EngineReply<EngineInfo> info = client_.info();
       if (!info.status.ok() || info.value.root_dir.empty()) {
         return {Code::kUnavailable, "snapshot: the engine did not tell its root directory"};
       }
       root = info.value.root_dir;
     }
     std::vector<std::string> warnings;
-    Result<std::string> fresh = client_.create(name, sandbox->create_body, &warnings);
+    EngineReply<std::string> fresh = client_.create(name, sandbox->create_body, &warnings);
     if (!fresh.status.ok()) {
       // The engine may have made it before the reply was lost; the name finds it.
       if (!name.empty() && fresh.status.code != Code::kRejected &&
@@ -370,7 +370,7 @@ backend::Status DockerBackend::adopt(const std::string& id, const std::string& s
       return {Code::kRejected, "adopt: the saved record of " + shortId(id) + " is not one of ours"};
     }
     // Only a container of ours that stands stopped is taken back; its checkpoint is its own.
-    const Result<json::ObjectPtr> inspected = client_.inspect(*container);
+    const EngineReply<json::ObjectPtr> inspected = client_.inspect(*container);
     if (!inspected.status.ok()) {
       return {inspected.status.code, "adopt: container " + shortId(*container) + " of " +
                                          shortId(id) + ": " + inspected.status.message};

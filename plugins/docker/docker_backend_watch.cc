@@ -70,7 +70,7 @@ void DockerBackend::watchEvents() {
         return;
       }
     }
-    Result<ConnectionPtr> stream;
+    EngineReply<ConnectionPtr> stream;
     try {
       stream = client_.events(filters_json, since);
     } catch (const std::exception& e) {

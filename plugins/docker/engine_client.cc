@@ -179,9 +179,9 @@ Status EngineClient::negotiate() {
   return negotiation.status;
 }
 
-Result<EngineInfo> EngineClient::info() {
+EngineReply<EngineInfo> EngineClient::info() {
   const HttpReply reply = transport_.call(makeCall("GET", "/info"));
-  Result<EngineInfo> result{statusFromReply("info", reply)};
+  EngineReply<EngineInfo> result{statusFromReply("info", reply)};
   if (!result.status.ok()) {
     return result;
   }
@@ -214,14 +214,14 @@ Result<EngineInfo> EngineClient::info() {
   return result;
 }
 
-Result<std::string> EngineClient::create(const std::string& name, const json::ObjectPtr& body,
-                                         std::vector<std::string>* warnings) {
+EngineReply<std::string> EngineClient::create(const std::string& name, const json::ObjectPtr& body,
+                                              std::vector<std::string>* warnings) {
   HttpCall call = makeCall(
       "POST", "/containers/create" + (name.empty() ? std::string() : "?name=" + urlEncode(name)));
   call.body = json::stringify(body);
   call.content_type = "application/json";
   const HttpReply reply = transport_.call(call);
-  Result<std::string> result{statusFromReply("create", reply)};
+  EngineReply<std::string> result{statusFromReply("create", reply)};
   if (!result.status.ok()) {
     return result;
   }
@@ -234,10 +234,10 @@ Result<std::string> EngineClient::create(const std::string& name, const json::Ob
   return result;
 }
 
-Result<json::ObjectPtr> EngineClient::inspect(const std::string& id) {
+EngineReply<json::ObjectPtr> EngineClient::inspect(const std::string& id) {
   const HttpReply reply =
       transport_.call(makeCall("GET", "/containers/" + urlEncode(id) + "/json"));
-  Result<json::ObjectPtr> result{statusFromReply("inspect", reply)};
+  EngineReply<json::ObjectPtr> result{statusFromReply("inspect", reply)};
   if (!result.status.ok()) {
     return result;
   }
@@ -248,12 +248,12 @@ Result<json::ObjectPtr> EngineClient::inspect(const std::string& id) {
   return result;
 }
 
-Result<ConnectionPtr> EngineClient::open(const std::string& operation, HttpCall call) {
+EngineReply<ConnectionPtr> EngineClient::open(const std::string& operation, HttpCall call) {
   OpenReply reply = transport_.open(call);
   if (reply.reply.error == TransportError::kNone && reply.reply.status == 101 && reply.connection) {
     return {{}, std::move(reply.connection)};  // switched to the hijacked stream
   }
-  Result<ConnectionPtr> result{statusFromReply(operation, reply.reply)};
+  EngineReply<ConnectionPtr> result{statusFromReply(operation, reply.reply)};
   if (result.status.ok() && !reply.connection) {
     result.status = {Code::kInternal, operation + ": unexpected HTTP " +
                                           std::to_string(reply.reply.status) + " from the engine"};
@@ -264,25 +264,26 @@ Result<ConnectionPtr> EngineClient::open(const std::string& operation, HttpCall 
   return result;
 }
 
-Result<ConnectionPtr> EngineClient::attach(const std::string& id) {
+EngineReply<ConnectionPtr> EngineClient::attach(const std::string& id) {
   HttpCall call = makeCall(
       "POST", "/containers/" + urlEncode(id) + "/attach?stream=1&stdin=1&stdout=1&stderr=1");
   call.upgrade = true;
   return open("attach", std::move(call));
 }
 
-Result<ConnectionPtr> EngineClient::openWait(const std::string& id, const std::string& condition) {
+EngineReply<ConnectionPtr> EngineClient::openWait(const std::string& id,
+                                                  const std::string& condition) {
   return open("wait", makeCall("POST", "/containers/" + urlEncode(id) +
                                            "/wait?condition=" + urlEncode(condition)));
 }
 
-Result<WaitOutcome> EngineClient::parseWait(const std::string& body) {
+EngineReply<WaitOutcome> EngineClient::parseWait(const std::string& body) {
   const json::ObjectPtr reply = json::parseObject(body);
   const auto code = json::integer(reply, "StatusCode");
   if (!code) {
     return {{Code::kInternal, "wait: the engine's reply has no StatusCode"}};
   }
-  Result<WaitOutcome> result;
+  EngineReply<WaitOutcome> result;
   result.value.status_code = *code;
   result.value.error = json::string(json::object(reply, "Error"), "Message").value_or("");
   return result;
@@ -341,9 +342,9 @@ Status EngineClient::remove(const std::string& id) {
   return statusFromReply("remove", reply);
 }
 
-Result<json::ObjectPtr> EngineClient::inspectImage(const std::string& name) {
+EngineReply<json::ObjectPtr> EngineClient::inspectImage(const std::string& name) {
   const HttpReply reply = transport_.call(makeCall("GET", "/images/" + urlEncode(name) + "/json"));
-  Result<json::ObjectPtr> result{statusFromReply("inspect image", reply)};
+  EngineReply<json::ObjectPtr> result{statusFromReply("inspect image", reply)};
   if (!result.status.ok()) {
     return result;
   }
@@ -386,10 +387,10 @@ Status EngineClient::removeImage(const std::string& name) {
   return statusFromReply("remove image", reply);
 }
 
-Result<std::vector<ImageSummary>> EngineClient::listImages(const std::string& label_key) {
+EngineReply<std::vector<ImageSummary>> EngineClient::listImages(const std::string& label_key) {
   const HttpReply reply =
       transport_.call(makeCall("GET", "/images/json?filters=" + labelFilter(label_key)));
-  Result<std::vector<ImageSummary>> result{statusFromReply("list images", reply)};
+  EngineReply<std::vector<ImageSummary>> result{statusFromReply("list images", reply)};
   if (!result.status.ok()) {
     return result;
   }
@@ -409,10 +410,10 @@ Result<std::vector<ImageSummary>> EngineClient::listImages(const std::string& la
   return result;
 }
 
-Result<std::vector<ContainerSummary>> EngineClient::list(const std::string& label_key) {
+EngineReply<std::vector<ContainerSummary>> EngineClient::list(const std::string& label_key) {
   const HttpReply reply =
       transport_.call(makeCall("GET", "/containers/json?all=1&filters=" + labelFilter(label_key)));
-  Result<std::vector<ContainerSummary>> result{statusFromReply("list", reply)};
+  EngineReply<std::vector<ContainerSummary>> result{statusFromReply("list", reply)};
   if (!result.status.ok()) {
     return result;
   }
@@ -435,8 +436,8 @@ Result<std::vector<ContainerSummary>> EngineClient::list(const std::string& labe
   return result;
 }
 
-Result<ConnectionPtr> EngineClient::events(const std::string& filters_json,
-                                           const std::string& since) {
+EngineReply<ConnectionPtr> EngineClient::events(const std::string& filters_json,
+                                                const std::string& since) {
   std::string path = "/events?filters=" + urlEncode(filters_json);
   if (!since.empty()) {
     path += "&since=" + urlEncode(since);

@@ -44,8 +44,10 @@ Negotiation negotiateApiVersion(const std::string& version_json);
 // kTimeout; anything else kInternal. The engine's "message" is quoted in the status message.
 backend::Status statusFromReply(const std::string& operation, const HttpReply& reply);
 
+// An Engine API call's status and, when it is ok, what the engine answered. A plugin speaks
+// backend::Status, not the core's Result.
 template <typename T>
-struct Result {
+struct EngineReply {
   backend::Status status;
   T value{};
 };
@@ -86,17 +88,17 @@ class EngineClient {
   backend::Status negotiate();
   const ApiVersion& version() const { return version_; }
 
-  Result<EngineInfo> info();
+  EngineReply<EngineInfo> info();
   // POST /containers/create?name=<name>; the value is the new container's id.
-  Result<std::string> create(const std::string& name, const json::ObjectPtr& body,
-                             std::vector<std::string>* warnings);
+  EngineReply<std::string> create(const std::string& name, const json::ObjectPtr& body,
+                                  std::vector<std::string>* warnings);
   // GET /containers/{id}/json: the engine's record.
-  Result<json::ObjectPtr> inspect(const std::string& id);
+  EngineReply<json::ObjectPtr> inspect(const std::string& id);
   // POST /containers/{id}/attach with stdin, stdout and stderr, hijacked.
-  Result<ConnectionPtr> attach(const std::string& id);
+  EngineReply<ConnectionPtr> attach(const std::string& id);
   // POST /containers/{id}/wait?condition=...: returns once the engine has registered the
   // wait (the headers arrived); the body, read from the connection, is the outcome.
-  Result<ConnectionPtr> openWait(const std::string& id, const std::string& condition);
+  EngineReply<ConnectionPtr> openWait(const std::string& id, const std::string& condition);
   // POST /containers/{id}/start; with `checkpoint`, from that checkpoint of the container (its
   // memory and files, as checkpoint() saved them), with up to `timeout` to read it.
   backend::Status start(const std::string& id, const std::string& checkpoint = {},
@@ -114,9 +116,9 @@ class EngineClient {
   // DELETE /containers/{id}?force=1&v=1. A container that is gone counts as removed.
   backend::Status remove(const std::string& id);
   // GET /containers/json?all=1 filtered by the label key.
-  Result<std::vector<ContainerSummary>> list(const std::string& label_key);
+  EngineReply<std::vector<ContainerSummary>> list(const std::string& label_key);
   // GET /images/{name}/json: the image's record; kNotFound when there is none.
-  Result<json::ObjectPtr> inspectImage(const std::string& name);
+  EngineReply<json::ObjectPtr> inspectImage(const std::string& name);
   // PUT /containers/{id}/archive?path=/: unpacks the ustar `archive` into the container's
   // filesystem, with up to `timeout` for the engine to write it.
   backend::Status putArchive(const std::string& id, std::string archive,
@@ -129,17 +131,17 @@ class EngineClient {
   // kRejected.
   backend::Status removeImage(const std::string& name);
   // GET /images/json filtered by the label key.
-  Result<std::vector<ImageSummary>> listImages(const std::string& label_key);
+  EngineReply<std::vector<ImageSummary>> listImages(const std::string& label_key);
   // GET /events filtered (the filters JSON object), streamed.
-  Result<ConnectionPtr> events(const std::string& filters_json, const std::string& since);
+  EngineReply<ConnectionPtr> events(const std::string& filters_json, const std::string& since);
 
   // Parses the body of a wait reply.
-  static Result<WaitOutcome> parseWait(const std::string& body);
+  static EngineReply<WaitOutcome> parseWait(const std::string& body);
 
  private:
   HttpCall makeCall(const std::string& method, const std::string& path) const;
   std::string versioned(const std::string& path) const;
-  Result<ConnectionPtr> open(const std::string& operation, HttpCall call);
+  EngineReply<ConnectionPtr> open(const std::string& operation, HttpCall call);
 
   EngineSocket& transport_;
   std::chrono::milliseconds timeout_;

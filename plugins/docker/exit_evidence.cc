@@ -33,9 +33,10 @@ backend::WaitReply mergeExitEvidence(const ExitFacts& facts) {
     appendCapped(&engine_error, "the engine's output stream was malformed; ");
   }
 
-  const Result<WaitOutcome> outcome =
-      facts.wait_broke ? Result<WaitOutcome>{{Code::kUnavailable, "wait: the engine's wait broke"}}
-                       : EngineClient::parseWait(facts.wait_body);
+  const EngineReply<WaitOutcome> outcome =
+      facts.wait_broke
+          ? EngineReply<WaitOutcome>{{Code::kUnavailable, "wait: the engine's wait broke"}}
+          : EngineClient::parseWait(facts.wait_body);
   const json::ObjectPtr state = json::object(facts.record.value, "State");
   if (outcome.status.ok()) {
     reply.exit.exited = true;

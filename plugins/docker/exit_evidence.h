@@ -27,7 +27,7 @@ struct ExitFacts {
   std::string wait_body;
   bool wait_broke = false;
   // The engine's record read after the end (not read, and empty, when removing).
-  Result<json::ObjectPtr> record;
+  EngineReply<json::ObjectPtr> record;
   // Who else ended it: a "kill" on the event stream, or a record gone (404) while this backend
   // neither killed nor removed it, is an operator's or the engine's doing.
   bool kill_event = false;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "logging.h"
+#include "support/errors.h"
 
 namespace scs::config {
 namespace {
@@ -260,9 +261,9 @@ TEST(ConfigTest, ACredentialNeedsItsHostOnTheTenantsAllowList) {
   const auto build = [](const std::vector<std::string>& args) {
     const Config c = parseOk(args);
     egress::EgressPolicy policy(nullptr);
-    EXPECT_EQ(buildEgressPolicy(c, policy), std::nullopt);
+    EXPECT_EQ(scs::testing::errorOf(buildEgressPolicy(c, policy)), std::nullopt);
     egress::CredentialStore store;
-    const Result<bool> built = buildCredentials(c, policy, store);
+    const Result<Done> built = buildCredentials(c, policy, store);
     const Error* error = std::get_if<Error>(&built);
     return error != nullptr ? error->message : std::string();
   };
@@ -513,27 +514,29 @@ TEST(ConfigTest, HelpExplainsEveryFlagWithItsTrueDefault) {
 TEST(ConfigTest, LoadsTheSeccompProfileText) {
   TempFile file(R"({"defaultAction": "SCMP_ACT_ERRNO", "syscalls": []})");
   Config c = parseOk({"--seccomp-profile", file.path()});
-  ASSERT_EQ(loadSeccompProfile(&c), std::nullopt);
+  ASSERT_EQ(scs::testing::errorOf(loadSeccompProfile(&c)), std::nullopt);
   EXPECT_EQ(c.sandbox.seccomp_profile, R"({"defaultAction": "SCMP_ACT_ERRNO", "syscalls": []})");
 }
 
 TEST(ConfigTest, EngineDefaultKeepsTheEnginesProfile) {
   Config c = parseOk({"--seccomp-profile", "engine-default"});
   c.sandbox.seccomp_profile = "stale";
-  ASSERT_EQ(loadSeccompProfile(&c), std::nullopt);
+  ASSERT_EQ(scs::testing::errorOf(loadSeccompProfile(&c)), std::nullopt);
   EXPECT_EQ(c.sandbox.seccomp_profile, "");
 }
 
 TEST(ConfigTest, RefusesAMissingOrInvalidSeccompProfile) {
   Config missing = parseOk({"--seccomp-profile", "/nonexistent/seccomp.json"});
-  EXPECT_THAT(loadSeccompProfile(&missing).value_or(""),
+  EXPECT_THAT(scs::testing::errorOf(loadSeccompProfile(&missing)).value_or(""),
               HasSubstr("cannot read the seccomp profile /nonexistent/seccomp.json"));
   TempFile garbage("SCMP_ACT_ALLOW");
   Config invalid = parseOk({"--seccomp-profile", garbage.path()});
-  EXPECT_THAT(loadSeccompProfile(&invalid).value_or(""), HasSubstr("is not valid JSON"));
+  EXPECT_THAT(scs::testing::errorOf(loadSeccompProfile(&invalid)).value_or(""),
+              HasSubstr("is not valid JSON"));
   TempFile array("[]");
   Config not_object = parseOk({"--seccomp-profile", array.path()});
-  EXPECT_THAT(loadSeccompProfile(&not_object).value_or(""), HasSubstr("is not a JSON object"));
+  EXPECT_THAT(scs::testing::errorOf(loadSeccompProfile(&not_object)).value_or(""),
+              HasSubstr("is not a JSON object"));
 }
 
 TEST(LoggingTest, ParsesTheFourLevels) {

@@ -51,7 +51,7 @@ class CredentialsTest : public ::testing::Test {
     ::chmod(path.c_str(), mode);
     return path;
   }
-  static std::string errorOf(const Result<bool>& result) {
+  static std::string errorOf(const Result<Done>& result) {
     const Error* error = std::get_if<Error>(&result);
     return error != nullptr ? error->message : "";
   }

@@ -27,6 +27,7 @@
 #include "mocks/core_stack.h"
 #include "runs/clock.h"
 #include "runs/run_manager.h"
+#include "support/errors.h"
 #include "support/http_request.h"
 #include "support/json.h"
 #include "support/temp_file.h"
@@ -195,7 +196,7 @@ class HttpTransportTest : public ::testing::Test {
     }
     endpoint.max_body_bytes = 4096;
     transport_ = std::make_unique<HttpTransport>(server_, std::move(endpoint));
-    ASSERT_EQ(transport_->start(), std::nullopt);
+    ASSERT_EQ(scs::testing::errorOf(transport_->start()), std::nullopt);
     port_ = transport_->address().port();
     ASSERT_NE(port_, 0);
     EXPECT_EQ(transport_->url(), "http://127.0.0.1:" + std::to_string(port_) + "/mcp");

@@ -16,6 +16,7 @@
 #include "metrics/metrics_endpoint.h"
 #include "mocks/core_stack.h"
 #include "mocks/mock_backend.h"
+#include "support/errors.h"
 #include "support/json.h"
 
 namespace scs::metrics {
@@ -186,7 +187,7 @@ TEST_F(RunMetricsTest, RefusalsRunsAndTheQueueAreCounted) {
 TEST(MetricsEndpointTest, ServesTheExpositionAtMetricsOnly) {
   MetricsEndpoint endpoint(Poco::Net::SocketAddress("127.0.0.1", 0),
                            [] { return std::string("scs_up 1\n"); });
-  ASSERT_EQ(endpoint.start(), std::nullopt);
+  ASSERT_EQ(scs::testing::errorOf(endpoint.start()), std::nullopt);
   const auto fetch = [&](const std::string& method, const std::string& path, std::string* body) {
     Poco::Net::HTTPClientSession session(endpoint.address());
     Poco::Net::HTTPRequest request(method, path, Poco::Net::HTTPRequest::HTTP_1_1);

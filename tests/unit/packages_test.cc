@@ -130,8 +130,8 @@ class PackageLayersTest : public ::testing::Test {
   PackageLayers& layers() {
     if (!layers_) {
       layers_.emplace(backend_, settings_, "safe-code-sandbox:latest");
-      const Result<bool> started = layers_->start();
-      EXPECT_TRUE(std::holds_alternative<bool>(started));
+      const Result<Done> started = layers_->start();
+      EXPECT_TRUE(std::holds_alternative<Done>(started));
     }
     return *layers_;
   }
@@ -350,13 +350,13 @@ TEST_F(PackageLayersTest, ABackendWithoutDerivedImagesOrAMissingWheelhouseStopsT
       .WillOnce(Return(backend::ImageListReply{
           {backend::Code::kUnsupported, "this backend cannot list images"}, {}}));
   PackageLayers unsupported(bare, settings_, "safe-code-sandbox:latest");
-  const Result<bool> refused = unsupported.start();
+  const Result<Done> refused = unsupported.start();
   ASSERT_TRUE(std::holds_alternative<Error>(refused));
   EXPECT_THAT(std::get<Error>(refused).message, HasSubstr("need a backend that derives images"));
 
   settings_.resolver.wheelhouse = (wheelhouse_ / "missing").string();
   PackageLayers missing(backend_, settings_, "safe-code-sandbox:latest");
-  const Result<bool> no_wheelhouse = missing.start();
+  const Result<Done> no_wheelhouse = missing.start();
   ASSERT_TRUE(std::holds_alternative<Error>(no_wheelhouse));
   EXPECT_THAT(std::get<Error>(no_wheelhouse).message, HasSubstr("is not a directory"));
 }

@@ -15,6 +15,8 @@
 #include <variant>
 #include <vector>
 
+#include "support/errors.h"
+
 namespace scs::runs {
 namespace {
 
@@ -59,7 +61,7 @@ class SessionStoreTest : public ::testing::Test {
 
 TEST_F(SessionStoreTest, ARecordRoundTripsAndIsOnlyTheServersToRead) {
   const SessionStore kept = store();
-  ASSERT_FALSE(kept.write(sample()));
+  ASSERT_EQ(scs::testing::errorOf(kept.write(sample())), std::nullopt);
   struct stat status {};
   ASSERT_EQ(::stat((kept.directory() + "/0123456789abcdef.json").c_str(), &status), 0);
   EXPECT_EQ(status.st_mode & 0777, 0600u);
@@ -103,11 +105,11 @@ TEST_F(SessionStoreTest, WhatIsNotARecordOfItsOwnIsReportedAndRemoved) {
   put("cafe.json", "{\"version\":2}", 0600);  // a later server's: left for it
   put("notes.txt", "hello", 0600);
   SavedSession readable = sample();
-  ASSERT_FALSE(kept.write(readable));
+  ASSERT_EQ(scs::testing::errorOf(kept.write(readable)), std::nullopt);
   ::chmod((kept.directory() + "/" + readable.id + ".json").c_str(), 0644);
   SavedSession misnamed = sample();
   misnamed.id = "abcd";
-  ASSERT_FALSE(kept.write(misnamed));
+  ASSERT_EQ(scs::testing::errorOf(kept.write(misnamed)), std::nullopt);
   std::filesystem::rename(kept.directory() + "/abcd.json", kept.directory() + "/dcba.json");
 
   std::vector<std::string> problems;
@@ -128,7 +130,7 @@ TEST_F(SessionStoreTest, WhatIsNotARecordOfItsOwnIsReportedAndRemoved) {
   // A record whose times are out of range (a crafted or corrupt one) is not trusted either.
   SavedSession ancient = sample();
   ancient.hibernated = std::chrono::system_clock::time_point(std::chrono::milliseconds(1000));
-  ASSERT_FALSE(kept.write(ancient));
+  ASSERT_EQ(scs::testing::errorOf(kept.write(ancient)), std::nullopt);
   problems.clear();
   EXPECT_TRUE(kept.load(&problems).empty());
   ASSERT_EQ(problems.size(), 2u);

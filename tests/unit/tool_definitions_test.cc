@@ -92,9 +92,9 @@ TEST(EgressSentenceTest, NamesTheBrokeredHostsAndPlaceholdersOfTheTenantOnly) {
   ASSERT_TRUE(std::holds_alternative<bool>(policy.allow("bob=api.test")));
   egress::CredentialStore credentials(&token);
   ASSERT_TRUE(
-      std::holds_alternative<bool>(credentials.add("alice=api.test:Authorization=env:TOKEN")));
+      std::holds_alternative<Done>(credentials.add("alice=api.test:Authorization=env:TOKEN")));
   ASSERT_TRUE(
-      std::holds_alternative<bool>(credentials.add("alice=keys.test:$KEY@X-Api-Key=env:TOKEN")));
+      std::holds_alternative<Done>(credentials.add("alice=keys.test:$KEY@X-Api-Key=env:TOKEN")));
   const std::string alice = egressSentence(&policy, "alice", &credentials);
   EXPECT_THAT(alice, ::testing::HasSubstr(
                          "The server adds credentials to HTTPS requests to api.test:443 "

@@ -112,7 +112,7 @@ Secret::~Secret() { OPENSSL_cleanse(value_.data(), value_.size()); }
 CredentialStore::CredentialStore(EnvironmentReader environment)
     : environment_(environment != nullptr ? environment : &defaultEnvironment) {}
 
-Result<bool> CredentialStore::add(std::string_view entry) {
+Result<Done> CredentialStore::add(std::string_view entry) {
   const std::size_t equals = entry.find('=');
   const std::string_view tenant = entry.substr(0, equals);
   // The name of the entry in errors: everything before the source, which holds no value.
@@ -123,7 +123,7 @@ Result<bool> CredentialStore::add(std::string_view entry) {
   const std::string named(equals == std::string_view::npos     ? std::string_view("an entry")
                           : value_at == std::string_view::npos ? tenant
                                                                : entry.substr(0, value_at));
-  const auto refuse = [&](const std::string& why) -> Result<bool> {
+  const auto refuse = [&](const std::string& why) -> Result<Done> {
     return invalid("--egress-credential " + named + "=… is refused: " + why + ".");
   };
   if (equals == std::string_view::npos || tenant.empty() || value_at == std::string_view::npos) {
@@ -268,7 +268,7 @@ Result<bool> CredentialStore::add(std::string_view entry) {
   }
   credential.secret = std::make_shared<const Secret>(std::move(value));
   credentials_.push_back(std::move(credential));
-  return true;
+  return Done{};
 }
 
 void CredentialStore::forgetEnvironment() {

@@ -76,7 +76,7 @@ class CredentialStore {
   // host, a variable twice for a tenant or more than 64 for one, a file that cannot be read or
   // that others than its owner may read, write or run, an unset variable, a value that is
   // empty, longer than 8 KiB or holds a control character.
-  Result<bool> add(std::string_view entry);
+  Result<Done> add(std::string_view entry);
 
   // Wipes and unsets the server's variables that add() read values from, so that no process
   // the server starts later inherits them (pip, the engine's helpers); buildCredentials() calls

@@ -272,29 +272,30 @@ std::string listed(const std::vector<std::string>& items) {
 
 // --- Names -----------------------------------------------------------------------------------
 
-// Why `name` (lower case, no trailing dot) is not a host of ASCII labels, or nullopt when it is.
-std::optional<std::string> nameProblem(std::string_view name) {
+// Whether `name` (lower case, no trailing dot) is a host of ASCII labels; the Error's message is
+// a clause saying why not ("it is empty").
+Result<Done> checkHostName(std::string_view name) {
   if (name.empty()) {
-    return "it is empty";
+    return invalid("it is empty");
   }
   if (name.size() > kMaxHostBytes) {
-    return "it is longer than " + std::to_string(kMaxHostBytes) + " characters";
+    return invalid("it is longer than " + std::to_string(kMaxHostBytes) + " characters");
   }
   for (const std::string_view label : labelsOf(name)) {
     if (label.empty()) {
-      return std::string("it has an empty label");
+      return invalid("it has an empty label");
     }
     if (label.size() > kMaxLabelBytes) {
-      return "a label is longer than " + std::to_string(kMaxLabelBytes) + " characters";
+      return invalid("a label is longer than " + std::to_string(kMaxLabelBytes) + " characters");
     }
     const bool ldh = std::all_of(label.begin(), label.end(), [](char c) {
       return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
     });
     if (!ldh) {
-      return std::string("a label may hold only letters, digits, \"-\" and \"_\"");
+      return invalid("a label may hold only letters, digits, \"-\" and \"_\"");
     }
   }
-  return std::nullopt;
+  return Done{};
 }
 
 // A name whose last label is a number, or hex, is some parser's address: it must be the one
@@ -347,8 +348,9 @@ Result<std::string> canonicalName(std::string_view name) {
     }
     canonical += (canonical.empty() ? "" : ".") + std::get<std::string>(converted);
   }
-  if (std::optional<std::string> problem = nameProblem(canonical)) {
-    return invalid(*problem);
+  const Result<Done> checked = checkHostName(canonical);
+  if (const Error* problem = std::get_if<Error>(&checked)) {
+    return *problem;
   }
   return canonical;
 }
@@ -729,8 +731,9 @@ Result<Target> parseTarget(std::string_view host) {
     return Target{textOf(*address), address};
   }
   std::string name = lowered(withoutTrailingDot(host));
-  if (std::optional<std::string> problem = nameProblem(name)) {
-    return refuse(*problem);
+  const Result<Done> checked = checkHostName(name);
+  if (const Error* problem = std::get_if<Error>(&checked)) {
+    return refuse(problem->message);
   }
   if (looksNumeric(name)) {
     std::optional<IPAddress> address = parseIPv4(name);
@@ -772,13 +775,13 @@ std::shared_ptr<Resolver> systemResolver() { return std::make_shared<SystemResol
 
 EgressPolicy::EgressPolicy(std::shared_ptr<Resolver> resolver) : resolver_(std::move(resolver)) {}
 
-Result<bool> EgressPolicy::readOwnAddresses() {
+Result<Done> EgressPolicy::readOwnAddresses() {
   Result<std::vector<IPAddress>> own = ownAddresses();
   if (const Error* error = std::get_if<Error>(&own)) {
     return *error;
   }
   own_ = std::move(std::get<std::vector<IPAddress>>(own));
-  return true;
+  return Done{};
 }
 
 // An allow or deny entry added to the tenant's `list`; false for an exact repeat.

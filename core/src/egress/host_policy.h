@@ -95,7 +95,7 @@ class EgressPolicy {
   // Reads the server host's own addresses (getifaddrs), which resolve() then refuses like any
   // forbidden class: once, at startup, before the policy serves (a server without egress never
   // reads them).
-  Result<bool> readOwnAddresses();
+  Result<Done> readOwnAddresses();
 
   // "TENANT=PATTERN[:PORT]" (allow and deny) and "NAME=ADDRESS" (pin); the error names the
   // entry. A pinned name resolves to that address alone, and that address is the operator's

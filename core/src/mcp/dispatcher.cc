@@ -93,7 +93,7 @@ Object::Ptr Dispatcher::dispatch(const std::string& method, const Object::Ptr& p
   if (method == "logging/setLevel") {
     return setLogLevel(params);
   }
-  throw RpcError(ErrorKind::kMethodNotFound, "Method not found: " + cut(method));
+  throw RpcError(RpcCode::kMethodNotFound, "Method not found: " + cut(method));
 }
 
 CallContext Dispatcher::callContext() const {
@@ -120,7 +120,7 @@ Object::Ptr Dispatcher::initialize(const Object::Ptr& params) {
     }
     Object::Ptr data = newObject();
     data->set("supported", supported);
-    throw RpcError(ErrorKind::kInvalidParams,
+    throw RpcError(RpcCode::kInvalidParams,
                    "Invalid params: initialize needs \"protocolVersion\" (a string).", data);
   }
   const std::string version = isSupportedProtocolVersion(requested.toString())
@@ -150,7 +150,7 @@ Object::Ptr Dispatcher::setLogLevel(const Object::Ptr& params) {
       return newObject();
     }
   }
-  throw RpcError(ErrorKind::kInvalidParams,
+  throw RpcError(RpcCode::kInvalidParams,
                  "Invalid params: \"level\" must be one of debug, info, notice, warning, error, "
                  "critical, alert, emergency.");
 }
@@ -158,20 +158,20 @@ Object::Ptr Dispatcher::setLogLevel(const Object::Ptr& params) {
 Object::Ptr Dispatcher::callTool(const Object::Ptr& params) {
   const Var name = params && params->has("name") ? params->get("name") : Var();
   if (!name.isString()) {
-    throw RpcError(ErrorKind::kInvalidParams,
+    throw RpcError(RpcCode::kInvalidParams,
                    "Invalid params: tools/call needs \"name\" (a string).");
   }
   Object::Ptr arguments;
   const Var value = params->has("arguments") ? params->get("arguments") : Var();
   if (!value.isEmpty()) {
     if (!isObject(value)) {
-      throw RpcError(ErrorKind::kInvalidParams, "Invalid params: \"arguments\" must be an object.");
+      throw RpcError(RpcCode::kInvalidParams, "Invalid params: \"arguments\" must be an object.");
     }
     arguments = asObject(value);
   }
   const std::string tool = name.toString();
   if (!tools_.has(tool)) {
-    throw RpcError(ErrorKind::kInvalidParams, "Unknown tool: " + runs::toValidUtf8(tool));
+    throw RpcError(RpcCode::kInvalidParams, "Unknown tool: " + runs::toValidUtf8(tool));
   }
   CallContext call;
   call.tenant = context_.tenant;

@@ -21,7 +21,10 @@
 
 namespace scs::mcp::rpc {
 
-enum class ErrorKind {
+// The JSON-RPC error a message is answered with: the protocol's vocabulary, not the core's
+// ErrorKind (result.h). A tool that cannot do what was asked is not an RpcError but a result
+// with isError (tools.cc), whatever the Error's kind.
+enum class RpcCode {
   kParse,
   kInvalidRequest,
   kMethodNotFound,
@@ -32,19 +35,19 @@ enum class ErrorKind {
   kUnsupportedVersion,  // modern revision
 };
 
-// The one map from error kind to JSON-RPC code; anything unexpected is an internal error.
-int errorCode(ErrorKind kind);
+// The one map from RpcCode to the JSON-RPC error code; anything unexpected is an internal error.
+int errorCode(RpcCode code);
 
 // A JSON-RPC error answer, raised while handling one message and caught in Server::handle.
 class RpcError : public std::runtime_error {
  public:
-  RpcError(ErrorKind kind, const std::string& message, Poco::Dynamic::Var data = {})
-      : std::runtime_error(message), kind_(kind), data_(std::move(data)) {}
-  ErrorKind kind() const { return kind_; }
+  RpcError(RpcCode code, const std::string& message, Poco::Dynamic::Var data = {})
+      : std::runtime_error(message), code_(code), data_(std::move(data)) {}
+  RpcCode code() const { return code_; }
   const Poco::Dynamic::Var& data() const { return data_; }
 
  private:
-  ErrorKind kind_;
+  RpcCode code_;
   Poco::Dynamic::Var data_;
 };
 

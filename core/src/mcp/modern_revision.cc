@@ -34,7 +34,7 @@ Array::Ptr modernVersions() {
 
 void checkEnvelope(const Message& message, bool has_envelope) {
   if (!has_envelope) {
-    throw RpcError(ErrorKind::kInvalidParams,
+    throw RpcError(RpcCode::kInvalidParams,
                    std::string("Invalid params: a request of protocol revision 2026-07-28 "
                                "carries params._meta with \"") +
                        kMetaVersion + "\" (a string) and \"" + kMetaCapabilities +
@@ -44,7 +44,7 @@ void checkEnvelope(const Message& message, bool has_envelope) {
     Object::Ptr data = newObject();
     data->set("supported", modernVersions());
     data->set("requested", cut(message.metaVersion()));
-    throw RpcError(ErrorKind::kUnsupportedVersion, "Unsupported protocol version", data);
+    throw RpcError(RpcCode::kUnsupportedVersion, "Unsupported protocol version", data);
   }
 }
 
@@ -68,7 +68,7 @@ Object::Ptr Dispatcher::dispatchModern(const std::string& method, const Object::
   } else {
     const bool legacy_only =
         method == "initialize" || method == "ping" || method == "logging/setLevel";
-    throw RpcError(ErrorKind::kMethodNotFound,
+    throw RpcError(RpcCode::kMethodNotFound,
                    "Method not found: " + cut(method) +
                        (legacy_only ? " is not part of protocol revision 2026-07-28, which "
                                       "needs no handshake; this server answers "

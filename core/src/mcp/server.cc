@@ -1,6 +1,6 @@
 // Server: the transport-independent MCP protocol's JSON-RPC 2.0 framing. It parses and
 // classifies a message, hands a request to the Dispatcher, and serialises its answer or
-// error, with the one map from error kind to JSON-RPC code.
+// error, with the one map from RpcCode to JSON-RPC code.
 
 #include "mcp/server.h"
 
@@ -42,23 +42,23 @@ std::string cut(const std::string& text) {
          (text.size() > kMaxQuotedBytes ? "..." : "");
 }
 
-int errorCode(ErrorKind kind) {
-  switch (kind) {
-    case ErrorKind::kParse:
+int errorCode(RpcCode code) {
+  switch (code) {
+    case RpcCode::kParse:
       return -32700;
-    case ErrorKind::kInvalidRequest:
+    case RpcCode::kInvalidRequest:
       return -32600;
-    case ErrorKind::kMethodNotFound:
+    case RpcCode::kMethodNotFound:
       return Server::kMethodNotFound;
-    case ErrorKind::kInvalidParams:
+    case RpcCode::kInvalidParams:
       return -32602;
-    case ErrorKind::kHeaderMismatch:
+    case RpcCode::kHeaderMismatch:
       return -32020;
-    case ErrorKind::kMissingCapability:
+    case RpcCode::kMissingCapability:
       return -32021;
-    case ErrorKind::kUnsupportedVersion:
+    case RpcCode::kUnsupportedVersion:
       return -32022;
-    case ErrorKind::kInternal:
+    case RpcCode::kInternal:
       break;
   }
   return Server::kInternalError;
@@ -91,7 +91,6 @@ using rpc::checkEnvelope;
 using rpc::declaresTasks;
 using rpc::Dispatcher;
 using rpc::errorCode;
-using rpc::ErrorKind;
 using rpc::isObject;
 using rpc::isTaskMethod;
 using rpc::isUsableId;
@@ -100,11 +99,12 @@ using rpc::kMetaCapabilities;
 using rpc::kMetaVersion;
 using rpc::logError;
 using rpc::responseId;
+using rpc::RpcCode;
 using rpc::RpcError;
 using rpc::serialise;
 
 struct ErrorInfo {
-  ErrorKind kind;
+  RpcCode code;
   std::string message;
   Var data;
 };
@@ -181,10 +181,10 @@ Var parseMessage(std::string_view message) {
     const Var parsed = parser.parse("[" + widenHugeIntegers(message) + "]");
     wrapper = parsed.extract<Array::Ptr>();
   } catch (const Poco::Exception& e) {
-    throw RpcError(ErrorKind::kParse, "Parse error: " + runs::toValidUtf8(e.message()));
+    throw RpcError(RpcCode::kParse, "Parse error: " + runs::toValidUtf8(e.message()));
   }
   if (!wrapper || wrapper->size() != 1) {
-    throw RpcError(ErrorKind::kParse, "Parse error: expected exactly one JSON value.");
+    throw RpcError(RpcCode::kParse, "Parse error: expected exactly one JSON value.");
   }
   return wrapper->get(0);
 }
@@ -197,10 +197,10 @@ std::string resultResponse(const Var& id, const Object::Ptr& result) {
   return serialise(response);
 }
 
-std::string errorResponse(const Var& id, ErrorKind kind, const std::string& message,
+std::string errorResponse(const Var& id, RpcCode code, const std::string& message,
                           const Var& data) {
   Object::Ptr error = newObject();
-  error->set("code", errorCode(kind));
+  error->set("code", errorCode(code));
   error->set("message", runs::toValidUtf8(message));
   if (!data.isEmpty()) {
     error->set("data", data);
@@ -242,26 +242,26 @@ Message Server::parse(std::string_view text, std::size_t max_values) {
     MessageScanner shape;
     shape.feed(text);
     if (shape.deepest() > kMaxMessageDepth) {  // a parse error: its id stays unread
-      throw RpcError(ErrorKind::kParse, "Parse error: the message nests deeper than " +
-                                            std::to_string(kMaxMessageDepth) + " levels.");
+      throw RpcError(RpcCode::kParse, "Parse error: the message nests deeper than " +
+                                          std::to_string(kMaxMessageDepth) + " levels.");
     }
     if (shape.values() > max_values) {
       // To its id, as a message too long to read is answered (the transports' MessageScanner).
       if (const auto id = shape.id(); id && isUsableId(*id)) {
         detail->id = *id;
       }
-      throw RpcError(ErrorKind::kInvalidRequest,
+      throw RpcError(RpcCode::kInvalidRequest,
                      "Invalid Request: the message holds more than " + std::to_string(max_values) +
                          " JSON values (objects, arrays and their members); send fewer "
                          "files, or pack them into one archive file.");
     }
     const Var parsed = parseMessage(text);
     if (parsed.type() == typeid(Array::Ptr)) {
-      throw RpcError(ErrorKind::kInvalidRequest,
+      throw RpcError(RpcCode::kInvalidRequest,
                      "Invalid Request: batches are not supported; send one message at a time.");
     }
     if (!isObject(parsed)) {
-      throw RpcError(ErrorKind::kInvalidRequest,
+      throw RpcError(RpcCode::kInvalidRequest,
                      "Invalid Request: a JSON-RPC message must be a JSON object.");
     }
     const Object::Ptr request = asObject(parsed);
@@ -277,14 +277,14 @@ Message Server::parse(std::string_view text, std::size_t max_values) {
     }
     const Var jsonrpc = request->has("jsonrpc") ? request->get("jsonrpc") : Var();
     if (!jsonrpc.isString() || jsonrpc.toString() != "2.0") {
-      throw RpcError(ErrorKind::kInvalidRequest, "Invalid Request: \"jsonrpc\" must be \"2.0\".");
+      throw RpcError(RpcCode::kInvalidRequest, "Invalid Request: \"jsonrpc\" must be \"2.0\".");
     }
     const Var method_value = request->has("method") ? request->get("method") : Var();
     if (!method_value.isString()) {
-      throw RpcError(ErrorKind::kInvalidRequest, "Invalid Request: \"method\" must be a string.");
+      throw RpcError(RpcCode::kInvalidRequest, "Invalid Request: \"method\" must be a string.");
     }
     if (has_id && !isUsableId(raw_id)) {
-      throw RpcError(ErrorKind::kInvalidRequest,
+      throw RpcError(RpcCode::kInvalidRequest,
                      "Invalid Request: \"id\" must be a string or an integer.");
     }
     message.method_ = method_value.toString();
@@ -292,7 +292,7 @@ Message Server::parse(std::string_view text, std::size_t max_values) {
     if (has_id && request->has("params")) {
       const Var value = request->get("params");
       if (!isObject(value)) {
-        throw RpcError(ErrorKind::kInvalidParams, "Invalid params: \"params\" must be an object.");
+        throw RpcError(RpcCode::kInvalidParams, "Invalid params: \"params\" must be an object.");
       }
       detail->params = asObject(value);
     }
@@ -316,14 +316,14 @@ Message Server::parse(std::string_view text, std::size_t max_values) {
       message.routing_name_ = params->get(message.routing_field_).toString();
     }
   } catch (const RpcError& e) {
-    if (e.kind() != ErrorKind::kInvalidParams) {
+    if (e.code() != RpcCode::kInvalidParams) {
       message.kind_ = Message::Kind::kInvalid;
     }
-    detail->error = ErrorInfo{e.kind(), e.what(), e.data()};
+    detail->error = ErrorInfo{e.code(), e.what(), e.data()};
   } catch (const std::exception& e) {
     logError(std::string("internal error parsing a message: ") + e.what());
     message.kind_ = Message::Kind::kInvalid;
-    detail->error = ErrorInfo{ErrorKind::kInternal, "Internal error", Var()};
+    detail->error = ErrorInfo{RpcCode::kInternal, "Internal error", Var()};
   }
   message.detail_ = detail;
   return message;
@@ -354,14 +354,14 @@ std::optional<Server::Answer> Server::respond(const Message& message,
     return std::nullopt;
   }
   const Var id = detail != nullptr ? detail->id : Var();
-  ErrorKind kind = ErrorKind::kInternal;
+  RpcCode code = RpcCode::kInternal;
   std::string error_message = "Internal error";
   Var data;
   if (detail == nullptr) {
-    kind = ErrorKind::kInvalidRequest;
+    code = RpcCode::kInvalidRequest;
     error_message = "Invalid Request";
   } else if (detail->error) {
-    kind = detail->error->kind;
+    code = detail->error->code;
     error_message = detail->error->message;
     data = detail->error->data;
   } else {
@@ -377,7 +377,7 @@ std::optional<Server::Answer> Server::respond(const Message& message,
                             modern && detail->tasks);
       return Answer{resultResponse(id, dispatcher.dispatch(message.method(), detail->params))};
     } catch (const RpcError& e) {
-      kind = e.kind();
+      code = e.code();
       error_message = e.what();
       data = e.data();
     } catch (const Poco::Exception& e) {
@@ -389,17 +389,17 @@ std::optional<Server::Answer> Server::respond(const Message& message,
     }
   }
   try {
-    return Answer{errorResponse(id, kind, error_message, data), errorCode(kind)};
+    return Answer{errorResponse(id, code, error_message, data), errorCode(code)};
   } catch (const std::exception& e) {
     logError(std::string("cannot serialise an error answer: ") + e.what());
     return Answer{
         R"({"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error"}})",
-        errorCode(ErrorKind::kInternal)};
+        errorCode(RpcCode::kInternal)};
   }
 }
 
 std::string Server::oversizedMessageError(std::size_t limit, const std::optional<Var>& id) {
-  return errorResponse(id.value_or(Var()), ErrorKind::kInvalidRequest,
+  return errorResponse(id.value_or(Var()), RpcCode::kInvalidRequest,
                        "Invalid Request: the message is longer than the limit of " +
                            std::to_string(limit) + " bytes.",
                        Var());
@@ -407,12 +407,12 @@ std::string Server::oversizedMessageError(std::size_t limit, const std::optional
 
 std::string Server::refusal(const std::string& message, const Message* refused) {
   const Var id = refused && refused->detail_ ? refused->detail_->id : Var();
-  return errorResponse(id, ErrorKind::kInvalidRequest, "Invalid Request: " + message, Var());
+  return errorResponse(id, RpcCode::kInvalidRequest, "Invalid Request: " + message, Var());
 }
 
 std::string Server::headerMismatch(const std::string& message, const Message& refused) {
   const Var id = refused.detail_ ? refused.detail_->id : Var();
-  return errorResponse(id, ErrorKind::kHeaderMismatch, "Header mismatch: " + message, Var());
+  return errorResponse(id, RpcCode::kHeaderMismatch, "Header mismatch: " + message, Var());
 }
 
 bool isModernProtocolVersion(std::string_view version) {

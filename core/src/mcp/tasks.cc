@@ -76,7 +76,7 @@ Object::Ptr Dispatcher::taskRequest(const std::string& method, const Object::Ptr
     required->set("extensions", tasksExtension());
     Object::Ptr data = newObject();
     data->set("requiredCapabilities", required);
-    throw RpcError(ErrorKind::kMissingCapability,
+    throw RpcError(RpcCode::kMissingCapability,
                    "Missing required client capability: " + method + " needs the " +
                        kTasksExtension + " extension declared in the request's " +
                        kMetaCapabilities + ".",
@@ -84,13 +84,13 @@ Object::Ptr Dispatcher::taskRequest(const std::string& method, const Object::Ptr
   }
   const Var id = params && params->has("taskId") ? params->get("taskId") : Var();
   if (!id.isString()) {
-    throw RpcError(ErrorKind::kInvalidParams,
+    throw RpcError(RpcCode::kInvalidParams,
                    "Invalid params: " + method + " needs \"taskId\" (a string).");
   }
   const std::string task_id = id.toString();
   const std::optional<Tools::RunView> view = tools_.view(task_id, callContext());
   if (!view) {
-    throw RpcError(ErrorKind::kInvalidParams,
+    throw RpcError(RpcCode::kInvalidParams,
                    "Invalid params: unknown or expired task \"" + cut(task_id) +
                        "\". Reports are kept for a limited time after a run ends.");
   }

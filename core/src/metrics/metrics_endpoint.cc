@@ -79,13 +79,14 @@ MetricsEndpoint::MetricsEndpoint(Poco::Net::SocketAddress address,
 
 MetricsEndpoint::~MetricsEndpoint() { stop(); }
 
-std::optional<std::string> MetricsEndpoint::start() {
+Result<Done> MetricsEndpoint::start() {
   Poco::Net::ServerSocket socket;
   try {
     socket.bind(address_, true);
     socket.listen(64);
   } catch (const Poco::Exception& e) {
-    return "cannot listen for /metrics on " + address_.toString() + ": " + e.displayText();
+    return internal("cannot listen for /metrics on " + address_.toString() + ": " +
+                    e.displayText());
   }
   bound_ = socket.address();
   Poco::AutoPtr<Poco::Net::HTTPServerParams> params(new Poco::Net::HTTPServerParams);
@@ -100,7 +101,7 @@ std::optional<std::string> MetricsEndpoint::start() {
       [](const Poco::Net::HTTPRequest&) { return net::GateAdmission{}; },
       [](const std::string& message) { return "{\"error\":\"" + message + "\"}"; });
   gate_->start(std::move(socket));
-  return std::nullopt;
+  return Done{};
 }
 
 void MetricsEndpoint::stop() {

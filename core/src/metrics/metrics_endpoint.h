@@ -10,10 +10,10 @@
 
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "net/http_gate.h"
+#include "result.h"
 
 namespace scs::metrics {
 
@@ -26,8 +26,8 @@ class MetricsEndpoint {
   MetricsEndpoint(const MetricsEndpoint&) = delete;
   MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;
 
-  // Binds the address and serves. Returns a sentence when the address cannot be bound.
-  std::optional<std::string> start();
+  // Binds the address and serves; an Error when the address cannot be bound.
+  Result<Done> start();
 
   // The bound address (the real port when port 0 was asked for); valid after start().
   Poco::Net::SocketAddress address() const { return bound_; }

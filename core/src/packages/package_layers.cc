@@ -140,7 +140,7 @@ PackageLayers::PackageLayers(backend::RuntimeBackend& backend, PackageSettings s
 
 PackageLayers::~PackageLayers() { shutdown(); }
 
-Result<bool> PackageLayers::start() {
+Result<Done> PackageLayers::start() {
   const std::string& wheelhouse = settings_.resolver.wheelhouse;
   if (!wheelhouse.empty() && !fs::is_directory(wheelhouse)) {
     return invalid("--wheelhouse " + wheelhouse + " is not a directory");
@@ -162,7 +162,7 @@ Result<bool> PackageLayers::start() {
       ", resolved by " + std::get<std::string>(pip));
   if (!listed.status.ok()) {
     logger().warning("cannot list the package layers made before: " + listed.status.message);
-    return true;
+    return Done{};
   }
   std::lock_guard lock(mutex_);
   for (const backend::ImageInfo& image : listed.images) {
@@ -188,7 +188,7 @@ Result<bool> PackageLayers::start() {
     logger().information("found " + std::to_string(layers_.size()) + " package layers made before");
   }
   evictLocked("");
-  return true;
+  return Done{};
 }
 
 void PackageLayers::shutdown() {

@@ -63,7 +63,7 @@ class PackageLayers {
   // Checks the wheelhouse and learns the derived images an earlier server left for this base
   // image (they count against max_layers and serve their sets again). An Error when the
   // backend cannot make derived images at all, or the wheelhouse is not a directory.
-  Result<bool> start();
+  Result<Done> start();
 
   // The layer for `specifiers` (start_run's and open_session's `packages`): made now when it is
   // new, which takes as long as pip and the engine need, or the one made before. One layer is

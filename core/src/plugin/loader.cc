@@ -9,7 +9,6 @@
 
 #include <boost/dll/shared_library.hpp>
 #include <exception>
-#include <optional>
 #include <stdexcept>
 #include <system_error>
 #include <utility>
@@ -21,46 +20,50 @@ namespace fs = std::filesystem;
 
 // Only root or the user running the server may own what it maps into its address space,
 // and nobody else may be able to change it.
-std::optional<std::string> unsafeOwnership(const fs::path& path, const char* what) {
+Result<Done> checkOwnership(const fs::path& path, const char* what) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
-    return std::string("cannot read the permissions of ") + what + " " + path.string();
+    return invalid(std::string("cannot read the permissions of ") + what + " " + path.string());
   }
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return std::string(what) + " " + path.string() + " is writable by group or others";
+    return invalid(std::string(what) + " " + path.string() + " is writable by group or others");
   }
   if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
-    return std::string(what) + " " + path.string() + " is owned by uid " +
-           std::to_string(st.st_uid) + ", neither root nor the server's user";
+    return invalid(std::string(what) + " " + path.string() + " is owned by uid " +
+                   std::to_string(st.st_uid) + ", neither root nor the server's user");
   }
-  return std::nullopt;
+  return Done{};
 }
 
-std::optional<std::string> checkFile(const fs::path& file, fs::path* resolved) {
+// The plugin file resolved (symbolic links followed), once it and its directories pass.
+Result<fs::path> checkedFile(const fs::path& file) {
   if (file.empty() || !file.is_absolute()) {
-    return "backend plugin path '" + file.string() + "' is relative; give an absolute path";
+    return invalid("backend plugin path '" + file.string() +
+                   "' is relative; give an absolute path");
   }
   std::error_code ec;
   const fs::file_status status = fs::status(file, ec);
   if (ec || !fs::exists(status)) {
-    return "backend plugin " + file.string() + " does not exist";
+    return invalid("backend plugin " + file.string() + " does not exist");
   }
   if (!fs::is_regular_file(status)) {
-    return "backend plugin " + file.string() + " is not a regular file";
+    return invalid("backend plugin " + file.string() + " is not a regular file");
   }
-  *resolved = fs::canonical(file, ec);
+  fs::path resolved = fs::canonical(file, ec);
   if (ec) {
-    return "cannot resolve backend plugin " + file.string() + ": " + ec.message();
+    return invalid("cannot resolve backend plugin " + file.string() + ": " + ec.message());
   }
-  for (const fs::path& dir : {file.parent_path(), resolved->parent_path()}) {
-    if (auto problem = unsafeOwnership(dir, "plugin directory")) {
-      return "refusing backend plugin " + file.string() + ": " + *problem;
+  for (const fs::path& dir : {file.parent_path(), resolved.parent_path()}) {
+    const Result<Done> owned = checkOwnership(dir, "plugin directory");
+    if (const Error* problem = std::get_if<Error>(&owned)) {
+      return invalid("refusing backend plugin " + file.string() + ": " + problem->message);
     }
   }
-  if (auto problem = unsafeOwnership(*resolved, "plugin file")) {
-    return "refusing backend plugin " + file.string() + ": " + *problem;
+  const Result<Done> owned = checkOwnership(resolved, "plugin file");
+  if (const Error* problem = std::get_if<Error>(&owned)) {
+    return invalid("refusing backend plugin " + file.string() + ": " + problem->message);
   }
-  return std::nullopt;
+  return resolved;
 }
 
 bool isValidName(const std::string& name) {
@@ -76,10 +79,11 @@ bool isValidName(const std::string& name) {
 }
 
 Result<backend::RuntimeBackendPtr> load(const fs::path& file, const backend::BackendContext& ctx) {
-  fs::path resolved;
-  if (auto problem = checkFile(file, &resolved)) {
-    return invalid(*problem);
+  const Result<fs::path> checked = checkedFile(file);
+  if (const Error* problem = std::get_if<Error>(&checked)) {
+    return *problem;
   }
+  const fs::path& resolved = std::get<fs::path>(checked);
 
   auto library = std::make_shared<boost::dll::shared_library>();
   boost::dll::fs::error_code ec;

@@ -38,13 +38,14 @@ bool RunManager::Impl::memoryFitsLocked(std::int64_t more) const {
              settings_.host_memory_bytes;
 }
 
-std::optional<std::string> RunManager::Impl::makeRoomInQueueLocked(const std::string& tenant) {
+Result<Done> RunManager::Impl::makeRoomInQueueLocked(const std::string& tenant) {
   std::map<std::string, std::uint64_t> held = queue_.queuedPerTenant();
   const std::string giving_way = tenantToGiveWay(held, tenant);
   if (giving_way == tenant) {
-    return "The server's queue is full: " + countOf(queue_.queued() - 1, "run is", "runs are") +
-           " waiting, " + std::to_string(held[tenant] - 1) +
-           " of them yours, the most of anyone's. Try again when one of your runs finishes.";
+    return refused(
+        "The server's queue is full: " + countOf(queue_.queued() - 1, "run is", "runs are") +
+        " waiting, " + std::to_string(held[tenant] - 1) +
+        " of them yours, the most of anyone's. Try again when one of your runs finishes.");
   }
   const std::string pushed_out = *queue_.newest(giving_way);
   queue_.remove(giving_way, pushed_out);
@@ -57,7 +58,7 @@ std::optional<std::string> RunManager::Impl::makeRoomInQueueLocked(const std::st
                                 "of your runs wait."),
                  {}, {});
   run.phase = Phase::kSettled;
-  return std::nullopt;
+  return Done{};
 }
 
 void RunManager::Impl::admitLocked() {

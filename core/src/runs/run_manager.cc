@@ -142,7 +142,8 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
   if (session) {
     run->session = session;
     run->report.session_id = session->id;
-    if (std::optional<Error> refusal = enqueueInSessionLocked(*session, *run)) {
+    Result<Done> queued = enqueueInSessionLocked(*session, *run);
+    if (Error* refusal = std::get_if<Error>(&queued)) {
       runs_.erase(run->id);
       // A full queue is no room now; an ended session, a request that fails again.
       events_.refused(run->tenant, refusal->kind == ErrorKind::kRefused
@@ -167,22 +168,22 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
   }
   admitLocked();
   if (run->phase == Phase::kQueued && !session) {
-    std::optional<std::string> refusal;
+    Result<Done> room = Done{};
     if (waiting >= settings_.max_queue) {
-      refusal = "The queue is full: " + countOf(waiting, "run is", "runs are") +
-                " waiting behind " + std::to_string(queue_.executing()) +
-                " running. Try again when a run finishes.";
+      room = refused("The queue is full: " + countOf(waiting, "run is", "runs are") +
+                     " waiting behind " + std::to_string(queue_.executing()) +
+                     " running. Try again when a run finishes.");
     } else if (queue_.queued() > settings_.max_queue_total) {
-      refusal = makeRoomInQueueLocked(run->tenant);
+      room = makeRoomInQueueLocked(run->tenant);
     }
-    if (refusal) {
+    if (Error* refusal = std::get_if<Error>(&room)) {
       queue_.remove(run->tenant, run->id);
       if (run->pool_demand) {
         pools_.of(run->image)->demandEnded();
       }
       runs_.erase(run->id);
       events_.refused(run->tenant, RunEvents::Refusal::kQueueFull);
-      return refused(*refusal);
+      return std::move(*refusal);
     }
   }
   events_.accepted(run->tenant);

@@ -164,9 +164,9 @@ struct RunManager::Impl {
   // none (or another tenant's).
   std::shared_ptr<Run> findLocked(const std::string& tenant, const std::string& run_id);
   // The queue holds more than max_queue_total with a new run of `tenant`: stops the newest
-  // queued run of the tenant that gives way (tenant_share.h), or says why the new run is
-  // refused when that is `tenant` itself.
-  std::optional<std::string> makeRoomInQueueLocked(const std::string& tenant);
+  // queued run of the tenant that gives way (tenant_share.h), or refuses the new run when that
+  // is `tenant` itself.
+  Result<Done> makeRoomInQueueLocked(const std::string& tenant);
   std::int64_t memoryBytes(const policy::Limits& limits) const;
   std::int64_t executingMemoryLocked() const;
   // Whether `more` bytes fit beside the runs holding slots and the prepared sandboxes.
@@ -220,7 +220,7 @@ struct RunManager::Impl {
   // Where a new run of `session` goes: the fair queue when the session has nothing queued or
   // in progress, else the session's own queue. Invalid when the session has ended; refused when
   // the tenant's queue is full.
-  std::optional<Error> enqueueInSessionLocked(Session& session, Run& run);
+  Result<Done> enqueueInSessionLocked(Session& session, Run& run);
   // A run of a session became final: the session's next run goes to the fair queue.
   void sessionRunEndedLocked(Run& run);
   // The session's sandbox ending wakes the waiters and the maintenance thread (which ends it).

@@ -42,7 +42,10 @@ bool RunManager::Impl::recordSessionLocked(std::unique_lock<std::mutex>& lock, S
     failure = reply.status.message;
   } else {
     saved.backend_saved = reply.text;
-    failure = settings_.sessions.store->write(saved).value_or("");
+    const Result<Done> written = settings_.sessions.store->write(saved);
+    if (const Error* problem = std::get_if<Error>(&written)) {
+      failure = problem->message;
+    }
   }
   lock.lock();
   if (failure.empty() && (!session.open || session.rest != Session::Rest::kHibernated)) {

@@ -60,7 +60,7 @@ bool SessionSink::hasEnded() const {
   return ended_;
 }
 
-std::optional<Error> RunManager::Impl::enqueueInSessionLocked(Session& session, Run& run) {
+Result<Done> RunManager::Impl::enqueueInSessionLocked(Session& session, Run& run) {
   if (!session.open) {
     return invalid("Session " + session.id + " has ended: " + session.end_reason +
                    ". Its variables and files are gone; open a new one with open_session.");
@@ -83,7 +83,7 @@ std::optional<Error> RunManager::Impl::enqueueInSessionLocked(Session& session, 
   } else {
     session.waiting.push_back(run.id);
   }
-  return std::nullopt;
+  return Done{};
 }
 
 void RunManager::Impl::sessionRunEndedLocked(Run& run) {

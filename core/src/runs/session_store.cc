@@ -32,27 +32,27 @@ std::chrono::system_clock::time_point fromUnixMillis(std::int64_t millis) {
 }
 
 // A directory this process owns and nobody else may write to (made with `mode` if missing).
-std::optional<std::string> ownDirectory(const std::string& path, mode_t mode) {
+Result<Done> ownDirectory(const std::string& path, mode_t mode) {
   if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
-    return systemError("cannot create", path);
+    return internal(systemError("cannot create", path));
   }
   struct stat status {};
   if (::lstat(path.c_str(), &status) != 0) {
-    return systemError("cannot read", path);
+    return internal(systemError("cannot read", path));
   }
   if (!S_ISDIR(status.st_mode)) {
-    return path + " is not a directory";
+    return invalid(path + " is not a directory");
   }
   if (status.st_uid != ::geteuid()) {
-    return path + " belongs to uid " + std::to_string(status.st_uid) + ", not to this server's " +
-           std::to_string(::geteuid());
+    return invalid(path + " belongs to uid " + std::to_string(status.st_uid) +
+                   ", not to this server's " + std::to_string(::geteuid()));
   }
   if ((status.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
     std::ostringstream octal;
     octal << std::oct << (status.st_mode & 0777);
-    return path + " may be written by others (mode " + octal.str() + ")";
+    return invalid(path + " may be written by others (mode " + octal.str() + ")");
   }
-  return std::nullopt;
+  return Done{};
 }
 
 bool plainId(const std::string& id) {
@@ -184,12 +184,12 @@ Result<SessionStore> SessionStore::open(const std::string& directory) {
   if (directory.empty() || directory.front() != '/') {
     return invalid("--state-dir must be an absolute path, not \"" + directory + "\"");
   }
-  if (auto problem = ownDirectory(directory, 0700)) {
-    return invalid("--state-dir: " + *problem);
-  }
   const std::string sessions = directory + "/sessions";
-  if (auto problem = ownDirectory(sessions, 0700)) {
-    return invalid("--state-dir: " + *problem);
+  for (const std::string& path : {directory, sessions}) {
+    const Result<Done> owned = ownDirectory(path, 0700);
+    if (const Error* problem = std::get_if<Error>(&owned)) {
+      return invalid("--state-dir: " + problem->message);
+    }
   }
   // Records are the tenants' data: nobody else may even list them.
   if (::chmod(sessions.c_str(), 0700) != 0) {
@@ -216,9 +216,9 @@ std::string SessionStore::pathOf(const std::string& session_id) const {
   return directory_ + "/" + session_id + ".json";
 }
 
-std::optional<std::string> SessionStore::write(const SavedSession& session) const {
+Result<Done> SessionStore::write(const SavedSession& session) const {
   if (!plainId(session.id)) {
-    return "session id \"" + session.id + "\" is not a plain id";
+    return invalid("session id \"" + session.id + "\" is not a plain id");
   }
   const std::string path = pathOf(session.id);
   const std::string text = encode(session);
@@ -226,7 +226,7 @@ std::optional<std::string> SessionStore::write(const SavedSession& session) cons
   std::string temporary = path + ".XXXXXX";
   const int fd = ::mkostemp(temporary.data(), O_CLOEXEC);  // mode 0600
   if (fd < 0) {
-    return systemError("cannot create", temporary);
+    return internal(systemError("cannot create", temporary));
   }
   std::size_t written = 0;
   while (written < text.size()) {
@@ -235,7 +235,7 @@ std::optional<std::string> SessionStore::write(const SavedSession& session) cons
       continue;
     }
     if (n <= 0) {
-      const std::string why = systemError("cannot write", temporary);
+      Error why = internal(systemError("cannot write", temporary));
       ::close(fd);
       ::unlink(temporary.c_str());
       return why;
@@ -243,16 +243,16 @@ std::optional<std::string> SessionStore::write(const SavedSession& session) cons
     written += static_cast<std::size_t>(n);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const std::string why = systemError("cannot save", temporary);
+    Error why = internal(systemError("cannot save", temporary));
     ::unlink(temporary.c_str());
     return why;
   }
   if (::rename(temporary.c_str(), path.c_str()) != 0) {
-    const std::string why = systemError("cannot rename into", path);
+    Error why = internal(systemError("cannot rename into", path));
     ::unlink(temporary.c_str());
     return why;
   }
-  return std::nullopt;
+  return Done{};
 }
 
 void SessionStore::remove(const std::string& session_id) const {

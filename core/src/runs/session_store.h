@@ -42,8 +42,8 @@ class SessionStore {
   // uses it (an exclusive lock on DIR/lock, held while the store lives).
   static Result<SessionStore> open(const std::string& directory);
 
-  // Writes (or replaces) the session's record; an error says why it could not.
-  std::optional<std::string> write(const SavedSession& session) const;
+  // Writes (or replaces) the session's record; an Error says why it could not.
+  Result<Done> write(const SavedSession& session) const;
   void remove(const std::string& session_id) const;
 
   // Every record found; `problems` gets one line for each file that is not a record (it is

@@ -85,8 +85,9 @@ std::optional<std::string> tenantOfAuthorization(const TokenTable& tokens,
   return tokens.tenantOf(trim(header.substr(header.find(' '))));
 }
 
-std::optional<std::string> authenticate(const HttpEndpoint& endpoint,
-                                        Poco::Net::HTTPServerRequest& request, Reply& reply) {
+std::optional<std::string> authenticatedTenant(const HttpEndpoint& endpoint,
+                                               Poco::Net::HTTPServerRequest& request,
+                                               Reply& reply) {
   if (!endpoint.tokens) {
     // Without tokens the server must only be reachable from this host; a proxy in front
     // would open it to everyone the proxy serves.

@@ -25,14 +25,15 @@ bool originAllowed(const std::vector<std::string>& allowed_origins, const std::s
 // the wildcard.
 void deriveAllowLists(const Poco::Net::SocketAddress& bound, HttpEndpoint* endpoint);
 
-// The tenant of an Authorization header's bearer token; none without a valid one.
+// The tenant of an Authorization header's bearer token; none without a valid one. (Here, and
+// in authenticatedTenant, the optional holds the value; no error message.)
 std::optional<std::string> tenantOfAuthorization(const TokenTable& tokens,
                                                  const std::string& header);
 
 // The tenant `request` speaks for: runs::kLocalTenant without tokens (a proxied request is then
 // refused), else its bearer token's. Without one, answers 401 with a challenge (403 for the
 // proxy) on `reply` and returns nullopt.
-std::optional<std::string> authenticate(const HttpEndpoint& endpoint,
-                                        Poco::Net::HTTPServerRequest& request, Reply& reply);
+std::optional<std::string> authenticatedTenant(const HttpEndpoint& endpoint,
+                                               Poco::Net::HTTPServerRequest& request, Reply& reply);
 
 }  // namespace scs::mcp::http

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -191,7 +192,8 @@ void HttpTransport::Impl::serve(HTTPServerRequest& request, Reply& reply, std::s
     reply.refuse(HTTPResponse::HTTP_NOT_FOUND, "the MCP endpoint is /mcp.");
     return;
   }
-  const std::optional<std::string> authenticated = http::authenticate(endpoint_, request, reply);
+  const std::optional<std::string> authenticated =
+      http::authenticatedTenant(endpoint_, request, reply);
   if (!authenticated) {
     return;
   }
@@ -433,14 +435,15 @@ HttpTransport::~HttpTransport() {
   finish();
 }
 
-std::optional<std::string> HttpTransport::start() {
+Result<Done> HttpTransport::start() {
   Impl& impl = *impl_;
   Poco::Net::ServerSocket socket;
   try {
     socket.bind(impl.endpoint_.address, true);
     socket.listen(kListenBacklog);
   } catch (const Poco::Exception& e) {
-    return "cannot listen on " + impl.endpoint_.address.toString() + ": " + e.displayText();
+    return internal("cannot listen on " + impl.endpoint_.address.toString() + ": " +
+                    e.displayText());
   }
   impl.bound_ = socket.address();
   const bool hosts_given = !impl.endpoint_.allowed_hosts.empty();
@@ -468,7 +471,7 @@ std::optional<std::string> HttpTransport::start() {
       (impl.endpoint_.tokens
            ? " (bearer tokens for " + std::to_string(impl.endpoint_.tokens->size()) + " token(s))"
            : " (no authentication: loopback only)"));
-  return std::nullopt;
+  return Done{};
 }
 
 Poco::Net::SocketAddress HttpTransport::address() const { return impl_->bound_; }

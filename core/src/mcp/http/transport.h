@@ -5,12 +5,12 @@
 #include <Poco/Net/SocketAddress.h>
 
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "mcp/http/settings.h"
 #include "mcp/http/token_table.h"
 #include "mcp/server.h"
+#include "result.h"
 
 namespace scs::mcp {
 
@@ -40,9 +40,9 @@ class HttpTransport {
   HttpTransport(const HttpTransport&) = delete;
   HttpTransport& operator=(const HttpTransport&) = delete;
 
-  // Binds the address and serves on a pool of threads. Returns a sentence when the address
-  // cannot be bound. Call once.
-  std::optional<std::string> start();
+  // Binds the address and serves on a pool of threads; an Error when the address cannot be
+  // bound. Call once.
+  Result<Done> start();
 
   // The bound address (the real port when port 0 was asked for); valid after start().
   Poco::Net::SocketAddress address() const;
