@@ -15,13 +15,12 @@ import signal
 import sys
 import traceback
 
-from . import bundle, files_out, languages, processes, protocol, relay, report
+from . import bundle, files_out, frames, languages, processes, protocol, relay, report
 from .child import STUB
 from .rejection import Rejected, reject
 
 MAX_REPORT_BYTES = 1 << 18  # the warm line, a result, an exception record: each capped
 SESSION_PREFIX = (protocol.SESSION_FRAME + " ").encode("ascii")
-MAX_SESSION_SECONDS_DIGITS = 12
 
 
 class Prefixed:
@@ -55,18 +54,19 @@ def read_session_seconds(fd):
     """The rest of the session frame after its prefix, from `fd` (stdin): the session's
     deadline in seconds, read a byte at a time so that nothing of the frames after it is taken
     from stdin."""
-    line = b""
+    line = SESSION_PREFIX
     while not line.endswith(b"\n"):
-        if len(line) > MAX_SESSION_SECONDS_DIGITS:
+        if len(line) > len(SESSION_PREFIX) + protocol.MAX_SESSION_SECONDS_DIGITS:
             raise Rejected("the session frame is too long")
         data = os.read(fd, 1)
         if not data:
             raise Rejected("stdin ended within the session frame")
         line += data
-    seconds = line[:-1]
-    if not seconds.isdigit() or int(seconds) == 0:
+    parsed = frames.parse_header(line[:-1])
+    if parsed is None or parsed[0].kind != frames.SESSION:
+        seconds = line[len(SESSION_PREFIX):-1]
         raise Rejected(f"the session frame's deadline {seconds[:16]!r} is not whole seconds")
-    return int(seconds)
+    return parsed[0].seconds
 
 
 def become_session(loop, fds, deadline, seconds, root):

@@ -6,7 +6,8 @@ plain literal assignment, one per line.
 In: the bundle, an uncompressed ustar with the code (main.py, main.sh or main.js: CODE_FILE_*),
 the run's files and, under CONTROL_DIRECTORY, the control file (JSON: the run's nonce and
 language, the caps on returned files, its watchdog and result cap) and the run's stdin, which
-PID 1 keeps in memory and never writes to disk. A session's sandbox reads frames instead:
+PID 1 keeps in memory and never writes to disk. A session's sandbox reads frames instead
+(frames.py has their grammar and codec):
 RUN_FRAME, a space, the bundle's size in decimal and "\\n", then the bundle; or INTERRUPT_FRAME
 and "\\n". A sandbox prepared for a run becomes a session's when its stdin begins with
 SESSION_FRAME, a space, the session's deadline in seconds and "\\n" instead of a bundle (whose
@@ -55,9 +56,15 @@ INTERRUPT_FRAME = "SCS-INTERRUPT"
 SESSION_FRAME = "SCS-SESSION"
 MAX_FRAME_HEADER_BYTES = 64
 MAX_FRAME_BYTES = 2147483648
+MAX_SESSION_SECONDS_DIGITS = 12
 
 EGRESS_MARKER_PREFIX = "\0SCS-NET-"
 EGRESS_STDIN_FRAME = "SCS-NET"
+# The types of egress frame the server writes to stdin (relay.py names them), and the one among
+# them that carries data, at most MAX_EGRESS_STDIN_PAYLOAD_BYTES a frame.
+EGRESS_STDIN_TYPES = "DCFR"
+EGRESS_DATA = "D"
+MAX_EGRESS_STDIN_PAYLOAD_BYTES = 65536
 
 TRAILER_PREFIX = "\n\0SCS-TRAILER-"
 END_PREFIX = "\0SCS-END-"

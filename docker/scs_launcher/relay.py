@@ -8,9 +8,9 @@ interface, so a program that ignores the proxy variables gets ENETUNREACH at onc
 Out, on stdout: STDOUT_MARKER, the nonce and MARKER_END, then a type byte, the stream id and a
 value (4 bytes each, big-endian) and, for data, the payload; each frame one write() of at most
 MAX_STDOUT_FRAME bytes, which a pipe keeps whole, so that a one-shot program sharing stdout can
-write between frames but never into one. In, on stdin: "SCS-NET T ID VALUE\\n" and, for data,
-VALUE bytes. Each side sends data only within the credit the other gave (INITIAL_WINDOW, then
-what each credit frame adds). core/src/egress/frames.h is the server's side."""
+write between frames but never into one. In, on stdin: the egress frames of frames.py. Each side
+sends data only within the credit the other gave (INITIAL_WINDOW, then what each credit frame
+adds). core/src/egress/frames.h is the server's side."""
 
 import errno
 import os
@@ -18,19 +18,17 @@ import select
 import socket
 import struct
 
-from . import processes, protocol
+from . import frames, processes, protocol
 
 STDOUT_MARKER = protocol.EGRESS_MARKER_PREFIX.encode("ascii")
-STDIN_FRAME = protocol.EGRESS_STDIN_FRAME.encode("ascii")
 HEADER = struct.Struct(">cII")
 MAX_STDOUT_FRAME = 4096
-MAX_STDIN_PAYLOAD = 64 << 10
 INITIAL_WINDOW = 256 << 10
 CREDIT_BATCH = 32 << 10
 RELAY_ADDRESS = ("127.0.0.1", 3128)
 MAX_STREAMS = 256  # the server caps what it carries far lower; this bounds PID 1's own table
 
-OPEN, DATA, CREDIT, FIN, RESET = b"O", b"D", b"C", b"F", b"R"
+OPEN, DATA, CREDIT, FIN, RESET = b"O", protocol.EGRESS_DATA.encode("ascii"), b"C", b"F", b"R"
 
 
 def proxy_environment(control=None):
@@ -91,53 +89,6 @@ class Stream:
         self.read_ended = False       # the program shut its side (FIN sent)
         self.server_ended = False     # the server sent FIN
         self.shut = False             # the program's connection was shut for writing
-
-
-class StdinFrames:
-    """The server's egress frames, from stdin's bytes. In a one-shot run stdin carries nothing
-    else once the bundle is read; NUL bytes between frames (an archive's last padding block,
-    should the bundle's reader not have taken it) are skipped."""
-
-    def __init__(self):
-        self.buffer = bytearray()
-        self.header = None
-
-    def feed(self, data):
-        self.buffer += data
-        frames = []
-        while True:
-            if self.header is None:
-                while self.buffer[:1] == b"\0":
-                    del self.buffer[:1]
-                end = self.buffer.find(b"\n")
-                if end < 0:
-                    if len(self.buffer) > 64:
-                        raise ValueError("an egress frame header is too long")
-                    return frames
-                header = parse_header(bytes(self.buffer[:end]))
-                del self.buffer[:end + 1]
-                if header is None:
-                    raise ValueError("unknown frame on stdin")
-                self.header = header
-            kind, number, value = self.header
-            size = value if kind == DATA else 0
-            if len(self.buffer) < size:
-                return frames
-            frames.append((kind, number, value, bytes(self.buffer[:size])))
-            del self.buffer[:size]
-            self.header = None
-
-
-def parse_header(line):
-    """(type, stream, value) of "SCS-NET T ID VALUE", or None when it is not one."""
-    parts = line.split(b" ")
-    if (len(parts) != 4 or parts[0] != STDIN_FRAME or parts[1] not in (DATA, CREDIT, FIN, RESET)
-            or not parts[2].isdigit() or not parts[3].isdigit()):
-        return None
-    value = int(parts[3])
-    if parts[1] == DATA and not 0 < value <= MAX_STDIN_PAYLOAD:
-        return None
-    return parts[1], int(parts[2]), value
 
 
 class Relay:
@@ -267,14 +218,16 @@ class Relay:
 
     # From the server.
 
-    def on_frame(self, kind, number, value, payload):
-        stream = self.streams.get(number)
+    def on_frame(self, frame):
+        """One of the server's egress frames (frames.Frame)."""
+        stream = self.streams.get(frame.stream)
         if stream is None:
             return  # a stream PID 1 has already let go
+        kind = frame.egress_type
         if kind == DATA:
-            stream.outbound += payload
+            stream.outbound += frame.payload
         elif kind == CREDIT:
-            stream.credit += value
+            stream.credit += frame.value
         elif kind == FIN:
             stream.server_ended = True
         elif kind == RESET:
@@ -293,7 +246,7 @@ class Relay:
 
 def serve_stdin(loop, relay):
     """A one-shot run's stdin once its bundle is read: the server's egress frames only."""
-    inbox = StdinFrames()
+    inbox = frames.Reader(skip_nul=True)
 
     def on_stdin(_):
         try:
@@ -306,11 +259,13 @@ def serve_stdin(loop, relay):
             loop.remove(0)
             return
         try:
-            frames = inbox.feed(data)
+            arrived = inbox.feed(data)
+            if any(frame.kind != frames.EGRESS for frame in arrived):
+                raise ValueError("a frame other than egress after the bundle")
         except ValueError:
             loop.remove(0)  # only the server writes stdin: nothing more of it can be read
             return
-        for frame in frames:
-            relay.on_frame(*frame)
+        for frame in arrived:
+            relay.on_frame(frame)
 
     loop.add(0, processes.READABLE, on_stdin)

@@ -21,7 +21,7 @@ import struct
 import tempfile
 import traceback
 
-from . import bundle, files_out, languages, processes, protocol, relay, report
+from . import bundle, files_out, frames, languages, processes, protocol, relay, report
 from .child import STUB
 from .rejection import Rejected, reject
 
@@ -45,55 +45,6 @@ def read_answer(value, result_cap):
             "result": report.bounded_result(value.get("result"), result_cap)}
 
 
-class Frames:
-    """The server's frames, from stdin's bytes as they arrive."""
-
-    def __init__(self):
-        self.buffer = bytearray()
-        self.size = None  # of the bundle (or egress frame's data) whose header was read
-        self.net = None   # the egress frame whose header was read
-
-    def feed(self, data):
-        """The frames `data` completes, in order: a run's bundle (bytes), or None for an
-        interrupt. Raises Rejected for anything else: only the server writes stdin."""
-        self.buffer += data
-        frames = []
-        while True:
-            if self.size is None:
-                end = self.buffer.find(b"\n")
-                if end < 0:
-                    if len(self.buffer) > protocol.MAX_FRAME_HEADER_BYTES:
-                        raise Rejected("a frame header is too long")
-                    return frames
-                header = bytes(self.buffer[:end])
-                del self.buffer[:end + 1]
-                if header == protocol.INTERRUPT_FRAME.encode():
-                    frames.append(None)
-                    continue
-                if header.startswith(relay.STDIN_FRAME + b" "):
-                    net = relay.parse_header(header)
-                    if net is None:
-                        raise Rejected(f"unknown frame {header[:32]!r}")
-                    self.net = net
-                    self.size = net[2] if net[0] == relay.DATA else 0
-                    continue
-                kind, _, size = header.partition(b" ")
-                if (kind != protocol.RUN_FRAME.encode() or not size.isdigit()
-                        or int(size) > protocol.MAX_FRAME_BYTES):
-                    raise Rejected(f"unknown frame {header[:32]!r}")
-                self.size = int(size)
-            if len(self.buffer) < self.size:
-                return frames
-            payload = bytes(self.buffer[:self.size])
-            if self.net is not None:
-                frames.append(self.net + (payload,))  # an egress frame: (type, id, value, data)
-                self.net = None
-            else:
-                frames.append(payload)
-            del self.buffer[:self.size]
-            self.size = None
-
-
 class Run:
     def __init__(self, seq, control, before):
         self.seq = seq
@@ -110,7 +61,7 @@ class Session:
         self.root = root
         self.loop = processes.Loop()
         self.loop.add(0, processes.READABLE, self.on_stdin)
-        self.inbox = Frames()
+        self.inbox = frames.Reader()
         self.frames = []
         self.pieces = bytearray()
         self.pieces_broken = False
@@ -205,17 +156,19 @@ class Session:
             self.loop.remove(0)
             return
         try:
-            frames = self.inbox.feed(data)
-        except Rejected as why:
+            arrived = self.inbox.feed(data)
+        except ValueError as why:
             reject(f"session: {why}")
         # In order: an interrupt is for the run whose frame came last before it.
-        for frame in frames:
-            if isinstance(frame, tuple):
+        for frame in arrived:
+            if frame.kind == frames.EGRESS:
                 if self.relay is not None:
-                    self.relay.on_frame(*frame)
-            elif frame is not None:
-                self.frames.append([frame, False])
+                    self.relay.on_frame(frame)
+            elif frame.kind == frames.RUN:
+                self.frames.append([frame.payload, False])
                 self.next_run()
+            elif frame.kind == frames.SESSION:
+                reject("session: a session frame within a session")
             elif self.frames:
                 self.frames[-1][1] = True
             else:

@@ -123,14 +123,14 @@ Status FakeBackend::deliverToSession(Sandbox& sandbox, const std::string& bytes)
   if (hasEnded(sandbox)) {
     return endedStatus(sandbox.id);
   }
-  if (isInterruptFrame(bytes)) {
+  std::optional<launcher::StdinFrame> frame = oneFrame(bytes);
+  if (frame && frame->kind == launcher::FrameKind::kInterrupt) {
     (sandbox.runs.empty() ? sandbox.interrupt : sandbox.runs.back().interrupted) = true;
   } else {
-    std::optional<std::string> archive = runFrameArchive(bytes);
-    if (!archive) {
+    if (!frame || frame->kind != launcher::FrameKind::kRun) {
       return Status{Code::kRejected, "fake: a session delivery must be one whole frame"};
     }
-    sandbox.archive = std::move(*archive);
+    sandbox.archive = std::move(frame->payload);
     sandbox.runs.push_back({sandbox.archive, false});
     sandbox.delivered = true;
   }
@@ -139,7 +139,8 @@ Status FakeBackend::deliverToSession(Sandbox& sandbox, const std::string& bytes)
 }
 
 Status FakeBackend::becomeSession(Sandbox& sandbox, const std::string& frame) {
-  if (!sessionFrameWellFormed(frame)) {
+  const std::optional<launcher::StdinFrame> parsed = oneFrame(frame);
+  if (!parsed || parsed->kind != launcher::FrameKind::kSession) {
     return Status{Code::kRejected, "fake: a malformed session frame"};
   }
   if (hasEnded(sandbox)) {
@@ -162,7 +163,9 @@ Status FakeBackend::deliver(const std::string& id, const std::string& archive) {
       // A run's sandbox with egress keeps its stdin open after the code: the server's frames.
       if (sandbox && !sandbox->removed && sandbox->delivered &&
           archive.rfind(std::string(launcher::kEgressStdinFrame) + " ", 0) == 0) {
-        sandbox->egress_in += archive;
+        if (!sandbox->egress_reader.feed(archive, sandbox->egress_in)) {
+          return Status{Code::kRejected, "fake: " + sandbox->egress_reader.error()};
+        }
         cv_.notify_all();
         return Status{};
       }

@@ -5,6 +5,7 @@
 // launcher_side.cc, options.cc, test_hooks.cc.
 
 #include <scs/backend/backend.h>
+#include <scs/backend/launcher_frames.h>
 
 #include <atomic>
 #include <chrono>
@@ -164,8 +165,10 @@ class FakeBackend : public backend::RuntimeBackend {
     std::string nonce;  // from .scs/control.json; empty: no side channel
     std::string stdin_data;
     std::string egress_nonce;  // from .scs/control.json; empty: no egress
-    std::string egress_in;     // egress frames the server wrote to its stdin, not yet read
-    bool delivered = false;    // script, nonce and stdin_data are set and final
+    // The egress frames the server wrote to its stdin, not yet read, and their reader.
+    std::vector<backend::launcher::StdinFrame> egress_in;
+    backend::launcher::StdinFrameReader egress_reader;
+    bool delivered = false;  // script, nonce and stdin_data are set and final
     State state = State::kCreated;
     std::atomic<bool> killed{false};  // ends the program
     bool killed_outside = false;      // by killFromOutside()

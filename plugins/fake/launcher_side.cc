@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <string_view>
+#include <vector>
 
 #include "json_access.h"
 
@@ -101,33 +102,17 @@ std::string trailerOf(const std::string& nonce, const Script& script,
   return trailer + "}\n";
 }
 
-bool isInterruptFrame(const std::string& bytes) {
-  return bytes == std::string(launcher::kInterruptFrame) + "\n";
-}
-
-std::optional<std::string> runFrameArchive(const std::string& bytes) {
-  const std::size_t newline = bytes.find('\n');
-  const std::string run = std::string(launcher::kRunFrame) + " ";
-  if (bytes.rfind(run, 0) != 0 || newline == std::string::npos ||
-      std::to_string(bytes.size() - newline - 1) !=
-          bytes.substr(run.size(), newline - run.size())) {
+std::optional<launcher::StdinFrame> oneFrame(const std::string& bytes) {
+  launcher::StdinFrameReader reader;
+  std::vector<launcher::StdinFrame> frames;
+  if (!reader.feed(bytes, frames) || frames.size() != 1 || reader.buffered() != 0) {
     return std::nullopt;
   }
-  return bytes.substr(newline + 1);
+  return std::move(frames.front());
 }
 
 bool opensSession(const std::string& bytes) {
   return bytes.rfind(std::string(launcher::kSessionFrame) + " ", 0) == 0;
-}
-
-bool sessionFrameWellFormed(const std::string& frame) {
-  const std::string prefix = std::string(launcher::kSessionFrame) + " ";
-  const std::string seconds = frame.substr(prefix.size(), frame.size() - prefix.size() - 1);
-  if (frame.back() != '\n' || seconds.empty() ||
-      seconds.find_first_not_of("0123456789") != std::string::npos) {
-    return false;
-  }
-  return true;
 }
 
 }  // namespace scs::fake

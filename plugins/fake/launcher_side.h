@@ -2,6 +2,8 @@
 // the frames a session's sandbox reads, and what the launcher writes once a program has ended.
 #pragma once
 
+#include <scs/backend/launcher_frames.h>
+
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,14 +39,11 @@ std::string trailerOf(const std::string& nonce, const Script& script,
                       const std::string& program_exit,
                       const std::optional<std::string>& result = std::nullopt);
 
-// A session's sandbox takes one frame per deliver(). True when `bytes` is the interrupt frame.
-bool isInterruptFrame(const std::string& bytes);
-// The bundle of a whole run frame, "SCS-RUN <bytes>\n<bundle>"; nullopt for anything else.
-std::optional<std::string> runFrameArchive(const std::string& bytes);
+// A session's sandbox takes one frame per deliver() (scs/backend/launcher_frames.h): the frame
+// `bytes` is when it is one whole frame and nothing more, else nullopt.
+std::optional<backend::launcher::StdinFrame> oneFrame(const std::string& bytes);
 // True when `bytes` begins as the session frame does, which makes a prepared sandbox a
-// session's.
+// session's (whether it is one well-formed frame is oneFrame()'s to say).
 bool opensSession(const std::string& bytes);
-// The session frame `frame`, which opensSession(), is "SCS-SESSION <seconds>\n".
-bool sessionFrameWellFormed(const std::string& frame);
 
 }  // namespace scs::fake

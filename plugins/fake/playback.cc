@@ -211,33 +211,19 @@ std::string egressFrame(const std::string& nonce, char type, std::uint32_t strea
          type + bigEndian(stream) + bigEndian(static_cast<std::uint32_t>(payload.size())) + payload;
 }
 
-// Reads the server's frames for `stream` off `in` (consuming whole frames only): its data is
-// appended to `data`; true once it sent FIN or RESET.
-bool takeEgressFrames(std::string& in, std::uint32_t stream, std::string& data) {
+// Takes the server's frames off `in`; those for `stream`: its data is appended to `data`; true once
+// it sent FIN or RESET.
+bool takeEgressFrames(std::vector<launcher::StdinFrame>& in, std::uint32_t stream,
+                      std::string& data) {
   bool ended = false;
-  while (true) {
-    const std::size_t end = in.find('\n');
-    if (end == std::string::npos) {
-      return ended;
+  for (const launcher::StdinFrame& frame : in) {  // another stream's are of a stream let go
+    if (frame.stream == stream) {
+      data += frame.payload;
+      ended = ended || frame.egress_type == 'F' || frame.egress_type == 'R';
     }
-    char type = 0;
-    unsigned long id = 0;
-    unsigned long value = 0;
-    const std::string header = in.substr(0, end);
-    if (std::sscanf(header.c_str(), "SCS-NET %c %lu %lu", &type, &id, &value) != 3) {
-      in.clear();  // not the server's: nothing more can be read
-      return true;
-    }
-    const std::size_t size = type == 'D' ? value : 0;
-    if (in.size() < end + 1 + size) {
-      return ended;
-    }
-    if (id == stream && type == 'D') {
-      data += in.substr(end + 1, size);
-    }
-    ended = ended || (id == stream && (type == 'F' || type == 'R'));
-    in.erase(0, end + 1 + size);
   }
+  in.clear();
+  return ended;
 }
 
 }  // namespace

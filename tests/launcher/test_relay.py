@@ -9,15 +9,21 @@ import unittest
 from unittest import mock
 
 from support import DOCKER
-from scs_launcher import processes, relay, session
+from scs_launcher import frames, processes, relay
 
 NONCE = "0123456789abcdef0123456789abcdef"
 F_SETPIPE_SZ = 1031
 
 
+def egress(kind, stream, value, payload=b""):
+    """The server's egress frame as PID 1's reader gives it."""
+    return frames.Frame(frames.EGRESS, payload, egress_type=kind, stream=stream, value=value)
+
+
 class ProxyEnvironmentTest(unittest.TestCase):
     def test_brokering_adds_the_placeholders_and_one_bundle_for_every_client(self):
         import tempfile
+        self.assertTrue(relay.__file__.startswith(os.path.abspath(DOCKER)))
         ca = "-----BEGIN CERTIFICATE-----\nMIIBdz==\n-----END CERTIFICATE-----\n"
         with tempfile.TemporaryDirectory() as directory, \
                 mock.patch.object(relay, "CA_BUNDLE_DIRECTORY", directory + "/egress"), \
@@ -34,32 +40,6 @@ class ProxyEnvironmentTest(unittest.TestCase):
                 self.assertEqual(bundle.read(), "SYSTEM CAS\n" + ca)
         self.assertNotIn("SSL_CERT_FILE", relay.proxy_environment())
         self.assertEqual(relay.proxy_environment()["HTTPS_PROXY"], "http://127.0.0.1:3128")
-
-
-class StdinFramesTest(unittest.TestCase):
-    def test_frames_split_anywhere_read_the_same(self):
-        self.assertTrue(relay.__file__.startswith(os.path.abspath(DOCKER)))
-        stream = (b"SCS-NET D 1 5\nhelloSCS-NET C 1 4096\n\0\0SCS-NET F 1 0\n"
-                  b"SCS-NET R 3 0\n")
-        expected = [(b"D", 1, 5, b"hello"), (b"C", 1, 4096, b""), (b"F", 1, 0, b""),
-                    (b"R", 3, 0, b"")]
-        for split in range(len(stream) + 1):
-            frames = relay.StdinFrames()
-            got = frames.feed(stream[:split]) + frames.feed(stream[split:])
-            self.assertEqual(got, expected, split)
-
-    def test_anything_else_is_refused(self):
-        for header in (b"SCS-NET X 1 0\n", b"SCS-NET D 1 0\n", b"SCS-NET D 1 70000\n",
-                       b"SCS-NET D one 5\n", b"SCS-RUN 5\n", b"x" * 80):
-            with self.assertRaises(ValueError, msg=header):
-                relay.StdinFrames().feed(header)
-
-
-class SessionFramesTest(unittest.TestCase):
-    def test_egress_frames_come_between_runs_in_order(self):
-        frames = session.Frames()
-        got = frames.feed(b"SCS-RUN 3\nabcSCS-NET D 1 2\nhiSCS-INTERRUPT\n")
-        self.assertEqual(got, [b"abc", (b"D", 1, 2, b"hi"), None])
 
 
 class RelayTest(unittest.TestCase):
@@ -113,10 +93,10 @@ class RelayTest(unittest.TestCase):
         self.assertEqual(self.frames(1), [(relay.OPEN, 1, 0, b"")])
         self.client.sendall(b"hello")
         self.assertEqual(self.frames(1), [(relay.DATA, 1, 5, b"hello")])
-        self.relay.on_frame(relay.DATA, 1, 5, b"world")
+        self.relay.on_frame(egress(relay.DATA, 1, 5, b"world"))
         self.assertEqual(self.frames(1), [(relay.CREDIT, 1, 5, b"")])  # written: credit back
         self.assertEqual(self.client.recv(5), b"world")
-        self.relay.on_frame(relay.FIN, 1, 0, b"")
+        self.relay.on_frame(egress(relay.FIN, 1, 0))
         self.loop.run(lambda: False, timeout=0.05)
         self.assertEqual(self.client.recv(5), b"")  # the server's FIN: the program reads EOF
         self.client.shutdown(socket.SHUT_WR)
@@ -135,7 +115,7 @@ class RelayTest(unittest.TestCase):
             sent += sum(len(payload) for _, _, _, payload in self.frames(1))
         self.loop.run(lambda: False, timeout=0.2)
         self.assertEqual(sent, relay.INITIAL_WINDOW)
-        self.relay.on_frame(relay.CREDIT, 1, 10000, b"")
+        self.relay.on_frame(egress(relay.CREDIT, 1, 10000))
         rest = 0
         while rest < 10000:
             rest += sum(len(payload) for _, _, _, payload in self.frames(1))
@@ -152,7 +132,7 @@ class RelayTest(unittest.TestCase):
 
     def test_a_reset_from_the_server_resets_the_program(self):
         self.frames(1)
-        self.relay.on_frame(relay.RESET, 1, 0, b"")
+        self.relay.on_frame(egress(relay.RESET, 1, 0))
         with self.assertRaises((ConnectionResetError, OSError)):
             self.client.sendall(b"z")
             self.client.recv(1) or (_ for _ in ()).throw(ConnectionResetError())

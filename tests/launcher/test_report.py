@@ -86,22 +86,6 @@ class TrailerTest(unittest.TestCase):
         self.assertEqual(report.exit_record(os.waitpid(pid, 0)[1]), {"signal": 9})
 
 
-class SessionFramesTest(unittest.TestCase):
-    def test_frames_split_anywhere_come_out_whole_and_in_order(self):
-        stream = b"SCS-RUN 5\nhelloSCS-INTERRUPT\nSCS-RUN 0\nSCS-RUN 3\nabc"
-        for step in (1, 2, 7, len(stream)):
-            frames = session.Frames()
-            seen = []
-            for at in range(0, len(stream), step):
-                seen += frames.feed(stream[at:at + step])
-            self.assertEqual(seen, [b"hello", None, b"", b"abc"], step)
-
-    def test_anything_else_is_refused(self):
-        for bad in (b"SCS-RUN x\n", b"RUN 3\n", b"SCS-RUN 99999999999\n", b"A" * 100):
-            with self.subTest(bad=bad), self.assertRaises(session.Rejected):
-                session.Frames().feed(bad)
-
-
 class SessionAnswerTest(unittest.TestCase):
     def test_a_good_answer_reads_and_anything_malformed_is_a_failed_run(self):
         good = {"run": 1, "exit": {"code": 0}, "exception": None, "result": "'x'"}

@@ -9,7 +9,7 @@
 #include <Poco/Net/NetException.h>
 #include <Poco/Net/WebSocket.h>
 #include <Poco/URI.h>
-#include <scs/backend/launcher_protocol.h>
+#include <scs/backend/launcher_frames.h>
 
 #include <algorithm>
 #include <atomic>
@@ -1037,8 +1037,6 @@ void sendMessage(Poco::Net::WebSocket& ws, int channel, const std::string& paylo
                Poco::Net::WebSocket::FRAME_BINARY);
 }
 
-// Takes each whole frame of a session's stdin ("SCS-RUN <bytes>\n" and the bundle, or
-// "SCS-INTERRUPT\n") off the front of `buffer`.
 // Whether `input` holds a whole ustar archive: headers and contents up to the two zero blocks
 // that end it. The launcher of a sandbox prepared for a run reads its bundle to that end, since
 // such a sandbox's stdin stays open (it could have become a session's).
@@ -1054,23 +1052,23 @@ bool wholeArchive(const std::string& input) {
   return false;
 }
 
-std::vector<std::string> takeFrames(std::string& buffer) {
-  std::vector<std::string> frames;
-  while (true) {
-    const std::size_t newline = buffer.find('\n');
-    if (newline == std::string::npos) {
-      return frames;
-    }
-    std::size_t size = newline + 1;
-    if (buffer.rfind("SCS-RUN ", 0) == 0) {
-      size += std::stoull(buffer.substr(8, newline - 8));
-      if (buffer.size() < size) {
-        return frames;
-      }
-    }
-    frames.push_back(buffer.substr(0, size));
-    buffer.erase(0, size);
+// Each whole frame of a session's stdin, read with the launcher's codec, as the one delivery
+// it is for the fake (a run's frame or an interrupt); "" for bytes that are no frame.
+std::vector<std::string> takeFrames(backend::launcher::StdinFrameReader& reader,
+                                    std::string_view bytes) {
+  namespace launcher = backend::launcher;
+  std::vector<launcher::StdinFrame> frames;
+  std::vector<std::string> deliveries;
+  if (!reader.feed(bytes, frames)) {
+    return {std::string()};
   }
+  for (const launcher::StdinFrame& frame : frames) {
+    deliveries.push_back(frame.kind == launcher::FrameKind::kRun ? launcher::runFrame(frame.payload)
+                         : frame.kind == launcher::FrameKind::kInterrupt
+                             ? launcher::interruptFrame()
+                             : std::string());
+  }
+  return deliveries;
 }
 
 }  // namespace
@@ -1235,6 +1233,7 @@ void KubeApiDouble::Handler::attach(Poco::Net::HTTPServerRequest& request,
                                        {2, asked["stderr"] == "true"}};
     sendMessage(ws, 1, "");  // the API server's first, empty, message
     std::string input;
+    backend::launcher::StdinFrameReader frames_in;  // once the sandbox is a session's
     Poco::Buffer<char> frame(0);
     auto active = std::chrono::steady_clock::now();  // the last frame either way
     const auto idle_cut = std::chrono::milliseconds(modes.idle_cut_ms);
@@ -1278,9 +1277,10 @@ void KubeApiDouble::Handler::attach(Poco::Net::HTTPServerRequest& request,
             deliver(*live, input);
           }
           if (live->session) {
-            for (const std::string& one : takeFrames(input)) {
+            for (const std::string& one : takeFrames(frames_in, input)) {
               deliver(*live, one);
             }
+            input.clear();
           }
         } else if (message == std::string("\xff\x00", 2) && with_stdin) {  // v5: stdin ends
           if (!live->session && !live->delivered) {

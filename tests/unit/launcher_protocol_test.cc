@@ -144,8 +144,6 @@ TEST(LauncherProtocolTest, TheCoresNamesAreTheProtocols) {
             std::string(launcher::kControlDirectory) + "/" + std::string(launcher::kControlFile));
   EXPECT_EQ(std::string(runs::kStdinPath),
             std::string(launcher::kControlDirectory) + "/" + std::string(launcher::kStdinFile));
-  EXPECT_EQ(runs::kSessionInterrupt, std::string(launcher::kInterruptFrame) + "\n");
-  EXPECT_EQ(runs::sessionRunFrame("xyz"), std::string(launcher::kRunFrame) + " 3\nxyz");
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 #include "egress/frames.h"
 
-#include <scs/backend/launcher_protocol.h>
+#include <scs/backend/launcher_frames.h>
 
 namespace scs::egress {
 
@@ -55,19 +55,8 @@ std::string encodeStdoutFrame(std::string_view nonce, const Frame& frame) {
 }
 
 std::string encodeStdinFrame(const Frame& frame) {
-  const std::uint32_t value = frame.type == FrameType::kData
-                                  ? static_cast<std::uint32_t>(frame.payload.size())
-                                  : frame.value;
-  std::string out;
-  out.reserve(32 + (frame.type == FrameType::kData ? frame.payload.size() : 0));
-  out += kStdinFrame;
-  out += ' ';
-  out.push_back(static_cast<char>(frame.type));
-  out += ' ' + std::to_string(frame.stream) + ' ' + std::to_string(value) + '\n';
-  if (frame.type == FrameType::kData) {
-    out += frame.payload;
-  }
-  return out;
+  return backend::launcher::egressFrame(static_cast<char>(frame.type), frame.stream, frame.value,
+                                        frame.payload);
 }
 
 StdoutFrames::StdoutFrames(std::string_view nonce) : marker_(stdoutMarker(nonce)) {}
@@ -107,8 +96,8 @@ void StdoutFrames::feed(std::string_view bytes, std::string& output, std::vector
         } else {
           frame_.type = static_cast<FrameType>(type);
           if (frame_.type == FrameType::kData &&
-              (frame_.value == 0 ||
-               frame_.value > kMaxStdoutFrameBytes - marker_.marker().size() - kStdoutHeaderBytes)) {
+              (frame_.value == 0 || frame_.value > kMaxStdoutFrameBytes - marker_.marker().size() -
+                                                       kStdoutHeaderBytes)) {
             violation_ = "an egress data frame of " + std::to_string(frame_.value) + " bytes";
           } else if ((frame_.type == FrameType::kOpen || frame_.type == FrameType::kFin) &&
                      frame_.value != 0) {

@@ -39,11 +39,13 @@ enum class FrameType : char {
   kReset = 'R',
 };
 
+static_assert(static_cast<char>(FrameType::kData) == backend::launcher::kEgressData[0]);
+
 inline constexpr std::string_view kStdoutMarker = backend::launcher::kEgressMarkerPrefix;
 inline constexpr std::string_view kStdinFrame = backend::launcher::kEgressStdinFrame;
-inline constexpr std::size_t kStdoutHeaderBytes = 9;  // type, stream, value
+inline constexpr std::size_t kStdoutHeaderBytes = 9;       // type, stream, value
 inline constexpr std::size_t kMaxStdoutFrameBytes = 4096;  // PIPE_BUF: one atomic write
-inline constexpr std::size_t kMaxStdinPayloadBytes = 64 << 10;
+inline constexpr std::size_t kMaxStdinPayloadBytes = backend::launcher::kMaxEgressStdinPayloadBytes;
 inline constexpr std::uint32_t kInitialWindow = 256 << 10;
 // The relay's address in the sandbox: PID 1 listens there, and the proxy variables name it.
 inline constexpr std::uint16_t kRelayPort = 3128;

@@ -3,7 +3,7 @@
 
 #include "runs/bring_up.h"
 
-#include <scs/backend/launcher_protocol.h>
+#include <scs/backend/launcher_frames.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -64,8 +64,7 @@ backend::SandboxSpec SandboxBringUp::sessionSpec(const std::string& label_id,
 }
 
 std::string SandboxBringUp::sessionFrame() const {
-  return std::string(backend::launcher::kSessionFrame) + " " +
-         std::to_string(sessionDeadlineSeconds()) + "\n";
+  return backend::launcher::sessionFrame(static_cast<std::uint64_t>(sessionDeadlineSeconds()));
 }
 
 backend::SandboxSpec SandboxBringUp::spec(const std::string& label_run_id,

@@ -4,6 +4,7 @@
 // code does not come back in time ends its session.
 
 #include <Poco/Logger.h>
+#include <scs/backend/launcher_frames.h>
 
 #include <algorithm>
 
@@ -196,7 +197,8 @@ void RunManager::Impl::runInSession(Run& run, std::vector<policy::File> files, O
   const backend::ProgressReply before = backend_.progress(sandbox_id);
   session.sink.bind(run.capture.get());
   const backend::Status delivered = backend_.deliver(
-      sandbox_id, sessionRunFrame(policy::buildArchive(files, kArchiveOwner, kArchiveOwner)));
+      sandbox_id,
+      backend::launcher::runFrame(policy::buildArchive(files, kArchiveOwner, kArchiveOwner)));
   files.clear();
   if (!delivered.ok()) {
     session.sink.bind(nullptr);
@@ -262,7 +264,8 @@ void RunManager::Impl::runInSession(Run& run, std::vector<policy::File> files, O
       } else {
         interrupted_at = now;
         lock.unlock();
-        const backend::Status sent = backend_.deliver(sandbox_id, std::string(kSessionInterrupt));
+        const backend::Status sent =
+            backend_.deliver(sandbox_id, backend::launcher::interruptFrame());
         lock.lock();
         if (!sent.ok()) {
           logger().warning("run " + run.id + ": could not interrupt it: " + sent.message);

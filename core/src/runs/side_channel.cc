@@ -183,13 +183,6 @@ std::size_t trailerCapBytes(const OutFileCaps& caps) {
   return encoded + caps.max_files * kTrailerSlackPerFile + kTrailerSlack + 6 * kMaxResultBytes;
 }
 
-std::string sessionRunFrame(std::string_view archive) {
-  std::string frame =
-      std::string(launcher::kRunFrame) + " " + std::to_string(archive.size()) + "\n";
-  frame.append(archive);
-  return frame;
-}
-
 std::vector<policy::File> controlFiles(std::string_view nonce, const OutFileCaps& caps,
                                        std::int64_t watchdog_seconds,
                                        const std::optional<std::string>& stdin_data,

@@ -79,11 +79,6 @@ struct RunResults {
 // The most of a session run's `result` the launcher sends (control.json's result_cap).
 inline constexpr std::size_t kMaxResultBytes = std::size_t{64} << 10;
 
-// A session's sandbox reads frames on its stdin (SandboxSpec::session): a run is
-// "SCS-RUN <bytes>\n" and its archive; an interrupt of the run in progress is this line.
-inline constexpr std::string_view kSessionInterrupt = "SCS-INTERRUPT\n";  // kInterruptFrame
-std::string sessionRunFrame(std::string_view archive);
-
 // "\n\0SCS-TRAILER-<nonce>\0": where the trailer starts in stdout.
 std::string trailerMarker(std::string_view nonce);
 

@@ -10,7 +10,8 @@
 // In: the bundle, an uncompressed ustar with the code (main.py, main.sh or main.js: kCodeFile*),
 // the run's files and, under kControlDirectory, the control file (JSON: the run's nonce and
 // language, the caps on returned files, its watchdog and result cap) and the run's stdin, which PID
-// 1 keeps in memory and never writes to disk. A session's sandbox reads frames instead: kRunFrame,
+// 1 keeps in memory and never writes to disk. A session's sandbox reads frames instead
+// (launcher_frames.h has their grammar and codec): kRunFrame,
 // a space, the bundle's size in decimal and "\n", then the bundle; or kInterruptFrame and "\n". A
 // sandbox prepared for a run becomes a session's when its stdin begins with kSessionFrame, a space,
 // the session's deadline in seconds and "\n" instead of a bundle (whose first member is always the
@@ -75,12 +76,18 @@ inline constexpr std::string_view kInterruptFrame = "SCS-INTERRUPT";
 inline constexpr std::string_view kSessionFrame = "SCS-SESSION";
 inline constexpr std::size_t kMaxFrameHeaderBytes = 64;
 inline constexpr std::uint64_t kMaxFrameBytes = 2147483648;
+inline constexpr std::size_t kMaxSessionSecondsDigits = 12;
 
 // Egress frames (issue 44; core/src/egress/frames.h has their grammar): on stdout each begins
 // with kEgressMarkerPrefix, the sandbox's egress nonce and kMarkerEnd; on stdin with
 // kEgressStdinFrame and a space.
 inline constexpr std::string_view kEgressMarkerPrefix = "\0SCS-NET-"sv;
 inline constexpr std::string_view kEgressStdinFrame = "SCS-NET";
+// The types of egress frame the server writes to stdin (core/src/egress/frames.h names them),
+// and the one among them that carries data, at most kMaxEgressStdinPayloadBytes a frame.
+inline constexpr std::string_view kEgressStdinTypes = "DCFR";
+inline constexpr std::string_view kEgressData = "D";
+inline constexpr std::size_t kMaxEgressStdinPayloadBytes = 65536;
 
 inline constexpr std::string_view kTrailerPrefix = "\n\0SCS-TRAILER-"sv;
 inline constexpr std::string_view kEndPrefix = "\0SCS-END-"sv;

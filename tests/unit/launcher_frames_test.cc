@@ -1,0 +1,166 @@
+// The stdin frames' codec (scs/backend/launcher_frames.h) against the streams of
+// tests/golden/stdin_frames.json, which tests/launcher/test_frames.py decodes with PID 1's codec
+// (docker/scs_launcher/frames.py): split anywhere, each stream is the same frames or refused.
+
+#include <Poco/JSON/Array.h>
+#include <Poco/JSON/Object.h>
+#include <Poco/JSON/Parser.h>
+#include <gtest/gtest.h>
+#include <scs/backend/launcher_frames.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace scs {
+namespace {
+
+namespace launcher = backend::launcher;
+using launcher::FrameKind;
+using launcher::StdinFrame;
+
+// A golden string's characters (each below 256) as the bytes they stand for.
+std::string bytesOf(const std::string& utf8) {
+  std::string out;
+  for (std::size_t i = 0; i < utf8.size(); ++i) {
+    const auto c = static_cast<unsigned char>(utf8[i]);
+    if (c < 0x80) {
+      out.push_back(static_cast<char>(c));
+    } else {  // two-byte UTF-8: U+0080 to U+00FF
+      out.push_back(static_cast<char>(((c & 0x1f) << 6) | (utf8[++i] & 0x3f)));
+    }
+  }
+  return out;
+}
+
+std::string kindName(FrameKind kind) {
+  switch (kind) {
+    case FrameKind::kRun:
+      return "run";
+    case FrameKind::kInterrupt:
+      return "interrupt";
+    case FrameKind::kSession:
+      return "session";
+    case FrameKind::kEgress:
+      return "egress";
+  }
+  return "?";
+}
+
+// A frame as one comparable line.
+std::string describe(const StdinFrame& frame) {
+  std::ostringstream out;
+  out << kindName(frame.kind) << " payload=" << frame.payload << " seconds=" << frame.seconds
+      << " type=" << (frame.egress_type ? std::string(1, frame.egress_type) : "")
+      << " stream=" << frame.stream << " value=" << frame.value;
+  return out.str();
+}
+
+std::string describe(const Poco::JSON::Object::Ptr& frame) {
+  std::ostringstream out;
+  out << frame->getValue<std::string>("kind")
+      << " payload=" << bytesOf(frame->optValue<std::string>("payload", ""))
+      << " seconds=" << frame->optValue<std::uint64_t>("seconds", 0)
+      << " type=" << frame->optValue<std::string>("type", "")
+      << " stream=" << frame->optValue<std::uint64_t>("stream", 0)
+      << " value=" << frame->optValue<std::uint64_t>("value", 0);
+  return out.str();
+}
+
+// The frames of `data` fed in pieces cut at `splits`; false when the reader refused it.
+bool decode(const std::string& data, const std::vector<std::size_t>& splits, bool skip_nul,
+            std::vector<std::string>& got) {
+  launcher::StdinFrameReader reader(skip_nul);
+  std::vector<StdinFrame> frames;
+  std::size_t at = 0;
+  std::vector<std::size_t> ends = splits;
+  ends.push_back(data.size());
+  for (const std::size_t end : ends) {
+    if (!reader.feed(std::string_view(data).substr(at, end - at), frames)) {
+      EXPECT_FALSE(reader.error().empty());
+      return false;
+    }
+    at = end;
+  }
+  for (const StdinFrame& frame : frames) {
+    got.push_back(describe(frame));
+  }
+  return true;
+}
+
+TEST(LauncherFramesTest, EveryGoldenStreamDecodesAsTheFileSaysWhereverItIsSplit) {
+  std::ifstream file(SCS_SOURCE_DIR "/tests/golden/stdin_frames.json");
+  ASSERT_TRUE(file) << "tests/golden/stdin_frames.json";
+  Poco::JSON::Parser parser;
+  const auto cases = parser.parse(file).extract<Poco::JSON::Object::Ptr>()->getArray("cases");
+  ASSERT_GE(cases->size(), 20u);
+  for (std::size_t i = 0; i < cases->size(); ++i) {
+    const auto one = cases->getObject(static_cast<unsigned>(i));
+    const std::string name = one->getValue<std::string>("name");
+    const std::string data = bytesOf(one->getValue<std::string>("bytes"));
+    const bool skip_nul = one->optValue<bool>("skip_nul", false);
+    const bool refused = one->optValue<bool>("error", false);
+    std::vector<std::string> expected;
+    if (!refused) {
+      const auto frames = one->getArray("frames");
+      for (std::size_t f = 0; f < frames->size(); ++f) {
+        expected.push_back(describe(frames->getObject(static_cast<unsigned>(f))));
+      }
+    }
+    std::vector<std::vector<std::size_t>> ways = {{}, {}};
+    for (std::size_t at = 1; at < data.size(); ++at) {
+      ways[1].push_back(at);  // a byte at a time
+      ways.push_back({at});
+    }
+    for (const auto& splits : ways) {
+      std::vector<std::string> got;
+      const bool read = decode(data, splits, skip_nul, got);
+      EXPECT_EQ(read, !refused) << name << " split at " << (splits.empty() ? 0 : splits[0]);
+      if (read && !refused) {
+        EXPECT_EQ(got, expected) << name;
+      }
+    }
+  }
+}
+
+TEST(LauncherFramesTest, ARefusedStreamStaysRefused) {
+  launcher::StdinFrameReader reader;
+  std::vector<StdinFrame> frames;
+  EXPECT_FALSE(reader.feed("SCS-BAD\n", frames));
+  EXPECT_EQ(reader.error(), "unknown frame 'SCS-BAD'");
+  EXPECT_FALSE(reader.feed(launcher::interruptFrame(), frames));
+  EXPECT_TRUE(frames.empty());
+}
+
+TEST(LauncherFramesTest, WhatIsWrittenReadsBack) {
+  const std::string written =
+      launcher::sessionFrame(610) + launcher::runFrame(std::string("\0bundle\n", 8)) +
+      launcher::interruptFrame() + launcher::egressFrame('D', 7, 0, "data") +
+      launcher::egressFrame('C', 7, 4096);
+  EXPECT_EQ(written.substr(0, 17), "SCS-SESSION 610\nS");
+  launcher::StdinFrameReader reader;
+  std::vector<StdinFrame> frames;
+  ASSERT_TRUE(reader.feed(written, frames)) << reader.error();
+  ASSERT_EQ(frames.size(), 5u);
+  EXPECT_EQ(describe(frames[0]), "session payload= seconds=610 type= stream=0 value=0");
+  EXPECT_EQ(frames[1].payload, std::string("\0bundle\n", 8));
+  EXPECT_EQ(frames[2].kind, FrameKind::kInterrupt);
+  EXPECT_EQ(describe(frames[3]), "egress payload=data seconds=0 type=D stream=7 value=4");
+  EXPECT_EQ(describe(frames[4]), "egress payload= seconds=0 type=C stream=7 value=4096");
+  EXPECT_EQ(reader.buffered(), 0u);
+}
+
+TEST(LauncherFramesTest, TheLargestRunFrameHeaderIsWithinTheHeaderCap) {
+  const std::string header =
+      std::string(launcher::kRunFrame) + " " + std::to_string(launcher::kMaxFrameBytes);
+  EXPECT_LE(header.size(), launcher::kMaxFrameHeaderBytes);
+  StdinFrame frame;
+  std::uint64_t size = 0;
+  ASSERT_TRUE(launcher::parseFrameHeader(header, frame, size));
+  EXPECT_EQ(size, launcher::kMaxFrameBytes);
+  EXPECT_FALSE(launcher::parseFrameHeader(header + "0", frame, size));
+}
+
+}  // namespace
+}  // namespace scs
