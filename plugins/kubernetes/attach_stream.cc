@@ -39,8 +39,13 @@ std::string channelMessage(Channel channel, std::string_view payload) {
 }
 
 AttachStream::AttachStream(std::unique_ptr<Poco::Net::HTTPSClientSession> session,
-                           std::unique_ptr<Poco::Net::WebSocket> socket, const Heartbeat& heartbeat)
-    : session_(std::move(session)), socket_(std::move(socket)), heartbeat_(heartbeat) {
+                           std::unique_ptr<Poco::Net::WebSocket> socket, const Heartbeat& heartbeat,
+                           const Clock& clock)
+    : session_(std::move(session)),
+      socket_(std::move(socket)),
+      heartbeat_(heartbeat),
+      clock_(clock),
+      opened_(clock.now()) {
   socket_->setMaxPayloadSize(kMaxMessage);
 }
 
@@ -66,7 +71,7 @@ std::unique_ptr<AttachStream> AttachStream::open(const KubeClient& client, const
       return nullptr;
     }
     return std::unique_ptr<AttachStream>(
-        new AttachStream(std::move(session), std::move(socket), heartbeat));
+        new AttachStream(std::move(session), std::move(socket), heartbeat, client.clock()));
   } catch (const Poco::Net::WebSocketException& failure) {
     *error = "kubernetes: the API server refused to attach (" +
              std::to_string(static_cast<int>(response.getStatus())) + " " + response.getReason() +
@@ -113,14 +118,13 @@ AttachEnd AttachStream::pump(backend::OutputSink& sink) {
   Poco::Buffer<char> buffer(0);
   const Poco::Timespan poll_interval(
       std::chrono::duration_cast<std::chrono::microseconds>(kPollInterval).count());
-  using Clock = std::chrono::steady_clock;
-  Clock::time_point heard = Clock::now();  // the last frame of any kind, a pong included
-  Clock::time_point pinged = heard;
+  Clock::TimePoint heard = opened_;  // the last frame of any kind, a pong included
+  Clock::TimePoint pinged = heard;
   while (!aborted_ && !broken_) {
     int got = 0;
     int flags = 0;
     try {
-      const Clock::time_point now = Clock::now();
+      const Clock::TimePoint now = clock_.now();
       if (now - heard > heartbeat_.read_deadline) {
         end.silent = true;  // half-open, or a server that stopped: the socket would never say
         end.broke = true;
@@ -151,7 +155,7 @@ AttachEnd AttachStream::pump(backend::OutputSink& sink) {
         end.broke = true;  // the connection ended without a close
         return end;
       }
-      heard = Clock::now();
+      heard = clock_.now();
       const int opcode = flags & WebSocket::FRAME_OP_BITMASK;
       if (opcode == WebSocket::FRAME_OP_PING) {
         socket_->sendFrame(buffer.begin(), got,

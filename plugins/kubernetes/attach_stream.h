@@ -62,7 +62,8 @@ struct Heartbeat {
 class AttachStream {
  public:
   // Opens the WebSocket to `path` (".../pods/{name}/attach?..."); null with `*error` set when
-  // the server refuses the upgrade or does not choose v5.channel.k8s.io.
+  // the server refuses the upgrade or does not choose v5.channel.k8s.io. The heartbeat keeps the
+  // client's clock (KubeClient::clock()), which must outlive the stream.
   static std::unique_ptr<AttachStream> open(const KubeClient& client, const std::string& path,
                                             const Heartbeat& heartbeat, std::string* error);
 
@@ -87,12 +88,15 @@ class AttachStream {
 
  private:
   AttachStream(std::unique_ptr<Poco::Net::HTTPSClientSession> session,
-               std::unique_ptr<Poco::Net::WebSocket> socket, const Heartbeat& heartbeat);
+               std::unique_ptr<Poco::Net::WebSocket> socket, const Heartbeat& heartbeat,
+               const Clock& clock);
   bool send(const std::string& message);
 
   std::unique_ptr<Poco::Net::HTTPSClientSession> session_;
   std::unique_ptr<Poco::Net::WebSocket> socket_;
   const Heartbeat heartbeat_;
+  const Clock& clock_;
+  const Clock::TimePoint opened_;  // where the heartbeat starts, however late pump() is called
   std::mutex io_;
   std::atomic<bool> aborted_{false};
   std::atomic<bool> broken_{false};  // a send failed: the stream may be out of step

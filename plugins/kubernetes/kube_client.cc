@@ -83,8 +83,8 @@ backend::Code codeOfHttpStatus(int http_status) {
 }
 
 KubeClient::KubeClient(ClusterAccess access, std::chrono::milliseconds timeout,
-                       std::chrono::milliseconds token_reread)
-    : access_(std::move(access)), token_reread_(token_reread), timeout_(timeout) {
+                       std::chrono::milliseconds token_reread, const Clock& clock)
+    : access_(std::move(access)), token_reread_(token_reread), timeout_(timeout), clock_(clock) {
   initializeOnce();
   try {
     const Poco::URI uri(access_.server);
@@ -136,7 +136,7 @@ std::unique_ptr<Poco::Net::HTTPSClientSession> KubeClient::session() const {
 
 std::string KubeClient::token() const {
   std::lock_guard lock(token_mutex_);
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = clock_.now();
   if (token_.empty()) {
     token_ = access_.token;
     token_read_ = now;

@@ -17,10 +17,14 @@
 #include <mutex>
 #include <string>
 
+#include "clock.h"
 #include "cluster_access.h"
 #include "json_access.h"
 
 namespace scs::kubernetes {
+
+// How often a token from a file is read again, as client-go does (token() below).
+inline constexpr std::chrono::milliseconds kTokenReread = std::chrono::minutes(1);
 
 struct ApiReply {
   backend::Status status;  // kOk for 2xx; otherwise the code below, and the API's message
@@ -32,13 +36,17 @@ class KubeClient {
  public:
   // Builds the TLS context from `access`; `error` is set (and every call fails) when the CA, the
   // client certificate or its key cannot be read, or the server is not an https URL. A token
-  // from a file is read again from it every `token_reread`.
+  // from a file is read again from it every `token_reread` of `clock`, which must outlive the
+  // client.
   KubeClient(ClusterAccess access, std::chrono::milliseconds timeout,
-             std::chrono::milliseconds token_reread = std::chrono::minutes(1));
+             std::chrono::milliseconds token_reread = kTokenReread,
+             const Clock& clock = systemClock());
 
   const std::string& error() const { return error_; }
   const ClusterAccess& access() const { return access_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
+  // The time of the client's callers too: their deadlines, pauses and heartbeats (clock.h).
+  const Clock& clock() const { return clock_; }
 
   // `method` on `path_and_query` ("/api/v1/namespaces/x/pods?labelSelector=..."), with `body`
   // as JSON when given. The status: kOk for 2xx; kNotFound for 404; kRejected for 409 (a
@@ -88,6 +96,7 @@ class KubeClient {
   mutable std::chrono::steady_clock::time_point token_read_;
   std::chrono::milliseconds token_reread_;
   std::chrono::milliseconds timeout_;
+  const Clock& clock_;
   std::string host_;
   unsigned short port_ = 0;
   Poco::Net::Context::Ptr context_;

@@ -117,7 +117,9 @@ std::unique_ptr<KubernetesBackend> KubernetesBackend::connect(const Options& opt
     }
     settings.seccomp_localhost_text = *profile;
   }
-  auto client = std::make_unique<KubeClient>(access.access, options.api_timeout);
+  auto client = std::make_unique<KubeClient>(
+      access.access, options.api_timeout, kTokenReread,
+      options.clock != nullptr ? *options.clock : systemClock());
   if (!client->error().empty()) {
     *error = "kubernetes: " + client->error();
     return nullptr;
@@ -194,7 +196,7 @@ backend::CreateReply KubernetesBackend::create(const backend::SandboxSpec& spec)
   const auto now = std::chrono::duration_cast<std::chrono::seconds>(
       std::chrono::system_clock::now().time_since_epoch());
   backend::CreateReply reply =
-      pods_.create(spec, now.count(), std::chrono::steady_clock::now() + options_.start_timeout);
+      pods_.create(spec, now.count(), client_->clock().now() + options_.start_timeout);
   if (reply.status.ok()) {
     auto sandbox = std::make_shared<Sandbox>();
     sandbox->session = spec.session;
@@ -250,7 +252,7 @@ bool KubernetesBackend::removed(const Sandbox& sandbox) {
 Status KubernetesBackend::awaitRunning(const std::string& id, const Sandbox& sandbox) {
   const PodApi::State state = pods_.awaitState(
       id, [](const PodApi::State& s) { return s.running || s.exit.exited; },
-      std::chrono::steady_clock::now() + options_.start_timeout, [&] { return removed(sandbox); });
+      client_->clock().now() + options_.start_timeout, [&] { return removed(sandbox); });
   if (state.status.code == Code::kTimeout) {
     return {Code::kTimeout, "kubernetes: the Pod " + id + " did not run within " +
                                 std::to_string(options_.start_timeout.count()) + " ms (" +
@@ -341,8 +343,7 @@ backend::Exit KubernetesBackend::exitAfterOutput(const std::string& id, const Sa
   const bool cut = end.broke || !failure.empty();
   const PodApi::State state = pods_.awaitState(
       id, [](const PodApi::State& s) { return s.exit.exited; },
-      std::chrono::steady_clock::now() +
-          (cut ? options_.broken_attach_patience : options_.exit_patience),
+      client_->clock().now() + (cut ? options_.broken_attach_patience : options_.exit_patience),
       [&] { return removed(sandbox); });
   const std::string silence = std::to_string(options_.heartbeat.read_deadline.count());
   const std::string how = !failure.empty() ? "the attach to " + id + " failed (" + failure + ")"

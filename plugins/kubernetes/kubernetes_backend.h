@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "attach_stream.h"
+#include "clock.h"
 #include "kube_client.h"
 #include "pod_api.h"
 
@@ -39,6 +40,9 @@ struct Options {
   std::chrono::milliseconds exit_patience{30000};
   std::chrono::milliseconds broken_attach_patience{5000};
   Heartbeat heartbeat;  // of every attach (attach_stream.h)
+  // The time of every deadline, pause and heartbeat above (clock.h); null: real time. Not an
+  // option either: a test passes its own, which must outlive the backend.
+  const Clock* clock = nullptr;
   // Where in-cluster credentials are (the service account's mount); for tests.
   std::string service_account_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
 };
@@ -64,6 +68,8 @@ class KubernetesBackend : public backend::RuntimeBackend {
   backend::InspectReply inspect(const std::string& id) override;
   backend::Status deliver(const std::string& id, const std::string& archive) override;
   backend::Status start(const std::string& id, backend::OutputSink* sink) override;
+  // `timeout` is real time, whatever the clock: the caller's bound on its wait for the worker,
+  // whose exit the API server's answers bring.
   backend::WaitReply wait(const std::string& id, std::chrono::milliseconds timeout) override;
   backend::ProgressReply progress(const std::string& id) override;
   backend::Status kill(const std::string& id) override;

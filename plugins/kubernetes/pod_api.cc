@@ -9,7 +9,6 @@
 #include <limits>
 #include <map>
 #include <optional>
-#include <thread>
 
 #include "api_reading.h"
 #include "pod_readback.h"
@@ -20,10 +19,8 @@ namespace {
 
 using backend::Code;
 
-// A watch that ends sooner than this without an event did not end by its timeoutSeconds; and
-// the pause before the next request to an API server that fails or ends watches at once.
+// A watch that ends sooner than this without an event did not end by its timeoutSeconds.
 constexpr auto kShortestWatch = std::chrono::milliseconds(500);
-constexpr auto kBusyPause = std::chrono::milliseconds(200);
 
 // Whether a quota's refusal ("... exceeded quota: NAME, requested: K=A, used: K=B, limited:
 // K=C", the quota admission plugin's words) asks for more of a resource than the quota allows at
@@ -68,9 +65,9 @@ std::string encoded(const std::string& text) {
 // own timeout is shorter (half of it, so the socket never times out first), and at least the
 // 1 s the API takes; so a wait may end up to 1 s after its deadline.
 int watchSeconds(std::chrono::steady_clock::time_point deadline,
+                 std::chrono::steady_clock::time_point now,
                  std::chrono::milliseconds request_timeout) {
-  const auto left =
-      std::chrono::ceil<std::chrono::seconds>(deadline - std::chrono::steady_clock::now());
+  const auto left = std::chrono::ceil<std::chrono::seconds>(deadline - now);
   const std::int64_t most = std::min<std::int64_t>(
       kWatchSeconds, std::chrono::duration_cast<std::chrono::seconds>(request_timeout / 2).count());
   return static_cast<int>(
@@ -81,6 +78,15 @@ int watchSeconds(std::chrono::steady_clock::time_point deadline,
 
 PodApi::PodApi(const KubeClient& client, PodSettings settings)
     : client_(client), settings_(std::move(settings)) {}
+
+void PodApi::pause(std::chrono::milliseconds length) const {
+  const Clock& clock = client_.clock();
+  const auto until = clock.now() + length;
+  std::unique_lock lock(pause_mutex_);
+  while (clock.now() < until) {
+    clock.waitUntil(pause_cv_, lock, until);
+  }
+}
 
 std::string PodApi::podPath(const std::string& id) const {
   std::string name;
@@ -115,7 +121,7 @@ backend::CapacityReply PodApi::capacity(const std::function<bool(const std::stri
   json::ObjectPtr pods;
   {
     std::lock_guard lock(mutex_);
-    if (pods_listed_ && std::chrono::steady_clock::now() - pods_listed_at_ < kPodsListReused) {
+    if (pods_listed_ && client_.clock().now() - pods_listed_at_ < kPodsListReused) {
       pods = pods_listed_;
     }
   }
@@ -133,7 +139,7 @@ backend::CapacityReply PodApi::capacity(const std::function<bool(const std::stri
     pods = listed.body;
     std::lock_guard lock(mutex_);
     pods_listed_ = pods;
-    pods_listed_at_ = std::chrono::steady_clock::now();
+    pods_listed_at_ = client_.clock().now();
   }
   result.capacity = capacityOf(nodes.body, pods, quotas.body,
                                [&](const std::string& namespace_name, const std::string& name) {
@@ -185,8 +191,8 @@ backend::CreateReply PodApi::create(const backend::SandboxSpec& spec, std::int64
            reply.status.message.find("exceeded quota") != std::string::npos;
   };
   while (over_quota() && !neverFits(reply.status.message) &&
-         std::chrono::steady_clock::now() + kQuotaPause < quota_deadline) {
-    std::this_thread::sleep_for(kQuotaPause);
+         client_.clock().now() + kQuotaPause < quota_deadline) {
+    pause(kQuotaPause);
     reply = client_.call("POST", podsPath(), manifest.pod);
   }
   if (over_quota()) {
@@ -301,7 +307,7 @@ PodApi::State PodApi::awaitState(const std::string& id,
   const auto transient = [](const backend::Status& status) {
     return status.code == Code::kTimeout || status.code == Code::kUnavailable;
   };
-  const auto pause = [] { std::this_thread::sleep_for(kBusyPause); };
+  const Clock& clock = client_.clock();
   const auto gone = [&] {
     State state;
     state.status = {Code::kNotFound, "kubernetes: the Pod " + id + " is gone"};
@@ -318,14 +324,15 @@ PodApi::State PodApi::awaitState(const std::string& id,
       }
       // From the version read, the watch gives every change after it, then ends.
       std::string version = state.resource_version;
-      while (!cancelled() && std::chrono::steady_clock::now() < deadline) {
+      while (!cancelled() && clock.now() < deadline) {
         std::optional<State> reached;
         bool deleted = false;
-        const auto began = std::chrono::steady_clock::now();
+        const auto began = clock.now();
         const KubeClient::WatchReply watched = client_.watch(
             podsPath() + nameSelector(id) +
                 "&watch=1&allowWatchBookmarks=false&resourceVersion=" + version +
-                "&timeoutSeconds=" + std::to_string(watchSeconds(deadline, client_.timeout())),
+                "&timeoutSeconds=" +
+                std::to_string(watchSeconds(deadline, began, client_.timeout())),
             [&](const json::ObjectPtr& event) {
               if (cancelled()) {
                 return false;
@@ -347,7 +354,8 @@ PodApi::State PodApi::awaitState(const std::string& id,
         }
         if (watched.expired) {
           if (++expired_in_a_row > 1) {
-            pause();  // expired again at once: the API server compacts faster than it is read
+            // Expired again at once: the API server compacts faster than it is read.
+            pause(kBusyPause);
           }
           break;  // list again, and watch from there
         }
@@ -359,20 +367,21 @@ PodApi::State PodApi::awaitState(const std::string& id,
             return failed;
           }
           last = watched.status;
-          pause();
+          pause(kBusyPause);
           break;
         }
-        if (std::chrono::steady_clock::now() - began < kShortestWatch) {
-          pause();  // ended at once without a word: a proxy, or a server ignoring timeoutSeconds
+        if (clock.now() - began < kShortestWatch) {
+          // Ended at once without a word: a proxy, or a server ignoring timeoutSeconds.
+          pause(kBusyPause);
         }
       }
     } else if (!transient(state.status)) {
       return state;
     } else {
       last = state.status;
-      pause();
+      pause(kBusyPause);
     }
-    if (std::chrono::steady_clock::now() >= deadline) {
+    if (clock.now() >= deadline) {
       State timed_out;
       timed_out.status = {Code::kTimeout, "kubernetes: the Pod " + id +
                                               " did not reach the state waited for in time" +

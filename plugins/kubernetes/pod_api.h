@@ -7,6 +7,7 @@
 #include <scs/backend/backend.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -30,9 +31,14 @@ inline constexpr int kWatchSeconds = 2;
 // How long a create waits before it tries again while the namespace's quota is exceeded.
 inline constexpr auto kQuotaPause = std::chrono::milliseconds(500);
 
+// How long a wait on a Pod pauses before it asks again an API server that failed (kTimeout,
+// kUnavailable) or ended a watch at once.
+inline constexpr auto kBusyPause = std::chrono::milliseconds(200);
+
 // How long capacity() uses a list of the cluster's Pods before it reads one again.
 inline constexpr auto kPodsListReused = std::chrono::seconds(10);
 
+// Its deadlines and pauses are on the client's clock (KubeClient::clock()).
 class PodApi {
  public:
   PodApi(const KubeClient& client, PodSettings settings);
@@ -122,6 +128,8 @@ class PodApi {
   static State stateOf(const json::ObjectPtr& pod);
   // GET of the namespace's NetworkPolicyList.
   ApiReply policies() const;
+  // Returns once the client's clock has moved on by `length`.
+  void pause(std::chrono::milliseconds length) const;
 
   const KubeClient& client_;
   PodSettings settings_;
@@ -130,6 +138,8 @@ class PodApi {
   mutable std::map<std::string, json::ObjectPtr> runtime_classes_;  // by name, as read
   mutable json::ObjectPtr pods_listed_;  // the cluster's Pods, for capacity()
   mutable std::chrono::steady_clock::time_point pods_listed_at_;
+  mutable std::mutex pause_mutex_;  // of the pauses' waits, which no one notifies
+  mutable std::condition_variable pause_cv_;
 };
 
 }  // namespace scs::kubernetes

@@ -268,7 +268,7 @@ class ContainerOutput : public backend::OutputSink {
 // The container of one Pod: a sandbox of the fake engine (plugins/fake), which plays the
 // `#fake:` script of the code it is given as the sandbox's launcher would.
 struct Container {
-  std::string id;  // in the fake engine
+  std::string id;          // in the fake engine
   bool session = false;    // its launcher serves a session: --session, or the session frame came
   bool delivered = false;  // a run's bundle reached it
   ContainerOutput output;
@@ -506,6 +506,11 @@ struct KubeApiDouble::State {
   bool silence_next_attach = false;
   std::string refuse_next_launcher;  // why
   int close_replies = 0;
+  int pings = 0;  // that reached an attach, answered or not
+  // The time of watches' timeoutSeconds and of the intermediary's idle cut (setClock()).
+  std::function<std::chrono::steady_clock::time_point()> now = [] {
+    return std::chrono::steady_clock::now();
+  };
   std::vector<std::string> to_kill;  // the engine's sandboxes the kubelet ends, outside the lock
   int failures = 0;
   int failure_status = 500;
@@ -1080,6 +1085,10 @@ void KubeApiDouble::Handler::watch(Poco::Net::HTTPServerRequest& request,
   uri.getPathSegments(path);
   const PodQuery query(uri);
   std::unique_lock lock(state_.mutex);
+  // Read before the request is recorded: a test that saw it and then moved the clock moved it
+  // after the watch began, as the API server's timeoutSeconds runs from the request's arrival.
+  const auto now = state_.now;
+  const auto arrived = now();
   int code = 400;
   Object::Ptr refused = refusal(request, "GET " + uri.getPathAndQuery(), &code);
   if (!refused && (path.size() != 5 || path[0] != "api" || path[2] != "namespaces" ||
@@ -1103,9 +1112,9 @@ void KubeApiDouble::Handler::watch(Poco::Net::HTTPServerRequest& request,
         << text(status(410, "Expired", "too old resource version: " + query.version)) << "}\n";
     return;
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(query.seconds);
+  const auto deadline = arrived + std::chrono::seconds(query.seconds);
   lock.lock();
-  while (!state_.stopping && !state_.closing && std::chrono::steady_clock::now() < deadline) {
+  while (!state_.stopping && !state_.closing && now() < deadline) {
     std::vector<std::string> lines;
     for (const State::Event& event : state_.events) {
       if (event.version <= from || event.key.first != ns) {
@@ -1118,7 +1127,7 @@ void KubeApiDouble::Handler::watch(Poco::Net::HTTPServerRequest& request,
       lines.push_back(R"({"type":")" + event.type + R"(","object":)" + event.object + "}\n");
     }
     if (lines.empty()) {
-      state_.changed.wait_until(lock, deadline);
+      state_.changed.wait_for(lock, std::chrono::milliseconds(10));  // a test's clock too
       continue;
     }
     lock.unlock();
@@ -1150,9 +1159,13 @@ void KubeApiDouble::Handler::attach(Poco::Net::HTTPServerRequest& request,
   Object::Ptr refused;
   std::string failure;  // after the upgrade, on channel 3
   Modes modes;
+  std::function<std::chrono::steady_clock::time_point()> now;
+  std::chrono::steady_clock::time_point arrived;
   {
     std::lock_guard lock(state_.mutex);
     modes = state_.modes;
+    now = state_.now;
+    arrived = now();  // before the request is recorded, as a watch's
     const auto pod = path.size() == 7 && path[0] == "api" && path[2] == "namespaces" &&
                              path[4] == "pods" && path[6] == "attach"
                          ? state_.pods.find({path[3], path[5]})
@@ -1235,11 +1248,11 @@ void KubeApiDouble::Handler::attach(Poco::Net::HTTPServerRequest& request,
     std::string input;
     backend::launcher::StdinFrameReader frames_in;  // once the sandbox is a session's
     Poco::Buffer<char> frame(0);
-    auto active = std::chrono::steady_clock::now();  // the last frame either way
+    auto active = arrived;  // the last frame either way
     const auto idle_cut = std::chrono::milliseconds(modes.idle_cut_ms);
     bool silent = false;
     while (!state_.closing) {
-      if (modes.idle_cut_ms > 0 && std::chrono::steady_clock::now() - active > idle_cut) {
+      if (modes.idle_cut_ms > 0 && now() - active > idle_cut) {
         ws.close();  // the intermediary drops the connection: no close frame
         return;
       }
@@ -1251,10 +1264,14 @@ void KubeApiDouble::Handler::attach(Poco::Net::HTTPServerRequest& request,
         if ((got == 0 && flags == 0) || got < 0 || opcode == WebSocket::FRAME_OP_CLOSE) {
           return;  // the client went away: the container runs on, as the kubelet's would
         }
+        if (opcode == WebSocket::FRAME_OP_PING) {
+          std::lock_guard lock(state_.mutex);
+          ++state_.pings;
+        }
         if (silent) {
           continue;  // half-open: nothing the client sends arrives, nothing comes back
         }
-        active = std::chrono::steady_clock::now();
+        active = now();
         if (opcode == WebSocket::FRAME_OP_PING) {
           ws.sendFrame(frame.begin(), got,
                        static_cast<int>(WebSocket::FRAME_FLAG_FIN) |
@@ -1301,7 +1318,7 @@ void KubeApiDouble::Handler::attach(Poco::Net::HTTPServerRequest& request,
       for (const auto& [channel, bytes] : live->output.take(&ended)) {
         if (sends.at(channel)) {
           sendMessage(ws, channel, bytes);
-          active = std::chrono::steady_clock::now();
+          active = now();
         }
       }
       if (ended) {
@@ -1456,6 +1473,16 @@ void KubeApiDouble::addPod(const std::string& ns, const std::string& pod_json) {
 int KubeApiDouble::closeReplies() const {
   std::lock_guard lock(state_->mutex);
   return state_->close_replies;
+}
+
+int KubeApiDouble::pingsSeen() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->pings;
+}
+
+void KubeApiDouble::setClock(std::function<std::chrono::steady_clock::time_point()> now) {
+  std::lock_guard lock(state_->mutex);
+  state_->now = std::move(now);
 }
 
 void KubeApiDouble::failNext(int count, int status_code) {

@@ -2,6 +2,7 @@
 
 #include <Poco/JSON/Object.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -126,6 +127,12 @@ class KubeApiDouble {
   void addPod(const std::string& ns, const std::string& pod_json);
   // How many attaches answered the double's close frame with their own (RFC 6455 5.5.1).
   int closeReplies() const;
+  // How many pings reached its attaches, a silent attach's (unanswered) too.
+  int pingsSeen() const;
+  // The time a watch's timeoutSeconds runs on, from the request's arrival, and the idle cut
+  // (Modes::idle_cut_ms): real time unless a test gives its own clock, which must outlive the
+  // double; a watch and an attach see that clock move within 10 ms.
+  void setClock(std::function<std::chrono::steady_clock::time_point()> now);
 
   // What it holds and saw.
   Poco::JSON::Object::Ptr pod(const std::string& ns, const std::string& name) const;

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -15,6 +18,7 @@
 #include "runs/leftover_sweep.h"
 #include "support/eventually.h"
 #include "support/kube_api_double.h"
+#include "support/manual_clock.h"
 #include "support/temp_file.h"
 
 namespace scs::kubernetes {
@@ -27,6 +31,20 @@ using ::testing::Not;
 constexpr const char* kDenyAll =
     R"({"podSelector":{"matchLabels":{"io.scs.managed":"true"}},"policyTypes":["Ingress","Egress"]})";
 constexpr auto kPatience = std::chrono::milliseconds(20000);
+
+// The backend's clock, as the test moves it (manual_clock.h).
+class TestClock : public Clock {
+ public:
+  explicit TestClock(const scs::testing::ManualClock& clock) : clock_(clock) {}
+  TimePoint now() const override { return clock_.now(); }
+  void waitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+                 TimePoint deadline) const override {
+    clock_.waitUntil(cv, lock, deadline);
+  }
+
+ private:
+  const scs::testing::ManualClock& clock_;
+};
 
 // The kubernetes backend as the core drives it, against the API server double, whose Pods play
 // the fake engine's scripts: a sandbox's whole life, from the Pod's creation to its deletion.
@@ -47,6 +65,43 @@ class KubernetesBackendTest : public ::testing::Test {
     options.api_timeout = std::chrono::milliseconds(3000);
     options.broken_attach_patience = std::chrono::milliseconds(300);
     return options;
+  }
+
+  // What a test shows about time it shows by moving clock_: the backend's deadlines, pauses and
+  // heartbeat, and the double's watches (timeoutSeconds) and idle cut, all keep it. Its
+  // evidence is what the double saw (requests(), pingsSeen()) and ManualClock::awaitWaiters(),
+  // the backend's pauses (nothing else of the backend waits on its clock).
+  void onTheTestsClock() {
+    options_.clock = &test_clock_;
+    api_.setClock([this] { return clock_.now(); });
+  }
+
+  // How many times the double was asked for the list of the one Pod `id`.
+  std::ptrdiff_t listsOf(const std::string& id) const {
+    const auto seen = api_.requests();
+    return std::count(
+        seen.begin(), seen.end(),
+        "GET /api/v1/namespaces/scs-sandboxes/pods?fieldSelector=metadata.name%3D" + id);
+  }
+
+  // How many watches of the Pod `id` the double was asked for since its attach: the worker's
+  // wait for the Pod's end once the output has ended.
+  std::ptrdiff_t watchesSinceAttach(const std::string& id) const {
+    const auto seen = api_.requests();
+    const auto attach = std::find_if(seen.begin(), seen.end(), [&](const std::string& request) {
+      return request.rfind("ATTACH ", 0) == 0 &&
+             request.find("/pods/" + id + "/attach") != std::string::npos;
+    });
+    return std::count_if(attach, seen.end(), [&](const std::string& request) {
+      return request.find("/pods?fieldSelector=metadata.name%3D" + id + "&watch=1") !=
+             std::string::npos;
+    });
+  }
+
+  std::ptrdiff_t posts() const {
+    const auto seen = api_.requests();
+    return std::count_if(seen.begin(), seen.end(),
+                         [](const std::string& request) { return request.rfind("POST ", 0) == 0; });
   }
 
   std::unique_ptr<KubernetesBackend> connected() {
@@ -90,6 +145,8 @@ class KubernetesBackendTest : public ::testing::Test {
     return {};
   }
 
+  scs::testing::ManualClock clock_;  // before api_, which reads it until it is gone
+  TestClock test_clock_{clock_};
   scs::testing::KubeApiDouble api_;
   scs::testing::TempFile kubeconfig_{api_.kubeconfig("scs-sandboxes")};
   Options options_ = testOptions(kubeconfig_.path());
@@ -170,13 +227,22 @@ TEST_F(KubernetesBackendTest, CodeDeliveredBeforeStartRunsAndTheExitComesFromThe
   EXPECT_EQ(backend->wait(id, {}).status.code, backend::Code::kNotFound);
 }
 
+// Each busy answer (503) is waited out for kBusyPause before the Pod is read again.
 TEST_F(KubernetesBackendTest, AStartWaitsOutABusyApiServer) {
+  onTheTestsClock();
   auto backend = connected();
   ASSERT_TRUE(backend);
   const std::string id = createdAndInspected(*backend, "0a1b2c44");
   ASSERT_TRUE(backend->deliver(id, archive("#fake: exit=0\n")).ok());
   api_.failNext(3, 503);
-  const backend::Status started = backend->start(id, &sink_);
+  backend::Status started;
+  std::thread starting([&] { started = backend->start(id, &sink_); });
+  for (int busy = 1; busy <= 3; ++busy) {
+    EXPECT_TRUE(clock_.awaitWaiters(1)) << "no pause after busy answer " << busy;
+    EXPECT_EQ(listsOf(id), busy);  // not read again before the pause has passed
+    clock_.advance(kBusyPause);
+  }
+  starting.join();
   EXPECT_TRUE(started.ok()) << started.message;
   EXPECT_EQ(awaitExit(*backend, id).exit_code, 0);
   EXPECT_TRUE(backend->remove(id).ok());
@@ -254,12 +320,18 @@ TEST_F(KubernetesBackendTest, AKillDeletesThePodAndTheEndIsThisBackendsOwn) {
 }
 
 TEST_F(KubernetesBackendTest, AnAttachThatDropsIsAnEngineErrorAndThePodIsDeleted) {
+  onTheTestsClock();
   auto backend = connected();
   ASSERT_TRUE(backend);
   const std::string id = createdAndInspected(*backend, "0a1b2c41");
   api_.dropNextAttach();
   ASSERT_TRUE(backend->deliver(id, archive("#fake: hang\n")).ok());
   ASSERT_TRUE(backend->start(id, &sink_).ok());
+  // The container may run on unseen: its end is waited for broken_attach_patience (one watch of
+  // the Pod), and no longer.
+  EXPECT_TRUE(scs::testing::eventually([&] { return watchesSinceAttach(id) == 1; }));
+  EXPECT_FALSE(backend->wait(id, {}).exit.exited);
+  clock_.advance(std::chrono::seconds(1));  // past the patience, and the watch's timeoutSeconds
   const backend::Exit exit = awaitExit(*backend, id);
   EXPECT_THAT(exit.engine_error, HasSubstr("the attach connection to " + id + " broke"));
   EXPECT_TRUE(scs::testing::eventually([&] { return api_.podCount() == 0; }));
@@ -401,6 +473,7 @@ TEST_F(FaithfulClusterTest, ARuntimeClassTheClusterLacksStopsTheServer) {
 // Since 1.30 the API server upgrades first: a kubelet it cannot reach is a Failure Status on
 // channel 3, which is the run's reason at once, not a 30 s wait for a status that never says.
 TEST_F(FaithfulClusterTest, AnAttachFailureAfterTheUpgradeIsTheRunsReason) {
+  onTheTestsClock();
   auto backend = connected();
   ASSERT_TRUE(backend);
   api_.failNextAttach(
@@ -408,6 +481,10 @@ TEST_F(FaithfulClusterTest, AnAttachFailureAfterTheUpgradeIsTheRunsReason) {
   const std::string id = createdAndInspected(*backend, "0b1b2c02");
   ASSERT_TRUE(backend->deliver(id, archive("#fake: hang\n")).ok());
   ASSERT_TRUE(backend->start(id, &sink_).ok());
+  // The Pod's status is waited for broken_attach_patience (one watch), not the 30 s of
+  // exit_patience: past the one, and the watch's timeoutSeconds, the run has its reason.
+  EXPECT_TRUE(scs::testing::eventually([&] { return watchesSinceAttach(id) == 1; }));
+  clock_.advance(std::chrono::seconds(1));
   const backend::WaitReply reply = backend->wait(id, std::chrono::milliseconds(10000));
   ASSERT_TRUE(reply.exit.exited) << "still waiting for a status that never comes";
   EXPECT_THAT(reply.exit.engine_error, HasSubstr("the attach to " + id + " failed"));
@@ -449,11 +526,17 @@ TEST_F(FaithfulClusterTest, AnIdleAttachOutlivesAnIntermediarysIdleTimeout) {
   modes.idle_cut_ms = 1000;
   api_.setModes(modes);
   options_.heartbeat.ping_interval = std::chrono::milliseconds(200);
+  onTheTestsClock();
   auto backend = connected();
   ASSERT_TRUE(backend);
   const std::string id = createdAndInspected(*backend, "0b1b2c04");
   ASSERT_TRUE(backend->start(id, &sink_).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // idle, prepared
+  // Idle, prepared, for 2.6 s of the intermediary's clock, which cuts after 1 s without a
+  // frame: a ping reaches it every ping_interval, each once that has passed.
+  for (int pinged = 1; pinged <= 13; ++pinged) {
+    clock_.advance(options_.heartbeat.ping_interval);
+    ASSERT_TRUE(scs::testing::eventually([&] { return api_.pingsSeen() == pinged; })) << pinged;
+  }
   ASSERT_FALSE(backend->wait(id, {}).exit.exited) << backend->wait(id, {}).exit.engine_error;
   ASSERT_TRUE(backend->deliver(id, archive("#fake: stdout=still_here\n")).ok());
   const backend::Exit exit = awaitExit(*backend, id);
@@ -468,12 +551,28 @@ TEST_F(FaithfulClusterTest, AnIdleAttachOutlivesAnIntermediarysIdleTimeout) {
 TEST_F(FaithfulClusterTest, AHalfOpenAttachIsFoundByTheReadDeadline) {
   options_.heartbeat.ping_interval = std::chrono::milliseconds(200);
   options_.heartbeat.read_deadline = std::chrono::milliseconds(1000);
+  onTheTestsClock();
   auto backend = connected();
   ASSERT_TRUE(backend);
   api_.silenceNextAttach();
   const std::string id = createdAndInspected(*backend, "0b1b2c05");
   ASSERT_TRUE(backend->deliver(id, archive("#fake: hang\n")).ok());
   ASSERT_TRUE(backend->start(id, &sink_).ok());
+  // start() wrote the code and ended stdin before the clock moved, so the attach was silent
+  // before the first ping; the one frame before its silence, the API server's first (empty)
+  // message, is read. Then a ping every ping_interval, none answered, and up to the read
+  // deadline the run goes on.
+  EXPECT_TRUE(scs::testing::eventually([&] { return sink_.writes() == 1; }));
+  for (int pinged = 1; pinged <= 5; ++pinged) {
+    clock_.advance(options_.heartbeat.ping_interval);
+    EXPECT_TRUE(scs::testing::eventually([&] { return api_.pingsSeen() == pinged; })) << pinged;
+  }
+  EXPECT_FALSE(backend->wait(id, {}).exit.exited) << "ended at its read deadline, not after it";
+  // Past it, the attach is given up; the Pod's end is then waited for broken_attach_patience.
+  clock_.advance(options_.heartbeat.ping_interval);
+  EXPECT_TRUE(scs::testing::eventually([&] { return watchesSinceAttach(id) == 1; }));
+  EXPECT_EQ(api_.pingsSeen(), 5);
+  clock_.advance(std::chrono::seconds(1));  // past the patience, and the watch's timeoutSeconds
   const backend::WaitReply reply = backend->wait(id, std::chrono::milliseconds(10000));
   ASSERT_TRUE(reply.exit.exited) << "the half-open attach was read forever";
   EXPECT_THAT(reply.exit.engine_error, HasSubstr("fell silent"));
@@ -519,6 +618,7 @@ TEST_F(FaithfulClusterTest, ACreateBeyondTheQuotaWaitsUntilThereIsRoom) {
   api_.addResourceQuota("scs-sandboxes",
                         R"({"limits.memory":")" + std::to_string(memory) + R"("})");
   options_.start_timeout = std::chrono::milliseconds(8000);
+  onTheTestsClock();
   auto backend = connected();
   ASSERT_TRUE(backend);
   const std::string first = createdAndInspected(*backend, "0b1b2c09");
@@ -526,18 +626,34 @@ TEST_F(FaithfulClusterTest, ACreateBeyondTheQuotaWaitsUntilThereIsRoom) {
   EXPECT_EQ(backend->capacity().capacity.memory_bytes, memory);
   backend::CreateReply second;
   std::thread creating([&] { second = backend->create(spec("0b1b2c0a")); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  // Refused while the first sandbox holds the quota, it asks again each kQuotaPause.
+  EXPECT_TRUE(clock_.awaitWaiters(1));
+  EXPECT_EQ(posts(), 2);
+  clock_.advance(kQuotaPause);
+  EXPECT_TRUE(clock_.awaitWaiters(1));
+  EXPECT_EQ(posts(), 3);
   EXPECT_EQ(api_.podCount(), 1u);  // still waiting
   EXPECT_TRUE(backend->remove(first).ok());
+  EXPECT_TRUE(scs::testing::eventually([&] { return api_.podCount() == 0; }));  // quota freed
+  clock_.advance(kQuotaPause);
   creating.join();
   ASSERT_TRUE(second.status.ok()) << second.status.message;
+  EXPECT_EQ(posts(), 4);
   EXPECT_TRUE(backend->remove(second.id).ok());
+  EXPECT_TRUE(scs::testing::eventually([&] { return api_.podCount() == 0; }));
 
   options_.start_timeout = std::chrono::milliseconds(1000);
   auto impatient = connect(&error_);
   ASSERT_TRUE(impatient) << error_;
   const std::string holder = createdAndInspected(*impatient, "0b1b2c0b");
-  const backend::CreateReply refused = impatient->create(spec("0b1b2c0c"));
+  backend::CreateReply refused;
+  std::thread refusing([&] { refused = impatient->create(spec("0b1b2c0c")); });
+  // Asked, and again after kQuotaPause; a third ask would come after the start timeout.
+  EXPECT_TRUE(clock_.awaitWaiters(1));
+  const std::ptrdiff_t asked = posts();
+  clock_.advance(kQuotaPause);
+  refusing.join();
+  EXPECT_EQ(posts(), asked + 1);
   EXPECT_EQ(refused.status.code, backend::Code::kUnavailable);
   EXPECT_THAT(refused.status.message, HasSubstr("ResourceQuota stayed exceeded"));
   EXPECT_THAT(refused.status.message, HasSubstr("exceeded quota: quota"));
