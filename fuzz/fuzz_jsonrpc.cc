@@ -34,7 +34,7 @@
 #include "policy/limits.h"
 #include "policy/posture.h"
 #include "policy/status_map.h"
-#include "runs/clock.h"
+#include "common/clock.h"
 #include "runs/run_manager.h"
 #include "support/checks.h"
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-#include "runs/output.h"
+#include "launcher/output.h"
 #include "support/checks.h"
 
 namespace scs::fuzz {

@@ -21,7 +21,7 @@
 #include <variant>
 #include <vector>
 
-#include "runs/side_channel.h"
+#include "launcher/side_channel.h"
 #include "support/checks.h"
 
 namespace scs::fuzz {

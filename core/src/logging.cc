@@ -15,7 +15,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "runs/output.h"
+#include "common/utf8.h"
 
 namespace scs::logging {
 
@@ -51,8 +51,8 @@ class JsonFormatter : public Poco::PatternFormatter {
     Poco::JSON::Object line(Poco::JSON_PRESERVE_KEY_ORDER);
     line.set("time", time);
     line.set("level", getPriorityName(message.getPriority()));
-    line.set("source", runs::toValidUtf8(message.getSource()));
-    line.set("message", runs::toValidUtf8(message.getText()));
+    line.set("source", common::toValidUtf8(message.getSource()));
+    line.set("message", common::toValidUtf8(message.getText()));
     std::ostringstream out;
     line.stringify(out);
     text = out.str();

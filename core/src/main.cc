@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "audit/audit.h"
+#include "common/clock.h"
 #include "config.h"
 #include "logging.h"
 #include "mcp/http/transport.h"
@@ -40,10 +41,9 @@
 #include "policy/limits.h"
 #include "policy/posture.h"
 #include "policy/status_map.h"
-#include "runs/clock.h"
-#include "runs/leftover_sweep.h"
 #include "runs/run_manager.h"
 #include "runs/session_store.h"
+#include "sandbox/leftover_sweep.h"
 
 namespace {
 

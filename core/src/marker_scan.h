@@ -1,7 +1,7 @@
 #pragma once
 
 // A marker looked for in a stream that arrives in pieces, as the launcher's markers are in a
-// sandbox's output (the trailer's and the stderr end's, runs/output.cc; each egress frame's,
+// sandbox's output (the trailer's and the stderr end's, launcher/output.cc; each egress frame's,
 // egress/frames.cc): Knuth-Morris-Pratt across pieces, the bytes of a partial match at the end
 // of a piece held back until the match completes (they are the marker's) or fails (they are the
 // stream's own after all). Header-only, pure, not thread-safe.

@@ -64,7 +64,7 @@ class Clock {
 // An in-memory, deterministic test double of a container engine. It never runs code: each
 // sandbox plays back the `#fake:` directives of its code (script.h) on its own thread. When
 // the archive carries the launcher's `.scs/control.json`, it also plays the launcher's side of
-// the side channel (runs/side_channel.h): after a run that was not killed it writes the trailer
+// the side channel (launcher/side_channel.h): after a run that was not killed it writes the trailer
 // "\n\0SCS-TRAILER-<nonce>\0{json}\n" to stdout, with the `exception=Type:message` and
 // `outfile=path:content` directives as its exception and files (`trailer=JSON` replaces the
 // JSON); `echo_stdin` copies `.scs/stdin` to stdout.

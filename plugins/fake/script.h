@@ -37,7 +37,7 @@ struct Script {
   std::optional<std::int64_t> peak_memory_bytes;  // reported with the exit
   std::optional<double> cpu_seconds;
   std::optional<std::string> trailer_json;  // the launcher's trailer carries this JSON instead
-  // The launcher's side channel (runs/side_channel.h), emulated when the archive carries
+  // The launcher's side channel (launcher/side_channel.h), emulated when the archive carries
   // .scs/control.json: an uncaught exception (type, message), files written under
   // /workspace/out (path, content), and stdin echoed to stdout.
   std::optional<std::pair<std::string, std::string>> exception;

@@ -7,7 +7,7 @@
 #include "fake_backend.h"
 #include "policy/limits.h"
 #include "policy/posture.h"
-#include "runs/clock.h"
+#include "common/clock.h"
 #include "runs/run_manager.h"
 
 namespace scs::mocks {

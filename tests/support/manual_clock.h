@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "fake_backend.h"
-#include "runs/clock.h"
+#include "common/clock.h"
 
 namespace scs::testing {
 

@@ -1,4 +1,4 @@
-#include "runs/bring_up.h"
+#include "sandbox/bring_up.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

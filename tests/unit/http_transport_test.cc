@@ -25,7 +25,7 @@
 
 #include "mcp/http/transport.h"
 #include "mocks/core_stack.h"
-#include "runs/clock.h"
+#include "common/clock.h"
 #include "runs/run_manager.h"
 #include "support/errors.h"
 #include "support/http_request.h"

@@ -15,7 +15,7 @@
 #include "mocks/recording_sink.h"
 #include "mocks/test_logs.h"
 #include "policy/files.h"
-#include "runs/leftover_sweep.h"
+#include "sandbox/leftover_sweep.h"
 #include "support/eventually.h"
 #include "support/kube_api_double.h"
 #include "support/manual_clock.h"

@@ -14,7 +14,7 @@
 #include "mocks/mock_backend.h"
 #include "pod_readback.h"
 #include "policy/posture.h"
-#include "runs/bring_up.h"
+#include "sandbox/bring_up.h"
 #include "support/manual_clock.h"
 #include "support/temp_file.h"
 

@@ -6,7 +6,7 @@
 
 #include "mocks/mock_backend.h"
 #include "policy/posture.h"
-#include "runs/bring_up.h"
+#include "sandbox/bring_up.h"
 #include "support/manual_clock.h"
 
 namespace scs::kubernetes {

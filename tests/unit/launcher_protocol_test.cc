@@ -13,7 +13,7 @@
 #include <sstream>
 #include <string>
 
-#include "runs/side_channel.h"
+#include "launcher/side_channel.h"
 
 namespace scs {
 namespace {

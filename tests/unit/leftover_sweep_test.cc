@@ -1,4 +1,4 @@
-#include "runs/leftover_sweep.h"
+#include "sandbox/leftover_sweep.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <string>
 
 #include "mocks/mock_backend.h"
-#include "runs/labels.h"
+#include "sandbox/labels.h"
 
 namespace scs::runs {
 namespace {

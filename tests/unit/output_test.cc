@@ -1,4 +1,4 @@
-#include "runs/output.h"
+#include "launcher/output.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -7,6 +7,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "common/utf8.h"
 
 namespace scs::runs {
 namespace {
@@ -142,7 +144,7 @@ TEST(OutputCaptureTest, AMultibyteCharacterCutAtTheBoundaryIsReplaced) {
   EXPECT_TRUE(out.truncated);
   EXPECT_THAT(out.text, StartsWith("abc" + kReplacement + "\n[... "));
   EXPECT_THAT(out.text, EndsWith("]\n" + kReplacement + kReplacement + "yz"));
-  EXPECT_EQ(toValidUtf8(out.text), out.text);
+  EXPECT_EQ(common::toValidUtf8(out.text), out.text);
 }
 
 TEST(OutputCaptureTest, ConcurrentWritersAreCountedExactly) {
@@ -170,23 +172,23 @@ TEST(OutputCaptureTest, ConcurrentWritersAreCountedExactly) {
 
 TEST(ToValidUtf8Test, ValidTextIsUnchanged) {
   const std::string text = "plain, caf\xC3\xA9, \xE2\x82\xAC, \xF0\x9F\x98\x80, nul\0byte";
-  EXPECT_EQ(toValidUtf8(text), text);
-  EXPECT_EQ(toValidUtf8(std::string("a\0b", 3)), std::string("a\0b", 3));
-  EXPECT_EQ(toValidUtf8(""), "");
+  EXPECT_EQ(common::toValidUtf8(text), text);
+  EXPECT_EQ(common::toValidUtf8(std::string("a\0b", 3)), std::string("a\0b", 3));
+  EXPECT_EQ(common::toValidUtf8(""), "");
 }
 
 TEST(ToValidUtf8Test, IllFormedSequencesBecomeOneReplacementPerMaximalSubpart) {
-  EXPECT_EQ(toValidUtf8("\x80"), kReplacement);                     // lone continuation
-  EXPECT_EQ(toValidUtf8("\xC0\xAF"), kReplacement + kReplacement);  // overlong '/'
-  EXPECT_EQ(toValidUtf8("\xE0\x80\x80"), kReplacement + kReplacement + kReplacement);
-  EXPECT_EQ(toValidUtf8("\xED\xA0\x80"), kReplacement + kReplacement + kReplacement);
-  EXPECT_EQ(toValidUtf8("\xF4\x90\x80\x80"),
+  EXPECT_EQ(common::toValidUtf8("\x80"), kReplacement);                     // lone continuation
+  EXPECT_EQ(common::toValidUtf8("\xC0\xAF"), kReplacement + kReplacement);  // overlong '/'
+  EXPECT_EQ(common::toValidUtf8("\xE0\x80\x80"), kReplacement + kReplacement + kReplacement);
+  EXPECT_EQ(common::toValidUtf8("\xED\xA0\x80"), kReplacement + kReplacement + kReplacement);
+  EXPECT_EQ(common::toValidUtf8("\xF4\x90\x80\x80"),
             kReplacement + kReplacement + kReplacement + kReplacement);  // above U+10FFFF
-  EXPECT_EQ(toValidUtf8("\xF5"), kReplacement);
-  EXPECT_EQ(toValidUtf8("a\xE2\x82"), "a" + kReplacement);  // cut at the end
-  EXPECT_EQ(toValidUtf8("\xE2\x82z"), kReplacement + "z");  // cut in the middle
-  EXPECT_EQ(toValidUtf8("\xF0\x9F\x98"), kReplacement);
-  EXPECT_EQ(toValidUtf8("\xC3"), kReplacement);
+  EXPECT_EQ(common::toValidUtf8("\xF5"), kReplacement);
+  EXPECT_EQ(common::toValidUtf8("a\xE2\x82"), "a" + kReplacement);  // cut at the end
+  EXPECT_EQ(common::toValidUtf8("\xE2\x82z"), kReplacement + "z");  // cut in the middle
+  EXPECT_EQ(common::toValidUtf8("\xF0\x9F\x98"), kReplacement);
+  EXPECT_EQ(common::toValidUtf8("\xC3"), kReplacement);
 }
 
 // A model is handed a window of each stream (issue 45): head and tail from offset 0, with the

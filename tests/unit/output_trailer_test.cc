@@ -5,8 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "runs/output.h"
-#include "runs/side_channel.h"
+#include "common/utf8.h"
+#include "launcher/output.h"
+#include "launcher/side_channel.h"
 
 namespace scs::runs {
 namespace {
@@ -37,7 +38,7 @@ TEST(TrailerDetectionTest, TheMarkerIsFoundWhereverTheWritesSplitIt) {
       ASSERT_EQ(live.bytes, kUserOutput.size()) << "split at " << a << ", " << b;
       capture.close();
       const CapturedOutput out = capture.snapshot(Stream::kStdout);
-      ASSERT_EQ(out.text, toValidUtf8(kUserOutput)) << "split at " << a << ", " << b;
+      ASSERT_EQ(out.text, common::toValidUtf8(kUserOutput)) << "split at " << a << ", " << b;
       ASSERT_EQ(out.bytes, kUserOutput.size());
       const OutputCapture::Trailer trailer = capture.takeTrailer();
       ASSERT_TRUE(trailer.found);
@@ -63,13 +64,13 @@ TEST(TrailerDetectionTest, APartialMatchIsShownAndIsOutputWhenTheStreamEnds) {
   const std::string partial = kMarker.substr(0, 10);
   capture.write(Stream::kStdout, "abc" + partial);
   const CapturedOutput live = capture.snapshot(Stream::kStdout);
-  EXPECT_EQ(live.text, toValidUtf8("abc" + partial));
+  EXPECT_EQ(live.text, common::toValidUtf8("abc" + partial));
   EXPECT_EQ(live.bytes, 3u + partial.size());
-  EXPECT_EQ(capture.snapshot(Stream::kStdout, 3).text, toValidUtf8(partial));
+  EXPECT_EQ(capture.snapshot(Stream::kStdout, 3).text, common::toValidUtf8(partial));
   capture.close();
   const CapturedOutput out = capture.snapshot(Stream::kStdout);
   EXPECT_EQ(out.bytes, 3u + partial.size());
-  EXPECT_EQ(out.text, toValidUtf8("abc" + partial));
+  EXPECT_EQ(out.text, common::toValidUtf8("abc" + partial));
   EXPECT_FALSE(capture.takeTrailer().found);
 }
 
@@ -90,7 +91,7 @@ TEST(TrailerDetectionTest, AFailedMatchReleasesTheHeldBytes) {
   capture.write(Stream::kStdout, "Z and more");
   const CapturedOutput live = capture.snapshot(Stream::kStdout);
   EXPECT_EQ(live.bytes, 3u + 20u + 10u);
-  EXPECT_EQ(live.text, toValidUtf8("abc" + kMarker.substr(0, 20) + "Z and more"));
+  EXPECT_EQ(live.text, common::toValidUtf8("abc" + kMarker.substr(0, 20) + "Z and more"));
 }
 
 TEST(TrailerDetectionTest, OutputIsCompleteAtTheTrailersLineEndAndTheListenerHearsItOnce) {
@@ -136,7 +137,7 @@ TEST(TrailerDetectionTest, WithAStderrEndMarkerTheOutputIsCompleteOnlyOnceBothHa
     EXPECT_EQ(heard, 1);
     capture.close();
     const CapturedOutput stderr_text = capture.snapshot(Stream::kStderr);
-    EXPECT_EQ(stderr_text.text, toValidUtf8(err)) << "cut at " << cut;
+    EXPECT_EQ(stderr_text.text, common::toValidUtf8(err)) << "cut at " << cut;
     EXPECT_EQ(stderr_text.bytes, err.size());
     EXPECT_EQ(capture.snapshot(Stream::kStdout).text, "out");
   }
@@ -150,7 +151,7 @@ TEST(TrailerDetectionTest, AStderrEndMarkerNeverCompletedIsOutputWhenTheStreamEn
   EXPECT_FALSE(capture.outputComplete());
   EXPECT_EQ(capture.snapshot(Stream::kStderr).bytes, 6u);
   capture.close();
-  EXPECT_EQ(capture.snapshot(Stream::kStderr).text, toValidUtf8("e" + end.substr(0, 5)));
+  EXPECT_EQ(capture.snapshot(Stream::kStderr).text, common::toValidUtf8("e" + end.substr(0, 5)));
 }
 
 TEST(TrailerDetectionTest, EverythingAfterTheMarkerIsTrailerAndIsCapped) {

@@ -1,4 +1,4 @@
-#include "runs/removal_queue.h"
+#include "sandbox/removal_queue.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -19,7 +19,7 @@
 
 #include "mcp/tools.h"
 #include "mocks/core_stack.h"
-#include "runs/side_channel.h"
+#include "launcher/side_channel.h"
 #include "support/base64.h"
 #include "support/json.h"
 #include "support/json_schema.h"

@@ -18,7 +18,7 @@
 #include "mocks/mock_backend.h"
 #include "mocks/recording_sink.h"
 #include "mocks/test_logs.h"
-#include "runs/prepared_pool.h"
+#include "sandbox/prepared_pool.h"
 #include "support/eventually.h"
 #include "support/manual_clock.h"
 

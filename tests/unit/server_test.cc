@@ -20,13 +20,12 @@
 #include <set>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "common/utf8.h"
 #include "mcp/tools.h"
 #include "mocks/core_stack.h"
 #include "mocks/test_logs.h"
-#include "runs/output.h"
 #include "support/json.h"
 #include "support/json_schema.h"
 
@@ -65,7 +64,7 @@ class ServerTest : public ::testing::Test {
       return new Object;
     }
     EXPECT_EQ(answer->find('\n'), std::string::npos) << *answer;
-    EXPECT_EQ(runs::toValidUtf8(*answer), *answer);
+    EXPECT_EQ(common::toValidUtf8(*answer), *answer);
     return parseOrdered(*answer);
   }
 

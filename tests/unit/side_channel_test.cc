@@ -1,4 +1,4 @@
-#include "runs/side_channel.h"
+#include "launcher/side_channel.h"
 
 #include <Poco/JSON/Object.h>
 #include <Poco/JSON/Parser.h>

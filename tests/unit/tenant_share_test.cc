@@ -1,4 +1,4 @@
-#include "runs/tenant_share.h"
+#include "common/tenant_share.h"
 
 #include <gtest/gtest.h>
 

@@ -9,9 +9,9 @@
 
 #include <string>
 
+#include "common/utf8.h"
 #include "mcp/server.h"
 #include "mcp/tools.h"
-#include "runs/output.h"
 
 namespace scs::mcp::rpc {
 namespace {
@@ -39,7 +39,7 @@ std::string progressNotification(const Var& token, double progress, double total
   params->set("progressToken", responseId(token));
   params->set("progress", progress);
   params->set("total", total);
-  params->set("message", runs::toValidUtf8(message));
+  params->set("message", common::toValidUtf8(message));
   Object::Ptr notification = newObject();
   notification->set("jsonrpc", "2.0");
   notification->set("method", "notifications/progress");
@@ -171,7 +171,7 @@ Object::Ptr Dispatcher::callTool(const Object::Ptr& params) {
   }
   const std::string tool = name.toString();
   if (!tools_.has(tool)) {
-    throw RpcError(RpcCode::kInvalidParams, "Unknown tool: " + runs::toValidUtf8(tool));
+    throw RpcError(RpcCode::kInvalidParams, "Unknown tool: " + common::toValidUtf8(tool));
   }
   CallContext call;
   call.tenant = context_.tenant;

@@ -12,10 +12,11 @@
 #include <cmath>
 #include <cstdint>
 
+#include "common/utf8.h"
+#include "launcher/output.h"
 #include "policy/files.h"
 #include "policy/language.h"
 #include "policy/status_map.h"
-#include "runs/output.h"
 
 namespace scs::mcp {
 namespace {
@@ -41,7 +42,7 @@ void setStream(Object& object, const std::string& name, const runs::CapturedOutp
                bool running, const ReportOptions& options) {
   // Asked from an offset, an empty text says that nothing is new.
   if (options.verbose || options.with_offsets || !stream.text.empty()) {
-    object.set(name, runs::toValidUtf8(stream.text));
+    object.set(name, common::toValidUtf8(stream.text));
   }
   // The count tells the agent something while a run runs (the next offset), when the text is
   // only a part, or when it asked for offsets.
@@ -72,11 +73,11 @@ void setResults(Object& object, const runs::RunSnapshot& snapshot, const ReportO
   const runs::RunResults& results = snapshot.results;
   if (results.exception) {
     Object::Ptr exception = newObject();
-    exception->set("type", runs::toValidUtf8(results.exception->type));
-    exception->set("message", runs::toValidUtf8(results.exception->message));
+    exception->set("type", common::toValidUtf8(results.exception->type));
+    exception->set("message", common::toValidUtf8(results.exception->message));
     // Python prints the traceback to stderr too; a second copy only costs the agent tokens.
-    const std::string traceback = runs::toValidUtf8(results.exception->traceback);
-    const std::string stderr_text = runs::toValidUtf8(snapshot.stderr_output.text);
+    const std::string traceback = common::toValidUtf8(results.exception->traceback);
+    const std::string stderr_text = common::toValidUtf8(snapshot.stderr_output.text);
     if (options.verbose || stderr_text.find(traceback) == std::string::npos) {
       exception->set("traceback", traceback);
     }
@@ -88,7 +89,7 @@ void setResults(Object& object, const runs::RunSnapshot& snapshot, const ReportO
   Array::Ptr files = new Array;
   for (const runs::OutFile& file : results.files) {
     Object::Ptr entry = newObject();
-    entry->set("path", runs::toValidUtf8(file.path));
+    entry->set("path", common::toValidUtf8(file.path));
     entry->set("size", static_cast<std::uint64_t>(file.content.size()));
     entry->set("mime_type", runs::mimeTypeOf(file.path, file.content));
     entry->set("sha256", sha256Hex(file.content));
@@ -134,7 +135,7 @@ Poco::JSON::Array::Ptr fileBlocks(const runs::RunSnapshot& snapshot) {
   Array::Ptr blocks = new Array;
   for (const runs::OutFile& file : snapshot.results.files) {
     const std::string mime = runs::mimeTypeOf(file.path, file.content);
-    const std::string path = runs::toValidUtf8(file.path);
+    const std::string path = common::toValidUtf8(file.path);
     Object::Ptr meta = newObject();
     meta->set("io.scs/path", path);
     Object::Ptr block = newObject();
@@ -146,7 +147,7 @@ Poco::JSON::Array::Ptr fileBlocks(const runs::RunSnapshot& snapshot) {
       Object::Ptr resource = newObject();
       resource->set("uri", fileUri(snapshot.run_id, path));
       resource->set("mimeType", mime);
-      const bool text = runs::toValidUtf8(file.content) == file.content;
+      const bool text = common::toValidUtf8(file.content) == file.content;
       resource->set(text ? "text" : "blob",
                     text ? file.content : policy::encodeBase64(file.content));
       block->set("type", "resource");
@@ -238,7 +239,7 @@ Object::Ptr packagesToJson(const runs::PackageLayerUse& packages, bool verbose) 
 Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot,
                                        const ReportOptions& options) {
   Object::Ptr object = newObject();
-  object->set("run_id", runs::toValidUtf8(snapshot.run_id));
+  object->set("run_id", common::toValidUtf8(snapshot.run_id));
   object->set("status", std::string(policy::statusName(snapshot.status)));
   if (!snapshot.session_id.empty()) {
     object->set("session_id", snapshot.session_id);
@@ -256,9 +257,9 @@ Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot,
   }
   object->set("exit_code", snapshot.exit_code ? Var(*snapshot.exit_code) : Var());
   if (snapshot.signal) {
-    object->set("signal", runs::toValidUtf8(*snapshot.signal));
+    object->set("signal", common::toValidUtf8(*snapshot.signal));
   }
-  object->set("reason", runs::toValidUtf8(snapshot.reason));
+  object->set("reason", common::toValidUtf8(snapshot.reason));
   setOutput(*object, snapshot, options);
   object->set("duration_seconds", milliRound(snapshot.duration_seconds));
   if (options.verbose || milliRound(snapshot.queued_seconds) > 0) {
@@ -298,7 +299,7 @@ Poco::JSON::Object::Ptr sessionToJson(const runs::SessionSnapshot& session, bool
   object->set("language", std::string(policy::nameOf(session.language)));
   object->set("status", session.open ? "open" : "ended");
   if (!session.open) {
-    object->set("reason", runs::toValidUtf8(session.end_reason));
+    object->set("reason", common::toValidUtf8(session.end_reason));
   }
   object->set("limits", limitsToJson(session.limits));
   object->set("opened_at", formatTimestamp(session.opened_at));

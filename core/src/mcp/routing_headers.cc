@@ -10,7 +10,7 @@
 #include <sstream>
 #include <vector>
 
-#include "runs/output.h"
+#include "common/utf8.h"
 
 namespace scs::mcp {
 namespace {
@@ -59,7 +59,7 @@ bool isBase64(std::string_view text) {
 }
 
 std::string quoted(std::string_view text) {
-  std::string cut = runs::toValidUtf8(text.substr(0, kMaxQuoted));
+  std::string cut = common::toValidUtf8(text.substr(0, kMaxQuoted));
   return "'" + cut + (text.size() > kMaxQuoted ? "...'" : "'");
 }
 

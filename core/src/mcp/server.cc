@@ -17,9 +17,9 @@
 #include <sstream>
 #include <utility>
 
+#include "common/utf8.h"
 #include "mcp/dispatcher.h"
 #include "mcp/message_id.h"
-#include "runs/output.h"
 
 namespace scs::mcp {
 namespace {
@@ -38,7 +38,7 @@ Poco::Logger& logger() { return Poco::Logger::get("scs.mcp"); }
 namespace rpc {
 
 std::string cut(const std::string& text) {
-  return runs::toValidUtf8(text.substr(0, kMaxQuotedBytes)) +
+  return common::toValidUtf8(text.substr(0, kMaxQuotedBytes)) +
          (text.size() > kMaxQuotedBytes ? "..." : "");
 }
 
@@ -80,7 +80,9 @@ std::string serialise(const Object::Ptr& object) {
 
 bool isUsableId(const Var& id) { return id.isString() || (id.isInteger() && !id.isBoolean()); }
 
-Var responseId(const Var& id) { return id.isString() ? Var(runs::toValidUtf8(id.toString())) : id; }
+Var responseId(const Var& id) {
+  return id.isString() ? Var(common::toValidUtf8(id.toString())) : id;
+}
 
 }  // namespace rpc
 
@@ -181,7 +183,7 @@ Var parseMessage(std::string_view message) {
     const Var parsed = parser.parse("[" + widenHugeIntegers(message) + "]");
     wrapper = parsed.extract<Array::Ptr>();
   } catch (const Poco::Exception& e) {
-    throw RpcError(RpcCode::kParse, "Parse error: " + runs::toValidUtf8(e.message()));
+    throw RpcError(RpcCode::kParse, "Parse error: " + common::toValidUtf8(e.message()));
   }
   if (!wrapper || wrapper->size() != 1) {
     throw RpcError(RpcCode::kParse, "Parse error: expected exactly one JSON value.");
@@ -201,7 +203,7 @@ std::string errorResponse(const Var& id, RpcCode code, const std::string& messag
                           const Var& data) {
   Object::Ptr error = newObject();
   error->set("code", errorCode(code));
-  error->set("message", runs::toValidUtf8(message));
+  error->set("message", common::toValidUtf8(message));
   if (!data.isEmpty()) {
     error->set("data", data);
   }
@@ -302,7 +304,7 @@ Message Server::parse(std::string_view text, std::size_t max_values) {
       const Object::Ptr meta = asObject(meta_value);
       const Var version = meta->has(kMetaVersion) ? meta->get(kMetaVersion) : Var();
       message.modern_ = meta->has(kMetaVersion);
-      message.meta_version_ = version.isString() ? runs::toValidUtf8(version.toString()) : "";
+      message.meta_version_ = version.isString() ? common::toValidUtf8(version.toString()) : "";
       const Var capabilities = meta->has(kMetaCapabilities) ? meta->get(kMetaCapabilities) : Var();
       detail->has_envelope = version.isString() && isObject(capabilities);
       detail->tasks = isObject(capabilities) && declaresTasks(asObject(capabilities));
@@ -349,7 +351,7 @@ std::optional<Server::Answer> Server::respond(const Message& message,
   }
   if (message.kind() == Message::Kind::kNotification) {
     if (logger().debug()) {  // poco_debug() is compiled out of release builds
-      logger().debug("notification " + runs::toValidUtf8(message.method()));
+      logger().debug("notification " + common::toValidUtf8(message.method()));
     }
     return std::nullopt;
   }
@@ -366,7 +368,7 @@ std::optional<Server::Answer> Server::respond(const Message& message,
     data = detail->error->data;
   } else {
     if (logger().debug()) {
-      logger().debug("request " + runs::toValidUtf8(message.method()));
+      logger().debug("request " + common::toValidUtf8(message.method()));
     }
     try {
       const bool modern = message.modern() || context.modern;

@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "runs/side_channel.h"
+#include "launcher/side_channel.h"
 
 namespace scs::mcp {
 namespace {

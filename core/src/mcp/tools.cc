@@ -14,11 +14,11 @@
 #include <variant>
 #include <vector>
 
+#include "common/utf8.h"
 #include "mcp/report_json.h"
 #include "mcp/tool_definitions.h"
 #include "policy/language.h"
 #include "policy/status_map.h"
-#include "runs/output.h"
 
 namespace scs::mcp {
 namespace {
@@ -37,7 +37,7 @@ std::string compact(const Object::Ptr& object) {
 }
 
 std::string quoted(std::string_view text) {
-  std::string cut = runs::toValidUtf8(text.substr(0, kMaxQuotedBytes));
+  std::string cut = common::toValidUtf8(text.substr(0, kMaxQuotedBytes));
   if (text.size() > kMaxQuotedBytes) {
     cut += "...";
   }
@@ -47,7 +47,7 @@ std::string quoted(std::string_view text) {
 Object::Ptr toolError(const std::string& message) {
   Object::Ptr text = newObject();
   text->set("type", "text");
-  text->set("text", runs::toValidUtf8(message));
+  text->set("text", common::toValidUtf8(message));
   Array::Ptr content = new Array;
   content->add(text);
   Object::Ptr result = newObject();

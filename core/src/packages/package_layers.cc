@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "policy/files.h"
-#include "runs/labels.h"
+#include "sandbox/labels.h"
 
 namespace scs::packages {
 namespace {

@@ -3,7 +3,7 @@
 // Package sets as image layers: a set asked for is resolved (wheel_resolver.h), its files made
 // into one read-only layer over the operator's image, and the derived image kept for later runs
 // of the same set, at most `max_layers` of them, the least recently used removed first. The run
-// then goes into the derived image with every control unchanged (runs/sandbox_source.h).
+// then goes into the derived image with every control unchanged (sandbox/sandbox_source.h).
 
 #include <scs/backend/backend.h>
 

@@ -25,7 +25,7 @@
 namespace scs::policy {
 namespace {
 
-// Reserved for the sandbox's control files (runs/side_channel.h).
+// Reserved for the sandbox's control files (launcher/side_channel.h).
 constexpr std::string_view kControlDirectory = backend::launcher::kControlDirectory;
 constexpr std::size_t kMaxComponentBytes = 255;  // NAME_MAX
 constexpr std::size_t kBlock = 512;

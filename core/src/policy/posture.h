@@ -14,7 +14,7 @@
 
 namespace scs::policy {
 
-// The host uids sandboxes run as, one per live sandbox (runs/uid_pool.h). The default lies
+// The host uids sandboxes run as, one per live sandbox (sandbox/uid_pool.h). The default lies
 // above systemd's container range (524288 to 1879048191) and below 2^31, where no host user is.
 struct UidRange {
   std::uint32_t first = 1900000000;

@@ -8,8 +8,8 @@
 #include <cmath>
 #include <system_error>
 
+#include "common/tenant_share.h"
 #include "runs/run_manager_impl.h"
-#include "runs/tenant_share.h"
 
 namespace scs::runs {
 namespace {

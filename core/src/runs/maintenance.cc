@@ -121,8 +121,9 @@ PreparedPtr RunManager::Impl::prepareOne(const PoolSettings& pool) {
   }
   SandboxBringUp::Steps steps;
   steps.sink = &prepared->sink;
-  SandboxSource::Brought brought = source_.bringUp(
-      SandboxKind::kPrepared, "prepared-" + randomHexId(), pool.limits, pool.image, *lease, steps);
+  SandboxSource::Brought brought =
+      source_.bringUp(SandboxKind::kPrepared, "prepared-" + common::randomHexId(), pool.limits,
+                      pool.image, *lease, steps);
   if (!brought.outcome.failure.empty()) {
     logger().error("cannot prepare a sandbox: " + brought.outcome.failure);
     return nullptr;  // the lease removes what was made

@@ -3,7 +3,7 @@
 
 #include "runs/report_retention.h"
 
-#include "runs/tenant_share.h"
+#include "common/tenant_share.h"
 
 namespace scs::runs {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "runs/clock.h"
+#include "common/clock.h"
 
 namespace scs::runs {
 

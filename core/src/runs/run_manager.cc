@@ -22,21 +22,6 @@ Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
 
 }  // namespace
 
-std::string randomHexId() {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::random_device device;
-  std::string id;
-  id.reserve(32);
-  for (int word = 0; word < 4; ++word) {
-    std::uint32_t value = device();
-    for (int nibble = 0; nibble < 8; ++nibble) {
-      id.push_back(kHex[value & 0xF]);
-      value >>= 4;
-    }
-  }
-  return id;
-}
-
 RunManager::Impl::Impl(backend::RuntimeBackend& backend, const RunSettings& settings,
                        const policy::SandboxSettings& sandbox, const Clock& clock,
                        RunEvents& events)
@@ -45,7 +30,7 @@ RunManager::Impl::Impl(backend::RuntimeBackend& backend, const RunSettings& sett
       sandbox_(sandbox),
       clock_(clock),
       events_(events),
-      instance_id_(settings.instance_id.empty() ? randomHexId() : settings.instance_id),
+      instance_id_(settings.instance_id.empty() ? common::randomHexId() : settings.instance_id),
       // A session's in-sandbox deadline is a backstop for a server that hangs: a sandbox's
       // clock runs on while it is hibernated (gVisor's monotonic time counts the time saved),
       // so it allows for a hibernation beside the awake lifetime.
@@ -117,7 +102,7 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
   }
   const std::size_t waiting = queue_.queued(request.tenant);
   auto run = std::make_shared<Run>();
-  run->id = unusedHexId(runs_);
+  run->id = common::unusedHexId(runs_);
   run->tenant = std::move(request.tenant);
   run->limits = request.limits;
   run->memory_bytes = memory;

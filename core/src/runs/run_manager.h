@@ -14,17 +14,18 @@
 #include <variant>
 #include <vector>
 
+#include "common/clock.h"
 #include "egress/relay.h"
+#include "launcher/output.h"
+#include "launcher/side_channel.h"
 #include "policy/files.h"
 #include "policy/language.h"
 #include "policy/limits.h"
 #include "policy/posture.h"
 #include "policy/status_map.h"
 #include "result.h"
-#include "runs/clock.h"
-#include "runs/labels.h"
 #include "runs/run_events.h"
-#include "runs/side_channel.h"
+#include "sandbox/labels.h"
 
 namespace scs::runs {
 
@@ -88,7 +89,7 @@ struct RunSettings {
   // require the same posture as `prepared_limits` and a timeout no longer; other runs take
   // the normal path. They count against host_memory_bytes, are replaced after idling for
   // prepared_max_idle, and are removed at shutdown. `prepared` are kept ready at the least,
-  // up to `prepared_max` when such runs arrive together (runs/prepared_pool.h, Demand).
+  // up to `prepared_max` when such runs arrive together (sandbox/prepared_pool.h, Demand).
   // 0 turns preparation off.
   std::size_t prepared = 0;
   std::size_t prepared_max = 0;
@@ -116,13 +117,6 @@ struct PackageLayerUse {
 inline constexpr const char* kSessionPackagesMessage =
     "A session's packages are the session's: open_session takes \"packages\" for all its runs. "
     "Leave \"packages\" out of this start_run, or open another session with them.";
-
-struct CapturedOutput {
-  std::string text;         // valid UTF-8 (invalid bytes replaced), head and tail when cut
-  std::uint64_t bytes = 0;  // everything the run wrote to the stream
-  bool truncated = false;
-  std::uint64_t offset = 0;  // byte offset in the stream where `text` starts
-};
 
 // Where get() starts each stream's text (CapturedOutput::offset has the real start).
 struct OutputOffsets {
@@ -206,19 +200,6 @@ struct StartRequest {
   // so that the audit finds the relay as a tenant's programs would, every connection refused.
   bool egress_probe = false;
 };
-
-// 128 random bits as 32 lower-case hex digits, for identifiers that must be unguessable.
-std::string randomHexId();
-
-// A randomHexId() that is not yet a key of `taken`.
-template <typename Map>
-std::string unusedHexId(const Map& taken) {
-  std::string id;
-  do {
-    id = randomHexId();
-  } while (taken.count(id) != 0);
-  return id;
-}
 
 // How loaded the manager is at one moment (GET /metrics).
 struct RunLoad {

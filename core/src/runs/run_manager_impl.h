@@ -21,17 +21,18 @@
 #include <utility>
 #include <vector>
 
+#include "common/ids.h"
+#include "launcher/output.h"
 #include "policy/status_map.h"
-#include "runs/bring_up.h"
 #include "runs/fair_queue.h"
-#include "runs/output.h"
-#include "runs/prepared_pool.h"
-#include "runs/removal_queue.h"
 #include "runs/report_retention.h"
 #include "runs/run_manager.h"
-#include "runs/sandbox_source.h"
 #include "runs/session.h"
-#include "runs/uid_pool.h"
+#include "sandbox/bring_up.h"
+#include "sandbox/prepared_pool.h"
+#include "sandbox/removal_queue.h"
+#include "sandbox/sandbox_source.h"
+#include "sandbox/uid_pool.h"
 
 namespace scs::runs {
 

@@ -13,8 +13,8 @@
 #include <exception>
 #include <variant>
 
+#include "launcher/side_channel.h"
 #include "runs/run_manager_impl.h"
-#include "runs/side_channel.h"
 
 namespace scs::runs {
 namespace {
@@ -139,7 +139,7 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome, SandboxLease& lease) 
   std::vector<policy::File> files;
   std::optional<std::string> stdin_data;
   // Only the launcher learns it (in the archive), so the program cannot forge the trailer.
-  const std::string nonce = randomHexId();
+  const std::string nonce = common::randomHexId();
   {
     std::lock_guard lock(mutex_);
     if (run.cause != Cause::kNone) {

@@ -16,13 +16,13 @@
 #include <string_view>
 #include <vector>
 
+#include "common/clock.h"
 #include "egress/relay.h"
 #include "policy/files.h"
 #include "policy/language.h"
 #include "policy/limits.h"
-#include "runs/clock.h"
-#include "runs/prepared_pool.h"
-#include "runs/sandbox_source.h"
+#include "sandbox/prepared_pool.h"
+#include "sandbox/sandbox_source.h"
 
 namespace scs::runs {
 
@@ -71,8 +71,8 @@ struct Session {
   // The server is shutting down and keeps it for the next (SessionSettings::store): its run in
   // progress is interrupted, not killed; once kept, its sandbox is left to the engine.
   bool kept = false;
-  bool releasing = false;    // ended, and its sandbox is being removed
-  bool removed = false;      // ended, and its sandbox is gone (or never was)
+  bool releasing = false;  // ended, and its sandbox is being removed
+  bool removed = false;    // ended, and its sandbox is gone (or never was)
   std::string end_reason;
   std::string current;              // the run in the fair queue or executing, if any
   std::deque<std::string> waiting;  // its later runs, in order

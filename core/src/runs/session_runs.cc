@@ -8,9 +8,9 @@
 
 #include <algorithm>
 
+#include "launcher/side_channel.h"
 #include "runs/run_manager_impl.h"
 #include "runs/session_store.h"
-#include "runs/side_channel.h"
 
 namespace scs::runs {
 namespace {

@@ -144,7 +144,7 @@ Result<SessionSnapshot> RunManager::Impl::openSession(OpenSessionRequest request
                      "some have finished, or ask for less memory_gb.");
     }
     pool_changed_.notify_all();  // evicted prepared sandboxes are removed
-    const std::string id = unusedHexId(sessions_);
+    const std::string id = common::unusedHexId(sessions_);
     std::optional<SandboxLease> lease;
     if (!prepared) {
       lease = source_.takeUid("session " + id);

@@ -7,8 +7,9 @@
 #include <cstdint>
 #include <iterator>
 
+#include "common/ids.h"
+#include "common/tenant_share.h"
 #include "runs/run_manager.h"
-#include "runs/tenant_share.h"
 
 namespace scs::mcp::http {
 namespace {
@@ -30,7 +31,7 @@ std::string Sessions::open(const std::string& tenant) {
     ++held[tenant];
     closeLeastRecentLocked(runs::tenantToGiveWay(held, tenant));
   }
-  const std::string id = runs::unusedHexId(sessions_);
+  const std::string id = common::unusedHexId(sessions_);
   sessions_[id] = Session{tenant, now};
   ++held_[tenant];
   return id;

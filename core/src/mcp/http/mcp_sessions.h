@@ -16,7 +16,7 @@ inline constexpr const char* kSessionHeader = "Mcp-Session-Id";
 // Sessions of the legacy Streamable HTTP transport: ids handed out at initialize, each bound
 // to the tenant that opened it. A tenant at its own limit loses its least recently used
 // session to a new one; when all tenants together hold the total, the least recently used
-// session of the tenant that gives way (runs/tenant_share.h) goes. Thread-safe.
+// session of the tenant that gives way (common/tenant_share.h) goes. Thread-safe.
 class Sessions {
  public:
   Sessions(std::size_t max_total, std::size_t max_per_tenant)

@@ -53,7 +53,7 @@ struct HttpEndpoint {
   std::vector<std::string> allowed_hosts;    // empty: derived at start(); "*" allows any
   std::size_t max_body_bytes = std::size_t{16} << 20;
   // Open MCP sessions: a tenant at its limit loses its least recently used one to a new one;
-  // at the total, the tenant holding the most does (runs/tenant_share.h).
+  // at the total, the tenant holding the most does (common/tenant_share.h).
   std::size_t max_sessions = 10000;
   std::size_t max_sessions_per_tenant = 1000;
   // Requests of one tenant in flight at once (their answers not yet sent): one more is

@@ -1,7 +1,7 @@
 // UidPool: uids taken round-robin through the operator's range, skipping those in use or held
 // by a live instance's leftovers, and given back when a sandbox is gone.
 
-#include "runs/uid_pool.h"
+#include "sandbox/uid_pool.h"
 
 namespace scs::runs {
 

@@ -1,7 +1,7 @@
 // PreparedPool: which idle sandbox a run or session may take, how many the recent demand
 // wants (smoothed make time, Poisson cover), refill backoff, retirement, and the DeferredSink.
 
-#include "runs/prepared_pool.h"
+#include "sandbox/prepared_pool.h"
 
 #include <Poco/Logger.h>
 

@@ -1,7 +1,7 @@
 // The side channel's formats: the trailer and end markers, the control files, a session run's
 // frame, the trailer parsed and capped (exit, exception, files), and a returned file's media type.
 
-#include "runs/side_channel.h"
+#include "launcher/side_channel.h"
 
 #include <Poco/Exception.h>
 #include <Poco/JSON/Array.h>
@@ -16,7 +16,7 @@
 #include <tuple>
 #include <utility>
 
-#include "runs/output.h"
+#include "common/utf8.h"
 
 namespace scs::runs {
 namespace {
@@ -274,7 +274,7 @@ Result<RunResults> parseTrailer(std::string_view trailer, const OutFileCaps& cap
       return internal("\"result\" is not a string");
     }
     // Valid UTF-8 and within the cap whatever the sandbox sent.
-    results.result = toValidUtf8(capHead(result->toString(), kMaxResultBytes + 64));
+    results.result = common::toValidUtf8(capHead(result->toString(), kMaxResultBytes + 64));
   }
   for (const auto& [key, field, cap] :
        {std::tuple{launcher::kTrailerRefused, &results.refused, kMaxRefusalBytes},
@@ -284,7 +284,7 @@ Result<RunResults> parseTrailer(std::string_view trailer, const OutFileCaps& cap
       if (!text->isString()) {
         return internal("\"" + std::string(key) + "\" is not a string");
       }
-      *field = toValidUtf8(capTail(text->toString(), cap));
+      *field = common::toValidUtf8(capTail(text->toString(), cap));
     }
   }
   if (const auto seconds = given(launcher::kTrailerWarmSeconds)) {

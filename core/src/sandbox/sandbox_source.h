@@ -12,9 +12,9 @@
 #include <string>
 
 #include "policy/limits.h"
-#include "runs/bring_up.h"
-#include "runs/removal_queue.h"
-#include "runs/uid_pool.h"
+#include "sandbox/bring_up.h"
+#include "sandbox/removal_queue.h"
+#include "sandbox/uid_pool.h"
 
 namespace scs::runs {
 

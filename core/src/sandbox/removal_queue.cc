@@ -1,7 +1,7 @@
 // RemovalQueue: a sandbox removed at once when the engine answers, otherwise kept and retried
 // with doubling backoff up to a minute; the last attempt at shutdown leaves it to the sweep.
 
-#include "runs/removal_queue.h"
+#include "sandbox/removal_queue.h"
 
 #include <Poco/Logger.h>
 

@@ -1,6 +1,6 @@
 #pragma once
 
-// A run's output as the core holds it: valid UTF-8 on the way out, and OutputCapture, the
+// A run's output as the core holds it: OutputCapture, the
 // bounded sink of both streams that also splits off the launcher's trailer and end marker.
 
 #include <scs/backend/backend.h>
@@ -15,14 +15,15 @@
 #include <vector>
 
 #include "marker_scan.h"
-#include "runs/run_manager.h"
 
 namespace scs::runs {
 
-// `bytes` as valid UTF-8: each ill-formed sequence (a stray continuation byte, an overlong
-// form, a surrogate, a code point above U+10FFFF, a sequence cut short) becomes one U+FFFD
-// per maximal subpart, as Unicode recommends. Valid input is returned unchanged.
-std::string toValidUtf8(std::string_view bytes);
+struct CapturedOutput {
+  std::string text;         // valid UTF-8 (invalid bytes replaced), head and tail when cut
+  std::uint64_t bytes = 0;  // everything the run wrote to the stream
+  bool truncated = false;
+  std::uint64_t offset = 0;  // byte offset in the stream where `text` starts
+};
 
 // A marker a window adds (snapshot() below) is shorter than this.
 inline constexpr std::uint64_t kMarkerRoom = 240;
@@ -39,7 +40,7 @@ std::pair<std::uint64_t, std::uint64_t> windowShares(std::uint64_t window,
 // first cap/2 bytes and the last cap - cap/2 bytes and counts everything. write() never
 // blocks on anything but a short mutex and never allocates past the cap. Thread-safe.
 //
-// With a trailer marker (runs/side_channel.h), stdout is scanned for it across write()
+// With a trailer marker (launcher/side_channel.h), stdout is scanned for it across write()
 // boundaries: the bytes of a partial match are held back until the match fails (then they are
 // output) or completes; from the marker on, stdout goes to a trailer buffer of
 // `trailer_cap_bytes` instead, so neither the text nor `bytes` include the trailer. Snapshots

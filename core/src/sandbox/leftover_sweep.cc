@@ -1,7 +1,7 @@
 // sweepLeftovers: of the managed sandboxes other instances made, removes those whose owner
 // process is gone (or owner label invalid) or whose deadline has passed; keeps the others' uids.
 
-#include "runs/leftover_sweep.h"
+#include "sandbox/leftover_sweep.h"
 
 #include <Poco/Logger.h>
 #include <signal.h>
@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "runs/labels.h"
+#include "sandbox/labels.h"
 
 namespace scs::runs {
 namespace {

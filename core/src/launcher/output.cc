@@ -1,15 +1,15 @@
-// toValidUtf8 (ill-formed sequences become U+FFFD), and OutputCapture: head and tail kept per
-// stream within the cap, the markers found across writes, the trailer buffered apart.
+// OutputCapture: head and tail kept per stream within the cap, the markers found across writes, the
+// trailer buffered apart.
 
-#include "runs/output.h"
+#include "launcher/output.h"
 
 #include <algorithm>
 #include <utility>
 
+#include "common/utf8.h"
+
 namespace scs::runs {
 namespace {
-
-constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
 
 // Grows `buffer` geometrically but never past `limit`, so the capacity stays within the cap
 // (std::vector::reserve allocates exactly what it is asked for; insert() would double).
@@ -21,108 +21,7 @@ void appendBounded(std::vector<char>& buffer, std::string_view bytes, std::size_
   buffer.insert(buffer.end(), bytes.begin(), bytes.end());
 }
 
-bool inRange(unsigned char byte, unsigned char low, unsigned char high) {
-  return byte >= low && byte <= high;
-}
-
-bool isContinuation(char byte) { return (static_cast<unsigned char>(byte) & 0xC0) == 0x80; }
-
-// Length of the UTF-8 sequence `lead` starts; 0 when it starts none.
-std::size_t sequenceLength(char lead) {
-  const auto byte = static_cast<unsigned char>(lead);
-  if (inRange(byte, 0xC2, 0xDF)) {
-    return 2;
-  }
-  if (inRange(byte, 0xE0, 0xEF)) {
-    return 3;
-  }
-  if (inRange(byte, 0xF0, 0xF4)) {
-    return 4;
-  }
-  return 0;
-}
-
-// `at`, or the start of the UTF-8 sequence in `segment` whose continuation bytes it falls in.
-std::size_t sequenceStart(std::string_view segment, std::size_t at) {
-  std::size_t lead = at;
-  while (lead > 0 && lead < segment.size() && at - lead < 3 && isContinuation(segment[lead])) {
-    --lead;
-  }
-  if (lead < at && sequenceLength(segment[lead]) > at - lead) {
-    return lead;
-  }
-  return at;
-}
-
-// Bytes at the end of `text` that begin a UTF-8 sequence the text cuts short.
-std::size_t incompleteSuffix(std::string_view text) {
-  for (std::size_t back = 1; back <= 3 && back <= text.size(); ++back) {
-    const char byte = text[text.size() - back];
-    if (!isContinuation(byte)) {
-      return sequenceLength(byte) > back ? back : 0;
-    }
-  }
-  return 0;
-}
-
 }  // namespace
-
-std::string toValidUtf8(std::string_view bytes) {
-  std::string out;
-  out.reserve(bytes.size());
-  std::size_t i = 0;
-  while (i < bytes.size()) {
-    const auto lead = static_cast<unsigned char>(bytes[i]);
-    if (lead < 0x80) {
-      out.push_back(static_cast<char>(lead));
-      ++i;
-      continue;
-    }
-    std::size_t length = 0;
-    unsigned char second_low = 0x80;
-    unsigned char second_high = 0xBF;
-    if (inRange(lead, 0xC2, 0xDF)) {
-      length = 2;
-    } else if (lead == 0xE0) {
-      length = 3;
-      second_low = 0xA0;
-    } else if (inRange(lead, 0xE1, 0xEC) || inRange(lead, 0xEE, 0xEF)) {
-      length = 3;
-    } else if (lead == 0xED) {
-      length = 3;
-      second_high = 0x9F;
-    } else if (lead == 0xF0) {
-      length = 4;
-      second_low = 0x90;
-    } else if (inRange(lead, 0xF1, 0xF3)) {
-      length = 4;
-    } else if (lead == 0xF4) {
-      length = 4;
-      second_high = 0x8F;
-    } else {
-      out.append(kReplacement);
-      ++i;
-      continue;
-    }
-    std::size_t valid = 1;
-    while (valid < length && i + valid < bytes.size()) {
-      const auto byte = static_cast<unsigned char>(bytes[i + valid]);
-      const bool ok =
-          valid == 1 ? inRange(byte, second_low, second_high) : inRange(byte, 0x80, 0xBF);
-      if (!ok) {
-        break;
-      }
-      ++valid;
-    }
-    if (valid == length) {
-      out.append(bytes.substr(i, length));
-    } else {
-      out.append(kReplacement);
-    }
-    i += valid;
-  }
-  return out;
-}
 
 OutputCapture::OutputCapture(std::size_t cap_bytes_per_stream, std::string trailer_marker,
                              std::size_t trailer_cap_bytes, std::string stderr_end_marker)
@@ -330,7 +229,8 @@ struct OutputCapture::Held {
         break;
       }
     }
-    for (int skipped = 0; skipped < 3 && offset < to && isContinuation(at(offset)); ++skipped) {
+    for (int skipped = 0; skipped < 3 && offset < to && common::isUtf8Continuation(at(offset));
+         ++skipped) {
       ++offset;
     }
     return offset;
@@ -342,10 +242,11 @@ struct OutputCapture::Held {
   // `at`, or the start of the UTF-8 sequence it falls in (moved back), within what is held.
   std::uint64_t back(std::uint64_t offset) const {
     if (offset < head.size()) {
-      return sequenceStart(head, static_cast<std::size_t>(offset));
+      return common::utf8SequenceStart(head, static_cast<std::size_t>(offset));
     }
     if (offset > tail_offset && offset < total) {
-      return tail_offset + sequenceStart(tail, static_cast<std::size_t>(offset - tail_offset));
+      return tail_offset +
+             common::utf8SequenceStart(tail, static_cast<std::size_t>(offset - tail_offset));
     }
     return offset;
   }
@@ -428,7 +329,7 @@ CapturedOutput OutputCapture::snapshot(backend::Stream stream, std::uint64_t fro
     std::lock_guard lock(mutex_);
     result = cutLocked(heldOf(stream), stream, from, window, raw);
   }
-  result.text = toValidUtf8(raw);
+  result.text = common::toValidUtf8(raw);
   return result;
 }
 
@@ -448,8 +349,8 @@ std::pair<CapturedOutput, CapturedOutput> OutputCapture::report(std::uint64_t st
     result.first = cutLocked(out, backend::Stream::kStdout, stdout_from, out_window, out_raw);
     result.second = cutLocked(err, backend::Stream::kStderr, stderr_from, err_window, err_raw);
   }
-  result.first.text = toValidUtf8(out_raw);
-  result.second.text = toValidUtf8(err_raw);
+  result.first.text = common::toValidUtf8(out_raw);
+  result.second.text = common::toValidUtf8(err_raw);
   return result;
 }
 
@@ -483,7 +384,7 @@ CapturedOutput OutputCapture::cutLocked(const Held& held, backend::Stream stream
     result.truncated = true;
   }
   if (!closed_) {
-    raw.resize(raw.size() - incompleteSuffix(raw));
+    raw.resize(raw.size() - common::utf8IncompleteSuffix(raw));
   }
   return result;
 }

@@ -1,7 +1,7 @@
 // tenantToGiveWay: the tenant holding the most of a shared budget, the asking tenant when
 // none holds more.
 
-#include "runs/tenant_share.h"
+#include "common/tenant_share.h"
 
 namespace scs::runs {
 

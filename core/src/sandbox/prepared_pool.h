@@ -23,9 +23,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "policy/limits.h"
 #include "policy/posture.h"
-#include "runs/clock.h"
 
 namespace scs::runs {
 
@@ -59,9 +59,9 @@ struct PreparedSandbox {
 using PreparedPtr = std::unique_ptr<PreparedSandbox>;
 
 struct PoolSettings {
-  std::size_t target = 0;   // sandboxes kept ready at the least; 0 turns preparation off
-  std::size_t ceiling = 0;  // the most kept ready when runs arrive together (>= target)
-  policy::Limits limits;    // what each is made for
+  std::size_t target = 0;         // sandboxes kept ready at the least; 0 turns preparation off
+  std::size_t ceiling = 0;        // the most kept ready when runs arrive together (>= target)
+  policy::Limits limits;          // what each is made for
   std::int64_t memory_bytes = 0;  // their memory limit
   std::chrono::seconds max_idle{300};
   // A package set's pool (PreparedPools): its sandboxes run this derived image instead of the

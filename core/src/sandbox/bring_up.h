@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "policy/limits.h"
 #include "policy/posture.h"
-#include "runs/clock.h"
 
 namespace scs::runs {
 

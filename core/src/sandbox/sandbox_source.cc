@@ -1,7 +1,7 @@
 // Where every sandbox of the run manager comes from: the uid lease, the posture, the spec of
 // its kind and the bring-up, once for runs, prepared sandboxes and sessions.
 
-#include "runs/sandbox_source.h"
+#include "sandbox/sandbox_source.h"
 
 #include <utility>
 

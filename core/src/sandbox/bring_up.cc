@@ -1,7 +1,7 @@
 // SandboxBringUp: the spec of a run's, a prepared or a session's sandbox (command, labels,
 // deadline), and its steps in order: posture on the spec, create, read-back, deliver, start.
 
-#include "runs/bring_up.h"
+#include "sandbox/bring_up.h"
 
 #include <scs/backend/launcher_frames.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "runs/labels.h"
+#include "sandbox/labels.h"
 
 namespace scs::runs {
 namespace {

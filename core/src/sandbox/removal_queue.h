@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "runs/clock.h"
+#include "common/clock.h"
 
 namespace scs::runs {
 
