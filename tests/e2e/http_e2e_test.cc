@@ -608,7 +608,7 @@ TEST(HttpE2eTest, SigtermEndsALongPollAndEveryRunWithinTwoSeconds) {
 // probes answer.
 TEST(HttpE2eTest, OneTenantsLongPollsNeitherStarveAnotherNorHoldEveryWorker) {
   const TokenFile tokens;
-  HttpServer server({"--token-file", tokens.path()});
+  HttpServer server({"--token-file", tokens.path(), "--log-level", "debug"});
   ASSERT_TRUE(server.waitListening()) << server.process().stderrText();
   const auto alice = server.open(kAliceToken);
   const std::string run_id = runId(server.call(alice, "start_run", R"({"code":"#fake: hang"})"));
@@ -619,7 +619,26 @@ TEST(HttpE2eTest, OneTenantsLongPollsNeitherStarveAnotherNorHoldEveryWorker) {
   for (int i = 0; i < 70; ++i) {
     polls.push_back(std::async(std::launch::async, [&] { return server.post(poll, alice); }));
   }
-  std::this_thread::sleep_for(1s);  // every poll has arrived
+  // Every poll has arrived: each reached the dispatcher (a "request tools/call" line besides the
+  // start_run's) or was refused at the gate past Alice's requests in flight (a warning). And the
+  // client holds every answer the server has logged: those refusals and the calls it answered
+  // ("POST /mcp -> 200 tenant alice", besides her initialize and start_run).
+  const auto ready = [&] {
+    std::size_t n = 0;
+    for (const auto& answer : polls) {
+      n += answer.wait_for(0s) == std::future_status::ready ? 1 : 0;
+    }
+    return n;
+  };
+  ASSERT_TRUE(eventually(
+      [&] {
+        const std::string log = server.process().stderrText();
+        const std::size_t refused = count(log, "requests in flight; refused another");
+        return count(log, "request tools/call") + refused == 1 + 70 &&
+               ready() + 2 >= refused + count(log, "POST /mcp -> 200 tenant alice ");
+      },
+      20s))
+      << server.process().stderrText();
 
   const auto began = std::chrono::steady_clock::now();
   const Answer health = server.send("GET", "", {}, "/healthz");
@@ -729,7 +748,8 @@ TEST(HttpE2eTest, EightHostileBodiesAtOnceCostLittleMemoryAndEachIsRefusedClearl
 // port, nor the probes, nor the metrics listener; each is answered 408 once its head is late.
 TEST(HttpE2eTest, IdleAndSlowConnectionsHoldNeitherThePortNorTheProbesNorTheMetrics) {
   const TokenFile tokens;
-  HttpServer server({"--token-file", tokens.path(), "--metrics", "127.0.0.1:0"});
+  HttpServer server(
+      {"--token-file", tokens.path(), "--metrics", "127.0.0.1:0", "--log-level", "debug"});
   ASSERT_TRUE(server.waitListening()) << server.process().stderrText();
   const std::uint16_t metrics_port = metricsPortOf(server);
   ASSERT_NE(metrics_port, 0) << server.process().stderrText();
@@ -745,7 +765,13 @@ TEST(HttpE2eTest, IdleAndSlowConnectionsHoldNeitherThePortNorTheProbesNorTheMetr
   for (int i = 0; i < 50; ++i) {
     idle.emplace_back(Poco::Net::SocketAddress("127.0.0.1", metrics_port));
   }
-  std::this_thread::sleep_for(200ms);
+  // The gate has accepted all 300: past the 256 connections it lets wait for a head
+  // (GateSettings::max_pending), each one it accepts closes the oldest and logs it. The metrics
+  // listener logs nothing of its 50, but its gate accepts in the order the listener queued
+  // them, so the scrape below is accepted only after them.
+  ASSERT_TRUE(eventually([&] {
+    return count(server.process().stderrText(), "closed the oldest") >= 300 - 256;
+  })) << server.process().stderrText();
 
   const auto began = std::chrono::steady_clock::now();
   EXPECT_EQ(server.send("GET", "", {}, "/healthz").status, 200);
@@ -825,9 +851,22 @@ TEST(HttpE2eTest, AModernClientThatHangsUpCancelsItsRequestAndALegacyOneDoesNot)
       },
       3s));
 
+  // The server never looks for a legacy call's client, so nothing is logged of its hang-up; the
+  // evidence is the call's return, before which a modern call's run was stopped. This one waits
+  // 3 s of its run's 20; once it has returned, the one waiting slot is free again.
+  const std::string legacy_arguments =
+      R"("name":"start_run","arguments":{"code":"#fake: sleep_ms=20000\n","wait_seconds":3})";
   const std::string legacy_id = hangUp(
-      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{)" + arguments + "}}", legacy);
-  std::this_thread::sleep_for(3s);
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{)" + legacy_arguments + "}}",
+      legacy);
+  EXPECT_TRUE(eventually(
+      [&] {
+        return !server
+                    .call(legacy, "get_result",
+                          R"({"run_id":")" + legacy_id + R"(","wait_seconds":1})")
+                    ->getValue<bool>("isError");
+      },
+      10s));
   EXPECT_EQ(statusOf(legacy_id), "running");
   server.call(legacy, "stop_run", R"({"run_id":")" + legacy_id + R"("})");
   server.process().signal(SIGTERM);
