@@ -12,8 +12,9 @@ so a session's runs may declare a name again and await at the top level, and sta
 are rewritten line for line; for a run or for every run of a session."""
 
 import os
+import re
 
-from . import protocol
+from . import channel, protocol
 from .rejection import Rejected
 
 PYTHON = protocol.LANGUAGE_PYTHON
@@ -33,6 +34,7 @@ NODE_PATH = "/usr/bin/node"
 # much, so an out-of-memory Node is out_of_memory from the engine's OOM record, as Python is.
 NODE_HEAP = "--max-old-space-size=1048576"
 WORKSPACE = "/workspace"
+PLACEHOLDER = re.compile(r"@([A-Z_]+)@")
 
 
 def of(control):
@@ -72,10 +74,28 @@ def run_argv(language, root, report_fd):
 
 
 def session_argv(language, root):
-    """A session's interpreter of bash or javascript. It reads "RUN RESULT_CAP\\n" for each run
-    from fd 3 and answers on fd 4 (the channel, as child/session.py does)."""
+    """A session's interpreter of bash or javascript. It reads channel.command_line()'s line for
+    each run from channel.COMMAND_FD and answers on channel.ANSWER_FD (the channel, as
+    child/session.py does), in the channel's words, which it is given here."""
     if language == BASH:
-        with open(os.path.join(root, "scs_launcher", "child", "session.bash"), "r") as driver:
-            # $0 of the code is "main.sh", as a script's would be.
-            return [BASH_PATH, "--norc", "--noprofile", "-c", driver.read(), CODE_FILES[BASH]]
-    return [NODE_PATH, NODE_HEAP, runner(root), "session"]
+        # $0 of the code is "main.sh", as a script's would be.
+        return [BASH_PATH, "--norc", "--noprofile", "-c", session_bash(root), CODE_FILES[BASH]]
+    return [NODE_PATH, NODE_HEAP, runner(root), "session", channel.MORE.decode("ascii"),
+            channel.LAST.decode("ascii"), str(channel.PIECE_BYTES)]
+
+
+def session_bash(root):
+    """child/session.bash's text with each @NAME@ in it replaced by channel.NAME (bytes as
+    ASCII, numbers in decimal). Raises ValueError for a name the channel does not have: a shell
+    never starts with a placeholder in its text."""
+
+    def word(match):
+        value = getattr(channel, match.group(1), None)
+        if isinstance(value, bytes):
+            return value.decode("ascii")
+        if isinstance(value, int):
+            return str(value)
+        raise ValueError(f"session.bash: {match.group(0)} is no word of the channel")
+
+    with open(os.path.join(root, "scs_launcher", "child", "session.bash"), "r") as driver:
+        return PLACEHOLDER.sub(word, driver.read())

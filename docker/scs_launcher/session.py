@@ -13,7 +13,6 @@ The interpreter ending (os._exit, a signal, the OOM killer) ends the session, wi
 trailer for the run it was in."""
 
 import io
-import json
 import os
 import signal
 import socket
@@ -21,7 +20,7 @@ import struct
 import tempfile
 import traceback
 
-from . import bundle, files_out, frames, languages, processes, protocol, relay, report
+from . import bundle, channel, files_out, frames, languages, processes, protocol, relay, report
 from .child import STUB
 from .rejection import Rejected, reject
 
@@ -29,20 +28,21 @@ CHUNK = 1 << 16
 MAX_ANSWER_BYTES = 1 << 20  # far above what the interpreter writes: its texts are capped
 MAX_DRAIN_BYTES = 16 << 20  # of a stream after the answer, should the session's processes write on
 CREDENTIALS = struct.Struct("iII")
-MORE, LAST = b"+", b"."
 
 
 def read_answer(value, result_cap):
-    """The interpreter's account of a run, checked: anything malformed is a failed run."""
+    """The interpreter's account of a run (its answer, channel.answer()), checked: anything
+    malformed is a failed run."""
     failed = {"exit": {"code": 1}, "exception": None, "result": None}
     if not isinstance(value, dict):
         return failed
-    exit = value.get("exit")
-    if not (isinstance(exit, dict) and type(exit.get("code")) is int and 0 <= exit["code"] < 256):
+    exit = value.get(channel.EXIT)
+    if not (isinstance(exit, dict) and type(exit.get(channel.CODE)) is int
+            and 0 <= exit[channel.CODE] < 256):
         return failed
-    exception = value.get("exception")
-    return {"exit": {"code": exit["code"]}, "exception": report.exception_record(exception),
-            "result": report.bounded_result(value.get("result"), result_cap)}
+    exception = value.get(channel.EXCEPTION)
+    return {"exit": {"code": exit[channel.CODE]}, "exception": report.exception_record(exception),
+            "result": report.bounded_result(value.get(channel.RESULT), result_cap)}
 
 
 class Run:
@@ -63,8 +63,7 @@ class Session:
         self.loop.add(0, processes.READABLE, self.on_stdin)
         self.inbox = frames.Reader()
         self.frames = []
-        self.pieces = bytearray()
-        self.pieces_broken = False
+        self.answers = channel.Answers(MAX_ANSWER_BYTES)
         self.stdin_ended = False
         self.current = None
         self.seq = 0
@@ -83,7 +82,7 @@ class Session:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         self.language = language
-        self.commands = None  # bash's and javascript's runs: "RUN RESULT_CAP\n" on a pipe
+        self.commands = None  # bash's and javascript's runs: channel.command_line() on a pipe
         if language == languages.PYTHON:
             self.child = processes.spawn(
                 [processes.PYTHON, "-I", "-c", STUB, self.root, "scs_launcher.child.session",
@@ -93,7 +92,8 @@ class Session:
             commands_r, self.commands = os.pipe()
             self.child = processes.spawn(languages.session_argv(language, self.root),
                                          stdout_fd=out_w, stderr_fd=err_w,
-                                         at={3: commands_r, 4: theirs.fileno()})
+                                         at={channel.COMMAND_FD: commands_r,
+                                             channel.ANSWER_FD: theirs.fileno()})
             os.close(commands_r)
         self.loop.watch(self.child)
         for fd in (out_w, err_w):
@@ -125,20 +125,15 @@ class Session:
         """Hands the interpreter its run. Raises Rejected when it is not taking runs."""
         result_cap = run.control[protocol.CONTROL_RESULT_CAP]
         if self.commands is not None:
-            command = f"{run.seq} {result_cap}"
-            if run.stdin_path is not None:
-                command += f" {run.stdin_path}"
             try:
-                os.write(self.commands, f"{command}\n".encode("ascii"))
+                os.write(self.commands, channel.command_line(run.seq, result_cap, run.stdin_path))
             except OSError:
                 pass  # it is gone: the loop sees it end
             return
-        message = {"run": run.seq, "result_cap": result_cap}
-        if self.environment:
-            message["environment"], self.environment = self.environment, None
-        command = json.dumps(message)
+        command = channel.command(run.seq, result_cap, self.environment)
+        self.environment = None
         try:
-            socket.send_fds(self.channel, [command.encode("ascii")], [stdin_r])
+            socket.send_fds(self.channel, [command], [stdin_r])
         except BlockingIOError:
             raise Rejected("the session's interpreter is not taking runs") from None
         except OSError:
@@ -342,16 +337,9 @@ class Session:
                 return
             if self.sender(ancillary) != self.child:
                 continue  # not the interpreter: a process the code left, or one it forked
-            self.pieces_broken |= bool(flags & socket.MSG_TRUNC)
-            self.pieces += message[1:]
-            if len(self.pieces) > MAX_ANSWER_BYTES:
-                self.pieces_broken = True
-                self.pieces.clear()
-            if message[:1] == LAST:
-                value = None if self.pieces_broken else report.parse_json(bytes(self.pieces))
-                self.pieces.clear()
-                self.pieces_broken = False
-                self.on_message(value)
+            last, data = self.answers.feed(message, truncated=bool(flags & socket.MSG_TRUNC))
+            if last:
+                self.on_message(None if data is None else report.parse_json(data))
 
     @staticmethod
     def sender(ancillary):
@@ -364,11 +352,11 @@ class Session:
         run = self.current
         if run is None:
             return
-        if isinstance(value, dict) and value.get("started") == run.seq:
+        if isinstance(value, dict) and value.get(channel.STARTED) == run.seq:
             run.started = True
             if run.interrupt:
                 self.signal_interpreter()
-        elif isinstance(value, dict) and value.get("run") == run.seq:
+        elif isinstance(value, dict) and value.get(channel.RUN) == run.seq:
             self.finish(answer=value)
         elif value is None:
             self.finish(answer=None)  # from the interpreter itself, but not an answer

@@ -37,7 +37,7 @@ class LanguagesTest(unittest.TestCase):
         self.assertEqual(session[:3], ["/usr/bin/bash", "--norc", "--noprofile"])
         self.assertIn("builtin source /workspace/main.sh", session[4])
         self.assertEqual(session[5], "main.sh")
-        self.assertEqual(languages.session_argv(languages.JAVASCRIPT, ROOT)[-1], "session")
+        self.assertEqual(languages.session_argv(languages.JAVASCRIPT, ROOT)[3], "session")
 
 
 if __name__ == "__main__":

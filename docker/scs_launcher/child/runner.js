@@ -1,8 +1,10 @@
 'use strict';
 // A JavaScript run's or session's interpreter (Node.js), as PID 1 starts it (languages.py):
-// `node runner.js run REPORT_FD` runs /workspace/main.js once; `node runner.js session` runs each
-// run's main.js when PID 1 writes "RUN RESULT_CAP\n" on fd 3 and answers on fd 4, as
-// child/session.py does.
+// `node runner.js run REPORT_FD` runs /workspace/main.js once; `node runner.js session MORE LAST
+// PIECE_BYTES` runs each run's main.js when PID 1 writes "RUN RESULT_CAP\n" on fd 3 and answers
+// on fd 4, as child/session.py does, in records of the channel whose markers and piece size it is
+// given: scs_launcher/channel.py writes the channel's grammar, languages.py passes them, and they
+// are taken out of process.argv before any code runs.
 //
 // The code runs in the one global context in V8's REPL mode, as Chrome's DevTools console runs
 // its input: evaluated through in-process inspector sessions (Runtime.evaluate with replMode; no
@@ -42,7 +44,6 @@ const vm = require('vm');
 const PATH = '/workspace/main.js';
 const DIRECTORY = '/workspace';
 const MAX_TEXT_BYTES = 8192;
-const PIECE_BYTES = 32 << 10;
 const IMPORT = '__scs_import';  // the global the rewritten imports call
 const RUN = '__scs_run';        // the global the inspector calls to evaluate a run's code
 const GROUP = 'scs-run';        // the inspector's handles of one run's value, released after it
@@ -813,13 +814,31 @@ function startInterrupter(state) {
   } catch (_) { /* the same */ }
 }
 
-function serveSession() {
+// The channel's words as languages.py passes them (MORE LAST PIECE_BYTES), taken out of argv,
+// so that the code sees the argv it always did. Without them no answer could be written: the
+// session does not start.
+function channelWords(argv) {
+  const [more, last, pieceBytes] = argv.splice(3, 3);
+  const channel = {
+    more: Buffer.from(more || '', 'latin1'),
+    last: Buffer.from(last || '', 'latin1'),
+    pieceBytes: Number(pieceBytes),
+  };
+  if (channel.more.length !== 1 || channel.last.length !== 1 ||
+      !Number.isSafeInteger(channel.pieceBytes) || channel.pieceBytes <= 0) {
+    process.stderr.write('runner.js: session MORE LAST PIECE_BYTES (one byte, one byte, > 0)\n');
+    process.exit(2);
+  }
+  return channel;
+}
+
+function serveSession({more, last, pieceBytes}) {
   const answer = (message) => {
     const data = Buffer.from(JSON.stringify(message));
-    for (let at = 0; at === 0 || at < data.length; at += PIECE_BYTES) {
-      const last = at + PIECE_BYTES >= data.length;
+    for (let at = 0; at === 0 || at < data.length; at += pieceBytes) {
+      const marker = at + pieceBytes >= data.length ? last : more;
       // One write, one record on the channel: PID 1 reads the kernel's credentials on each.
-      fs.writeSync(4, Buffer.concat([Buffer.from(last ? '.' : '+'), data.subarray(at, at + PIECE_BYTES)]));
+      fs.writeSync(4, Buffer.concat([marker, data.subarray(at, at + pieceBytes)]));
     }
   };
   const state = new Int32Array(new SharedArrayBuffer(2 * Int32Array.BYTES_PER_ELEMENT));
@@ -923,5 +942,5 @@ function serveSession() {
 if (process.argv[2] === 'run') {
   runOnce(Number(process.argv[3]));
 } else {
-  serveSession();
+  serveSession(channelWords(process.argv));
 }

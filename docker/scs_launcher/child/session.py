@@ -8,9 +8,10 @@ PID 1 sends {"run": N, "result_cap": BYTES}, with the read end of a pipe holding
 when it has one. The interpreter says {"started": N} once SIGINT reaches the code (it is blocked
 outside runs, so an interrupt never lands in this module's own work; one pending from a run
 already over is dropped first), runs the code, and answers {"run": N, "exit": {"code": C},
-"exception": {...} or null, "result": text or null} in pieces (ANSWER_MORE, then ANSWER_LAST),
-once stdout and stderr are flushed. The value of a last expression statement that is not None
-comes back as its repr, cut to result_cap bytes (head and tail), whatever the object does.
+"exception": {...} or null, "result": text or null}, once stdout and stderr are flushed, as the
+channel's grammar says (scs_launcher/channel.py, whose codec this module speaks with). The value
+of a last expression statement that is not None comes back as its repr, cut to result_cap bytes
+(head and tail), whatever the object does.
 SystemExit ends only the run (its code is the run's exit code). A process forked by the code
 never comes back here: when the code it inherited ends, it exits as a script would.
 
@@ -22,18 +23,15 @@ ChildProcessError. Fewer are left to the code, which may still wait for them."""
 
 import ast
 import ctypes
-import json
 import os
 import signal
 import socket
 import sys
 
+from .. import channel
 from . import program, record
 
 PATH = "/workspace/main.py"
-ANSWER_MORE = b"+"
-ANSWER_LAST = b"."
-PIECE_BYTES = 32 << 10
 REAP_AT = 32
 
 _compile = compile
@@ -102,11 +100,8 @@ class Interpreter:
             pass
 
     def send(self, message):
-        data = json.dumps(message).encode("ascii")
-        pieces = [data[i:i + PIECE_BYTES] for i in range(0, _len(data), PIECE_BYTES)] or [b""]
-        for index, piece in enumerate(pieces):
-            last = index == _len(pieces) - 1
-            self.channel.sendmsg([(ANSWER_LAST if last else ANSWER_MORE) + piece])
+        for piece in channel.pieces(message):
+            self.channel.sendmsg([piece])
 
     def leave_if_forked(self, code):
         """A forked child that finished the code it inherited ends here, as a script would."""
@@ -115,11 +110,11 @@ class Interpreter:
             os._exit(code)
 
     def run(self, seq, result_cap):
-        outcome = {"run": seq, "exit": {"code": 0}, "exception": None, "result": None}
+        code, exception, result = 0, None, None
         while signal.sigtimedwait(self.interrupt, 0) is not None:
             pass  # meant for a run that is over
         signal.signal(signal.SIGINT, signal.default_int_handler)  # the code may have changed it
-        self.send({"started": seq})
+        self.send(channel.started(seq))
         try:
             try:
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, self.interrupt)
@@ -133,21 +128,19 @@ class Interpreter:
                 _exec(body, self.namespace)
                 value = _eval(tail, self.namespace) if tail else None
                 if value is not None:
-                    outcome["result"] = cut(record.plain(_repr(value)), result_cap)
+                    result = cut(record.plain(_repr(value)), result_cap)
             finally:
                 signal.pthread_sigmask(signal.SIG_BLOCK, self.interrupt)
         except SystemExit as error:
             code = exit_code(error)
             self.leave_if_forked(code)
-            outcome["exit"] = {"code": code}
         except BaseException as error:
             exception = record.uncaught(error, PATH)
             self.leave_if_forked(1)
-            outcome["exit"] = {"code": 1}
-            outcome["exception"] = exception
+            code = 1
         self.leave_if_forked(0)
         signal.pthread_sigmask(signal.SIG_BLOCK, self.interrupt)
-        return outcome
+        return channel.answer(seq, code, exception, result)
 
     def serve(self):
         signal.pthread_sigmask(signal.SIG_BLOCK, self.interrupt)
@@ -165,9 +158,9 @@ class Interpreter:
             for fd in fds + [null]:
                 os.close(fd)
             sys.stdin = _open(0, "r", closefd=False)
-            command = json.loads(message)
-            os.environ.update(command.get("environment") or {})  # egress's proxy variables
-            outcome = self.run(command["run"], command["result_cap"])
+            seq, result_cap, environment = channel.read_command(message)
+            os.environ.update(environment or {})  # egress's proxy variables
+            outcome = self.run(seq, result_cap)
             flush_everything()
             reap_unclaimed_children()
             self.send(outcome)
