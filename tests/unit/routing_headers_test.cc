@@ -1,4 +1,4 @@
-#include "mcp/routing_headers.h"
+#include "mcp/http/routing_headers.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

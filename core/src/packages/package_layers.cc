@@ -266,7 +266,7 @@ LayerGrant PackageLayers::grantLocked(const std::string& digest, bool built) {
       holds->count.erase(digest);
     }
   });
-  return {runs::PackageLayerUse{layer.image, layer.installed, built, 0}, std::move(hold)};
+  return {PackageLayerUse{layer.image, layer.installed, built, 0}, std::move(hold)};
 }
 
 Result<LayerGrant> PackageLayers::layerFor(const std::vector<std::string>& specifiers) {

@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "packages/package_layer_use.h"
 #include "packages/requirements.h"
 #include "packages/wheel_resolver.h"
 #include "result.h"
-#include "runs/run_manager.h"
 
 namespace scs::packages {
 
@@ -51,7 +51,7 @@ struct PackageSettings {
 // image from eviction until it is dropped (once the run's or session's sandbox exists, the
 // engine refuses to remove an image a sandbox uses).
 struct LayerGrant {
-  runs::PackageLayerUse use;
+  PackageLayerUse use;
   std::shared_ptr<void> hold;
 };
 

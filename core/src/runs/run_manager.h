@@ -18,6 +18,7 @@
 #include "egress/relay.h"
 #include "launcher/output.h"
 #include "launcher/side_channel.h"
+#include "packages/package_layer_use.h"
 #include "policy/files.h"
 #include "policy/language.h"
 #include "policy/limits.h"
@@ -104,14 +105,7 @@ struct RunSettings {
   SessionSettings sessions;
 };
 
-// The packages a run or session asked for, once the server has the layer that holds them
-// (core/src/packages): its sandbox runs the derived image instead of the operator's.
-struct PackageLayerUse {
-  std::string image;                   // the derived image
-  std::vector<std::string> installed;  // "name==version" of every project in the layer
-  bool built = false;                  // the layer was made for this call; false: cached
-  double prepare_seconds = 0;          // resolving the set and, when built, making the layer
-};
+using packages::PackageLayerUse;
 
 // Why a run in a session may not name packages.
 inline constexpr const char* kSessionPackagesMessage =

@@ -26,9 +26,9 @@
 #include "mcp/http/health.h"
 #include "mcp/http/mcp_sessions.h"
 #include "mcp/http/reply.h"
+#include "mcp/http/routing_headers.h"
 #include "mcp/http/text.h"
 #include "mcp/message_id.h"
-#include "mcp/routing_headers.h"
 #include "net/http_gate.h"
 #include "net/tenant_slots.h"
 

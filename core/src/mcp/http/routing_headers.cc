@@ -1,7 +1,7 @@
 // The routing headers read from the raw request head: each found once, decoded (plain ASCII or
 // =?base64?...?=), compared with the body's method, name and version, and the mismatch quoted.
 
-#include "mcp/routing_headers.h"
+#include "mcp/http/routing_headers.h"
 
 #include <Poco/Base64Decoder.h>
 
