@@ -839,17 +839,15 @@ TEST(HttpE2eTest, AModernClientThatHangsUpCancelsItsRequestAndALegacyOneDoesNot)
         ->getObject("structuredContent")
         ->getValue<std::string>("status");
   };
+  // The tenant's one waiting slot is free (once every call that waited has returned) when a
+  // wait on `id` is served.
+  const auto aWaitIsServed = [&](const std::string& id) {
+    return !server.call(legacy, "get_result", R"({"run_id":")" + id + R"(","wait_seconds":1})")
+                ->getValue<bool>("isError");
+  };
   EXPECT_TRUE(eventually([&] { return statusOf(modern_id) == "stopped"; }, 5s))
       << statusOf(modern_id);
-  // The one waiting slot is free (once the abandoned call has returned): a wait is served.
-  EXPECT_TRUE(eventually(
-      [&] {
-        return !server
-                    .call(legacy, "get_result",
-                          R"({"run_id":")" + modern_id + R"(","wait_seconds":1})")
-                    ->getValue<bool>("isError");
-      },
-      3s));
+  EXPECT_TRUE(eventually([&] { return aWaitIsServed(modern_id); }, 3s));
 
   // The server never looks for a legacy call's client, so nothing is logged of its hang-up; the
   // evidence is the call's return, before which a modern call's run was stopped. This one waits
@@ -859,14 +857,7 @@ TEST(HttpE2eTest, AModernClientThatHangsUpCancelsItsRequestAndALegacyOneDoesNot)
   const std::string legacy_id = hangUp(
       R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{)" + legacy_arguments + "}}",
       legacy);
-  EXPECT_TRUE(eventually(
-      [&] {
-        return !server
-                    .call(legacy, "get_result",
-                          R"({"run_id":")" + legacy_id + R"(","wait_seconds":1})")
-                    ->getValue<bool>("isError");
-      },
-      10s));
+  EXPECT_TRUE(eventually([&] { return aWaitIsServed(legacy_id); }, 10s));
   EXPECT_EQ(statusOf(legacy_id), "running");
   server.call(legacy, "stop_run", R"({"run_id":")" + legacy_id + R"("})");
   server.process().signal(SIGTERM);
