@@ -75,6 +75,29 @@ class TrailerTest(unittest.TestCase):
         self.assertNotIn("result", trailer)
         self.assertNotIn("session_over", trailer)
 
+    def test_the_golden_trailers_are_written_byte_for_byte(self):
+        # tests/unit/side_channel_test.cc reads the same bytes with the server's parser.
+        golden = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden",
+                              "trailers.json")
+        with open(golden) as file:
+            document = json.load(file)
+        nonce = document["nonce"]
+        program = (
+            "import json, sys; sys.path.insert(0, sys.argv[1])\n"
+            "from scs_launcher import report\n"
+            "w = json.loads(sys.argv[2])\n"
+            "report.write_trailer(sys.argv[3], w['exit'], w['exception'],\n"
+            "    [(p, c.encode('latin-1')) for p, c in w['files']], w['omitted'],\n"
+            "    extra=w['extra'])\n")
+        prefix = b"\n\0SCS-TRAILER-" + nonce.encode() + b"\0"
+        self.assertGreaterEqual(len(document["cases"]), 4)
+        for case in document["cases"]:
+            with self.subTest(case=case["name"]):
+                done = subprocess.run([sys.executable, "-I", "-c", program, DOCKER,
+                                       json.dumps(case["write"]), nonce], capture_output=True)
+                self.assertEqual(done.returncode, 0, done.stderr)
+                self.assertEqual(done.stdout, prefix + case["stdout"].encode("latin-1"))
+
     def test_exit_records_from_wait_statuses(self):
         pid = os.fork()
         if pid == 0:

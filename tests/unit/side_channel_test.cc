@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -222,6 +224,72 @@ TEST(SideChannelTest, MimeTypesComeFromTheBytesForImagesAndTheNameOtherwise) {
   EXPECT_EQ(mimeTypeOf("x.bin", std::string("RIFF\x10\0\0\0WEBPVP8 ", 16)), "image/webp");
   EXPECT_FALSE(isDisplayableImage("application/pdf", "%PDF-1.7"));
   EXPECT_FALSE(isDisplayableImage("text/plain", "hi"));
+}
+
+// A golden string's characters (each below 256) as the bytes they stand for.
+std::string bytesOf(const std::string& utf8) {
+  std::string out;
+  for (std::size_t i = 0; i < utf8.size(); ++i) {
+    const auto c = static_cast<unsigned char>(utf8[i]);
+    out.push_back(c < 0x80 ? static_cast<char>(c)
+                           : static_cast<char>(((c & 0x1f) << 6) | (utf8[++i] & 0x3f)));
+  }
+  return out;
+}
+
+// tests/golden/trailers.json: what PID 1 writes (tests/launcher/test_report.py holds report.py
+// to each `stdout` byte for byte) is what the server reads, field by field.
+TEST(SideChannelTest, TheGoldenTrailersReadAsPid1MeantThem) {
+  std::ifstream file(SCS_SOURCE_DIR "/tests/golden/trailers.json");
+  ASSERT_TRUE(file) << "tests/golden/trailers.json";
+  Poco::JSON::Parser parser;
+  const auto cases = parser.parse(file).extract<Poco::JSON::Object::Ptr>()->getArray("cases");
+  ASSERT_GE(cases->size(), 4u);
+  for (std::size_t i = 0; i < cases->size(); ++i) {
+    const auto one = cases->getObject(static_cast<unsigned>(i));
+    const std::string name = one->getValue<std::string>("name");
+    const auto read = one->getObject("read");
+    const RunResults got = parsedOk(bytesOf(one->getValue<std::string>("stdout")));
+    const auto exit = read->getObject("exit");
+    ASSERT_TRUE(got.exit.has_value()) << name;
+    EXPECT_EQ(got.exit->code,
+              exit->has("code") ? std::optional<int>(exit->getValue<int>("code")) : std::nullopt)
+        << name;
+    EXPECT_EQ(got.exit->signal, exit->has("signal")
+                                    ? std::optional<int>(exit->getValue<int>("signal"))
+                                    : std::nullopt)
+        << name;
+    if (read->isNull("exception")) {
+      EXPECT_FALSE(got.exception.has_value()) << name;
+    } else {
+      const auto exception = read->getObject("exception");
+      ASSERT_TRUE(got.exception.has_value()) << name;
+      EXPECT_EQ(got.exception->type, exception->getValue<std::string>("type")) << name;
+      EXPECT_EQ(got.exception->message, exception->getValue<std::string>("message")) << name;
+      EXPECT_EQ(got.exception->traceback, exception->getValue<std::string>("traceback")) << name;
+    }
+    const auto files = read->getArray("files");
+    ASSERT_EQ(got.files.size(), files->size()) << name;
+    for (std::size_t f = 0; f < files->size(); ++f) {
+      const auto expected = files->getObject(static_cast<unsigned>(f));
+      EXPECT_EQ(got.files[f].path, expected->getValue<std::string>("path")) << name;
+      EXPECT_EQ(got.files[f].content, bytesOf(expected->getValue<std::string>("content"))) << name;
+    }
+    EXPECT_EQ(got.files_truncated, read->getValue<bool>("files_truncated")) << name;
+    EXPECT_EQ(got.files_omitted, read->getValue<std::uint64_t>("files_omitted")) << name;
+    const auto text = [&](const std::string& key) {
+      return read->has(key) ? std::optional<std::string>(read->getValue<std::string>(key))
+                            : std::nullopt;
+    };
+    EXPECT_EQ(got.result, text("result")) << name;
+    EXPECT_EQ(got.refused, text("refused")) << name;
+    EXPECT_EQ(got.launcher_error, text("launcher_error")) << name;
+    EXPECT_EQ(got.session_over, read->optValue<bool>("session_over", false)) << name;
+    EXPECT_EQ(got.warm_seconds, read->has("warm_seconds")
+                                    ? std::optional<double>(read->getValue<double>("warm_seconds"))
+                                    : std::nullopt)
+        << name;
+  }
 }
 
 // The files of a run whose one file, at `path`, holds "{}".
