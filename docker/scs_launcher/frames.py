@@ -93,12 +93,15 @@ def parse_header(header):
 
 class Reader:
     """Takes a stdin's bytes as they arrive and gives its whole frames, in order. Bytes that
-    are no frame raise ValueError (only the server writes a sandbox's stdin), and so does every
-    later feed(). `skip_nul`: NUL bytes between frames are skipped (a one-shot run's stdin after
-    its bundle, whose last padding block the bundle's reader may have left)."""
+    are no frame, or a frame of a kind not in `kinds` (refused at its header, before its payload
+    is waited for), raise ValueError (only the server writes a sandbox's stdin), and so does every
+    later feed(); the frames of that call are not given. `skip_nul`: NUL bytes between frames are
+    skipped (a one-shot run's stdin after its bundle, whose last padding block the bundle's reader
+    may have left)."""
 
-    def __init__(self, skip_nul=False):
+    def __init__(self, skip_nul=False, kinds=(RUN, INTERRUPT, SESSION, EGRESS)):
         self.skip_nul = skip_nul
+        self.kinds = frozenset(kinds)
         self.buffer = bytearray()
         self.pending = None  # (the frame whose header was read, its payload's size)
         self.error = None
@@ -123,6 +126,9 @@ class Reader:
                 parsed = parse_header(header) if end <= protocol.MAX_FRAME_HEADER_BYTES else None
                 if parsed is None:
                     self.error = f"unknown frame {header[:32]!r}"
+                    raise ValueError(self.error)
+                if parsed[0].kind not in self.kinds:
+                    self.error = f"a frame of a kind not taken here: {header[:32]!r}"
                     raise ValueError(self.error)
                 del self.buffer[:end + 1]
                 self.pending = parsed

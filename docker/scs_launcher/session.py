@@ -61,7 +61,7 @@ class Session:
         self.root = root
         self.loop = processes.Loop()
         self.loop.add(0, processes.READABLE, self.on_stdin)
-        self.inbox = frames.Reader()
+        self.inbox = frames.Reader(kinds=(frames.RUN, frames.INTERRUPT, frames.EGRESS))
         self.frames = []
         self.answers = channel.Answers(MAX_ANSWER_BYTES)
         self.stdin_ended = False
@@ -162,8 +162,6 @@ class Session:
             elif frame.kind == frames.RUN:
                 self.frames.append([frame.payload, False])
                 self.next_run()
-            elif frame.kind == frames.SESSION:
-                reject("session: a session frame within a session")
             elif self.frames:
                 self.frames[-1][1] = True
             else:

@@ -22,8 +22,8 @@ def expected(case):
     return out
 
 
-def decode(data, splits, skip_nul):
-    reader = frames.Reader(skip_nul=skip_nul)
+def decode(data, splits, skip_nul, kinds):
+    reader = frames.Reader(skip_nul=skip_nul, kinds=kinds)
     got, at = [], 0
     for split in list(splits) + [len(data)]:
         got += reader.feed(data[at:split])
@@ -40,14 +40,15 @@ class GoldenStreamsTest(unittest.TestCase):
         for case in cases:
             data = case["bytes"].encode("latin-1")
             skip_nul = case.get("skip_nul", False)
+            kinds = case.get("kinds", (frames.RUN, frames.INTERRUPT, frames.SESSION, frames.EGRESS))
             ways = [[], list(range(1, len(data)))] + [[at] for at in range(1, len(data))]
             for splits in ways:
                 with self.subTest(case=case["name"], splits=splits[:3]):
                     if case.get("error"):
                         with self.assertRaises(ValueError):
-                            decode(data, splits, skip_nul)
+                            decode(data, splits, skip_nul, kinds)
                     else:
-                        self.assertEqual(decode(data, splits, skip_nul), expected(case))
+                        self.assertEqual(decode(data, splits, skip_nul, kinds), expected(case))
 
     def test_a_refused_stream_stays_refused(self):
         reader = frames.Reader()
@@ -58,6 +59,20 @@ class GoldenStreamsTest(unittest.TestCase):
 
 
 class EncoderTest(unittest.TestCase):
+    def test_each_encoder_writes_the_golden_bytes(self):
+        with open(GOLDEN) as golden:
+            encoded = json.load(golden)["encoded"]
+        self.assertGreaterEqual(len(encoded), 7)
+        for one in encoded:
+            frame = expected({"frames": [one["frame"]]})[0]
+            written = {frames.RUN: lambda: frames.run_frame(frame.payload),
+                       frames.INTERRUPT: frames.interrupt_frame,
+                       frames.SESSION: lambda: frames.session_frame(frame.seconds),
+                       frames.EGRESS: lambda: frames.egress_frame(
+                           frame.egress_type, frame.stream, frame.value, frame.payload)}
+            with self.subTest(frame=one["frame"]):
+                self.assertEqual(written[frame.kind](), one["bytes"].encode("latin-1"))
+
     def test_what_is_written_reads_back(self):
         written = (frames.session_frame(610) + frames.run_frame(b"\0bundle\n") +
                    frames.interrupt_frame() + frames.egress_frame(b"D", 7, payload=b"data") +

@@ -1058,7 +1058,7 @@ bool wholeArchive(const std::string& input) {
 }
 
 // Each whole frame of a session's stdin, read with the launcher's codec, as the one delivery
-// it is for the fake (a run's frame or an interrupt); "" for bytes that are no frame.
+// it is for the fake, written again; "" for bytes that are no frame (the fake refuses it).
 std::vector<std::string> takeFrames(backend::launcher::StdinFrameReader& reader,
                                     std::string_view bytes) {
   namespace launcher = backend::launcher;
@@ -1068,10 +1068,12 @@ std::vector<std::string> takeFrames(backend::launcher::StdinFrameReader& reader,
     return {std::string()};
   }
   for (const launcher::StdinFrame& frame : frames) {
-    deliveries.push_back(frame.kind == launcher::FrameKind::kRun ? launcher::runFrame(frame.payload)
-                         : frame.kind == launcher::FrameKind::kInterrupt
-                             ? launcher::interruptFrame()
-                             : std::string());
+    deliveries.push_back(
+        frame.kind == launcher::FrameKind::kRun         ? launcher::runFrame(frame.payload)
+        : frame.kind == launcher::FrameKind::kInterrupt ? launcher::interruptFrame()
+        : frame.kind == launcher::FrameKind::kEgress
+            ? launcher::egressFrame(frame.egress_type, frame.stream, frame.value, frame.payload)
+            : launcher::sessionFrame(frame.seconds));
   }
   return deliveries;
 }

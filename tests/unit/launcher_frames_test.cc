@@ -48,6 +48,13 @@ std::string kindName(FrameKind kind) {
   return "?";
 }
 
+FrameKind kindNamed(const std::string& name) {
+  return name == "run"         ? FrameKind::kRun
+         : name == "interrupt" ? FrameKind::kInterrupt
+         : name == "session"   ? FrameKind::kSession
+                               : FrameKind::kEgress;
+}
+
 // A frame as one comparable line.
 std::string describe(const StdinFrame& frame) {
   std::ostringstream out;
@@ -70,8 +77,8 @@ std::string describe(const Poco::JSON::Object::Ptr& frame) {
 
 // The frames of `data` fed in pieces cut at `splits`; false when the reader refused it.
 bool decode(const std::string& data, const std::vector<std::size_t>& splits, bool skip_nul,
-            std::vector<std::string>& got) {
-  launcher::StdinFrameReader reader(skip_nul);
+            unsigned kinds, std::vector<std::string>& got) {
+  launcher::StdinFrameReader reader(skip_nul, kinds);
   std::vector<StdinFrame> frames;
   std::size_t at = 0;
   std::vector<std::size_t> ends = splits;
@@ -100,6 +107,14 @@ TEST(LauncherFramesTest, EveryGoldenStreamDecodesAsTheFileSaysWhereverItIsSplit)
     const std::string name = one->getValue<std::string>("name");
     const std::string data = bytesOf(one->getValue<std::string>("bytes"));
     const bool skip_nul = one->optValue<bool>("skip_nul", false);
+    unsigned kinds = launcher::kEveryFrameKind;
+    if (const auto named = one->getArray("kinds")) {
+      kinds = 0;
+      for (std::size_t k = 0; k < named->size(); ++k) {
+        kinds |=
+            launcher::kindBit(kindNamed(named->getElement<std::string>(static_cast<unsigned>(k))));
+      }
+    }
     const bool refused = one->optValue<bool>("error", false);
     std::vector<std::string> expected;
     if (!refused) {
@@ -115,13 +130,52 @@ TEST(LauncherFramesTest, EveryGoldenStreamDecodesAsTheFileSaysWhereverItIsSplit)
     }
     for (const auto& splits : ways) {
       std::vector<std::string> got;
-      const bool read = decode(data, splits, skip_nul, got);
+      const bool read = decode(data, splits, skip_nul, kinds, got);
       EXPECT_EQ(read, !refused) << name << " split at " << (splits.empty() ? 0 : splits[0]);
       if (read && !refused) {
         EXPECT_EQ(got, expected) << name;
       }
     }
   }
+}
+
+TEST(LauncherFramesTest, EachEncoderWritesTheGoldenBytes) {
+  std::ifstream file(SCS_SOURCE_DIR "/tests/golden/stdin_frames.json");
+  Poco::JSON::Parser parser;
+  const auto encoded = parser.parse(file).extract<Poco::JSON::Object::Ptr>()->getArray("encoded");
+  ASSERT_GE(encoded->size(), 7u);
+  for (std::size_t i = 0; i < encoded->size(); ++i) {
+    const auto one = encoded->getObject(static_cast<unsigned>(i));
+    const auto frame = one->getObject("frame");
+    const std::string payload = bytesOf(frame->optValue<std::string>("payload", ""));
+    std::string written;
+    switch (kindNamed(frame->getValue<std::string>("kind"))) {
+      case FrameKind::kRun:
+        written = launcher::runFrame(payload);
+        break;
+      case FrameKind::kInterrupt:
+        written = launcher::interruptFrame();
+        break;
+      case FrameKind::kSession:
+        written = launcher::sessionFrame(frame->getValue<std::uint64_t>("seconds"));
+        break;
+      case FrameKind::kEgress:
+        written = launcher::egressFrame(frame->getValue<std::string>("type")[0],
+                                        frame->getValue<std::uint32_t>("stream"),
+                                        frame->getValue<std::uint64_t>("value"), payload);
+        break;
+    }
+    EXPECT_EQ(written, bytesOf(one->getValue<std::string>("bytes")));
+  }
+}
+
+TEST(LauncherFramesTest, ARefusedCallGivesNoneOfItsFrames) {
+  launcher::StdinFrameReader reader;
+  std::vector<StdinFrame> frames;
+  ASSERT_TRUE(reader.feed(launcher::interruptFrame(), frames));
+  EXPECT_FALSE(reader.feed(launcher::runFrame("x") + "SCS-BAD\n", frames));
+  ASSERT_EQ(frames.size(), 1u);  // the earlier call's, not the refused call's run
+  EXPECT_EQ(frames[0].kind, FrameKind::kInterrupt);
 }
 
 TEST(LauncherFramesTest, ARefusedStreamStaysRefused) {

@@ -139,16 +139,37 @@ inline bool parseFrameHeader(std::string_view header, StdinFrame& frame,
   return true;
 }
 
-// Takes a stdin as it arrives and gives its whole frames, in order. Bytes that are no frame
-// make the stream unusable (only the server writes a sandbox's stdin): feed() then returns
-// false, error() says why, and every later feed() does the same. `skip_nul`: NUL bytes between
-// frames are skipped (a one-shot run's stdin after its bundle, whose last padding block the
-// bundle's reader may have left). Pure; not thread-safe.
+// The kinds of frame a reader takes (StdinFrameReader's `kinds`), as bits.
+inline constexpr unsigned kindBit(FrameKind kind) { return 1u << static_cast<unsigned>(kind); }
+inline constexpr unsigned kEveryFrameKind = 0xFu;
+
+// Takes a stdin as it arrives and gives its whole frames, in order. Bytes that are no frame,
+// or a frame of a kind not in `kinds` (refused at its header, before its payload is waited
+// for), make the stream unusable (only the server writes a sandbox's stdin): feed() then
+// returns false, error() says why, `frames` holds none of that call's frames, and every later
+// feed() does the same. `skip_nul`: NUL bytes between frames are skipped (a one-shot run's stdin
+// after its bundle, whose last padding block the bundle's reader may have left). Pure; not
+// thread-safe.
 class StdinFrameReader {
  public:
-  explicit StdinFrameReader(bool skip_nul = false) : skip_nul_(skip_nul) {}
+  explicit StdinFrameReader(bool skip_nul = false, unsigned kinds = kEveryFrameKind)
+      : skip_nul_(skip_nul), kinds_(kinds) {}
 
   bool feed(std::string_view bytes, std::vector<StdinFrame>& frames) {
+    const std::size_t before = frames.size();
+    if (!read(bytes, frames)) {
+      frames.resize(before);
+      return false;
+    }
+    return true;
+  }
+
+  const std::string& error() const { return error_; }
+  // Bytes held for a frame not yet whole.
+  std::size_t buffered() const { return buffer_.size(); }
+
+ private:
+  bool read(std::string_view bytes, std::vector<StdinFrame>& frames) {
     if (!error_.empty()) {
       return false;
     }
@@ -172,6 +193,10 @@ class StdinFrameReader {
           error_ = "unknown frame " + printable(header.substr(0, 32));
           return false;
         }
+        if ((kinds_ & kindBit(pending_.kind)) == 0) {
+          error_ = "a frame of a kind not taken here: " + printable(header.substr(0, 32));
+          return false;
+        }
         at = end + 1;
         in_payload_ = true;
       }
@@ -188,11 +213,6 @@ class StdinFrameReader {
     return true;
   }
 
-  const std::string& error() const { return error_; }
-  // Bytes held for a frame not yet whole.
-  std::size_t buffered() const { return buffer_.size(); }
-
- private:
   static std::string printable(std::string_view text) {
     std::string out = "'";
     for (const char c : text) {
@@ -202,6 +222,7 @@ class StdinFrameReader {
   }
 
   bool skip_nul_;
+  unsigned kinds_;
   std::string buffer_;
   bool in_payload_ = false;
   StdinFrame pending_;
