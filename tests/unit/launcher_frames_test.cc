@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "support/golden.h"
+
 namespace scs {
 namespace {
 
@@ -20,19 +22,8 @@ namespace launcher = backend::launcher;
 using launcher::FrameKind;
 using launcher::StdinFrame;
 
-// A golden string's characters (each below 256) as the bytes they stand for.
-std::string bytesOf(const std::string& utf8) {
-  std::string out;
-  for (std::size_t i = 0; i < utf8.size(); ++i) {
-    const auto c = static_cast<unsigned char>(utf8[i]);
-    if (c < 0x80) {
-      out.push_back(static_cast<char>(c));
-    } else {  // two-byte UTF-8: U+0080 to U+00FF
-      out.push_back(static_cast<char>(((c & 0x1f) << 6) | (utf8[++i] & 0x3f)));
-    }
-  }
-  return out;
-}
+using testing::goldenBytes;
+using testing::readGolden;
 
 std::string kindName(FrameKind kind) {
   switch (kind) {
@@ -67,7 +58,7 @@ std::string describe(const StdinFrame& frame) {
 std::string describe(const Poco::JSON::Object::Ptr& frame) {
   std::ostringstream out;
   out << frame->getValue<std::string>("kind")
-      << " payload=" << bytesOf(frame->optValue<std::string>("payload", ""))
+      << " payload=" << goldenBytes(frame->optValue<std::string>("payload", ""))
       << " seconds=" << frame->optValue<std::uint64_t>("seconds", 0)
       << " type=" << frame->optValue<std::string>("type", "")
       << " stream=" << frame->optValue<std::uint64_t>("stream", 0)
@@ -97,15 +88,14 @@ bool decode(const std::string& data, const std::vector<std::size_t>& splits, boo
 }
 
 TEST(LauncherFramesTest, EveryGoldenStreamDecodesAsTheFileSaysWhereverItIsSplit) {
-  std::ifstream file(SCS_SOURCE_DIR "/tests/golden/stdin_frames.json");
-  ASSERT_TRUE(file) << "tests/golden/stdin_frames.json";
-  Poco::JSON::Parser parser;
-  const auto cases = parser.parse(file).extract<Poco::JSON::Object::Ptr>()->getArray("cases");
+  const auto golden = readGolden("stdin_frames.json");
+  ASSERT_TRUE(golden) << "tests/golden/stdin_frames.json";
+  const auto cases = golden->getArray("cases");
   ASSERT_GE(cases->size(), 20u);
   for (std::size_t i = 0; i < cases->size(); ++i) {
     const auto one = cases->getObject(static_cast<unsigned>(i));
     const std::string name = one->getValue<std::string>("name");
-    const std::string data = bytesOf(one->getValue<std::string>("bytes"));
+    const std::string data = goldenBytes(one->getValue<std::string>("bytes"));
     const bool skip_nul = one->optValue<bool>("skip_nul", false);
     unsigned kinds = launcher::kEveryFrameKind;
     if (const auto named = one->getArray("kinds")) {
@@ -140,14 +130,14 @@ TEST(LauncherFramesTest, EveryGoldenStreamDecodesAsTheFileSaysWhereverItIsSplit)
 }
 
 TEST(LauncherFramesTest, EachEncoderWritesTheGoldenBytes) {
-  std::ifstream file(SCS_SOURCE_DIR "/tests/golden/stdin_frames.json");
-  Poco::JSON::Parser parser;
-  const auto encoded = parser.parse(file).extract<Poco::JSON::Object::Ptr>()->getArray("encoded");
+  const auto golden = readGolden("stdin_frames.json");
+  ASSERT_TRUE(golden) << "tests/golden/stdin_frames.json";
+  const auto encoded = golden->getArray("encoded");
   ASSERT_GE(encoded->size(), 7u);
   for (std::size_t i = 0; i < encoded->size(); ++i) {
     const auto one = encoded->getObject(static_cast<unsigned>(i));
     const auto frame = one->getObject("frame");
-    const std::string payload = bytesOf(frame->optValue<std::string>("payload", ""));
+    const std::string payload = goldenBytes(frame->optValue<std::string>("payload", ""));
     std::string written;
     switch (kindNamed(frame->getValue<std::string>("kind"))) {
       case FrameKind::kRun:
@@ -165,7 +155,7 @@ TEST(LauncherFramesTest, EachEncoderWritesTheGoldenBytes) {
                                         frame->getValue<std::uint64_t>("value"), payload);
         break;
     }
-    EXPECT_EQ(written, bytesOf(one->getValue<std::string>("bytes")));
+    EXPECT_EQ(written, goldenBytes(one->getValue<std::string>("bytes")));
   }
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "policy/files.h"
+#include "support/golden.h"
 
 namespace scs::runs {
 namespace {
@@ -226,30 +227,18 @@ TEST(SideChannelTest, MimeTypesComeFromTheBytesForImagesAndTheNameOtherwise) {
   EXPECT_FALSE(isDisplayableImage("text/plain", "hi"));
 }
 
-// A golden string's characters (each below 256) as the bytes they stand for.
-std::string bytesOf(const std::string& utf8) {
-  std::string out;
-  for (std::size_t i = 0; i < utf8.size(); ++i) {
-    const auto c = static_cast<unsigned char>(utf8[i]);
-    out.push_back(c < 0x80 ? static_cast<char>(c)
-                           : static_cast<char>(((c & 0x1f) << 6) | (utf8[++i] & 0x3f)));
-  }
-  return out;
-}
-
 // tests/golden/trailers.json: what PID 1 writes (tests/launcher/test_report.py holds report.py
 // to each `stdout` byte for byte) is what the server reads, field by field.
 TEST(SideChannelTest, TheGoldenTrailersReadAsPid1MeantThem) {
-  std::ifstream file(SCS_SOURCE_DIR "/tests/golden/trailers.json");
-  ASSERT_TRUE(file) << "tests/golden/trailers.json";
-  Poco::JSON::Parser parser;
-  const auto cases = parser.parse(file).extract<Poco::JSON::Object::Ptr>()->getArray("cases");
+  const auto golden = testing::readGolden("trailers.json");
+  ASSERT_TRUE(golden) << "tests/golden/trailers.json";
+  const auto cases = golden->getArray("cases");
   ASSERT_GE(cases->size(), 4u);
   for (std::size_t i = 0; i < cases->size(); ++i) {
     const auto one = cases->getObject(static_cast<unsigned>(i));
     const std::string name = one->getValue<std::string>("name");
     const auto read = one->getObject("read");
-    const RunResults got = parsedOk(bytesOf(one->getValue<std::string>("stdout")));
+    const RunResults got = parsedOk(testing::goldenBytes(one->getValue<std::string>("stdout")));
     const auto exit = read->getObject("exit");
     ASSERT_TRUE(got.exit.has_value()) << name;
     EXPECT_EQ(got.exit->code,
@@ -273,7 +262,9 @@ TEST(SideChannelTest, TheGoldenTrailersReadAsPid1MeantThem) {
     for (std::size_t f = 0; f < files->size(); ++f) {
       const auto expected = files->getObject(static_cast<unsigned>(f));
       EXPECT_EQ(got.files[f].path, expected->getValue<std::string>("path")) << name;
-      EXPECT_EQ(got.files[f].content, bytesOf(expected->getValue<std::string>("content"))) << name;
+      EXPECT_EQ(got.files[f].content,
+                testing::goldenBytes(expected->getValue<std::string>("content")))
+          << name;
     }
     EXPECT_EQ(got.files_truncated, read->getValue<bool>("files_truncated")) << name;
     EXPECT_EQ(got.files_omitted, read->getValue<std::uint64_t>("files_omitted")) << name;
