@@ -41,7 +41,7 @@ struct Config {
   std::chrono::seconds start_wait{0};       // start_run\'s wait when the call gives none
   std::size_t max_waiting_per_tenant = 16;  // calls with wait_seconds one tenant has at once
   bool self_test = false;  // run the audit once at startup; refuse to serve when it fails
-  // Where hibernated sessions outlive the server (runs/session_store.h); empty: they do not.
+  // Where hibernated sessions outlive the server (sessions/session_store.h); empty: they do not.
   std::string state_dir;
   packages::PackageSettings packages;  // `packages` of runs; off unless a wheelhouse or index
   std::vector<std::string> allowed_packages;  // --allow-packages as given ("any", or names)

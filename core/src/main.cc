@@ -42,7 +42,7 @@
 #include "policy/posture.h"
 #include "policy/status_map.h"
 #include "runs/run_manager.h"
-#include "runs/session_store.h"
+#include "sessions/session_store.h"
 #include "sandbox/leftover_sweep.h"
 
 namespace {
@@ -330,8 +330,8 @@ int serveHttp(mcp::Server& server, const std::function<void()>& stop_everything,
 // --state-dir: the store, and the sessions an earlier server kept for this one (their uids are
 // spared by the startup sweep and reserved before the run manager makes a sandbox).
 struct KeptSessions {
-  std::optional<runs::SessionStore> store;
-  std::vector<runs::SavedSession> sessions;
+  std::optional<sessions::SessionStore> store;
+  std::vector<sessions::SavedSession> sessions;
   std::set<std::uint32_t> uids;
 };
 
@@ -343,15 +343,15 @@ bool openStateDir(config::Config& config, const std::vector<std::string>& tenant
         "and idle sessions here end instead (see the line above)");
     return false;
   }
-  Result<runs::SessionStore> opened = runs::SessionStore::open(config.state_dir);
+  Result<sessions::SessionStore> opened = sessions::SessionStore::open(config.state_dir);
   if (const auto* problem = std::get_if<Error>(&opened)) {
     log.error("cannot start: " + problem->message);
     return false;
   }
-  kept.store.emplace(std::move(std::get<runs::SessionStore>(opened)));
+  kept.store.emplace(std::move(std::get<sessions::SessionStore>(opened)));
   config.runs.sessions.store = &*kept.store;
   std::vector<std::string> problems;
-  for (runs::SavedSession& saved : kept.store->load(&problems)) {
+  for (sessions::SavedSession& saved : kept.store->load(&problems)) {
     if (std::find(tenants.begin(), tenants.end(), saved.tenant) == tenants.end()) {
       problems.push_back("session " + saved.id + " belongs to tenant " + saved.tenant +
                          ", whom this server does not know; dropped");

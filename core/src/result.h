@@ -12,8 +12,10 @@
 namespace scs {
 
 enum class ErrorKind {
-  kInvalid,   // the request breaks a rule (a limit, a path, a setting): asking again fails again
+  kInvalid,   // the request breaks a rule (a path, a name, a setting): asking again fails again
+  kLimits,    // the request's limits are more than this server allows: asking again fails again
   kRefused,   // no room now (queue, memory, uids, sessions): it may succeed later
+  kStopping,  // the server is shutting down: ask the next one
   kInternal,  // the server's own failure, or evidence it cannot read
 };
 
@@ -23,7 +25,9 @@ struct Error {
 };
 
 inline Error invalid(std::string message) { return {ErrorKind::kInvalid, std::move(message)}; }
+inline Error overLimits(std::string message) { return {ErrorKind::kLimits, std::move(message)}; }
 inline Error refused(std::string message) { return {ErrorKind::kRefused, std::move(message)}; }
+inline Error stopping(std::string message) { return {ErrorKind::kStopping, std::move(message)}; }
 inline Error internal(std::string message) { return {ErrorKind::kInternal, std::move(message)}; }
 
 // A value, or why there is none: std::get_if<Error>(&result) is the failure.

@@ -1,6 +1,6 @@
-// SessionStore (runs/session_store.h): records round-trip, are 0600 in a 0700 directory, and a
+// SessionStore (sessions/session_store.h): records round-trip, are 0600 in a 0700 directory, and a
 // file that is not a record of this server's is reported and removed rather than trusted.
-#include "runs/session_store.h"
+#include "sessions/session_store.h"
 
 #include <fcntl.h>
 #include <gmock/gmock.h>
@@ -17,7 +17,7 @@
 
 #include "support/errors.h"
 
-namespace scs::runs {
+namespace scs::sessions {
 namespace {
 
 using ::testing::HasSubstr;
@@ -42,7 +42,7 @@ class SessionStoreTest : public ::testing::Test {
     session.tenant = "alice";
     session.language = policy::Language::kBash;
     session.limits = {2, 30, 1.5, 128};
-    session.packages = PackageLayerUse{"scs-pkg:abc", {"six==1.16.0"}, false, 0};
+    session.packages = packages::PackageLayerUse{"scs-pkg:abc", {"six==1.16.0"}, false, 0};
     session.uid = 100123;
     session.sandbox_id = "c0ffee";
     session.backend_saved = "{\"container\":\"c0ffee2\"}";
@@ -160,4 +160,4 @@ TEST_F(SessionStoreTest, ADirectoryOthersMayWriteOrARelativePathIsRefused) {
 }
 
 }  // namespace
-}  // namespace scs::runs
+}  // namespace scs::sessions

@@ -18,7 +18,7 @@
 
 #include "fake_backend.h"
 #include "runs/run_manager.h"
-#include "runs/session_store.h"
+#include "sessions/session_store.h"
 #include "support/eventually.h"
 #include "support/manual_clock.h"
 
@@ -31,6 +31,9 @@ using ::testing::HasSubstr;
 using View = FakeBackend::View;
 
 using scs::testing::eventually;
+using sessions::SavedSession;
+using sessions::SessionSnapshot;
+using sessions::SessionStore;
 
 class SessionTest : public ::testing::Test {
  protected:
@@ -99,7 +102,11 @@ class SessionTest : public ::testing::Test {
     request.files = {{"main.py", code}};
     request.limits = {8, timeout_seconds, 4, 256};  // memory and cpus are the session's
     request.tenant = tenant;
-    request.session_id = session_id;
+    Result<SessionTicket> ticket = manager().sessionForRun(tenant, session_id, {});
+    if (Error* refusal = std::get_if<Error>(&ticket)) {
+      return *refusal;
+    }
+    request.session = std::get<SessionTicket>(ticket).session;
     return manager().start(std::move(request));
   }
 

@@ -293,7 +293,7 @@ Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot,
   return object;
 }
 
-Poco::JSON::Object::Ptr sessionToJson(const runs::SessionSnapshot& session, bool packages) {
+Poco::JSON::Object::Ptr sessionToJson(const sessions::SessionSnapshot& session, bool packages) {
   Object::Ptr object = newObject();
   object->set("session_id", session.session_id);
   object->set("language", std::string(policy::nameOf(session.language)));

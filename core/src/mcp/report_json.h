@@ -41,7 +41,7 @@ Poco::JSON::Object::Ptr snapshotToJson(const runs::RunSnapshot& snapshot,
 // expires_at}.
 // `packages`: whether to tell the session's packages (open_session does; close_session, which
 // the model calls when it knows them, does not).
-Poco::JSON::Object::Ptr sessionToJson(const runs::SessionSnapshot& session, bool packages = true);
+Poco::JSON::Object::Ptr sessionToJson(const sessions::SessionSnapshot& session, bool packages = true);
 
 // The effective limits: {memory_gb, timeout_seconds, cpus, processes}.
 Poco::JSON::Object::Ptr limitsToJson(const policy::Limits& limits);

@@ -270,59 +270,60 @@ Poco::JSON::Object::Ptr Tools::call(const std::string& name,
 }
 
 Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallContext& context) const {
-  // Refusals before the run manager sees the run are counted here; its own, there.
-  const auto refuse = [&](const std::string& message,
-                          runs::RunEvents::Refusal why = runs::RunEvents::Refusal::kInvalid) {
-    runs_.events().refused(context.tenant, why);
-    return toolError(message);
+  // Refusals before the run manager sees the run are counted here, by their kind; its own,
+  // there.
+  const auto refuse = [&](const Error& refusal) {
+    runs_.events().refused(context.tenant, runs::refusalOf(refusal));
+    return toolError(refusal.message);
   };
   if (std::string message = checkArgumentNames(arguments, kStartRun,
                                                {"code", "language", "files", "limits", "stdin",
                                                 "session_id", "wait_seconds", "packages"});
       !message.empty()) {
-    return refuse(message);
+    return refuse(invalid(message));
   }
   const Var code = argument(arguments, "code");
   if (code.isEmpty()) {
     return refuse(
-        "Missing required argument \"code\": pass the program to run (Python unless "
-        "\"language\" names bash or javascript).");
+        invalid("Missing required argument \"code\": pass the program to run (Python unless "
+                "\"language\" names bash or javascript)."));
   }
   if (!code.isString()) {
-    return refuse("\"code\" must be a string holding the program's source.");
+    return refuse(invalid("\"code\" must be a string holding the program's source."));
   }
   std::optional<policy::Language> named;
   if (std::string message = parseLanguage(arguments, &named); !message.empty()) {
-    return refuse(message);
+    return refuse(invalid(message));
   }
   policy::Language language = named.value_or(policy::Language::kPython);
 
-  std::string session_id;
-  if (const Var session = argument(arguments, "session_id"); !session.isEmpty()) {
-    if (std::string message = checkSessionId(session); !message.empty()) {
-      return refuse(message);
+  std::shared_ptr<sessions::Session> session;
+  if (const Var session_id = argument(arguments, "session_id"); !session_id.isEmpty()) {
+    if (std::string message = checkSessionId(session_id); !message.empty()) {
+      return refuse(invalid(message));
     }
-    session_id = session.toString();
-    // The session's language names the code file; RunManager::start refuses another one, an
-    // unknown session and an ended one, each with its own message.
-    language = named.value_or(
-        runs_.sessionLanguage(context.tenant, session_id).value_or(policy::Language::kPython));
+    // Every rule of a run in a session, in one call before anything is made for the run (the
+    // run manager counts its refusal); the session's language names the code file.
+    sessions::RunAsk ask;
+    ask.language = named;
     const Var asked = argument(arguments, "limits");
     if (asked.type() == typeid(Object::Ptr) && asked.extract<Object::Ptr>()) {
       for (const auto& [key, value] : *asked.extract<Object::Ptr>()) {
-        if (key == "memory_gb" || key == "cpus") {
-          return refuse(
-              "In a session, memory_gb and cpus belong to the session (open_session "
-              "sets them for all its runs): a run may only set timeout_seconds. Open "
-              "another session to get other limits.",
-              runs::RunEvents::Refusal::kLimits);
-        }
+        ask.sets_memory_or_cpus = ask.sets_memory_or_cpus || key == "memory_gb" || key == "cpus";
       }
     }
+    ask.has_stdin = !argument(arguments, "stdin").isEmpty();
+    ask.has_packages = !argument(arguments, "packages").isEmpty();
+    auto ticket = runs_.sessionForRun(context.tenant, session_id.toString(), ask);
+    if (const Error* refusal = std::get_if<Error>(&ticket)) {
+      return toolError(refusal->message);
+    }
+    session = std::move(std::get<runs::SessionTicket>(ticket).session);
+    language = std::get<runs::SessionTicket>(ticket).language;
   }
   std::chrono::milliseconds wait = options_.start_wait;
   if (std::string message = parseWait(arguments, kStartRun, &wait); !message.empty()) {
-    return refuse(message);
+    return refuse(invalid(message));
   }
   auto slot = waitSlot(wait, context);
   if (auto* refused = std::get_if<Poco::JSON::Object::Ptr>(&slot)) {
@@ -330,35 +331,26 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallConte
   }
   auto limits = limits_.resolve(argument(arguments, "limits"));
   if (auto* rejection = std::get_if<Error>(&limits)) {
-    return refuse(rejection->message, runs::RunEvents::Refusal::kLimits);
+    return refuse(*rejection);
   }
   auto files = policy::resolveFiles(code.toString(), argument(arguments, "files"), files_,
                                     policy::codeFileOf(language));
   if (auto* rejection = std::get_if<Error>(&files)) {
-    return refuse(rejection->message);
+    return refuse(*rejection);
   }
   std::optional<std::string> stdin_data;
   if (const Var stdin_text = argument(arguments, "stdin"); !stdin_text.isEmpty()) {
     if (!stdin_text.isString()) {
-      return refuse("\"stdin\" must be a string: the text the program reads from stdin.");
-    }
-    if (!session_id.empty() && language == policy::Language::kJavascript) {
-      // The launcher's javascript sessions give each run /dev/null as stdin.
-      return refuse(
-          "In a javascript session a run reads no stdin: pass the input as a file in "
-          "`files`.");
+      return refuse(invalid("\"stdin\" must be a string: the text the program reads from stdin."));
     }
     stdin_data = stdin_text.toString();
     if (stdin_data->size() > files_.max_stdin_bytes) {
-      return refuse("\"stdin\" is too large: " + std::to_string(stdin_data->size()) +
-                    " bytes, max is " + std::to_string(files_.max_stdin_bytes) +
-                    " bytes. Send large input as a file in `files` instead.");
+      return refuse(invalid("\"stdin\" is too large: " + std::to_string(stdin_data->size()) +
+                            " bytes, max is " + std::to_string(files_.max_stdin_bytes) +
+                            " bytes. Send large input as a file in `files` instead."));
     }
   }
 
-  if (!session_id.empty() && !argument(arguments, "packages").isEmpty()) {
-    return refuse(runs::kSessionPackagesMessage);  // before a layer is made for nothing
-  }
   auto packages = packagesOf(arguments);
   if (auto* refused = std::get_if<Poco::JSON::Object::Ptr>(&packages)) {
     runs_.events().refused(context.tenant, runs::RunEvents::Refusal::kInvalid);
@@ -375,7 +367,7 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallConte
   request.limits = std::get<policy::Limits>(limits);
   request.tenant = context.tenant;
   request.stdin_data = std::move(stdin_data);
-  request.session_id = std::move(session_id);
+  request.session = std::move(session);
   auto started = runs_.start(std::move(request));
   if (auto* refusal = std::get_if<Error>(&started)) {
     return toolError(refusal->message);
@@ -573,7 +565,7 @@ Poco::JSON::Object::Ptr Tools::openSession(const Object& arguments,
   if (auto* refusal = std::get_if<Error>(&opened)) {
     return toolError(refusal->message);
   }
-  return toolSuccess(sessionToJson(std::get<runs::SessionSnapshot>(opened)));
+  return toolSuccess(sessionToJson(std::get<sessions::SessionSnapshot>(opened)));
 }
 
 std::variant<std::optional<packages::LayerGrant>, Poco::JSON::Object::Ptr> Tools::packagesOf(
@@ -618,7 +610,7 @@ Poco::JSON::Object::Ptr Tools::closeSession(const Object& arguments,
     return toolError(message);
   }
   const std::string id = session_id.toString();
-  const std::optional<runs::SessionSnapshot> closed = runs_.closeSession(context.tenant, id);
+  const std::optional<sessions::SessionSnapshot> closed = runs_.closeSession(context.tenant, id);
   if (!closed) {
     return toolError(unknownSessionMessage(id));
   }

@@ -54,7 +54,7 @@ inline constexpr std::chrono::milliseconds kAbandonCheck{1000};
 struct ToolOptions {
   // How long start_run waits for the run to end when the call does not say (wait_seconds).
   std::chrono::milliseconds start_wait{0};
-  runs::SessionSettings sessions;  // quoted in the session tools' descriptions
+  sessions::SessionSettings sessions;  // quoted in the session tools' descriptions
   // Calls of one tenant that wait (wait_seconds above 0) at once; one more is a tool error, so
   // that one client's long-polls cannot hold what every client needs.
   std::size_t max_waiting_per_tenant = 16;

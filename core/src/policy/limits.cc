@@ -63,7 +63,7 @@ std::string hostHas(const LimitField& field, double figure) {
   return "this host has " + formatNumber(figure) + " " + std::string(field.host_unit);
 }
 
-Error reject(std::string message) { return invalid(std::move(message)); }
+Error reject(std::string message) { return overLimits(std::move(message)); }
 
 }  // namespace
 

@@ -34,7 +34,7 @@ std::int64_t RunManager::Impl::executingMemoryLocked() const {
 
 bool RunManager::Impl::memoryFitsLocked(std::int64_t more) const {
   return settings_.host_memory_bytes == 0 ||
-         executingMemoryLocked() + pools_.memory() + sessionMemoryLocked() + more <=
+         executingMemoryLocked() + pools_.memory() + sessions_.memory() + more <=
              settings_.host_memory_bytes;
 }
 

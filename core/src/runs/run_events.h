@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "policy/status_map.h"
+#include "result.h"
 
 namespace scs::runs {
 
@@ -40,6 +41,11 @@ class RunEvents {
 
 // An observer that counts nothing, for a manager given none.
 RunEvents& noRunEvents();
+
+// The one map from why a start_run failed to the category it is counted in: every refusal site
+// names its Error's kind, and this the category. A server's own failure before the run began
+// (a package layer that could not be made) is counted as invalid.
+RunEvents::Refusal refusalOf(const Error& error);
 
 // "invalid", "limits", "queue_full", "shutting_down".
 std::string_view refusalName(RunEvents::Refusal why);

@@ -13,7 +13,7 @@
 #include <tuple>
 
 #include "runs/run_manager_impl.h"
-#include "runs/session_store.h"
+#include "sessions/session_store.h"
 
 namespace scs::runs {
 namespace {
@@ -46,6 +46,8 @@ RunManager::Impl::Impl(backend::RuntimeBackend& backend, const RunSettings& sett
                   pool_changed_.notify_all();
                 }),
       source_(bring_up_, uids_, removals_, sandbox_),
+      sessions_(settings.sessions,
+                {settings.retention, settings.max_queue, settings.host_memory_bytes}),
       retention_({settings.retention, settings.max_retained, settings.max_retained_bytes,
                   settings.max_retained_per_tenant, settings.max_retained_bytes_per_tenant}),
       pools_({settings.prepared, settings.prepared_max, settings.prepared_limits,
@@ -58,47 +60,27 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
   reapThreads();
   std::lock_guard lock(mutex_);
   if (shutting_down_) {
-    events_.refused(request.tenant, RunEvents::Refusal::kShuttingDown);
-    return refused("The server is shutting down.");
+    Error refusal = stopping("The server is shutting down.");
+    events_.refused(request.tenant, refusalOf(refusal));
+    return refusal;
   }
   forgetExpiredLocked();
-  std::shared_ptr<Session> session;
-  if (!request.session_id.empty()) {
-    session = findSessionLocked(request.tenant, request.session_id);
-    if (!session) {
-      events_.refused(request.tenant, RunEvents::Refusal::kInvalid);
-      return invalid("Unknown session_id \"" + request.session_id.substr(0, 64) +
-                     "\": open a session with open_session first (sessions of other "
-                     "clients are not visible, and ended ones are forgotten after a while).");
-    }
-  }
-  if (session && session->open && request.language != session->language) {
-    events_.refused(request.tenant, RunEvents::Refusal::kInvalid);
-    const std::string own(policy::nameOf(session->language));
-    const std::string asked(policy::nameOf(request.language));
-    return invalid("This session runs " + own + ", not " + asked +
-                   ": a session has one language. Open another session for " + asked +
-                   ", or leave out \"language\".");
-  }
-  if (session && request.packages) {
-    events_.refused(request.tenant, RunEvents::Refusal::kInvalid);
-    return invalid(kSessionPackagesMessage);
-  }
-  if (session) {
-    // Its limits but the timeout are the session's.
-    const double timeout = request.limits.timeout_seconds;
-    request.limits = session->limits;
-    request.limits.timeout_seconds = timeout;
+  const std::shared_ptr<Session> session = std::move(request.session);
+  if (session) {  // its language and limits but the timeout are the session's
+    request.language = session->language;
+    request.limits = sessions::SessionTable::limitsOfRun(*session, request.limits.timeout_seconds);
   }
   // A session's run holds no memory of its own: its session's is counted already.
   const std::int64_t memory = session ? 0 : memoryBytes(request.limits);
   if (settings_.host_memory_bytes > 0 && memory > settings_.host_memory_bytes) {
-    events_.refused(request.tenant, RunEvents::Refusal::kLimits);
-    return invalid("This run asks for " + policy::formatNumber(request.limits.memory_gb) +
+    Error refusal =
+        overLimits("This run asks for " + policy::formatNumber(request.limits.memory_gb) +
                    " GB of memory, but sandboxes on this host can have at most " +
                    policy::formatNumber(static_cast<double>(settings_.host_memory_bytes) /
                                         static_cast<double>(policy::kBytesPerGb)) +
                    " GB.");
+    events_.refused(request.tenant, refusalOf(refusal));
+    return refusal;
   }
   const std::size_t waiting = queue_.queued(request.tenant);
   auto run = std::make_shared<Run>();
@@ -110,11 +92,11 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
   run->language = request.language;
   run->egress_probe = request.egress_probe;
   run->stdin_data = std::move(request.stdin_data);
-  if (request.packages) {
+  if (session) {
+    request.packages = session->packages;  // its sandbox runs them already
+  } else if (request.packages) {
     run->image = request.packages->image;
     run->packages_hold = std::move(request.packages_hold);
-  } else if (session) {
-    request.packages = session->packages;
   }
   run->report.packages = std::move(request.packages);
   run->enqueued_at = clock_.now();
@@ -127,19 +109,18 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
   if (session) {
     run->session = session;
     run->report.session_id = session->id;
-    Result<Done> queued = enqueueInSessionLocked(*session, *run);
-    if (Error* refusal = std::get_if<Error>(&queued)) {
+    const Result<sessions::Placement> placed =
+        sessions_.enqueue(*session, run->id, queue_.queued(run->tenant));
+    if (const Error* refusal = std::get_if<Error>(&placed)) {
       runs_.erase(run->id);
-      // A full queue is no room now; an ended session, a request that fails again.
-      events_.refused(run->tenant, refusal->kind == ErrorKind::kRefused
-                                       ? RunEvents::Refusal::kQueueFull
-                                       : RunEvents::Refusal::kInvalid);
-      return std::move(*refusal);
+      events_.refused(run->tenant, refusalOf(*refusal));
+      return *refusal;
     }
-    if (session->current != run->id) {
+    if (std::get<sessions::Placement>(placed) == sessions::Placement::kSessionQueue) {
       events_.accepted(run->tenant);
       return snapshotLocked(*run);  // it waits in its session's queue
     }
+    queue_.push(run->tenant, run->id);
   } else {
     queue_.push(run->tenant, run->id);
   }
@@ -167,7 +148,7 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
         pools_.of(run->image)->demandEnded();
       }
       runs_.erase(run->id);
-      events_.refused(run->tenant, RunEvents::Refusal::kQueueFull);
+      events_.refused(run->tenant, refusalOf(*refusal));
       return std::move(*refusal);
     }
   }
@@ -246,7 +227,7 @@ void RunManager::Impl::shutdown() {
     shutting_down_ = true;
     // Sessions the next server takes back (SessionSettings::store): their waiting runs are
     // stopped, their run in progress interrupted; they are hibernated below.
-    for (auto& [id, session] : sessions_) {
+    for (auto& [id, session] : sessions_.all()) {
       if (keepsAcrossRestartLocked(*session)) {
         session->kept = true;
         stopWaitingLocked(*session, "Stopped by server shutdown before it started.");
@@ -257,7 +238,7 @@ void RunManager::Impl::shutdown() {
       finalizeLocked(run, stoppedVerdict("Stopped by server shutdown before it started."), {}, {});
       run.phase = Phase::kSettled;
     }
-    for (auto& [id, session] : sessions_) {
+    for (auto& [id, session] : sessions_.all()) {
       // Its waiting runs are stopped; its run in progress is left to the loop below.
       std::shared_ptr<Run> current =
           session->current.empty() ? nullptr : runs_.at(session->current);
@@ -290,7 +271,7 @@ void RunManager::Impl::shutdown() {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [&] {
       return live_threads_ == 0 &&
-             std::none_of(sessions_.begin(), sessions_.end(), [](const auto& entry) {
+             std::none_of(sessions_.all().begin(), sessions_.all().end(), [](const auto& entry) {
                return entry.second->opening || entry.second->rest == Session::Rest::kHibernating;
              });
     });
@@ -323,7 +304,7 @@ RunLoad RunManager::Impl::load() {
   load.runs_known = runs_.size();
   load.reports_retained = retention_.count();
   load.report_bytes_retained = retention_.bytes();
-  load.sessions_known = sessions_.size();
+  load.sessions_known = sessions_.all().size();
   return load;
 }
 
@@ -467,7 +448,7 @@ std::optional<RunSnapshot> RunManager::stop(const std::string& tenant, const std
 
 void RunManager::shutdown() { impl_->shutdown(); }
 
-TakenBack RunManager::takeBack(std::vector<SavedSession> sessions) {
+TakenBack RunManager::takeBack(std::vector<sessions::SavedSession> sessions) {
   return impl_->takeBack(std::move(sessions));
 }
 
@@ -477,17 +458,18 @@ bool RunManager::awaitPrepared(std::size_t count, std::chrono::milliseconds time
 
 RunLoad RunManager::load() const { return impl_->load(); }
 
-Result<SessionSnapshot> RunManager::openSession(OpenSessionRequest request) {
+Result<sessions::SessionSnapshot> RunManager::openSession(OpenSessionRequest request) {
   return impl_->openSession(std::move(request));
 }
 
-std::optional<policy::Language> RunManager::sessionLanguage(const std::string& tenant,
-                                                            const std::string& session_id) {
-  return impl_->sessionLanguage(tenant, session_id);
+Result<SessionTicket> RunManager::sessionForRun(const std::string& tenant,
+                                                const std::string& session_id,
+                                                const sessions::RunAsk& ask) {
+  return impl_->sessionForRun(tenant, session_id, ask);
 }
 
-std::optional<SessionSnapshot> RunManager::closeSession(const std::string& tenant,
-                                                        const std::string& session_id) {
+std::optional<sessions::SessionSnapshot> RunManager::closeSession(const std::string& tenant,
+                                                                  const std::string& session_id) {
   return impl_->closeSession(tenant, session_id);
 }
 

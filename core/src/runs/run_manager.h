@@ -27,11 +27,14 @@
 #include "result.h"
 #include "runs/run_events.h"
 #include "sandbox/labels.h"
+#include "sessions/session_settings.h"
+
+namespace scs::sessions {
+struct Session;
+struct SavedSession;
+}  // namespace scs::sessions
 
 namespace scs::runs {
-
-class SessionStore;
-struct SavedSession;
 
 // What RunManager::takeBack took back: how many sessions, and the uids whose sandboxes stay
 // (theirs, and those of records kept for a later start); the others' sandboxes are leftovers.
@@ -42,23 +45,6 @@ struct TakenBack {
 
 // The tenant of every run on stdio and on HTTP without tokens: one client, one owner.
 inline constexpr const char* kLocalTenant = "local";
-
-// Sessions (sessions.cc): a sandbox with one long-lived interpreter that a tenant's runs share.
-struct SessionSettings {
-  std::chrono::seconds idle{600};           // closed after this long without a run
-  std::chrono::seconds max_lifetime{3600};  // closed once awake this long, busy or not
-  // Whether the backend snapshots sessions' sandboxes (RuntimeBackend::snapshots): an idle
-  // session is then hibernated instead of closed, and its next run wakes it. Time hibernated
-  // does not count towards max_lifetime.
-  bool hibernate = false;
-  std::chrono::seconds hibernated_max{86400};  // a session hibernated this long is closed
-  // --state-dir (with hibernate): a hibernated session's record is kept here while it sleeps,
-  // and shutdown() hibernates every open session without egress instead of closing it, for the
-  // next server to take back (RunManager::takeBack). Null: sessions end with the server.
-  const SessionStore* store = nullptr;
-  std::size_t max_open = 16;  // all tenants together
-  std::size_t max_open_per_tenant = 4;
-};
 
 struct RunSettings {
   // Egress by allow-list (issue 44): runs and sessions of a tenant the policy names get a
@@ -102,15 +88,10 @@ struct RunSettings {
   // Modules a prepared sandbox's interpreter imports while it waits (those the image lacks
   // are skipped), so a run that imports them finds them loaded. Python dotted names.
   std::vector<std::string> prepared_warm_modules;
-  SessionSettings sessions;
+  sessions::SessionSettings sessions;
 };
 
 using packages::PackageLayerUse;
-
-// Why a run in a session may not name packages.
-inline constexpr const char* kSessionPackagesMessage =
-    "A session's packages are the session's: open_session takes \"packages\" for all its runs. "
-    "Leave \"packages\" out of this start_run, or open another session with them.";
 
 // Where get() starts each stream's text (CapturedOutput::offset has the real start).
 struct OutputOffsets {
@@ -151,23 +132,6 @@ struct RunSnapshot {
   egress::NetworkReport network;
 };
 
-// What open_session and close_session report about a session.
-struct SessionSnapshot {
-  std::string session_id;
-  policy::Language language = policy::Language::kPython;  // of every run in it
-  policy::Limits limits;  // memory, cpus and processes; timeout_seconds: its runs' default
-  bool open = false;
-  std::string end_reason;  // why it ended, once it has
-  std::chrono::system_clock::time_point opened_at;
-  std::chrono::system_clock::time_point idle_expires_at;  // when it closes without a run
-  std::chrono::system_clock::time_point expires_at;       // when it closes at the latest
-  // Hibernation (SessionSettings::hibernate): when it hibernates without a run while awake,
-  // and whether it is hibernated now (its next run wakes it).
-  std::optional<std::chrono::system_clock::time_point> hibernates_at;
-  bool hibernated = false;
-  std::optional<PackageLayerUse> packages;
-};
-
 struct OpenSessionRequest {
   std::string tenant = kLocalTenant;
   policy::Limits limits;            // resolved by LimitPolicy
@@ -177,19 +141,25 @@ struct OpenSessionRequest {
   std::shared_ptr<void> packages_hold;      // kept until its sandbox is removed
 };
 
+// A run's way into its session (RunManager::sessionForRun).
+struct SessionTicket {
+  std::shared_ptr<sessions::Session> session;
+  policy::Language language = policy::Language::kPython;  // the session's
+};
+
 struct StartRequest {
   std::vector<policy::File> files;  // validated; the language's code file first
-  // In a session, the session's: start() refuses another.
+  // In a session, the session's (SessionTicket::language).
   policy::Language language = policy::Language::kPython;
-  // Its sandbox runs the layer's image; never with session_id (a session's are its own).
+  // Its sandbox runs the layer's image; never in a session (a session's are its own).
   std::optional<PackageLayerUse> packages;
   std::shared_ptr<void> packages_hold;    // kept until the run is final
   policy::Limits limits;                  // resolved by LimitPolicy
   std::string tenant = kLocalTenant;      // owns the run: only this tenant can see or stop it
   std::optional<std::string> stdin_data;  // the program's stdin; none: /dev/null
-  // Run in this session of the tenant's (its limits but the timeout are the session's); empty:
-  // a fresh sandbox.
-  std::string session_id;
+  // Run in this session (SessionTicket::session, whose rules sessionForRun checked): its
+  // language, packages and limits but the timeout are the session's. Null: a fresh sandbox.
+  std::shared_ptr<sessions::Session> session;
   // The audit's run on a server with egress: a relay even though its tenant may reach nothing,
   // so that the audit finds the relay as a tenant's programs would, every connection refused.
   bool egress_probe = false;
@@ -250,25 +220,25 @@ class RunManager {
   // or when its sandbox fails to come up (the message says why). A
   // session's runs wait in its own queue, one at a time, and each takes a slot of the
   // concurrency cap while it executes; its memory counts against the host's until it is closed.
-  Result<SessionSnapshot> openSession(OpenSessionRequest request);
+  Result<sessions::SessionSnapshot> openSession(OpenSessionRequest request);
 
   // Closes a session (idempotent): its queued runs are stopped, a run in progress is stopped
   // (its sandbox killed), and its sandbox is removed before this returns. nullopt for an
   // unknown id or a session of another tenant.
-  std::optional<SessionSnapshot> closeSession(const std::string& tenant,
-                                              const std::string& session_id);
+  std::optional<sessions::SessionSnapshot> closeSession(const std::string& tenant,
+                                                        const std::string& session_id);
 
-  // The language of an open or ended session of `tenant`'s that is still known (the code file
-  // of a run in it depends on it); nullopt for an unknown id or a session of another tenant. A
-  // session's language never changes.
-  std::optional<policy::Language> sessionLanguage(const std::string& tenant,
-                                                  const std::string& session_id);
+  // The session a run asked for in `session_id` of `tenant`'s goes to, once every rule of a run
+  // in a session holds (sessions::SessionTable::forRun): for StartRequest::session, and its
+  // language names the run's code file. The refusal is counted (events()).
+  Result<SessionTicket> sessionForRun(const std::string& tenant, const std::string& session_id,
+                                      const sessions::RunAsk& ask);
 
   // Sessions an earlier server kept (SessionSettings::store), taken back hibernated: their next
   // run wakes them. One its backend cannot take back is dropped, with its record, and logged
   // (kept for the next start when the engine was unavailable). Call once, before the first
   // request; their uids must be among RunSettings::reserved_uids.
-  TakenBack takeBack(std::vector<SavedSession> sessions);
+  TakenBack takeBack(std::vector<sessions::SavedSession> sessions);
 
   // Stops every run, removes every sandbox (prepared ones and sessions' too), joins every
   // thread; with SessionSettings::store, the sessions without egress are hibernated and kept

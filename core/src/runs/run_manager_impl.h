@@ -27,14 +27,17 @@
 #include "runs/fair_queue.h"
 #include "runs/report_retention.h"
 #include "runs/run_manager.h"
-#include "runs/session.h"
 #include "sandbox/bring_up.h"
 #include "sandbox/prepared_pool.h"
 #include "sandbox/removal_queue.h"
 #include "sandbox/sandbox_source.h"
 #include "sandbox/uid_pool.h"
+#include "sessions/session.h"
+#include "sessions/session_table.h"
 
 namespace scs::runs {
+
+using sessions::Session;
 
 // How often a run's thread looks at its sandbox while it waits, and how long a sandbox has to
 // end after the server's kill before it is given up.
@@ -204,7 +207,7 @@ struct RunManager::Impl {
   void killSandbox(const std::string& sandbox_id, const std::string& run_id);
 
   // Sessions (sessions.cc).
-  Result<SessionSnapshot> openSession(OpenSessionRequest request);
+  Result<sessions::SessionSnapshot> openSession(OpenSessionRequest request);
   // The session's sandbox brought up afresh; or the prepared sandbox it took told to become
   // the session's, and when that fails, removed and a fresh one brought up in another uid.
   SandboxBringUp::Outcome bringUpSession(Session& session);
@@ -212,16 +215,11 @@ struct RunManager::Impl {
   // Whether a prepared sandbox still idles (run_thread.cc): not OK when it ended or the
   // backend cannot tell.
   backend::Status stillIdle(const std::string& sandbox_id);
-  std::optional<policy::Language> sessionLanguage(const std::string& tenant,
-                                                  const std::string& session_id);
-  std::optional<SessionSnapshot> closeSession(const std::string& tenant,
-                                              const std::string& session_id);
-  SessionSnapshot sessionSnapshotLocked(const Session& session) const;
-  std::shared_ptr<Session> findSessionLocked(const std::string& tenant, const std::string& id);
-  // Where a new run of `session` goes: the fair queue when the session has nothing queued or
-  // in progress, else the session's own queue. Invalid when the session has ended; refused when
-  // the tenant's queue is full.
-  Result<Done> enqueueInSessionLocked(Session& session, Run& run);
+  Result<SessionTicket> sessionForRun(const std::string& tenant, const std::string& session_id,
+                                      const sessions::RunAsk& ask);
+  std::optional<sessions::SessionSnapshot> closeSession(const std::string& tenant,
+                                                        const std::string& session_id);
+  sessions::SessionSnapshot sessionSnapshotLocked(const Session& session) const;
   // A run of a session became final: the session's next run goes to the fair queue.
   void sessionRunEndedLocked(Run& run);
   // The session's sandbox ending wakes the waiters and the maintenance thread (which ends it).
@@ -243,12 +241,9 @@ struct RunManager::Impl {
   // with the backend's failure otherwise. `occasion` ends "hibernated " in the log.
   backend::Status snapshotSessionLocked(std::unique_lock<std::mutex>& lock, Session& session,
                                         const std::string& occasion);
-  // How long `session` has been awake in all (its lifetime counts only that).
-  std::chrono::steady_clock::duration awakeLocked(const Session& session, SteadyTime now) const;
   // Resumes the hibernated session of `run` (marked kWaking when the run was admitted) and
   // checks its sandbox's posture again; false, with the failure in `outcome`, when it cannot.
   bool wakeSession(Run& run, Outcome& outcome);
-  std::int64_t sessionMemoryLocked() const;
   // Restarts (SessionSettings::store, session_keeping.cc). Whether shutdown keeps `session`.
   bool keepsAcrossRestartLocked(const Session& session) const;
   // Writes the record of a hibernated session; releases `lock` while it does. False, with the
@@ -257,7 +252,7 @@ struct RunManager::Impl {
                            std::string* why = nullptr);
   // shutdown(): hibernates the kept sessions and records them; one that cannot be kept ends.
   void keepSessionsLocked(std::unique_lock<std::mutex>& lock);
-  TakenBack takeBack(std::vector<SavedSession> sessions);
+  TakenBack takeBack(std::vector<sessions::SavedSession> sessions);
   // A run's code in its session's sandbox: delivered as a frame, interrupted at its timeout or
   // stop, and given up (the session ends) when the interpreter does not come back in time.
   void runInSession(Run& run, std::vector<policy::File> files, Outcome& outcome);
@@ -285,7 +280,7 @@ struct RunManager::Impl {
   std::condition_variable changed_;       // a run became final or settled; a sandbox is ready
   std::condition_variable pool_changed_;  // wakes the maintenance thread
   std::map<std::string, std::shared_ptr<Run>> runs_;
-  std::map<std::string, std::shared_ptr<Session>> sessions_;
+  sessions::SessionTable sessions_;  // every session rule
   FairQueue queue_;
   ReportRetention retention_;
   PreparedPools pools_;

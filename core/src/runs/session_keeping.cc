@@ -7,7 +7,7 @@
 #include <Poco/Logger.h>
 
 #include "runs/run_manager_impl.h"
-#include "runs/session_store.h"
+#include "sessions/session_store.h"
 
 namespace scs::runs {
 namespace {
@@ -23,7 +23,7 @@ bool RunManager::Impl::keepsAcrossRestartLocked(const Session& session) const {
 
 bool RunManager::Impl::recordSessionLocked(std::unique_lock<std::mutex>& lock, Session& session,
                                            std::string* why) {
-  SavedSession saved;
+  sessions::SavedSession saved;
   saved.id = session.id;
   saved.tenant = session.tenant;
   saved.language = session.language;
@@ -66,7 +66,7 @@ bool RunManager::Impl::recordSessionLocked(std::unique_lock<std::mutex>& lock, S
 
 void RunManager::Impl::keepSessionsLocked(std::unique_lock<std::mutex>& lock) {
   std::vector<std::shared_ptr<Session>> kept;
-  for (const auto& [id, session] : sessions_) {
+  for (const auto& [id, session] : sessions_.all()) {
     if (session->kept && session->open && !session->removed) {  // not handed over already
       kept.push_back(session);
     }
@@ -98,10 +98,10 @@ void RunManager::Impl::keepSessionsLocked(std::unique_lock<std::mutex>& lock) {
   }
 }
 
-TakenBack RunManager::Impl::takeBack(std::vector<SavedSession> sessions) {
-  const SessionStore* store = settings_.sessions.store;
+TakenBack RunManager::Impl::takeBack(std::vector<sessions::SavedSession> sessions) {
+  const sessions::SessionStore* store = settings_.sessions.store;
   TakenBack taken;
-  for (SavedSession& saved : sessions) {
+  for (sessions::SavedSession& saved : sessions) {
     const auto drop = [&](const std::string& why) {
       logger().warning("session " + saved.id + " of tenant " + saved.tenant +
                        " kept by an earlier server is dropped: " + why);
@@ -124,7 +124,7 @@ TakenBack RunManager::Impl::takeBack(std::vector<SavedSession> sessions) {
     }
     {
       std::lock_guard lock(mutex_);
-      if (sessions_.count(saved.id) != 0) {
+      if (sessions_.knows(saved.id)) {
         drop("a session of that id exists");
         continue;
       }
@@ -174,7 +174,7 @@ TakenBack RunManager::Impl::takeBack(std::vector<SavedSession> sessions) {
     taken.uids.insert(saved.uid);
     ++taken.sessions;
     std::lock_guard lock(mutex_);
-    sessions_.emplace(session->id, std::move(session));
+    sessions_.add(std::move(session));
   }
   std::lock_guard lock(mutex_);
   pool_changed_.notify_all();  // the maintenance thread ends those hibernated too long

@@ -10,7 +10,7 @@
 
 #include "launcher/side_channel.h"
 #include "runs/run_manager_impl.h"
-#include "runs/session_store.h"
+#include "sessions/session_store.h"
 
 namespace scs::runs {
 namespace {
@@ -22,94 +22,14 @@ Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
 
 }  // namespace
 
-void SessionSink::write(backend::Stream stream, std::string_view bytes) {
-  std::lock_guard lock(mutex_);
-  if (target_ != nullptr) {
-    target_->write(stream, bytes);
-  }
-}
-
-void SessionSink::ended() {
-  backend::OutputSink* target = nullptr;
-  {
-    std::lock_guard lock(mutex_);
-    ended_ = true;
-    target = target_;
-  }
-  if (target != nullptr) {
-    target->ended();
-  }
-  if (listener_) {
-    listener_();
-  }
-}
-
-void SessionSink::bind(backend::OutputSink* target) {
-  bool ended = false;
-  {
-    std::lock_guard lock(mutex_);
-    target_ = target;
-    ended = ended_;
-  }
-  if (target != nullptr && ended) {
-    target->ended();
-  }
-}
-
-bool SessionSink::hasEnded() const {
-  std::lock_guard lock(mutex_);
-  return ended_;
-}
-
-Result<Done> RunManager::Impl::enqueueInSessionLocked(Session& session, Run& run) {
-  if (!session.open) {
-    return invalid("Session " + session.id + " has ended: " + session.end_reason +
-                   ". Its variables and files are gone; open a new one with open_session.");
-  }
-  // The tenant's runs waiting in its sessions count against its queue like those in the fair
-  // queue.
-  std::size_t waiting = queue_.queued(run.tenant);
-  for (const auto& [id, other] : sessions_) {
-    waiting += other->tenant == run.tenant ? other->waiting.size() : 0;
-  }
-  if (waiting >= settings_.max_queue) {
-    return refused("The queue is full: " + std::to_string(waiting) +
-                   " of your runs are waiting. Try again when one has finished.");
-  }
-  // While its snapshot is being taken it waits in the session's queue: it wakes the session
-  // once the snapshot is done.
-  if (session.current.empty() && session.rest != Session::Rest::kHibernating) {
-    session.current = run.id;
-    queue_.push(run.tenant, run.id);
-  } else {
-    session.waiting.push_back(run.id);
-  }
-  return Done{};
-}
-
 void RunManager::Impl::sessionRunEndedLocked(Run& run) {
-  Session& session = *run.session;
-  if (session.rest == Session::Rest::kWaking && session.current == run.id) {
-    // Admitted to wake it, but ended (stopped, failed to start) before it did: it sleeps on.
-    session.rest = Session::Rest::kHibernated;  // its memory is free again (finalize admits)
-  }
-  if (session.current != run.id) {
-    session.waiting.erase(std::remove(session.waiting.begin(), session.waiting.end(), run.id),
-                          session.waiting.end());
-    return;
-  }
-  session.current.clear();
-  session.last_active = clock_.now();
-  session.last_active_wall = clock_.wallNow();
-  while (session.open && !session.waiting.empty()) {
-    const std::string next = session.waiting.front();
-    session.waiting.pop_front();
-    const auto it = runs_.find(next);
-    if (it != runs_.end() && it->second->phase == Phase::kQueued) {
-      session.current = next;
-      queue_.push(it->second->tenant, next);
-      break;
-    }
+  const std::optional<std::string> next = sessions_.runEnded(
+      *run.session, run.id, clock_.now(), clock_.wallNow(), [this](const std::string& id) {
+        const auto it = runs_.find(id);
+        return it != runs_.end() && it->second->phase == Phase::kQueued;
+      });
+  if (next) {
+    queue_.push(run.tenant, *next);
   }
   pool_changed_.notify_all();  // an ended session's sandbox may go now
 }

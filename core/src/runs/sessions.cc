@@ -10,7 +10,7 @@
 #include <algorithm>
 
 #include "runs/run_manager_impl.h"
-#include "runs/session_store.h"
+#include "sessions/session_store.h"
 
 namespace scs::runs {
 namespace {
@@ -21,106 +21,22 @@ std::string seconds(std::chrono::seconds value) { return std::to_string(value.co
 
 }  // namespace
 
-std::int64_t RunManager::Impl::sessionMemoryLocked() const {
-  std::int64_t total = 0;
-  for (const auto& [id, session] : sessions_) {
-    if (!session->removed && session->rest != Session::Rest::kHibernated) {
-      total += session->memory_bytes;
-    }
-  }
-  return total;
+sessions::SessionSnapshot RunManager::Impl::sessionSnapshotLocked(const Session& session) const {
+  return sessions_.snapshot(session, clock_.now(), clock_.wallNow());
 }
 
-std::chrono::steady_clock::duration RunManager::Impl::awakeLocked(const Session& session,
-                                                                  SteadyTime now) const {
-  const bool awake = session.rest == Session::Rest::kAwake;
-  return session.awake_before + (awake ? now - session.awake_since : SteadyTime::duration::zero());
-}
-
-std::shared_ptr<Session> RunManager::Impl::findSessionLocked(const std::string& tenant,
-                                                             const std::string& id) {
-  const auto it = sessions_.find(id);
-  if (it == sessions_.end() || it->second->tenant != tenant) {
-    return nullptr;
-  }
-  return it->second;
-}
-
-SessionSnapshot RunManager::Impl::sessionSnapshotLocked(const Session& session) const {
-  SessionSnapshot snapshot;
-  snapshot.session_id = session.id;
-  snapshot.language = session.language;
-  snapshot.limits = session.limits;
-  snapshot.packages = session.packages;
-  snapshot.open = session.open;
-  snapshot.end_reason = session.end_reason;
-  snapshot.opened_at = session.opened_wall;
-  const SessionSettings& caps = settings_.sessions;
-  if (!caps.hibernate) {
-    snapshot.expires_at = session.opened_wall + caps.max_lifetime;
-    snapshot.idle_expires_at = std::min(snapshot.expires_at, session.last_active_wall + caps.idle);
-    return snapshot;
-  }
-  // Its lifetime is awake time: what is left of it, counted from now while awake and from its
-  // wake (at the earliest now) while hibernated.
-  snapshot.hibernated = session.rest == Session::Rest::kHibernated;
-  const auto now = clock_.wallNow();
-  const auto left = std::chrono::duration_cast<std::chrono::system_clock::duration>(
-      caps.max_lifetime - awakeLocked(session, clock_.now()));
-  snapshot.expires_at = std::min(now + std::max(left, std::chrono::system_clock::duration::zero()),
-                                 session.opened_wall + caps.max_lifetime + caps.hibernated_max);
-  if (snapshot.hibernated) {
-    snapshot.idle_expires_at = session.hibernated_wall + caps.hibernated_max;
-  } else {
-    snapshot.hibernates_at = session.last_active_wall + caps.idle;
-    snapshot.idle_expires_at = *snapshot.hibernates_at + caps.hibernated_max;
-  }
-  return snapshot;
-}
-
-Result<SessionSnapshot> RunManager::Impl::openSession(OpenSessionRequest request) {
+Result<sessions::SessionSnapshot> RunManager::Impl::openSession(OpenSessionRequest request) {
   reapThreads();
-  const SessionSettings& caps = settings_.sessions;
   std::shared_ptr<Session> session;
   {
     std::lock_guard lock(mutex_);
     if (shutting_down_) {
-      return refused("The server is shutting down.");
-    }
-    std::size_t open = 0;
-    std::size_t own = 0;
-    for (const auto& [id, other] : sessions_) {
-      if (other->open) {
-        ++open;
-        own += other->tenant == request.tenant ? 1 : 0;
-      }
-    }
-    if (own >= caps.max_open_per_tenant) {
-      return refused("You have " + std::to_string(own) +
-                     " sessions open, the most one client may have. Close one you no "
-                     "longer need with close_session, or run without a session.");
-    }
-    if (open >= caps.max_open) {
-      return refused("The server has " + std::to_string(open) +
-                     " sessions open, the most it allows. Try again later, or run "
-                     "without a session.");
+      return stopping("The server is shutting down.");
     }
     const std::int64_t memory = memoryBytes(request.limits);
-    if (settings_.host_memory_bytes > 0 && memory > settings_.host_memory_bytes) {
-      return invalid("This session asks for " + policy::formatNumber(request.limits.memory_gb) +
-                     " GB of memory, more than sandboxes on this host can have.");
-    }
-    // One tenant's sessions hold at most half of the host's memory for as long as they are
-    // open, so that they cannot starve everyone else's runs.
-    std::int64_t held = 0;
-    for (const auto& [id, other] : sessions_) {
-      held += other->tenant == request.tenant && !other->removed ? other->memory_bytes : 0;
-    }
-    if (settings_.host_memory_bytes > 0 && held + memory > settings_.host_memory_bytes / 2) {
-      return refused(
-          "Your open sessions would hold more than half of this host's memory "
-          "with this one. Close one with close_session, or ask for less "
-          "memory_gb.");
+    if (Result<Done> may = sessions_.mayOpen(request.tenant, request.limits.memory_gb, memory);
+        std::holds_alternative<Error>(may)) {
+      return std::get<Error>(may);
     }
     // Its image's pool: the operator's, or its packages' layer's.
     const std::string image = request.packages ? request.packages->image : std::string();
@@ -144,7 +60,7 @@ Result<SessionSnapshot> RunManager::Impl::openSession(OpenSessionRequest request
                      "some have finished, or ask for less memory_gb.");
     }
     pool_changed_.notify_all();  // evicted prepared sandboxes are removed
-    const std::string id = common::unusedHexId(sessions_);
+    const std::string id = sessions_.unusedId();
     std::optional<SandboxLease> lease;
     if (!prepared) {
       lease = source_.takeUid("session " + id);
@@ -180,7 +96,7 @@ Result<SessionSnapshot> RunManager::Impl::openSession(OpenSessionRequest request
     }
     listenForEnd(*session);
     session->opening = true;
-    sessions_.emplace(session->id, session);
+    sessions_.add(session);
   }
 
   const SandboxBringUp::Outcome brought =
@@ -196,7 +112,7 @@ Result<SessionSnapshot> RunManager::Impl::openSession(OpenSessionRequest request
                    " could not start: " + why);
     endSessionLocked(*session, why);
     releaseSessionsLocked(lock);
-    sessions_.erase(session->id);  // it never opened: no record of it is kept
+    sessions_.forget(session->id);  // it never opened: no record of it is kept
     return internal("The session's sandbox could not be started: " + why +
                     ". This is not caused by your code; do not retry in a loop.");
   }
@@ -263,18 +179,25 @@ SandboxBringUp::Outcome RunManager::Impl::bringUpSession(Session& session) {
   return brought.outcome;
 }
 
-std::optional<policy::Language> RunManager::Impl::sessionLanguage(const std::string& tenant,
-                                                                  const std::string& session_id) {
+Result<SessionTicket> RunManager::Impl::sessionForRun(const std::string& tenant,
+                                                      const std::string& session_id,
+                                                      const sessions::RunAsk& ask) {
   std::lock_guard lock(mutex_);
-  const std::shared_ptr<Session> session = findSessionLocked(tenant, session_id);
-  return session ? std::optional<policy::Language>(session->language) : std::nullopt;
+  Result<std::shared_ptr<Session>> found = sessions_.forRun(tenant, session_id, ask);
+  if (const Error* refusal = std::get_if<Error>(&found)) {
+    events_.refused(tenant, refusalOf(*refusal));
+    return *refusal;
+  }
+  std::shared_ptr<Session>& session = std::get<std::shared_ptr<Session>>(found);
+  const policy::Language language = session->language;
+  return SessionTicket{std::move(session), language};
 }
 
-std::optional<SessionSnapshot> RunManager::Impl::closeSession(const std::string& tenant,
-                                                              const std::string& session_id) {
+std::optional<sessions::SessionSnapshot> RunManager::Impl::closeSession(
+    const std::string& tenant, const std::string& session_id) {
   reapThreads();
   std::unique_lock lock(mutex_);
-  const std::shared_ptr<Session> session = findSessionLocked(tenant, session_id);
+  const std::shared_ptr<Session> session = sessions_.find(tenant, session_id);
   if (!session) {
     return std::nullopt;
   }
@@ -336,14 +259,7 @@ void RunManager::Impl::endSessionLocked(Session& session, const std::string& rea
 }
 
 void RunManager::Impl::releaseSessionsLocked(std::unique_lock<std::mutex>& lock) {
-  std::vector<std::shared_ptr<Session>> releasing;
-  for (const auto& [id, session] : sessions_) {
-    // Not one still coming up: its opener removes what it made.
-    if (!session->open && !session->removed && !session->releasing && session->current.empty() &&
-        !session->opening && session->rest != Session::Rest::kHibernating) {
-      releasing.push_back(session);
-    }
-  }
+  const std::vector<std::shared_ptr<Session>> releasing = sessions_.releasable();
   if (releasing.empty()) {
     return;
   }
@@ -371,46 +287,11 @@ void RunManager::Impl::releaseSessionsLocked(std::unique_lock<std::mutex>& lock)
 }
 
 void RunManager::Impl::expireSessionsLocked(SteadyTime now) {
-  const SessionSettings& caps = settings_.sessions;
-  for (auto it = sessions_.begin(); it != sessions_.end();) {
-    Session& session = *it->second;
-    if (!session.open) {
-      // The record answers "ended" for a while, then the id is forgotten.
-      if (session.removed && session.ended && now - *session.ended >= settings_.retention) {
-        it = sessions_.erase(it);
-        continue;
-      }
-    } else if (!session.opening && caps.hibernate &&
-               (session.rest == Session::Rest::kHibernated ||
-                session.rest == Session::Rest::kAwake) &&
-               now - session.opened >= caps.max_lifetime + caps.hibernated_max) {
-      // Its sandbox's own deadline (PID 1's, on a clock that runs on while it sleeps) allows
-      // for this much, awake and hibernated together.
-      endSessionLocked(session, "it reached its sandbox's lifetime of " +
-                                    seconds(caps.max_lifetime + caps.hibernated_max) +
-                                    ", awake and hibernated together");
-    } else if (!session.opening && session.rest == Session::Rest::kHibernated) {
-      if (now - session.hibernated_at >= caps.hibernated_max) {
-        endSessionLocked(session, "it was hibernated for " + seconds(caps.hibernated_max));
-      }
-    } else if (!session.opening && session.rest == Session::Rest::kAwake) {
-      const bool executing =
-          !session.current.empty() && runs_.at(session.current)->phase != Phase::kQueued;
-      if (awakeLocked(session, now) >= caps.max_lifetime) {
-        endSessionLocked(session, "it reached its maximum lifetime of " +
-                                      seconds(caps.max_lifetime) +
-                                      (caps.hibernate ? " awake" : ""));
-      } else if (!executing && session.sink.hasEnded()) {
-        endSessionLocked(session, "its sandbox ended between runs (its interpreter exited)");
-      } else if (!session.busy() && now - session.last_active >= caps.idle) {
-        if (caps.hibernate) {
-          session.rest = Session::Rest::kHibernating;  // the maintenance thread snapshots it
-        } else {
-          endSessionLocked(session, "it was idle for " + seconds(caps.idle));
-        }
-      }
-    }
-    ++it;
+  const auto executing = [this](const std::string& run_id) {
+    return runs_.at(run_id)->phase != Phase::kQueued;
+  };
+  for (const sessions::Ending& ending : sessions_.expire(now, executing)) {
+    endSessionLocked(*ending.session, ending.reason);
   }
 }
 
@@ -440,7 +321,7 @@ backend::Status RunManager::Impl::snapshotSessionLocked(std::unique_lock<std::mu
 
 void RunManager::Impl::hibernateSessionsLocked(std::unique_lock<std::mutex>& lock) {
   std::vector<std::shared_ptr<Session>> due;
-  for (const auto& [id, session] : sessions_) {
+  for (const auto& [id, session] : sessions_.all()) {
     if (session->rest == Session::Rest::kHibernating) {
       due.push_back(session);
     }
@@ -466,10 +347,8 @@ void RunManager::Impl::hibernateSessionsLocked(std::unique_lock<std::mutex>& loc
       recordSessionLocked(lock, *session);  // a later server may take it back
     }
     // A run that arrived meanwhile waited in the session's queue: it goes on now, and wakes it.
-    if (session->open && session->current.empty() && !session->waiting.empty()) {
-      session->current = session->waiting.front();
-      session->waiting.pop_front();
-      queue_.push(session->tenant, session->current);
+    if (const std::optional<std::string> next = sessions_.next(*session)) {
+      queue_.push(session->tenant, *next);
     }
   }
   if (!due.empty()) {

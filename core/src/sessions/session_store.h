@@ -14,18 +14,19 @@
 #include <string>
 #include <vector>
 
+#include "packages/package_layer_use.h"
 #include "policy/language.h"
 #include "policy/limits.h"
-#include "runs/run_manager.h"
+#include "result.h"
 
-namespace scs::runs {
+namespace scs::sessions {
 
 struct SavedSession {
   std::string id;
   std::string tenant;
   policy::Language language = policy::Language::kPython;
   policy::Limits limits;
-  std::optional<PackageLayerUse> packages;
+  std::optional<packages::PackageLayerUse> packages;
   std::uint32_t uid = 0;
   std::string sandbox_id;
   std::string backend_saved;  // RuntimeBackend::saved()
@@ -60,4 +61,4 @@ class SessionStore {
   std::shared_ptr<void> lock_;  // DIR/lock, open and locked
 };
 
-}  // namespace scs::runs
+}  // namespace scs::sessions

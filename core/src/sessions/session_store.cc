@@ -1,7 +1,7 @@
 // SessionStore: hibernated sessions' records under the operator's --state-dir, written with
 // POSIX calls so that their mode is 0600 from the moment they exist.
 
-#include "runs/session_store.h"
+#include "sessions/session_store.h"
 
 #include <Poco/JSON/Array.h>
 #include <Poco/JSON/Object.h>
@@ -16,7 +16,7 @@
 #include <cstring>
 #include <sstream>
 
-namespace scs::runs {
+namespace scs::sessions {
 namespace {
 
 std::string systemError(const std::string& what, const std::string& path) {
@@ -148,7 +148,7 @@ SavedSession decode(const std::string& text) {
   session.limits.cpus = field<double>(limits, "cpus");
   session.limits.processes = field<int>(limits, "processes");
   if (const auto packages = record->getObject("packages")) {
-    PackageLayerUse use;
+    packages::PackageLayerUse use;
     use.image = field<std::string>(packages, "image");
     if (const auto installed = packages->getArray("installed")) {
       for (std::size_t i = 0; i < installed->size(); ++i) {
@@ -321,4 +321,4 @@ std::vector<SavedSession> SessionStore::load(std::vector<std::string>* problems)
   return sessions;
 }
 
-}  // namespace scs::runs
+}  // namespace scs::sessions

@@ -1,8 +1,9 @@
 #pragma once
 
 // One session's record: its limits, its sandbox's lease, its own queue of runs, its times and
-// the sink its sandbox writes to, which hands each run's output to that run. Guarded by the
-// run manager's mutex (run_manager_impl.h); sessions.cc and session_runs.cc act on it.
+// the sink its sandbox writes to, which hands each run's output to that run. Guarded by the run
+// manager's mutex (run_manager_impl.h); the session table (session_table.h) holds the rules of its
+// life, the run manager's sessions.cc and session_runs.cc act on its sandbox.
 
 #include <scs/backend/backend.h>
 
@@ -18,13 +19,14 @@
 
 #include "common/clock.h"
 #include "egress/relay.h"
+#include "packages/package_layer_use.h"
 #include "policy/files.h"
 #include "policy/language.h"
 #include "policy/limits.h"
 #include "sandbox/prepared_pool.h"
 #include "sandbox/sandbox_source.h"
 
-namespace scs::runs {
+namespace scs::sessions {
 
 // The sink of a session's sandbox: what it writes goes to the capture of the run in progress,
 // and is dropped between runs (output of processes a run left behind).
@@ -49,12 +51,12 @@ struct Session {
   std::string tenant;
   policy::Limits limits;
   policy::Language language = policy::Language::kPython;  // of every run in it
-  std::int64_t memory_bytes = 0;            // counted against the host's memory until it is removed
-  std::vector<policy::File> files;          // from open_session: go with its first run
-  std::optional<PackageLayerUse> packages;  // its sandbox runs their layer's image
-  std::shared_ptr<void> packages_hold;      // keeps that image until the sandbox is removed
-  std::string sandbox_id;                   // once it is up
-  bool open = true;  // false once ended (closed, expired, its interpreter gone)
+  std::int64_t memory_bytes = 0;    // counted against the host's memory until it is removed
+  std::vector<policy::File> files;  // from open_session: go with its first run
+  std::optional<packages::PackageLayerUse> packages;  // its sandbox runs their layer's image
+  std::shared_ptr<void> packages_hold;  // keeps that image until the sandbox is removed
+  std::string sandbox_id;               // once it is up
+  bool open = true;                     // false once ended (closed, expired, its interpreter gone)
   // open_session is still bringing its sandbox up; once it is not, the sandbox runs (a session
   // whose sandbox failed to come up is forgotten).
   bool opening = false;
@@ -63,9 +65,9 @@ struct Session {
   // marks it kWaking and resumes it before its code goes in (kAwake).
   enum class Rest { kAwake, kHibernating, kHibernated, kWaking };
   Rest rest = Rest::kAwake;
-  SteadyTime awake_since;                              // opened, or last woken
+  runs::SteadyTime awake_since;                        // opened, or last woken
   std::chrono::steady_clock::duration awake_before{};  // awake time before awake_since
-  SteadyTime hibernated_at;                            // while kHibernated
+  runs::SteadyTime hibernated_at;                      // while kHibernated
   std::chrono::system_clock::time_point hibernated_wall;
   backend::Posture posture;  // what its sandbox was checked against when it came up
   // The server is shutting down and keeps it for the next (SessionSettings::store): its run in
@@ -76,11 +78,11 @@ struct Session {
   std::string end_reason;
   std::string current;              // the run in the fair queue or executing, if any
   std::deque<std::string> waiting;  // its later runs, in order
-  SteadyTime opened;
-  SteadyTime last_active;  // opened, or its last run ended
+  runs::SteadyTime opened;
+  runs::SteadyTime last_active;  // opened, or its last run ended
   std::chrono::system_clock::time_point opened_wall;
   std::chrono::system_clock::time_point last_active_wall;
-  std::optional<SteadyTime> ended;
+  std::optional<runs::SteadyTime> ended;
   SessionSink sink;  // outlives the sandbox: the session record is dropped only after removal
   // A session of a tenant with egress: its sandbox's channel (streams outlive runs: a thread of
   // the code may hold a connection), and the sink in front of `sink` that takes its frames out.
@@ -92,12 +94,12 @@ struct Session {
   }
   // The prepared sandbox it took, if it began in one: its sink, which forwards to `sink`, is
   // the backend's and so outlives the sandbox too.
-  PreparedPtr prepared;
+  runs::PreparedPtr prepared;
   // Its uid, taken when it was admitted, and its sandbox once up: released once it has ended and
   // no run executes in it (releaseSessionsLocked). Declared after both sinks, so that a lease
   // still held when the record goes removes the sandbox before they go.
-  SandboxLease lease;
+  runs::SandboxLease lease;
   bool busy() const { return !current.empty() || !waiting.empty(); }
 };
 
-}  // namespace scs::runs
+}  // namespace scs::sessions
