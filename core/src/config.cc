@@ -331,8 +331,8 @@ Config defaults() {
   return config;
 }
 
-ParseResult parse(const std::vector<std::string>& args) {
-  ParseResult result;
+Result<Parsed> parse(const std::vector<std::string>& args) {
+  Parsed result;
   result.config = defaults();
 
   // Split into (name, value) pairs first, so that --config is applied before every flag
@@ -343,8 +343,7 @@ ParseResult parse(const std::vector<std::string>& args) {
   for (std::size_t i = audit ? 1 : 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) {
-      result.error = "unexpected argument '" + arg + "'; every setting is a --flag";
-      return result;
+      return invalid("unexpected argument '" + arg + "'; every setting is a --flag");
     }
     std::string name = arg.substr(2);
     std::optional<std::string> value;
@@ -354,13 +353,11 @@ ParseResult parse(const std::vector<std::string>& args) {
     }
     const Flag* flag = findFlag(name);
     if (flag == nullptr) {
-      result.error = "unknown flag --" + name;
-      return result;
+      return invalid("unknown flag --" + name);
     }
     if (*flag->metavar == '\0') {
       if (value) {
-        result.error = "--" + name + " takes no value";
-        return result;
+        return invalid("--" + name + " takes no value");
       }
       if (flag->apply) {
         given_flags.emplace_back(name, "");
@@ -371,8 +368,7 @@ ParseResult parse(const std::vector<std::string>& args) {
     }
     if (!value) {
       if (i + 1 == args.size()) {
-        result.error = "--" + name + " needs a value (" + flag->metavar + ")";
-        return result;
+        return invalid("--" + name + " needs a value (" + flag->metavar + ")");
       }
       value = args[++i];
     }
@@ -390,21 +386,19 @@ ParseResult parse(const std::vector<std::string>& args) {
   if (config_file) {
     const Result<Done> applied = applyFile(result.config, *config_file, &given);
     if (const Error* problem = std::get_if<Error>(&applied)) {
-      result.error = problem->message;
-      return result;
+      return invalid(problem->message);
     }
   }
   for (const auto& [name, value] : given_flags) {
     const Result<Done> applied = findFlag(name)->apply(result.config, value);
     if (const Error* problem = std::get_if<Error>(&applied)) {
-      result.error = problem->message;
-      return result;
+      return invalid(problem->message);
     }
     given.insert(name);
   }
   const Result<Done> valid = validate(result.config, given);
   if (const Error* problem = std::get_if<Error>(&valid)) {
-    result.error = problem->message;
+    return *problem;
   }
   // pip runs in a directory of its own, where a relative path would name nothing.
   std::string& wheelhouse = result.config.packages.resolver.wheelhouse;

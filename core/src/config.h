@@ -73,15 +73,15 @@ Config defaults();
 // kAudit: the `audit` subcommand (the first argument), which takes every server flag.
 enum class Action { kServe, kHelp, kVersion, kAudit };
 
-struct ParseResult {
+struct Parsed {
   Action action = Action::kServe;
   Config config;
-  std::string error;  // non-empty: a bad flag, file or value (the server exits with code 2)
 };
 
 // Parses the arguments after argv[0]: an optional leading `audit`, then flags.
-// `--config FILE` is read first; flags override it.
-ParseResult parse(const std::vector<std::string>& args);
+// `--config FILE` is read first; flags override it. An Error is a bad flag, file or value (the
+// server exits with code 2).
+Result<Parsed> parse(const std::vector<std::string>& args);
 
 // Reads the profile named by config->seccomp_profile_path into
 // config->sandbox.seccomp_profile; an Error when it is missing, unreadable or not a JSON object.

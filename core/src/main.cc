@@ -42,8 +42,8 @@
 #include "policy/posture.h"
 #include "policy/status_map.h"
 #include "runs/run_manager.h"
-#include "sessions/session_store.h"
 #include "sandbox/leftover_sweep.h"
+#include "sessions/session_store.h"
 
 namespace {
 
@@ -545,12 +545,13 @@ int main(int argc, char** argv) {
   // Reading stdin must not flush stdout: only the transport writes there, under its lock.
   std::cin.tie(nullptr);
 
-  config::ParseResult parsed = config::parse(std::vector<std::string>(argv + 1, argv + argc));
-  if (!parsed.error.empty()) {
-    std::cerr << "safe-code-sandbox: " << parsed.error
+  Result<config::Parsed> read = config::parse(std::vector<std::string>(argv + 1, argv + argc));
+  if (const Error* problem = std::get_if<Error>(&read)) {
+    std::cerr << "safe-code-sandbox: " << problem->message
               << "\nRun safe-code-sandbox --help to see every flag." << std::endl;
     return 2;
   }
+  config::Parsed& parsed = std::get<config::Parsed>(read);
   if (parsed.action == config::Action::kHelp) {
     std::cout << config::helpText() << std::flush;
     return 0;

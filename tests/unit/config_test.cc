@@ -21,6 +21,7 @@ namespace scs::config {
 namespace {
 
 namespace fs = std::filesystem;
+using scs::testing::errorOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -45,16 +46,19 @@ class TempFile {
 };
 
 Config parseOk(const std::vector<std::string>& args) {
-  ParseResult result = parse(args);
-  EXPECT_EQ(result.error, "") << ::testing::PrintToString(args);
-  EXPECT_EQ(result.action, Action::kServe);
-  return result.config;
+  Result<Parsed> result = parse(args);
+  EXPECT_EQ(errorOf(result), std::nullopt) << ::testing::PrintToString(args);
+  if (!std::holds_alternative<Parsed>(result)) {
+    return Config{};
+  }
+  EXPECT_EQ(std::get<Parsed>(result).action, Action::kServe);
+  return std::get<Parsed>(result).config;
 }
 
 std::string parseError(const std::vector<std::string>& args) {
-  ParseResult result = parse(args);
-  EXPECT_NE(result.error, "") << "accepted: " << ::testing::PrintToString(args);
-  return result.error;
+  Result<Parsed> result = parse(args);
+  EXPECT_NE(errorOf(result), std::nullopt) << "accepted: " << ::testing::PrintToString(args);
+  return errorOf(result).value_or("");
 }
 
 TEST(ConfigTest, DefaultsAreTheShippedValues) {
@@ -406,8 +410,8 @@ TEST(ConfigTest, ASwitchInAConfigFileIsTrueOrFalse) {
 }
 
 TEST(ConfigTest, HelpAndVersionAreActions) {
-  EXPECT_EQ(parse({"--help"}).action, Action::kHelp);
-  EXPECT_EQ(parse({"--backend", "fake", "--version"}).action, Action::kVersion);
+  EXPECT_EQ(std::get<Parsed>(parse({"--help"})).action, Action::kHelp);
+  EXPECT_EQ(std::get<Parsed>(parse({"--backend", "fake", "--version"})).action, Action::kVersion);
   EXPECT_THAT(versionText(), ::testing::StartsWith("safe-code-sandbox "));
 }
 

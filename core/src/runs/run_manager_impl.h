@@ -246,10 +246,9 @@ struct RunManager::Impl {
   bool wakeSession(Run& run, Outcome& outcome);
   // Restarts (SessionSettings::store, session_keeping.cc). Whether shutdown keeps `session`.
   bool keepsAcrossRestartLocked(const Session& session) const;
-  // Writes the record of a hibernated session; releases `lock` while it does. False, with the
-  // reason logged and in *why, when it could not.
-  bool recordSessionLocked(std::unique_lock<std::mutex>& lock, Session& session,
-                           std::string* why = nullptr);
+  // Writes the record of a hibernated session; releases `lock` while it does. An Error (logged)
+  // says why it could not.
+  Result<Done> recordSessionLocked(std::unique_lock<std::mutex>& lock, Session& session);
   // shutdown(): hibernates the kept sessions and records them; one that cannot be kept ends.
   void keepSessionsLocked(std::unique_lock<std::mutex>& lock);
   TakenBack takeBack(std::vector<sessions::SavedSession> sessions);

@@ -21,8 +21,8 @@ bool RunManager::Impl::keepsAcrossRestartLocked(const Session& session) const {
          !session.opening && !session.egress && !session.sandbox_id.empty();
 }
 
-bool RunManager::Impl::recordSessionLocked(std::unique_lock<std::mutex>& lock, Session& session,
-                                           std::string* why) {
+Result<Done> RunManager::Impl::recordSessionLocked(std::unique_lock<std::mutex>& lock,
+                                                   Session& session) {
   sessions::SavedSession saved;
   saved.id = session.id;
   saved.tenant = session.tenant;
@@ -54,14 +54,11 @@ bool RunManager::Impl::recordSessionLocked(std::unique_lock<std::mutex>& lock, S
     failure = "it woke or ended meanwhile";
   }
   if (failure.empty()) {
-    return true;
+    return Done{};
   }
   logger().warning("session " + session.id +
                    " could not be recorded for a later server: " + failure);
-  if (why != nullptr) {
-    *why = failure;
-  }
-  return false;
+  return internal(std::move(failure));
 }
 
 void RunManager::Impl::keepSessionsLocked(std::unique_lock<std::mutex>& lock) {
@@ -85,7 +82,13 @@ void RunManager::Impl::keepSessionsLocked(std::unique_lock<std::mutex>& lock) {
     if (failure.empty() && session->rest != Session::Rest::kHibernated) {
       failure = "it was not at rest";
     }
-    if (failure.empty() && recordSessionLocked(lock, *session, &failure)) {
+    if (failure.empty()) {
+      const Result<Done> recorded = recordSessionLocked(lock, *session);
+      if (const Error* problem = std::get_if<Error>(&recorded)) {
+        failure = problem->message;
+      }
+    }
+    if (failure.empty()) {
       // Its sandbox stays with the engine, snapshotted, for the server that takes it back.
       session->lease.handOver();
       session->removed = true;
