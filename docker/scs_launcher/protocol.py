@@ -60,10 +60,13 @@ MAX_SESSION_SECONDS_DIGITS = 12
 
 EGRESS_MARKER_PREFIX = "\0SCS-NET-"
 EGRESS_STDIN_FRAME = "SCS-NET"
-# The types of egress frame the server writes to stdin (relay.py names them), and the one among
-# them that carries data, at most MAX_EGRESS_STDIN_PAYLOAD_BYTES a frame.
+# The types of egress frame the server writes to stdin (relay.py names them): the one among them
+# that carries data, at most MAX_EGRESS_STDIN_PAYLOAD_BYTES a frame, and the two that end a
+# stream (no more data this way; gone both ways).
 EGRESS_STDIN_TYPES = "DCFR"
 EGRESS_DATA = "D"
+EGRESS_FIN = "F"
+EGRESS_RESET = "R"
 MAX_EGRESS_STDIN_PAYLOAD_BYTES = 65536
 
 TRAILER_PREFIX = "\n\0SCS-TRAILER-"

@@ -28,7 +28,9 @@ CREDIT_BATCH = 32 << 10
 RELAY_ADDRESS = ("127.0.0.1", 3128)
 MAX_STREAMS = 256  # the server caps what it carries far lower; this bounds PID 1's own table
 
-OPEN, DATA, CREDIT, FIN, RESET = b"O", protocol.EGRESS_DATA.encode("ascii"), b"C", b"F", b"R"
+OPEN, CREDIT = b"O", b"C"
+DATA, FIN, RESET = (protocol.EGRESS_DATA.encode("ascii"), protocol.EGRESS_FIN.encode("ascii"),
+                    protocol.EGRESS_RESET.encode("ascii"))
 
 
 def proxy_environment(control=None):

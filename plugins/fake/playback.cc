@@ -219,7 +219,8 @@ bool takeEgressFrames(std::vector<launcher::StdinFrame>& in, std::uint32_t strea
   for (const launcher::StdinFrame& frame : in) {  // another stream's are of a stream let go
     if (frame.stream == stream) {
       data += frame.payload;
-      ended = ended || frame.egress_type == 'F' || frame.egress_type == 'R';
+      ended = ended || frame.egress_type == launcher::kEgressFin[0] ||
+              frame.egress_type == launcher::kEgressReset[0];
     }
   }
   in.clear();
@@ -249,8 +250,9 @@ void FakeBackend::playConnects(const std::shared_ptr<Sandbox>& sandbox) {
     }
     // The tunnel is not used: the stream is reset, as a program closing at once would.
     sandbox->sink->write(backend::Stream::kStdout,
-                         egressFrame(sandbox->egress_nonce, 'R', stream) + "egress " + target +
-                             ": " + answer.substr(0, answer.find("\r\n")) + "\n");
+                         egressFrame(sandbox->egress_nonce, launcher::kEgressReset[0], stream) +
+                             "egress " + target + ": " + answer.substr(0, answer.find("\r\n")) +
+                             "\n");
     stream += 2;
   }
 }

@@ -40,6 +40,8 @@ enum class FrameType : char {
 };
 
 static_assert(static_cast<char>(FrameType::kData) == backend::launcher::kEgressData[0]);
+static_assert(static_cast<char>(FrameType::kFin) == backend::launcher::kEgressFin[0]);
+static_assert(static_cast<char>(FrameType::kReset) == backend::launcher::kEgressReset[0]);
 
 inline constexpr std::string_view kStdoutMarker = backend::launcher::kEgressMarkerPrefix;
 inline constexpr std::string_view kStdinFrame = backend::launcher::kEgressStdinFrame;

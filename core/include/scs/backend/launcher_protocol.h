@@ -83,10 +83,13 @@ inline constexpr std::size_t kMaxSessionSecondsDigits = 12;
 // kEgressStdinFrame and a space.
 inline constexpr std::string_view kEgressMarkerPrefix = "\0SCS-NET-"sv;
 inline constexpr std::string_view kEgressStdinFrame = "SCS-NET";
-// The types of egress frame the server writes to stdin (core/src/egress/frames.h names them),
-// and the one among them that carries data, at most kMaxEgressStdinPayloadBytes a frame.
+// The types of egress frame the server writes to stdin (core/src/egress/frames.h names them):
+// the one among them that carries data, at most kMaxEgressStdinPayloadBytes a frame, and the
+// two that end a stream (no more data this way; gone both ways).
 inline constexpr std::string_view kEgressStdinTypes = "DCFR";
 inline constexpr std::string_view kEgressData = "D";
+inline constexpr std::string_view kEgressFin = "F";
+inline constexpr std::string_view kEgressReset = "R";
 inline constexpr std::size_t kMaxEgressStdinPayloadBytes = 65536;
 
 inline constexpr std::string_view kTrailerPrefix = "\n\0SCS-TRAILER-"sv;
