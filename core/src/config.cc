@@ -386,13 +386,13 @@ Result<Parsed> parse(const std::vector<std::string>& args) {
   if (config_file) {
     const Result<Done> applied = applyFile(result.config, *config_file, &given);
     if (const Error* problem = std::get_if<Error>(&applied)) {
-      return invalid(problem->message);
+      return *problem;
     }
   }
   for (const auto& [name, value] : given_flags) {
     const Result<Done> applied = findFlag(name)->apply(result.config, value);
     if (const Error* problem = std::get_if<Error>(&applied)) {
-      return invalid(problem->message);
+      return *problem;
     }
     given.insert(name);
   }

@@ -238,7 +238,7 @@ void FakeBackend::playConnects(const std::shared_ptr<Sandbox>& sandbox) {
     }
     sandbox->sink->write(backend::Stream::kStdout,
                          egressFrame(sandbox->egress_nonce, 'O', stream) +
-                             egressFrame(sandbox->egress_nonce, 'D', stream,
+                             egressFrame(sandbox->egress_nonce, launcher::kEgressData[0], stream,
                                          "CONNECT " + target + " HTTP/1.1\r\n\r\n"));
     std::string answer;
     {

@@ -57,10 +57,11 @@ class SessionTableTest : public ::testing::Test {
 
   std::vector<std::string> expire(runs::SteadyTime now, bool executing = false) {
     std::vector<std::string> reasons;
-    for (const Ending& ending :
-         table().expire(now, [&](const std::string&) { return executing; })) {
-      reasons.push_back(ending.session->id + ": " + ending.reason);
-    }
+    table().expire(
+        now, [&](const std::string&) { return executing; },
+        [&](Session& session, const std::string& reason) {
+          reasons.push_back(session.id + ": " + reason);
+        });
     return reasons;
   }
 
@@ -104,6 +105,8 @@ TEST_F(SessionTableTest, ARunAsksNothingThatIsTheSessions) {
   EXPECT_EQ(errorOf(table().forRun("alice", "py", limits)).kind, ErrorKind::kLimits);
   EXPECT_THAT(errorOf(table().forRun("alice", "py", limits)).message,
               HasSubstr("memory_gb and cpus belong to the session"));
+  // Said before the session is looked up: what a run may never ask, it never may.
+  EXPECT_EQ(errorOf(table().forRun("alice", "unknown", limits)).kind, ErrorKind::kLimits);
 
   RunAsk packages;
   packages.has_packages = true;

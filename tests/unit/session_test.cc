@@ -548,6 +548,35 @@ TEST_F(SessionTest, ASessionsMemoryCountsAgainstTheHostWhileItIsOpen) {
   EXPECT_EQ(finalOf(waiting).status, policy::RunStatus::kSucceeded);
 }
 
+// A run holds its session from the tools' one lookup to start(): a session that ended between
+// the two is said to have ended, once, and a server shutting down says so before any session.
+TEST_F(SessionTest, ARunWhoseSessionEndedBeforeItStartedIsToldSo) {
+  const std::string session = open();
+  Result<SessionTicket> ticket = manager().sessionForRun(kLocalTenant, session, {});
+  ASSERT_TRUE(std::holds_alternative<SessionTicket>(ticket)) << std::get<Error>(ticket).message;
+  ASSERT_TRUE(manager().closeSession(kLocalTenant, session));
+  StartRequest request;
+  request.files = {{"main.py", "#fake:result=1\n"}};
+  request.limits = {8, 30, 4, 256};
+  request.session = std::get<SessionTicket>(ticket).session;
+  StartRequest foreign = request;
+  foreign.tenant = "bob";  // a ticket is its tenant's alone
+  const auto ended = manager().start(std::move(request));
+  ASSERT_TRUE(std::holds_alternative<Error>(ended));
+  EXPECT_THAT(std::get<Error>(ended).message,
+              HasSubstr("has ended: it was closed by close_session"));
+  const auto bobs = manager().start(std::move(foreign));
+  ASSERT_TRUE(std::holds_alternative<Error>(bobs));
+  EXPECT_THAT(std::get<Error>(bobs).message, HasSubstr("Unknown session_id"));
+  manager().shutdown();
+  const auto late = manager().sessionForRun(kLocalTenant, session, {});
+  ASSERT_TRUE(std::holds_alternative<Error>(late));
+  EXPECT_EQ(std::get<Error>(late).message, "The server is shutting down.");
+  EXPECT_EQ(events_.taken(), (std::vector<RunEvents::Refusal>{RunEvents::Refusal::kInvalid,
+                                                              RunEvents::Refusal::kInvalid,
+                                                              RunEvents::Refusal::kShuttingDown}));
+}
+
 // A session whose limits a prepared sandbox was made for begins in it: no sandbox is created
 // for it, the launcher is told to serve a session with the session's deadline, and the pool
 // makes another. The session's runs take no prepared sandbox (they run in the session's), and

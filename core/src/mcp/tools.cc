@@ -312,7 +312,7 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallConte
         ask.sets_memory_or_cpus = ask.sets_memory_or_cpus || key == "memory_gb" || key == "cpus";
       }
     }
-    ask.has_stdin = !argument(arguments, "stdin").isEmpty();
+    ask.has_stdin = argument(arguments, "stdin").isString();  // else refused as not a string
     ask.has_packages = !argument(arguments, "packages").isEmpty();
     auto ticket = runs_.sessionForRun(context.tenant, session_id.toString(), ask);
     if (const Error* refusal = std::get_if<Error>(&ticket)) {

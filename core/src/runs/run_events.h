@@ -18,7 +18,7 @@ class RunEvents {
  public:
   // Why a start_run was refused before it became a run.
   enum class Refusal {
-    kInvalid,       // bad arguments: code, files or stdin
+    kInvalid,       // bad arguments (code, files, stdin, packages), or a session's rules
     kLimits,        // the limits are refused (by the policy, or more memory than the host has)
     kQueueFull,     // the tenant's queue, or the server's, is full
     kShuttingDown,  // the server is stopping
@@ -42,9 +42,10 @@ class RunEvents {
 // An observer that counts nothing, for a manager given none.
 RunEvents& noRunEvents();
 
-// The one map from why a start_run failed to the category it is counted in: every refusal site
-// names its Error's kind, and this the category. A server's own failure before the run began
-// (a package layer that could not be made) is counted as invalid.
+// The one map from why a start_run failed to the category it is counted in: a refusal site
+// names its Error's kind, and this the category (kInvalid and kInternal: invalid). The tools
+// count a `packages` refusal as invalid at its site instead, whatever its kind: a package
+// layer's "no room now" is not a full queue.
 RunEvents::Refusal refusalOf(const Error& error);
 
 // "invalid", "limits", "queue_full", "shutting_down".

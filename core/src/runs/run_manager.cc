@@ -60,12 +60,13 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
   reapThreads();
   std::lock_guard lock(mutex_);
   if (shutting_down_) {
-    Error refusal = stopping("The server is shutting down.");
-    events_.refused(request.tenant, refusalOf(refusal));
-    return refusal;
+    return refusedLocked(request.tenant, stopping("The server is shutting down."));
   }
   forgetExpiredLocked();
   const std::shared_ptr<Session> session = std::move(request.session);
+  if (session && session->tenant != request.tenant) {  // a ticket is its tenant's alone
+    return refusedLocked(request.tenant, invalid("Unknown session_id \"" + session->id + "\"."));
+  }
   if (session) {  // its language and limits but the timeout are the session's
     request.language = session->language;
     request.limits = sessions::SessionTable::limitsOfRun(*session, request.limits.timeout_seconds);
@@ -73,14 +74,13 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
   // A session's run holds no memory of its own: its session's is counted already.
   const std::int64_t memory = session ? 0 : memoryBytes(request.limits);
   if (settings_.host_memory_bytes > 0 && memory > settings_.host_memory_bytes) {
-    Error refusal =
+    return refusedLocked(
+        request.tenant,
         overLimits("This run asks for " + policy::formatNumber(request.limits.memory_gb) +
                    " GB of memory, but sandboxes on this host can have at most " +
                    policy::formatNumber(static_cast<double>(settings_.host_memory_bytes) /
                                         static_cast<double>(policy::kBytesPerGb)) +
-                   " GB.");
-    events_.refused(request.tenant, refusalOf(refusal));
-    return refusal;
+                   " GB."));
   }
   const std::size_t waiting = queue_.queued(request.tenant);
   auto run = std::make_shared<Run>();
@@ -113,8 +113,7 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
         sessions_.enqueue(*session, run->id, queue_.queued(run->tenant));
     if (const Error* refusal = std::get_if<Error>(&placed)) {
       runs_.erase(run->id);
-      events_.refused(run->tenant, refusalOf(*refusal));
-      return *refusal;
+      return refusedLocked(run->tenant, *refusal);
     }
     if (std::get<sessions::Placement>(placed) == sessions::Placement::kSessionQueue) {
       events_.accepted(run->tenant);
@@ -148,8 +147,7 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
         pools_.of(run->image)->demandEnded();
       }
       runs_.erase(run->id);
-      events_.refused(run->tenant, refusalOf(*refusal));
-      return std::move(*refusal);
+      return refusedLocked(run->tenant, std::move(*refusal));
     }
   }
   events_.accepted(run->tenant);
@@ -159,6 +157,11 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
                          std::to_string(*snapshot.queue_position));
   }
   return snapshot;
+}
+
+Error RunManager::Impl::refusedLocked(const std::string& tenant, Error refusal) {
+  events_.refused(tenant, refusalOf(refusal));
+  return refusal;
 }
 
 std::shared_ptr<Run> RunManager::Impl::findLocked(const std::string& tenant,

@@ -164,6 +164,8 @@ struct RunManager::Impl {
   bool preparedHealthy();
 
   // The registry (run_manager.cc). *Locked: called with mutex_ held.
+  // `refusal`, once counted (refusalOf) as a start_run of `tenant` refused.
+  Error refusedLocked(const std::string& tenant, Error refusal);
   // The run `run_id` of `tenant`, once the reports past their retention are forgotten; null for
   // none (or another tenant's).
   std::shared_ptr<Run> findLocked(const std::string& tenant, const std::string& run_id);

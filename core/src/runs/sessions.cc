@@ -17,8 +17,6 @@ namespace {
 
 Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
 
-std::string seconds(std::chrono::seconds value) { return std::to_string(value.count()) + " s"; }
-
 }  // namespace
 
 sessions::SessionSnapshot RunManager::Impl::sessionSnapshotLocked(const Session& session) const {
@@ -183,10 +181,12 @@ Result<SessionTicket> RunManager::Impl::sessionForRun(const std::string& tenant,
                                                       const std::string& session_id,
                                                       const sessions::RunAsk& ask) {
   std::lock_guard lock(mutex_);
+  if (shutting_down_) {  // its sessions end: said as start() says it
+    return refusedLocked(tenant, stopping("The server is shutting down."));
+  }
   Result<std::shared_ptr<Session>> found = sessions_.forRun(tenant, session_id, ask);
   if (const Error* refusal = std::get_if<Error>(&found)) {
-    events_.refused(tenant, refusalOf(*refusal));
-    return *refusal;
+    return refusedLocked(tenant, *refusal);
   }
   std::shared_ptr<Session>& session = std::get<std::shared_ptr<Session>>(found);
   const policy::Language language = session->language;
@@ -290,9 +290,9 @@ void RunManager::Impl::expireSessionsLocked(SteadyTime now) {
   const auto executing = [this](const std::string& run_id) {
     return runs_.at(run_id)->phase != Phase::kQueued;
   };
-  for (const sessions::Ending& ending : sessions_.expire(now, executing)) {
-    endSessionLocked(*ending.session, ending.reason);
-  }
+  sessions_.expire(now, executing, [this](Session& session, const std::string& reason) {
+    endSessionLocked(session, reason);
+  });
 }
 
 backend::Status RunManager::Impl::snapshotSessionLocked(std::unique_lock<std::mutex>& lock,
@@ -332,10 +332,11 @@ void RunManager::Impl::hibernateSessionsLocked(std::unique_lock<std::mutex>& loc
       continue;
     }
     const backend::Status saved = snapshotSessionLocked(
-        lock, *session, "after " + seconds(settings_.sessions.idle) + " idle");
+        lock, *session, "after " + sessions::durationText(settings_.sessions.idle) + " idle");
     if (!saved.ok()) {
       if (saved.code == backend::Code::kUnsupported) {  // refused before anything was saved
-        endSessionLocked(*session, "it was idle for " + seconds(settings_.sessions.idle) +
+        endSessionLocked(*session, "it was idle for " +
+                                       sessions::durationText(settings_.sessions.idle) +
                                        " and could not hibernate: " + saved.message);
         continue;
       }

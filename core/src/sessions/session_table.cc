@@ -8,9 +8,16 @@
 namespace scs::sessions {
 namespace {
 
-std::string seconds(std::chrono::seconds value) { return std::to_string(value.count()) + " s"; }
+Error endedError(const Session& session) {
+  return invalid("Session " + session.id + " has ended: " + session.end_reason +
+                 ". Its variables and files are gone; open a new one with open_session.");
+}
 
 }  // namespace
+
+std::string durationText(std::chrono::seconds value) {
+  return std::to_string(value.count()) + " s";
+}
 
 std::shared_ptr<Session> SessionTable::find(const std::string& tenant,
                                             const std::string& id) const {
@@ -24,6 +31,16 @@ std::shared_ptr<Session> SessionTable::find(const std::string& tenant,
 Result<std::shared_ptr<Session>> SessionTable::forRun(const std::string& tenant,
                                                       const std::string& id,
                                                       const RunAsk& ask) const {
+  // What a run may never ask in a session comes first, known session or not.
+  if (ask.sets_memory_or_cpus) {
+    return overLimits(
+        "In a session, memory_gb and cpus belong to the session (open_session sets them for "
+        "all its runs): a run may only set timeout_seconds. Open another session to get other "
+        "limits.");
+  }
+  if (ask.has_packages) {
+    return invalid(kSessionPackagesMessage);
+  }
   std::shared_ptr<Session> session = find(tenant, id);
   if (!session) {
     return invalid("Unknown session_id \"" + id.substr(0, 64) +
@@ -31,8 +48,7 @@ Result<std::shared_ptr<Session>> SessionTable::forRun(const std::string& tenant,
                    "clients are not visible, and ended ones are forgotten after a while).");
   }
   if (!session->open) {
-    return invalid("Session " + session->id + " has ended: " + session->end_reason +
-                   ". Its variables and files are gone; open a new one with open_session.");
+    return endedError(*session);
   }
   if (ask.language && *ask.language != session->language) {
     const std::string own(policy::nameOf(session->language));
@@ -41,19 +57,10 @@ Result<std::shared_ptr<Session>> SessionTable::forRun(const std::string& tenant,
                    ": a session has one language. Open another session for " + asked +
                    ", or leave out \"language\".");
   }
-  if (ask.sets_memory_or_cpus) {
-    return overLimits(
-        "In a session, memory_gb and cpus belong to the session (open_session sets them for "
-        "all its runs): a run may only set timeout_seconds. Open another session to get other "
-        "limits.");
-  }
   if (ask.has_stdin && session->language == policy::Language::kJavascript) {
     // The launcher's javascript sessions give each run /dev/null as stdin.
     return invalid(
         "In a javascript session a run reads no stdin: pass the input as a file in `files`.");
-  }
-  if (ask.has_packages) {
-    return invalid(kSessionPackagesMessage);
   }
   return session;
 }
@@ -111,8 +118,7 @@ void SessionTable::add(std::shared_ptr<Session> session) {
 Result<Placement> SessionTable::enqueue(Session& session, const std::string& run_id,
                                         std::size_t tenant_queued) {
   if (!session.open) {
-    return invalid("Session " + session.id + " has ended: " + session.end_reason +
-                   ". Its variables and files are gone; open a new one with open_session.");
+    return endedError(session);
   }
   // The tenant's runs waiting in its sessions count against its queue like those in the fair
   // queue.
@@ -170,12 +176,8 @@ std::optional<std::string> SessionTable::next(Session& session) {
   return session.current;
 }
 
-std::vector<Ending> SessionTable::expire(runs::SteadyTime now, const RunTest& executing) {
+void SessionTable::expire(runs::SteadyTime now, const RunTest& executing, const End& end) {
   const SessionSettings& caps = settings_;
-  std::vector<Ending> endings;
-  const auto end = [&](const std::shared_ptr<Session>& session, std::string reason) {
-    endings.push_back({session, std::move(reason)});
-  };
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     const std::shared_ptr<Session>& session = it->second;
     if (!session->open) {
@@ -192,31 +194,30 @@ std::vector<Ending> SessionTable::expire(runs::SteadyTime now, const RunTest& ex
                now - session->opened >= caps.max_lifetime + caps.hibernated_max) {
       // Its sandbox's own deadline (PID 1's, on a clock that runs on while it sleeps) allows
       // for this much, awake and hibernated together.
-      end(session, "it reached its sandbox's lifetime of " +
-                       seconds(caps.max_lifetime + caps.hibernated_max) +
-                       ", awake and hibernated together");
+      end(*session, "it reached its sandbox's lifetime of " +
+                        durationText(caps.max_lifetime + caps.hibernated_max) +
+                        ", awake and hibernated together");
     } else if (session->rest == Session::Rest::kHibernated) {
       if (now - session->hibernated_at >= caps.hibernated_max) {
-        end(session, "it was hibernated for " + seconds(caps.hibernated_max));
+        end(*session, "it was hibernated for " + durationText(caps.hibernated_max));
       }
     } else if (session->rest == Session::Rest::kAwake) {
       const bool running = !session->current.empty() && executing(session->current);
       if (awake(*session, now) >= caps.max_lifetime) {
-        end(session, "it reached its maximum lifetime of " + seconds(caps.max_lifetime) +
-                         (caps.hibernate ? " awake" : ""));
+        end(*session, "it reached its maximum lifetime of " + durationText(caps.max_lifetime) +
+                          (caps.hibernate ? " awake" : ""));
       } else if (!running && session->sink.hasEnded()) {
-        end(session, "its sandbox ended between runs (its interpreter exited)");
+        end(*session, "its sandbox ended between runs (its interpreter exited)");
       } else if (!session->busy() && now - session->last_active >= caps.idle) {
         if (caps.hibernate) {
           session->rest = Session::Rest::kHibernating;  // the run manager snapshots it
         } else {
-          end(session, "it was idle for " + seconds(caps.idle));
+          end(*session, "it was idle for " + durationText(caps.idle));
         }
       }
     }
     ++it;
   }
-  return endings;
 }
 
 std::chrono::steady_clock::duration SessionTable::awake(const Session& session,

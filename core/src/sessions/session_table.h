@@ -40,27 +40,23 @@ inline constexpr const char* kSessionPackagesMessage =
 // progress) or in the session's own queue, behind its run in progress.
 enum class Placement { kFairQueue, kSessionQueue };
 
-// A session the clock ends, and why (SessionTable::expire).
-struct Ending {
-  std::shared_ptr<Session> session;
-  std::string reason;
-};
+// "600 s": how the session's messages say a duration.
+std::string durationText(std::chrono::seconds value);
 
 class SessionTable {
  public:
   using Map = std::map<std::string, std::shared_ptr<Session>>;
   using RunTest = std::function<bool(const std::string& run_id)>;
+  using End = std::function<void(Session& session, const std::string& reason)>;
 
   SessionTable(const SessionSettings& settings, const TableLimits& limits)
       : settings_(settings), limits_(limits) {}
 
-  const SessionSettings& settings() const { return settings_; }
-
   // The session `id` of `tenant`; null for none (or another tenant's).
   std::shared_ptr<Session> find(const std::string& tenant, const std::string& id) const;
-  // Every rule of a run asked for in a session, in one call: the session must be the tenant's,
-  // open, of the run's language, and the run may set neither memory nor cpus, nor packages, nor
-  // stdin in a javascript session. Invalid, each with its own message (limits: kLimits).
+  // Every rule of a run asked for in a session, in one call: the run may set neither memory nor
+  // cpus (kLimits) nor packages, and the session must be the tenant's, open, of the run's
+  // language, and not javascript when the run has stdin. Invalid, each with its own message.
   Result<std::shared_ptr<Session>> forRun(const std::string& tenant, const std::string& id,
                                           const RunAsk& ask) const;
   // A run's limits in `session`: the session's, with the run's timeout.
@@ -90,11 +86,12 @@ class SessionTable {
   // Its snapshot done, the run that waited meanwhile, to go to the fair queue, if any.
   std::optional<std::string> next(Session& session);
 
-  // The sessions the clock ends at `now` (past their lifetime, hibernated too long, idle without
-  // hibernation, or whose sandbox ended between runs; `executing` tells a run in progress from
-  // a queued one); idle ones marks kHibernating instead when sessions hibernate. Ended sessions
-  // removed longer than the retention ago are forgotten.
-  std::vector<Ending> expire(runs::SteadyTime now, const RunTest& executing);
+  // Ends, through `end`, each session the clock ends at `now` (past its lifetime, hibernated too
+  // long, idle without hibernation, or whose sandbox ended between runs; `executing` tells a run
+  // in progress from a queued one), as it comes to it: an ending may admit another session's run
+  // before that one is looked at. An idle one is marked kHibernating instead when sessions
+  // hibernate. Ended sessions removed longer than the retention ago are forgotten.
+  void expire(runs::SteadyTime now, const RunTest& executing, const End& end);
   // How long `session` has been awake in all (its lifetime counts only that).
   std::chrono::steady_clock::duration awake(const Session& session, runs::SteadyTime now) const;
   SessionSnapshot snapshot(const Session& session, runs::SteadyTime now,
