@@ -65,7 +65,7 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
   forgetExpiredLocked();
   const std::shared_ptr<Session> session = std::move(request.session);
   if (session && session->tenant != request.tenant) {  // a ticket is its tenant's alone
-    return refusedLocked(request.tenant, invalid("Unknown session_id \"" + session->id + "\"."));
+    return refusedLocked(request.tenant, sessions::unknownSession(session->id));
   }
   if (session) {  // its language and limits but the timeout are the session's
     request.language = session->language;

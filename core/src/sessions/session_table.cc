@@ -15,6 +15,12 @@ Error endedError(const Session& session) {
 
 }  // namespace
 
+Error unknownSession(const std::string& id) {
+  return invalid("Unknown session_id \"" + id.substr(0, 64) +
+                 "\": open a session with open_session first (sessions of other clients are not "
+                 "visible, and ended ones are forgotten after a while).");
+}
+
 std::string durationText(std::chrono::seconds value) {
   return std::to_string(value.count()) + " s";
 }
@@ -43,9 +49,7 @@ Result<std::shared_ptr<Session>> SessionTable::forRun(const std::string& tenant,
   }
   std::shared_ptr<Session> session = find(tenant, id);
   if (!session) {
-    return invalid("Unknown session_id \"" + id.substr(0, 64) +
-                   "\": open a session with open_session first (sessions of other "
-                   "clients are not visible, and ended ones are forgotten after a while).");
+    return unknownSession(id);
   }
   if (!session->open) {
     return endedError(*session);

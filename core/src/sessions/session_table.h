@@ -40,6 +40,9 @@ inline constexpr const char* kSessionPackagesMessage =
 // progress) or in the session's own queue, behind its run in progress.
 enum class Placement { kFairQueue, kSessionQueue };
 
+// The refusal of a run whose session_id names no session of its tenant's.
+Error unknownSession(const std::string& id);
+
 // "600 s": how the session's messages say a duration.
 std::string durationText(std::chrono::seconds value);
 
