@@ -49,6 +49,18 @@ namespace {
 
 using namespace scs;
 
+// How long a stopping server waits for the engine to remove its sandboxes: SPEC §5 has it
+// exit within 2 s of EOF, SIGTERM or SIGINT. What is left then, the next start's sweep removes.
+constexpr std::chrono::milliseconds kRemovalsWithin{1500};
+
+// Ends the process once every run has stopped, without destroying the run manager: its
+// destructor would wait for the removals the shutdown left to the next start's sweep.
+[[noreturn]] void exitStopped(int code) {
+  std::cout.flush();
+  std::clog.flush();
+  ::_exit(code);
+}
+
 sigset_t shutdownSignals() {
   sigset_t set;
   sigemptyset(&set);
@@ -324,7 +336,7 @@ int serveHttp(mcp::Server& server, const std::function<void()>& stop_everything,
   stop_everything();
   transport.finish();
   log.information("every run stopped; exiting");
-  return 0;
+  exitStopped(0);
 }
 
 // --state-dir: the store, and the sessions an earlier server kept for this one (their uids are
@@ -461,7 +473,7 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
     if (package_layers) {
       package_layers->shutdown();
     }
-    manager.shutdown();
+    manager.shutdown(kRemovalsWithin);
   };
   mcp::Server server(manager, *engine->limits, config.files, info);
   if (http) {
@@ -508,11 +520,9 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
       log.information("every run stopped; exiting");
     } catch (const std::exception& e) {
       log.error(std::string("shutdown failed: ") + e.what());
-      std::clog.flush();
-      ::_exit(1);
+      exitStopped(1);
     }
-    std::clog.flush();
-    ::_exit(0);
+    exitStopped(0);
   });
 
   log.information(config::versionText() + " serving MCP on stdio with backend " +
@@ -521,9 +531,8 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
   log.information("stdin closed; stopping every run");
   stop_everything();
   transport.finish();
-  std::cout.flush();
   log.information("every run stopped; exiting");
-  return 0;
+  exitStopped(0);
 }
 
 }  // namespace

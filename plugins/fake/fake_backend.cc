@@ -285,6 +285,9 @@ Status FakeBackend::remove(const std::string& id) {
     std::thread worker;
     {
       std::unique_lock<std::mutex> lock(mu_);
+      if (options_.remove_delay.count() > 0 && find(id)) {
+        waitFor(lock, options_.remove_delay, [] { return false; });
+      }
       auto held = find(id);
       if (held && hold_removals_) {
         held->removing = true;

@@ -35,6 +35,8 @@ struct Options {
   std::set<std::string> fail;
   bool snapshots = false;     // snapshots(): true (snapshots=on) plays a runtime that takes them
   std::string posture_field;  // inspect reads back a posture that differs in this field
+  // remove() takes this long before it removes anything: an engine slow to remove.
+  std::chrono::milliseconds remove_delay{0};
   bool keep_removed = false;  // sandboxes() still shows removed sandboxes (in-process tests)
   // progress() of a sandbox that has no code yet reports this peak, as an engine reports an
   // idle launcher's (in-process tests).

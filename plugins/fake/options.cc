@@ -121,11 +121,18 @@ std::optional<std::string> parseOptions(const std::map<std::string, std::string>
         return "fake backend option snapshots=" + value + " is neither on nor off";
       }
       options->snapshots = value == "on";
+    } else if (key == "remove_ms") {
+      auto ms = parseInteger(value, 0, 600'000);
+      if (!ms) {
+        return "fake backend option remove_ms=" + value +
+               " is not a whole number of milliseconds from 0 to 600000";
+      }
+      options->remove_delay = std::chrono::milliseconds(*ms);
     } else if (key == "engine") {
       // Every backend receives --engine; the fake has no engine to reach.
     } else {
       return "unknown fake backend option '" + key +
-             "'; known: cores, memory_gb, fail, posture, snapshots, engine";
+             "'; known: cores, memory_gb, fail, posture, snapshots, remove_ms, engine";
     }
   }
   return std::nullopt;

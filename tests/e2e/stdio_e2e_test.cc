@@ -470,6 +470,26 @@ TEST(StdioE2eTest, ExitsWithinTwoSecondsOfStdinClosingWhileARunHangs) {
   EXPECT_THAT(session.process().stderrText(), HasSubstr("fake: removed"));
 }
 
+// The engine takes a minute to remove each sandbox: the server starts every removal at once,
+// waits for them until its deadline, and exits, naming what it left to the next start's sweep.
+TEST(StdioE2eTest, ExitsWithoutWaitingForAnEngineSlowToRemoveAndNamesWhatItLeft) {
+  Session session({"--prepared", "3", "--backend-option", "remove_ms=60000"});
+  for (const char* id : {"fake-1", "fake-2", "fake-3"}) {
+    ASSERT_TRUE(
+        waitForStderr(session.process(), std::string("prepared sandbox ") + id + " is ready"));
+  }
+  const auto closed = std::chrono::steady_clock::now();
+  session.process().closeStdin();
+  EXPECT_EQ(session.process().waitExit(30s), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - closed, 30s) << "it waited for a removal";
+  const std::string log = session.process().stderrText();
+  for (const char* id : {"fake-1", "fake-2", "fake-3"}) {
+    EXPECT_THAT(log, HasSubstr(std::string("sandbox ") + id +
+                               " of prepared sandbox is not removed by the shutdown's deadline"));
+  }
+  EXPECT_THAT(log, Not(HasSubstr("fake: removed")));
+}
+
 TEST(StdioE2eTest, ALongPollInFlightIsAnsweredBeforeExitOnStdinClose) {
   Session session;
   const std::string run_id = session.start("#fake: hang\n")->getValue<std::string>("run_id");

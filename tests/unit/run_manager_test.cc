@@ -850,7 +850,7 @@ TEST_F(RunManagerTest, OneTenantsReportsNeverPushOutTheReportOfATenantHoldingLes
 
 TEST_F(RunManagerTest, ReportsOverTheRetainedBytesAreForgottenOldestFirstButNeverTheNewest) {
   settings_.max_retained_bytes = 2u << 20;
-  settings_.output_window_chars = 0;  // the whole capture in each report
+  settings_.output_window_chars = 0;       // the whole capture in each report
   const std::string big(900u << 10, 'x');  // about 0.9 MiB kept per report
   std::vector<std::string> finished;
   for (int i = 0; i < 3; ++i) {
@@ -1442,6 +1442,27 @@ TEST_F(PreparedRunManagerTest, ShutdownRemovesEveryPreparedSandbox) {
   manager().shutdown();
   EXPECT_EQ(created(), 2u);
   EXPECT_EQ(removed(), 2u);
+}
+
+// SPEC §5: a stopping server exits within 2 s. Its sandboxes are removed at once, and with a
+// deadline the shutdown waits for the engine only until then; the manager's destructor waits
+// for the rest.
+TEST_F(PreparedRunManagerTest,
+       ShutdownRemovesEverySandboxAtOnceAndWaitsForTheEngineOnlyUntilItsDeadline) {
+  settings_.prepared = 3;
+  waitPrepared(3);
+  fake().holdRemovals(true);
+  std::thread stopping([&] { manager().shutdown(1500ms); });
+  ASSERT_TRUE(fake().awaitSandboxes([](const std::vector<View>& views) {
+    return std::count_if(views.begin(), views.end(), [](const View& v) { return v.removing; }) == 3;
+  })) << "the three removals are not under way together";
+  ASSERT_TRUE(clock_.awaitWaiters(1));  // the shutdown waits for them, on the clock
+  clock_.advance(1500ms);
+  stopping.join();
+  EXPECT_EQ(removed(), 0u) << "the engine has removed none: the shutdown returned at its deadline";
+  fake().holdRemovals(false);
+  manager_.reset();  // waits for the removals left
+  EXPECT_EQ(removed(), 3u);
 }
 
 // Issue 29: a run of a package set runs its layer's image, and the set gets prepared sandboxes

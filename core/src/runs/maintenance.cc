@@ -1,6 +1,6 @@
 // The run manager's maintenance thread: keeps the prepared pool filled while memory allows,
 // replaces sandboxes that idled too long or ended while idle, removes retired ones, retries
-// removals that failed, and at shutdown removes what is left.
+// removals that failed, and at shutdown starts the removal of what is left.
 
 #include <Poco/Logger.h>
 
@@ -37,7 +37,7 @@ void RunManager::Impl::maintenanceThread() {
     const std::optional<SteadyTime> retry_at = removals_.nextRetry();
     if (retry_at && now >= *retry_at) {
       lock.unlock();
-      removals_.retry(false);
+      removals_.retry();
       lock.lock();
       continue;
     }
@@ -70,17 +70,17 @@ void RunManager::Impl::maintenanceThread() {
   }
   releaseSessionsLocked(lock);  // one ended at shutdown while its snapshot was being taken
   pools_.retireAll();
-  removeRetiredLocked(lock);
-  lock.unlock();
-  removals_.retry(true);
+  removeRetiredLocked(lock);  // at once, each on a thread of its own: removals_ is closed
 }
 
 // Removes the retired prepared sandboxes; releases `lock` while it calls the backend.
 void RunManager::Impl::removeRetiredLocked(std::unique_lock<std::mutex>& lock) {
   std::vector<PreparedPtr> retired = pools_.takeRetired();
   lock.unlock();
-  for (const PreparedPtr& prepared : retired) {
-    removeSandbox(prepared->sandbox_id, prepared->uid, "prepared sandbox");
+  for (PreparedPtr& prepared : retired) {
+    SandboxLease lease = source_.adopt(prepared->uid, prepared->sandbox_id, "prepared sandbox");
+    lease.keepUntilRemoved(std::shared_ptr<const PreparedSandbox>(std::move(prepared)));
+    lease.release();
   }
   lock.lock();
 }
@@ -102,11 +102,6 @@ void RunManager::Impl::retireEndedLocked(std::unique_lock<std::mutex>& lock) {
   }
   lock.lock();
   pools_.retireEnded(ended);
-}
-
-void RunManager::Impl::removeSandbox(const std::string& sandbox_id, std::uint32_t uid,
-                                     const std::string& whose) {
-  source_.adopt(uid, sandbox_id, whose).release();
 }
 
 // Creates a sandbox for a pool's limits in its image, checks the engine's record of it against

@@ -223,7 +223,12 @@ std::optional<RunSnapshot> RunManager::Impl::stop(const std::string& tenant,
   return snapshotLocked(*run);
 }
 
-void RunManager::Impl::shutdown() {
+void RunManager::Impl::shutdown(std::optional<std::chrono::milliseconds> removals_within) {
+  std::optional<SteadyTime> removals_by;
+  if (removals_within) {
+    removals_by = clock_.now() + *removals_within;
+  }
+  removals_.close();  // every sandbox from now on is removed at once, on a thread of its own
   std::vector<std::pair<std::string, std::string>> kills;
   {
     std::lock_guard lock(mutex_);
@@ -282,10 +287,13 @@ void RunManager::Impl::shutdown() {
     releaseSessionsLocked(lock);
   }
   reapThreads();
-  std::lock_guard join_lock(maintenance_join_mutex_);
-  if (maintenance_thread_.joinable()) {
-    maintenance_thread_.join();
+  {
+    std::lock_guard join_lock(maintenance_join_mutex_);
+    if (maintenance_thread_.joinable()) {
+      maintenance_thread_.join();
+    }
   }
+  removals_.finish(removals_by);
 }
 
 bool RunManager::Impl::awaitPrepared(std::size_t count, std::chrono::milliseconds timeout) {
@@ -449,7 +457,9 @@ std::optional<RunSnapshot> RunManager::stop(const std::string& tenant, const std
   return impl_->stop(tenant, run_id);
 }
 
-void RunManager::shutdown() { impl_->shutdown(); }
+void RunManager::shutdown(std::optional<std::chrono::milliseconds> removals_within) {
+  impl_->shutdown(removals_within);
+}
 
 TakenBack RunManager::takeBack(std::vector<sessions::SavedSession> sessions) {
   return impl_->takeBack(std::move(sessions));

@@ -243,8 +243,12 @@ class RunManager {
   // Stops every run, removes every sandbox (prepared ones and sessions' too), joins every
   // thread; with SessionSettings::store, the sessions without egress are hibernated and kept
   // instead (their runs in progress interrupted, as by stop_run; one that cannot be saved
-  // ends). Idempotent.
-  void shutdown();
+  // ends). Idempotent. The sandboxes are removed at once, each on a thread of its own; with
+  // `removals_within`, it waits for the engine to remove them only that long from its call
+  // (SPEC §5: a server stops within 2 s), and what the engine has not removed by then is
+  // logged and left, labelled, to the next server's startup sweep. Then the process should
+  // exit without destroying the manager, whose destructor waits for every removal.
+  void shutdown(std::optional<std::chrono::milliseconds> removals_within = std::nullopt);
 
   // Waits up to `timeout` until at least `count` prepared sandboxes are ready for runs; true
   // when they are.

@@ -158,7 +158,7 @@ struct RunManager::Impl {
   std::optional<RunSnapshot> get(const std::string& tenant, const std::string& run_id,
                                  std::chrono::milliseconds wait, const OutputOffsets& from);
   std::optional<RunSnapshot> stop(const std::string& tenant, const std::string& run_id);
-  void shutdown();
+  void shutdown(std::optional<std::chrono::milliseconds> removals_within);
   bool awaitPrepared(std::size_t count, std::chrono::milliseconds timeout);
   RunLoad load();
   bool preparedHealthy();
@@ -262,8 +262,6 @@ struct RunManager::Impl {
   void maintenanceThread();
   PreparedPtr prepareOne(const PoolSettings& pool);
   void removeRetiredLocked(std::unique_lock<std::mutex>& lock);
-  // Removes a sandbox whose run is over (or that never had one) and gives its uid back.
-  void removeSandbox(const std::string& sandbox_id, std::uint32_t uid, const std::string& whose);
   void retireEndedLocked(std::unique_lock<std::mutex>& lock);
 
   backend::RuntimeBackend& backend_;

@@ -1,5 +1,6 @@
 // RemovalQueue: a sandbox removed at once when the engine answers, otherwise kept and retried
-// with doubling backoff up to a minute; the last attempt at shutdown leaves it to the sweep.
+// with doubling backoff up to a minute; once closed (shutdown), every removal at once, each on
+// a thread of its own, waited for until a deadline and otherwise left to the sweep.
 
 #include "sandbox/removal_queue.h"
 
@@ -18,11 +19,20 @@ constexpr std::chrono::seconds kMaxBackoff{60};
 
 Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
 
+void gone(RemovalQueue::Removal& removal) {
+  if (removal.removed) {
+    removal.removed();
+  }
+  removal.keep.reset();
+}
+
 }  // namespace
 
 RemovalQueue::RemovalQueue(backend::RuntimeBackend& backend, const Clock& clock,
                            std::function<void()> wake)
     : backend_(backend), clock_(clock), wake_(std::move(wake)), backoff_(kFirstBackoff) {}
+
+RemovalQueue::~RemovalQueue() { finish(std::nullopt); }
 
 // Empty when the backend removed the sandbox; otherwise why not.
 std::string RemovalQueue::attempt(const std::string& sandbox_id) noexcept {
@@ -36,61 +46,73 @@ std::string RemovalQueue::attempt(const std::string& sandbox_id) noexcept {
   }
 }
 
-void RemovalQueue::remove(const std::string& sandbox_id, const std::string& whose,
-                          std::function<void()> removed) noexcept {
-  const std::string problem = attempt(sandbox_id);
-  if (problem.empty()) {
-    logger().debug("removed sandbox " + sandbox_id + " of " + whose);
-    if (removed) {
-      removed();
+void RemovalQueue::remove(Removal removal) noexcept {
+  {
+    std::lock_guard lock(mutex_);
+    if (closed_) {
+      startLocked(std::move(removal));
+      return;
     }
+  }
+  const std::string problem = attempt(removal.sandbox_id);
+  if (problem.empty()) {
+    logger().debug("removed sandbox " + removal.sandbox_id + " of " + removal.whose);
+    gone(removal);
     return;
   }
-  logger().error(whose + ": removing sandbox " + sandbox_id + " failed: " + problem +
-                 "; will retry");
+  logger().error(removal.whose + ": removing sandbox " + removal.sandbox_id +
+                 " failed: " + problem + "; will retry");
   try {
     {
       std::lock_guard lock(mutex_);
-      failed_.push_back({sandbox_id, std::move(removed)});
+      if (closed_) {  // closed meanwhile: its one attempt at shutdown
+        startLocked(std::move(removal));
+        return;
+      }
+      failed_.push_back(std::move(removal));
     }
     if (wake_) {
       wake_();
     }
   } catch (const std::exception& e) {
-    logger().error(whose + ": cannot queue sandbox " + sandbox_id + " for removal: " + e.what());
+    logger().error(removal.whose + ": cannot queue sandbox " + removal.sandbox_id +
+                   " for removal: " + e.what());
   }
 }
 
 std::optional<SteadyTime> RemovalQueue::nextRetry() const {
   std::lock_guard lock(mutex_);
-  if (failed_.empty()) {
+  if (failed_.empty() || closed_) {
     return std::nullopt;
   }
   return retry_at_;
 }
 
-void RemovalQueue::retry(bool last_chance) {
-  std::vector<Failed> queued;
+void RemovalQueue::retry() {
+  std::vector<Removal> queued;
   {
     std::lock_guard lock(mutex_);
+    if (closed_) {
+      return;
+    }
     queued.swap(failed_);
   }
-  std::vector<Failed> failed;
-  for (Failed& entry : queued) {
-    const std::string problem = attempt(entry.sandbox_id);
-    if (problem.empty()) {
+  std::vector<Removal> failed;
+  for (Removal& entry : queued) {
+    if (attempt(entry.sandbox_id).empty()) {
       logger().information("removed sandbox " + entry.sandbox_id + " on a later attempt");
-      if (entry.removed) {
-        entry.removed();
-      }
-    } else if (last_chance) {
-      logger().error("could not remove sandbox " + entry.sandbox_id + " (" + problem +
-                     "); the next server's startup sweep will");
+      gone(entry);
     } else {
       failed.push_back(std::move(entry));
     }
   }
   std::lock_guard lock(mutex_);
+  if (closed_) {  // closed meanwhile: their one attempt at shutdown
+    for (Removal& entry : failed) {
+      startLocked(std::move(entry));
+    }
+    return;
+  }
   if (failed.empty() && failed_.empty()) {
     backoff_ = kFirstBackoff;
     retry_at_ = SteadyTime{};
@@ -102,6 +124,70 @@ void RemovalQueue::retry(bool last_chance) {
     retry_at_ = clock_.now() + backoff_;
     backoff_ = std::min<std::chrono::seconds>(backoff_ * 2, kMaxBackoff);
   }
+}
+
+void RemovalQueue::close() {
+  std::lock_guard lock(mutex_);
+  if (closed_) {
+    return;
+  }
+  closed_ = true;
+  std::vector<Removal> failed;
+  failed.swap(failed_);
+  for (Removal& entry : failed) {
+    startLocked(std::move(entry));
+  }
+}
+
+void RemovalQueue::startLocked(Removal removal) {
+  const std::uint64_t number = next_number_++;
+  const std::string what = "sandbox " + removal.sandbox_id + " of " + removal.whose;
+  try {
+    under_way_.emplace(number, what);
+    threads_.emplace_back([this, number, removal = std::move(removal)]() mutable {
+      const std::string problem = attempt(removal.sandbox_id);
+      if (problem.empty()) {
+        logger().debug("removed sandbox " + removal.sandbox_id + " of " + removal.whose);
+        gone(removal);
+      } else {
+        logger().error("could not remove sandbox " + removal.sandbox_id + " of " + removal.whose +
+                       " (" + problem + "); the next server's startup sweep will");
+      }
+      std::lock_guard lock(mutex_);
+      under_way_.erase(number);
+      answered_.notify_all();
+    });
+  } catch (const std::exception& e) {
+    under_way_.erase(number);
+    logger().error("cannot remove " + what + " (" + e.what() +
+                   "); the next server's startup sweep will");
+  }
+}
+
+std::size_t RemovalQueue::finish(std::optional<SteadyTime> deadline) {
+  std::vector<std::thread> done;
+  {
+    std::unique_lock lock(mutex_);
+    const auto answered = [&] { return under_way_.empty(); };
+    if (deadline) {
+      clock_.waitUntil(answered_, lock, *deadline, answered);
+    } else {
+      answered_.wait(lock, answered);
+    }
+    if (!under_way_.empty()) {
+      for (const auto& [number, what] : under_way_) {
+        logger().error(what +
+                       " is not removed by the shutdown's deadline (the engine has not "
+                       "answered); the next server's startup sweep will remove it");
+      }
+      return under_way_.size();
+    }
+    done.swap(threads_);
+  }
+  for (std::thread& thread : done) {
+    thread.join();
+  }
+  return 0;
 }
 
 }  // namespace scs::runs

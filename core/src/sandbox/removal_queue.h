@@ -1,16 +1,21 @@
 #pragma once
 
 // Removes sandboxes, and keeps those it could not remove (the engine was away) to try again
-// with a growing pause, from 1 s doubling up to 60 s, and once more at shutdown; what is left
-// after that the next server's startup sweep removes. Thread-safe.
+// with a growing pause, from 1 s doubling up to 60 s. At shutdown it closes: every removal
+// then runs on a thread of its own, all at once, and the shutdown waits for them only until
+// its deadline; what is left the next server's startup sweep removes. Thread-safe.
 
 #include <scs/backend/backend.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/clock.h"
@@ -22,35 +27,59 @@ class RemovalQueue {
   // `wake` is called, without any lock of this queue held, when a failed removal is queued, so
   // that whoever calls retry() knows there is work.
   RemovalQueue(backend::RuntimeBackend& backend, const Clock& clock, std::function<void()> wake);
+  // finish() with no deadline: waits for every removal still running.
+  ~RemovalQueue();
+  RemovalQueue(const RemovalQueue&) = delete;
+  RemovalQueue& operator=(const RemovalQueue&) = delete;
 
-  // Removes the sandbox now, on the caller's thread; keeps it for retry() when that fails.
-  // `whose` names it in the log ("run <id>", "prepared sandbox"); `removed`, when set, is
-  // called once the sandbox is gone (now or on a later attempt; never if it stays). Never
-  // throws.
-  void remove(const std::string& sandbox_id, const std::string& whose,
-              std::function<void()> removed = {}) noexcept;
+  struct Removal {
+    std::string sandbox_id;
+    std::string whose;              // names it in the log ("run <id>", "prepared sandbox")
+    std::function<void()> removed;  // when set, called once the sandbox is gone
+    // Held until the engine has removed the sandbox: what the sandbox's output is written to
+    // must outlive it (RuntimeBackend::start).
+    std::shared_ptr<const void> keep;
+  };
+
+  // Removes the sandbox now, on the caller's thread; keeps it for retry() when that fails
+  // (`removed` is then called on a later attempt, or never if it stays). Once closed, starts
+  // the removal on a thread of its own and returns at once. Never throws.
+  void remove(Removal removal) noexcept;
 
   // When retry() has work next; nullopt when nothing waits.
   std::optional<SteadyTime> nextRetry() const;
 
-  // Tries again every removal that failed. With `last_chance`, what fails again is logged
-  // and given up; otherwise it waits for the next, longer pause.
-  void retry(bool last_chance);
+  // Tries again every removal that failed; what fails again waits for the next, longer pause.
+  void retry();
+
+  // Shutdown: every removal from now on, and every one that failed before, runs at once on a
+  // thread of its own, once; what the engine refuses is logged and left to the next server's
+  // startup sweep.
+  void close();
+
+  // Waits for the removals started since close() until `deadline` (none: until the engine
+  // has answered each). Those still waiting for the engine then are logged as left to the
+  // next server's startup sweep and go on in the background; the destructor waits for them.
+  // Returns how many are left.
+  std::size_t finish(std::optional<SteadyTime> deadline);
 
  private:
   std::string attempt(const std::string& sandbox_id) noexcept;
+  void startLocked(Removal removal);
 
   backend::RuntimeBackend& backend_;
   const Clock& clock_;
   const std::function<void()> wake_;
   mutable std::mutex mutex_;
-  struct Failed {
-    std::string sandbox_id;
-    std::function<void()> removed;
-  };
-  std::vector<Failed> failed_;
+  std::vector<Removal> failed_;
   SteadyTime retry_at_{};
   std::chrono::seconds backoff_;
+  // Once closed: the removals under way, by a number of their own, and their threads.
+  bool closed_ = false;
+  std::map<std::uint64_t, std::string> under_way_;  // number → "sandbox <id> of <whose>"
+  std::uint64_t next_number_ = 0;
+  std::vector<std::thread> threads_;
+  std::condition_variable answered_;
 };
 
 }  // namespace scs::runs

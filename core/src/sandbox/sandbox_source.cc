@@ -17,6 +17,7 @@ SandboxLease& SandboxLease::operator=(SandboxLease&& other) noexcept {
     uid_ = other.uid_;
     sandbox_id_ = std::move(other.sandbox_id_);
     whose_ = std::move(other.whose_);
+    keep_ = std::move(other.keep_);
   }
   return *this;
 }
@@ -28,8 +29,10 @@ void SandboxLease::release() {
   RemovalQueue* removals = std::exchange(removals_, nullptr);
   if (sandbox_id_.empty()) {
     uids_->give(uid_);  // no sandbox was made with it
+    keep_.reset();
   } else {
-    removals->remove(sandbox_id_, whose_, [uids = uids_, uid = uid_] { uids->give(uid); });
+    removals->remove(
+        {sandbox_id_, whose_, [uids = uids_, uid = uid_] { uids->give(uid); }, std::move(keep_)});
   }
 }
 

@@ -8,6 +8,7 @@
 #include <scs/backend/backend.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -38,6 +39,8 @@ class SandboxLease {
   // The pool keeps a prepared sandbox as a record of its own, removed when it retires
   // (RunManager::Impl::removeRetiredLocked): this lease lets go of it without removing it.
   void handOver() { removals_ = nullptr; }
+  // What the sandbox's output is written to, held until the sandbox is gone.
+  void keepUntilRemoved(std::shared_ptr<const void> keep) { keep_ = std::move(keep); }
   void release();
 
   bool holds() const { return removals_ != nullptr; }
@@ -50,6 +53,7 @@ class SandboxLease {
   std::uint32_t uid_ = 0;
   std::string sandbox_id_;
   std::string whose_;
+  std::shared_ptr<const void> keep_;
 };
 
 enum class SandboxKind {
