@@ -1,4 +1,4 @@
-#include "runs/fair_queue.h"
+#include "admission/fair_queue.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace scs::runs {
+namespace scs::admission {
 namespace {
 
 std::vector<std::string> ids(const std::vector<FairQueue::Entry>& entries) {
@@ -96,4 +96,4 @@ TEST(FairQueueTest, ARemovedRunLeavesTheOrderAndCountsStayExact) {
 }
 
 }  // namespace
-}  // namespace scs::runs
+}  // namespace scs::admission

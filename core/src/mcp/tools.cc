@@ -273,7 +273,7 @@ Poco::JSON::Object::Ptr Tools::startRun(const Object& arguments, const CallConte
   // Refusals before the run manager sees the run are counted here, by their kind; its own,
   // there.
   const auto refuse = [&](const Error& refusal) {
-    runs_.events().refused(context.tenant, runs::refusalOf(refusal));
+    runs_.events().refused(context.tenant, admission::refusalOf(refusal));
     return toolError(refusal.message);
   };
   if (std::string message = checkArgumentNames(arguments, kStartRun,

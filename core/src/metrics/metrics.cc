@@ -163,7 +163,7 @@ Metrics::Metrics(const std::string& version, const std::string& backend)
 }
 
 void Metrics::refused(const std::string& tenant, Refusal why) {
-  refused_.Add({{"tenant", tenant}, {"reason", std::string(runs::refusalName(why))}}).Increment();
+  refused_.Add({{"tenant", tenant}, {"reason", std::string(admission::refusalName(why))}}).Increment();
 }
 
 void Metrics::accepted(const std::string& tenant) {
@@ -194,7 +194,7 @@ void Metrics::knowTenants(const std::vector<std::string>& tenants) {
     }
     for (const Refusal why :
          {Refusal::kInvalid, Refusal::kLimits, Refusal::kQueueFull, Refusal::kShuttingDown}) {
-      refused_.Add({{"tenant", tenant}, {"reason", std::string(runs::refusalName(why))}});
+      refused_.Add({{"tenant", tenant}, {"reason", std::string(admission::refusalName(why))}});
     }
   }
 }

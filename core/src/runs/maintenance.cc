@@ -45,8 +45,8 @@ void RunManager::Impl::maintenanceThread() {
       continue;
     }
     PreparedPool* pool = pools_.wantingAnother(
-        now, [this](std::int64_t more) { return memoryFitsLocked(more); },
-        queue_.next().has_value());
+        now, [this](std::int64_t more) { return admission_.memoryFits(more); },
+        admission_.queue().next().has_value());
     if (pool == nullptr) {
       clock_.waitUntil(pool_changed_, lock,
                        std::min(now + kRecheck, retry_at.value_or(now + kRecheck)));

@@ -1,5 +1,4 @@
-// The observer that hears nothing (noRunEvents), for a run manager given none, and the
-// categories and names of the reasons a start_run is refused.
+// The observer that hears nothing (noRunEvents), for a run manager given none.
 
 #include "runs/run_events.h"
 
@@ -21,35 +20,6 @@ class NoRunEvents final : public RunEvents {
 RunEvents& noRunEvents() {
   static NoRunEvents none;
   return none;
-}
-
-RunEvents::Refusal refusalOf(const Error& error) {
-  switch (error.kind) {
-    case ErrorKind::kLimits:
-      return RunEvents::Refusal::kLimits;
-    case ErrorKind::kRefused:
-      return RunEvents::Refusal::kQueueFull;
-    case ErrorKind::kStopping:
-      return RunEvents::Refusal::kShuttingDown;
-    case ErrorKind::kInvalid:
-    case ErrorKind::kInternal:
-      break;
-  }
-  return RunEvents::Refusal::kInvalid;
-}
-
-std::string_view refusalName(RunEvents::Refusal why) {
-  switch (why) {
-    case RunEvents::Refusal::kInvalid:
-      return "invalid";
-    case RunEvents::Refusal::kLimits:
-      return "limits";
-    case RunEvents::Refusal::kQueueFull:
-      return "queue_full";
-    case RunEvents::Refusal::kShuttingDown:
-      return "shutting_down";
-  }
-  return "invalid";
 }
 
 }  // namespace scs::runs

@@ -7,22 +7,16 @@
 #include <cstddef>
 #include <optional>
 #include <string>
-#include <string_view>
 
+#include "admission/refusal.h"
 #include "policy/status_map.h"
-#include "result.h"
 
 namespace scs::runs {
 
 class RunEvents {
  public:
-  // Why a start_run was refused before it became a run.
-  enum class Refusal {
-    kInvalid,       // bad arguments (code, files, stdin, packages), or a session's rules
-    kLimits,        // the limits are refused (by the policy, or more memory than the host has)
-    kQueueFull,     // the tenant's queue, or the server's, is full
-    kShuttingDown,  // the server is stopping
-  };
+  // Why a start_run was refused before it became a run (admission/refusal.h).
+  using Refusal = admission::Refusal;
 
   virtual ~RunEvents() = default;
 
@@ -41,14 +35,5 @@ class RunEvents {
 
 // An observer that counts nothing, for a manager given none.
 RunEvents& noRunEvents();
-
-// The one map from why a start_run failed to the category it is counted in: a refusal site
-// names its Error's kind, and this the category (kInvalid and kInternal: invalid). The tools
-// count a `packages` refusal as invalid at its site instead, whatever its kind: a package
-// layer's "no room now" is not a full queue.
-RunEvents::Refusal refusalOf(const Error& error);
-
-// "invalid", "limits", "queue_full", "shutting_down".
-std::string_view refusalName(RunEvents::Refusal why);
 
 }  // namespace scs::runs

@@ -51,8 +51,11 @@ RunManager::Impl::Impl(backend::RuntimeBackend& backend, const RunSettings& sett
       retention_({settings.retention, settings.max_retained, settings.max_retained_bytes,
                   settings.max_retained_per_tenant, settings.max_retained_bytes_per_tenant}),
       pools_({settings.prepared, settings.prepared_max, settings.prepared_limits,
-              memoryBytes(settings.prepared_limits), settings.prepared_max_idle, ""},
-             settings.prepared_package_sets) {
+              admission::memoryBytes(settings.prepared_limits), settings.prepared_max_idle, ""},
+             settings.prepared_package_sets),
+      admission_({settings.max_concurrent, settings.max_queue, settings.max_queue_total,
+                  settings.host_memory_bytes},
+                 sandbox_, pools_, [this] { return sessions_.memory(); }) {
   maintenance_thread_ = std::thread([this] { maintenanceThread(); });
 }
 
@@ -72,7 +75,7 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
     request.limits = sessions::SessionTable::limitsOfRun(*session, request.limits.timeout_seconds);
   }
   // A session's run holds no memory of its own: its session's is counted already.
-  const std::int64_t memory = session ? 0 : memoryBytes(request.limits);
+  const std::int64_t memory = session ? 0 : admission::memoryBytes(request.limits);
   if (settings_.host_memory_bytes > 0 && memory > settings_.host_memory_bytes) {
     return refusedLocked(
         request.tenant,
@@ -82,7 +85,7 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
                                         static_cast<double>(policy::kBytesPerGb)) +
                    " GB."));
   }
-  const std::size_t waiting = queue_.queued(request.tenant);
+  const std::size_t waiting = admission_.queue().queued(request.tenant);
   auto run = std::make_shared<Run>();
   run->id = common::unusedHexId(runs_);
   run->tenant = std::move(request.tenant);
@@ -110,7 +113,7 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
     run->session = session;
     run->report.session_id = session->id;
     const Result<sessions::Placement> placed =
-        sessions_.enqueue(*session, run->id, queue_.queued(run->tenant));
+        sessions_.enqueue(*session, run->id, admission_.queue().queued(run->tenant));
     if (const Error* refusal = std::get_if<Error>(&placed)) {
       runs_.erase(run->id);
       return refusedLocked(run->tenant, *refusal);
@@ -119,9 +122,9 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
       events_.accepted(run->tenant);
       return snapshotLocked(*run);  // it waits in its session's queue
     }
-    queue_.push(run->tenant, run->id);
+    admission_.queue().push(run->tenant, run->id);
   } else {
-    queue_.push(run->tenant, run->id);
+    admission_.queue().push(run->tenant, run->id);
   }
   // Counted before admission, which may end the run at once (its thread failed to start).
   if (PreparedPool* pool =
@@ -133,21 +136,24 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
   }
   admitLocked();
   if (run->phase == Phase::kQueued && !session) {
-    Result<Done> room = Done{};
-    if (waiting >= settings_.max_queue) {
-      room = refused("The queue is full: " + countOf(waiting, "run is", "runs are") +
-                     " waiting behind " + std::to_string(queue_.executing()) +
-                     " running. Try again when a run finishes.");
-    } else if (queue_.queued() > settings_.max_queue_total) {
-      room = makeRoomInQueueLocked(run->tenant);
-    }
+    Result<std::optional<std::string>> room = admission_.room(run->tenant, run->id, waiting);
     if (Error* refusal = std::get_if<Error>(&room)) {
-      queue_.remove(run->tenant, run->id);
       if (run->pool_demand) {
         pools_.of(run->image)->demandEnded();
       }
       runs_.erase(run->id);
       return refusedLocked(run->tenant, std::move(*refusal));
+    }
+    if (const std::optional<std::string>& pushed_out = std::get<std::optional<std::string>>(room)) {
+      Run& other = *runs_.at(*pushed_out);
+      logger().information("run " + other.id + " of tenant " + other.tenant +
+                           " leaves the full queue for a run of a tenant with fewer queued runs");
+      finalizeLocked(other,
+                     stoppedVerdict("Stopped before it started: the server's queue was full and "
+                                    "your runs were the most of those waiting. Start it again "
+                                    "when fewer of your runs wait."),
+                     {}, {});
+      other.phase = Phase::kSettled;
     }
   }
   events_.accepted(run->tenant);
@@ -160,7 +166,7 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
 }
 
 Error RunManager::Impl::refusedLocked(const std::string& tenant, Error refusal) {
-  events_.refused(tenant, refusalOf(refusal));
+  events_.refused(tenant, admission::refusalOf(refusal));
   return refusal;
 }
 
@@ -199,7 +205,7 @@ std::optional<RunSnapshot> RunManager::Impl::stop(const std::string& tenant,
     return std::nullopt;
   }
   if (run->phase == Phase::kQueued) {
-    queue_.remove(run->tenant, run->id);  // or it waits in its session's queue
+    admission_.queue().remove(run->tenant, run->id);  // or it waits in its session's queue
     finalizeLocked(*run, stoppedVerdict("Stopped by stop_run before it started."), {}, {});
     run->phase = Phase::kSettled;
     return snapshotLocked(*run);
@@ -241,7 +247,7 @@ void RunManager::Impl::shutdown(std::optional<std::chrono::milliseconds> removal
         stopWaitingLocked(*session, "Stopped by server shutdown before it started.");
       }
     }
-    for (const FairQueue::Entry& entry : queue_.clear()) {
+    for (const admission::FairQueue::Entry& entry : admission_.queue().clear()) {
       Run& run = *runs_.at(entry.id);
       finalizeLocked(run, stoppedVerdict("Stopped by server shutdown before it started."), {}, {});
       run.phase = Phase::kSettled;
@@ -309,8 +315,8 @@ bool RunManager::Impl::preparedHealthy() {
 RunLoad RunManager::Impl::load() {
   std::lock_guard lock(mutex_);
   RunLoad load;
-  load.queued = queue_.queued();
-  load.executing = queue_.executing();
+  load.queued = admission_.queue().queued();
+  load.executing = admission_.queue().executing();
   load.prepared_ready = pools_.ready();
   load.runs_known = runs_.size();
   load.reports_retained = retention_.count();
@@ -347,7 +353,7 @@ void RunManager::Impl::finalizeLocked(Run& run, policy::Verdict verdict, RunResu
   }
   retention_.add(run.id, run.tenant, retained, *run.finished);
   if (held_slot) {
-    queue_.ended(run.tenant);
+    admission_.ended(run.tenant, run.id);
     if (run.prepared) {
       PreparedPool& pool = *pools_.of(run.image);
       const std::optional<double>& warm_seconds = run.report.results.warm_seconds;
@@ -397,9 +403,10 @@ RunSnapshot RunManager::Impl::snapshotLocked(const Run& run, const OutputOffsets
   snapshot.finished_at = run.finished_at;
   const SteadyTime now = clock_.now();
   if (run.phase == Phase::kQueued) {
-    const std::vector<FairQueue::Entry> order = queue_.order();
-    const auto position = std::find_if(order.begin(), order.end(),
-                                       [&](const FairQueue::Entry& e) { return e.id == run.id; });
+    const std::vector<admission::FairQueue::Entry> order = admission_.queue().order();
+    const auto position =
+        std::find_if(order.begin(), order.end(),
+                     [&](const admission::FairQueue::Entry& e) { return e.id == run.id; });
     if (position != order.end()) {
       snapshot.queue_position = static_cast<std::size_t>(position - order.begin()) + 1;
     } else if (run.session) {

@@ -1,11 +1,11 @@
 #pragma once
 
 // The run manager's private state, shared by its source files: run_manager.cc (the registry:
-// start, get, stop, finalisation, shutdown), admission.cc (slots, the fair queue, host memory,
-// the prepared pool), run_thread.cc (what a run's own thread does, from its sandbox's bring-up
-// to its evidence), sessions.cc and session_runs.cc (a session's life and its runs) and
-// maintenance.cc (the thread that keeps the prepared pool filled and retries removals). Every
-// sandbox comes from sandbox_source.h.
+// start, get, stop, finalisation, shutdown), admission.cc (what a run admitted by
+// admission/ gets: its prepared sandbox, its session woken, its thread), run_thread.cc (what a
+// run's own thread does, from its sandbox's bring-up to its evidence), sessions.cc and
+// session_runs.cc (a session's life and its runs) and maintenance.cc (the thread that keeps the
+// prepared pool filled and retries removals). Every sandbox comes from sandbox_source.h.
 
 #include <condition_variable>
 #include <cstdint>
@@ -21,10 +21,10 @@
 #include <utility>
 #include <vector>
 
+#include "admission/admission.h"
 #include "common/ids.h"
 #include "launcher/output.h"
 #include "policy/status_map.h"
-#include "runs/fair_queue.h"
 #include "runs/report_retention.h"
 #include "runs/run_manager.h"
 #include "sandbox/bring_up.h"
@@ -54,11 +54,6 @@ inline SteadyDuration toDuration(double seconds) {
 
 inline double secondsBetween(SteadyTime from, SteadyTime to) {
   return std::chrono::duration<double>(to - from).count();
-}
-
-// "1 run is", "2 runs are".
-inline std::string countOf(std::size_t count, std::string_view one, std::string_view many) {
-  return std::to_string(count) + " " + std::string(count == 1 ? one : many);
 }
 
 inline policy::Verdict stoppedVerdict(std::string reason) {
@@ -169,14 +164,8 @@ struct RunManager::Impl {
   // The run `run_id` of `tenant`, once the reports past their retention are forgotten; null for
   // none (or another tenant's).
   std::shared_ptr<Run> findLocked(const std::string& tenant, const std::string& run_id);
-  // The queue holds more than max_queue_total with a new run of `tenant`: stops the newest
-  // queued run of the tenant that gives way (tenant_share.h), or refuses the new run when that
-  // is `tenant` itself.
-  Result<Done> makeRoomInQueueLocked(const std::string& tenant);
-  std::int64_t memoryBytes(const policy::Limits& limits) const;
-  std::int64_t executingMemoryLocked() const;
-  // Whether `more` bytes fit beside the runs holding slots and the prepared sandboxes.
-  bool memoryFitsLocked(std::int64_t more) const;
+  // Moves the fair queue on (admission/admission.h): each run admitted takes its prepared
+  // sandbox, wakes its hibernated session, and gets its thread.
   void admitLocked();
   void launchLocked(const std::shared_ptr<Run>& run);
   // The one place a run becomes final: status, reason, times and results; its slot is freed,
@@ -280,10 +269,10 @@ struct RunManager::Impl {
   std::condition_variable pool_changed_;  // wakes the maintenance thread
   std::map<std::string, std::shared_ptr<Run>> runs_;
   sessions::SessionTable sessions_;  // every session rule
-  FairQueue queue_;
   ReportRetention retention_;
   PreparedPools pools_;
-  std::size_t live_threads_ = 0;  // run threads not yet done with their sandbox
+  admission::Admission admission_;  // the fair queue, slots and the host's memory
+  std::size_t live_threads_ = 0;    // run threads not yet done with their sandbox
   std::vector<std::thread> done_threads_;
   bool shutting_down_ = false;
   std::thread maintenance_thread_;

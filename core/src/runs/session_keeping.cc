@@ -149,7 +149,7 @@ TakenBack RunManager::Impl::takeBack(std::vector<sessions::SavedSession> session
     session->tenant = saved.tenant;
     session->limits = saved.limits;
     session->language = saved.language;
-    session->memory_bytes = memoryBytes(saved.limits);  // by this server's rule
+    session->memory_bytes = admission::memoryBytes(saved.limits);  // by this server's rule
     session->packages = saved.packages;
     session->sandbox_id = saved.sandbox_id;
     session->lease = source_.adopt(saved.uid, saved.sandbox_id, "session " + saved.id);

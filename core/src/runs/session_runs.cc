@@ -29,7 +29,7 @@ void RunManager::Impl::sessionRunEndedLocked(Run& run) {
         return it != runs_.end() && it->second->phase == Phase::kQueued;
       });
   if (next) {
-    queue_.push(run.tenant, *next);
+    admission_.queue().push(run.tenant, *next);
   }
   pool_changed_.notify_all();  // an ended session's sandbox may go now
 }

@@ -31,7 +31,7 @@ Result<sessions::SessionSnapshot> RunManager::Impl::openSession(OpenSessionReque
     if (shutting_down_) {
       return stopping("The server is shutting down.");
     }
-    const std::int64_t memory = memoryBytes(request.limits);
+    const std::int64_t memory = admission::memoryBytes(request.limits);
     if (Result<Done> may = sessions_.mayOpen(request.tenant, request.limits.memory_gb, memory);
         std::holds_alternative<Error>(may)) {
       return std::get<Error>(may);
@@ -49,9 +49,7 @@ Result<sessions::SessionSnapshot> RunManager::Impl::openSession(OpenSessionReque
     const PreparedSandbox* prepared =
         pool ? pool->find(request.limits, sandbox_, clock_.now(), /*for_session=*/true) : nullptr;
     const std::int64_t needed = memory - (prepared ? pool->idleHold() : 0);
-    if (!memoryFitsLocked(needed) && !pools_.evictFor(needed, prepared, [this](std::int64_t more) {
-          return memoryFitsLocked(more);
-        })) {
+    if (!admission_.fitsOrEvicts(needed, prepared)) {
       return refused("Not enough of the host's memory is free for a session of " +
                      policy::formatNumber(request.limits.memory_gb) +
                      " GB now: running runs and open sessions hold it. Try again when "
@@ -247,7 +245,7 @@ void RunManager::Impl::endSessionLocked(Session& session, const std::string& rea
   if (!session.current.empty()) {
     Run& run = *runs_.at(session.current);
     if (run.phase == Phase::kQueued) {
-      queue_.remove(run.tenant, run.id);
+      admission_.queue().remove(run.tenant, run.id);
       finalizeLocked(run, stoppedVerdict(stop_reason), {}, {});
       run.phase = Phase::kSettled;
     } else if (run.phase < Phase::kEnded && run.cause == Cause::kNone) {
@@ -349,7 +347,7 @@ void RunManager::Impl::hibernateSessionsLocked(std::unique_lock<std::mutex>& loc
     }
     // A run that arrived meanwhile waited in the session's queue: it goes on now, and wakes it.
     if (const std::optional<std::string> next = sessions_.next(*session)) {
-      queue_.push(session->tenant, *next);
+      admission_.queue().push(session->tenant, *next);
     }
   }
   if (!due.empty()) {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace scs::runs {
+namespace scs::admission {
 
 class FairQueue {
  public:
@@ -73,4 +73,4 @@ class FairQueue {
   std::uint64_t sequence_ = 0;
 };
 
-}  // namespace scs::runs
+}  // namespace scs::admission

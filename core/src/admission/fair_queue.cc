@@ -1,13 +1,13 @@
 // FairQueue: one FIFO per tenant; the next run is the one whose tenant ranks first by runs
 // executing, then by when it was last served, then by arrival; and the counts read from it.
 
-#include "runs/fair_queue.h"
+#include "admission/fair_queue.h"
 
 #include <algorithm>
 #include <numeric>
 #include <tuple>
 
-namespace scs::runs {
+namespace scs::admission {
 namespace {
 
 template <typename Value>
@@ -145,4 +145,4 @@ std::vector<FairQueue::Entry> FairQueue::clear() {
   return entries;
 }
 
-}  // namespace scs::runs
+}  // namespace scs::admission
