@@ -468,12 +468,19 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
     }
     info.tools.packages = &*package_layers;
   }
-  // A call that waits for a package layer is answered at once too.
+  // A call that waits for a package layer is answered at once too. A shutdown that fails
+  // ends the process here: unwinding would wait, in the manager's destructor, for every
+  // removal the shutdown left to the sweep.
   const auto stop_everything = [&] {
-    if (package_layers) {
-      package_layers->shutdown();
+    try {
+      if (package_layers) {
+        package_layers->shutdown();
+      }
+      manager.shutdown(kRemovalsWithin);
+    } catch (const std::exception& e) {
+      log.error(std::string("shutdown failed: ") + e.what());
+      exitStopped(1);
     }
-    manager.shutdown(kRemovalsWithin);
   };
   mcp::Server server(manager, *engine->limits, config.files, info);
   if (http) {

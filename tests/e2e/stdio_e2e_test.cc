@@ -481,7 +481,8 @@ TEST(StdioE2eTest, ExitsWithoutWaitingForAnEngineSlowToRemoveAndNamesWhatItLeft)
   const auto closed = std::chrono::steady_clock::now();
   session.process().closeStdin();
   EXPECT_EQ(session.process().waitExit(30s), 0);
-  EXPECT_LT(std::chrono::steady_clock::now() - closed, 30s) << "it waited for a removal";
+  // SPEC §5's 2 s with room for a busy machine; one removal alone would take 60 s.
+  EXPECT_LT(std::chrono::steady_clock::now() - closed, 5s) << "it waited for a removal";
   const std::string log = session.process().stderrText();
   for (const char* id : {"fake-1", "fake-2", "fake-3"}) {
     EXPECT_THAT(log, HasSubstr(std::string("sandbox ") + id +

@@ -74,6 +74,18 @@ TEST_F(RemovalQueueTest, ClosingTriesEachFailedRemovalOnceMoreAndLeavesWhatFails
   EXPECT_EQ(removed, 0);
 }
 
+TEST_F(RemovalQueueTest, ClosedARemovalThatHoldsNothingOfItsSandboxIsMadeOnTheCallersThread) {
+  EXPECT_CALL(backend_, remove("sb")).WillOnce(Return(kGone));
+  removals_.close();
+  int removed = 0;
+  // Its caller frees what the sandbox writes to once this returns: it cannot go on elsewhere.
+  removals_.remove({"sb", "run r", [&] { ++removed; }, {}});
+  ::testing::Mock::VerifyAndClearExpectations(&backend_);
+  EXPECT_EQ(removals_.finish(clock_.now()), 0u);
+  EXPECT_FALSE(removals_.nextRetry().has_value()) << "failed once closed: left to the sweep";
+  EXPECT_EQ(removed, 0);
+}
+
 // The engine holds every remove() until the test opens the gate.
 class Gate {
  public:
@@ -109,7 +121,8 @@ TEST_F(RemovalQueueTest, ClosedItRemovesEverySandboxAtOnceAndWaitsOnlyUntilTheDe
   std::atomic<int> removed = 0;
   removals_.close();
   for (const char* id : {"a", "b", "c"}) {
-    removals_.remove({id, "prepared sandbox", [&] { ++removed; }, {}});  // returns at once
+    // Each holds what its sandbox writes to, so it may be removed alongside the others.
+    removals_.remove({id, "prepared sandbox", [&] { ++removed; }, std::make_shared<int>(0)});
   }
   ASSERT_TRUE(engine.awaitInside(3)) << "the three removals are not under way together";
 

@@ -264,7 +264,8 @@ void RunManager::Impl::releaseSessionsLocked(std::unique_lock<std::mutex>& lock)
   std::vector<SandboxLease> leases;
   for (const auto& session : releasing) {
     leases.push_back(std::move(session->lease));
-    session->releasing = true;  // claimed: no other thread removes it too
+    leases.back().keepUntilRemoved(session);  // its sink; at shutdown removed alongside others
+    session->releasing = true;                // claimed: no other thread removes it too
   }
   lock.unlock();
   for (const auto& session : releasing) {

@@ -49,7 +49,7 @@ std::string RemovalQueue::attempt(const std::string& sandbox_id) noexcept {
 void RemovalQueue::remove(Removal removal) noexcept {
   {
     std::lock_guard lock(mutex_);
-    if (closed_) {
+    if (closed_ && removal.keep) {
       startLocked(std::move(removal));
       return;
     }
@@ -60,15 +60,16 @@ void RemovalQueue::remove(Removal removal) noexcept {
     gone(removal);
     return;
   }
-  logger().error(removal.whose + ": removing sandbox " + removal.sandbox_id +
-                 " failed: " + problem + "; will retry");
   try {
     {
       std::lock_guard lock(mutex_);
-      if (closed_) {  // closed meanwhile: its one attempt at shutdown
-        startLocked(std::move(removal));
+      if (closed_) {  // no later attempt: its caller may free what the sandbox writes to
+        logger().error(removal.whose + ": removing sandbox " + removal.sandbox_id +
+                       " failed: " + problem + "; the next server's startup sweep will");
         return;
       }
+      logger().error(removal.whose + ": removing sandbox " + removal.sandbox_id +
+                     " failed: " + problem + "; will retry");
       failed_.push_back(std::move(removal));
     }
     if (wake_) {
@@ -98,16 +99,28 @@ void RemovalQueue::retry() {
     queued.swap(failed_);
   }
   std::vector<Removal> failed;
-  for (Removal& entry : queued) {
-    if (attempt(entry.sandbox_id).empty()) {
-      logger().information("removed sandbox " + entry.sandbox_id + " on a later attempt");
-      gone(entry);
+  for (auto entry = queued.begin(); entry != queued.end(); ++entry) {
+    {
+      std::lock_guard lock(mutex_);
+      if (closed_) {  // closed meanwhile: the rest go with the shutdown's, at once
+        for (; entry != queued.end(); ++entry) {
+          startLocked(std::move(*entry));
+        }
+        for (Removal& again : failed) {
+          startLocked(std::move(again));
+        }
+        return;
+      }
+    }
+    if (attempt(entry->sandbox_id).empty()) {
+      logger().information("removed sandbox " + entry->sandbox_id + " on a later attempt");
+      gone(*entry);
     } else {
-      failed.push_back(std::move(entry));
+      failed.push_back(std::move(*entry));
     }
   }
   std::lock_guard lock(mutex_);
-  if (closed_) {  // closed meanwhile: their one attempt at shutdown
+  if (closed_) {
     for (Removal& entry : failed) {
       startLocked(std::move(entry));
     }
@@ -142,25 +155,33 @@ void RemovalQueue::close() {
 void RemovalQueue::startLocked(Removal removal) {
   const std::uint64_t number = next_number_++;
   const std::string what = "sandbox " + removal.sandbox_id + " of " + removal.whose;
+  auto shared = std::make_shared<Removal>(std::move(removal));
   try {
+    threads_.reserve(threads_.size() + 1);  // so that a thread made is always kept
     under_way_.emplace(number, what);
-    threads_.emplace_back([this, number, removal = std::move(removal)]() mutable {
-      const std::string problem = attempt(removal.sandbox_id);
+    threads_.emplace_back([this, number, shared, what] {
+      const std::string problem = attempt(shared->sandbox_id);
       if (problem.empty()) {
-        logger().debug("removed sandbox " + removal.sandbox_id + " of " + removal.whose);
-        gone(removal);
+        logger().debug("removed " + what);
+        gone(*shared);
       } else {
-        logger().error("could not remove sandbox " + removal.sandbox_id + " of " + removal.whose +
-                       " (" + problem + "); the next server's startup sweep will");
+        logger().error("could not remove " + what + " (" + problem +
+                       "); the next server's startup sweep will");
       }
       std::lock_guard lock(mutex_);
       under_way_.erase(number);
       answered_.notify_all();
     });
   } catch (const std::exception& e) {
+    // No thread to be had: removed here, holding the queue's lock, rather than not at all.
     under_way_.erase(number);
-    logger().error("cannot remove " + what + " (" + e.what() +
-                   "); the next server's startup sweep will");
+    logger().warning("no thread to remove " + what + " alongside the others (" + e.what() +
+                     "); removing it now");
+    if (attempt(shared->sandbox_id).empty()) {
+      gone(*shared);
+    } else {
+      logger().error("could not remove " + what + "; the next server's startup sweep will");
+    }
   }
 }
 

@@ -1,9 +1,10 @@
 #pragma once
 
 // Removes sandboxes, and keeps those it could not remove (the engine was away) to try again
-// with a growing pause, from 1 s doubling up to 60 s. At shutdown it closes: every removal
-// then runs on a thread of its own, all at once, and the shutdown waits for them only until
-// its deadline; what is left the next server's startup sweep removes. Thread-safe.
+// with a growing pause, from 1 s doubling up to 60 s. At shutdown it closes: the removals
+// whose sandbox's sink they hold then run on threads of their own, all at once, and the
+// shutdown waits for them only until its deadline; what is left the next server's startup
+// sweep removes. Thread-safe.
 
 #include <scs/backend/backend.h>
 
@@ -42,8 +43,10 @@ class RemovalQueue {
   };
 
   // Removes the sandbox now, on the caller's thread; keeps it for retry() when that fails
-  // (`removed` is then called on a later attempt, or never if it stays). Once closed, starts
-  // the removal on a thread of its own and returns at once. Never throws.
+  // (`removed` is then called on a later attempt, or never if it stays). Once closed, a
+  // removal that holds its `keep` is started on a thread of its own and this returns at once;
+  // one without is removed on the caller's thread (who may free what the sandbox writes to
+  // as soon as this returns), and if that fails, left to the sweep. Never throws.
   void remove(Removal removal) noexcept;
 
   // When retry() has work next; nullopt when nothing waits.
@@ -52,9 +55,9 @@ class RemovalQueue {
   // Tries again every removal that failed; what fails again waits for the next, longer pause.
   void retry();
 
-  // Shutdown: every removal from now on, and every one that failed before, runs at once on a
-  // thread of its own, once; what the engine refuses is logged and left to the next server's
-  // startup sweep.
+  // Shutdown: every removal that failed before, and every one with a `keep` from now on, runs
+  // at once on a thread of its own, once (a retry() under way hands its rest over too); what
+  // the engine refuses is logged and left to the next server's startup sweep.
   void close();
 
   // Waits for the removals started since close() until `deadline` (none: until the engine

@@ -39,7 +39,8 @@ class SandboxLease {
   // The pool keeps a prepared sandbox as a record of its own, removed when it retires
   // (RunManager::Impl::removeRetiredLocked): this lease lets go of it without removing it.
   void handOver() { removals_ = nullptr; }
-  // What the sandbox's output is written to, held until the sandbox is gone.
+  // What the sandbox's output is written to, held until the sandbox is gone: its removal may
+  // then run on a thread of its own at shutdown (RemovalQueue::close).
   void keepUntilRemoved(std::shared_ptr<const void> keep) { keep_ = std::move(keep); }
   void release();
 
