@@ -27,6 +27,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/clock.h"
 #include "fake_backend.h"
 #include "mcp/server.h"
 #include "mocks/test_logs.h"
@@ -34,7 +35,6 @@
 #include "policy/limits.h"
 #include "policy/posture.h"
 #include "policy/status_map.h"
-#include "common/clock.h"
 #include "runs/run_manager.h"
 #include "support/checks.h"
 
@@ -61,7 +61,7 @@ struct Fixture {
                              policy::HostCapacity{8, std::int64_t{64} << 30}};
   policy::FileSettings files;
   policy::SandboxSettings sandbox;
-  runs::SystemClock clock;
+  common::SystemClock clock;
   runs::RunSettings settings;
 
   Fixture() {

@@ -1,4 +1,4 @@
-// Writes the input to runs::OutputCapture in chunks on both streams, with or without a
+// Writes the input to launcher::OutputCapture in chunks on both streams, with or without a
 // trailer marker, and compares every snapshot (taken from a chosen offset) and the trailer
 // with a model that keeps the whole streams: byte counts, the truncated flag, the offset,
 // the text (head, omission marker, tail, repaired to UTF-8), where the marker is found
@@ -144,8 +144,9 @@ struct Model {
   }
 };
 
-void checkSnapshot(const runs::OutputCapture& capture, const Model& model, backend::Stream stream,
-                   std::uint64_t from, bool closed, std::string_view input) {
+void checkSnapshot(const launcher::OutputCapture& capture, const Model& model,
+                   backend::Stream stream, std::uint64_t from, bool closed,
+                   std::string_view input) {
   std::string_view stored = stream == backend::Stream::kStdout ? model.out : model.err;
   std::string_view held;
   if (stream == backend::Stream::kStdout) {
@@ -155,7 +156,7 @@ void checkSnapshot(const runs::OutputCapture& capture, const Model& model, backe
     stored.remove_suffix(held_bytes);
   }
   const Expected expected = expectedSnapshot(stored, held, model.cap, from, closed);
-  const runs::CapturedOutput got = capture.snapshot(stream, from);
+  const launcher::CapturedOutput got = capture.snapshot(stream, from);
   // Built only when a check fails.
   const auto context = [&] {
     return (stream == backend::Stream::kStdout ? "stdout" : "stderr") +
@@ -172,7 +173,7 @@ void checkSnapshot(const runs::OutputCapture& capture, const Model& model, backe
   // A report's window (issue 45): the same stream and start, valid UTF-8; the whole text when
   // it fits, otherwise cut with a marker that names an offset past the window's start.
   for (const std::uint64_t window : {std::uint64_t{1}, std::uint64_t{7}, std::uint64_t{40}}) {
-    const runs::CapturedOutput cut = capture.snapshot(stream, from, window);
+    const launcher::CapturedOutput cut = capture.snapshot(stream, from, window);
     SCS_FUZZ_CHECK(cut.bytes == got.bytes && cut.offset == got.offset, context());
     SCS_FUZZ_CHECK(isValidUtf8(cut.text), context() + " window " + std::to_string(window));
     if (capture.charactersFrom(stream, from, window) <= window) {
@@ -208,7 +209,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   model.cap = fuzz::kCaps[data[0] & 7];
   model.marker = fuzz::kMarkers[(data[0] >> 3) & 3];
   model.trailer_cap = fuzz::kTrailerCaps[(data[0] >> 5) & 3];
-  runs::OutputCapture capture(model.cap, model.marker, model.trailer_cap);
+  launcher::OutputCapture capture(model.cap, model.marker, model.trailer_cap);
 
   std::string_view rest = input.substr(1);
   while (rest.size() >= 2) {
@@ -232,7 +233,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       fuzz::checkSnapshot(capture, model, stream, from, true, input);
     }
   }
-  const runs::OutputCapture::Trailer trailer = capture.takeTrailer();
+  const launcher::OutputCapture::Trailer trailer = capture.takeTrailer();
   const std::size_t at = model.markerAt();
   SCS_FUZZ_CHECK(trailer.found == (at != std::string::npos), input);
   if (trailer.found) {

@@ -1,9 +1,10 @@
-// Feeds bytes to runs::parseTrailer as the launcher's trailer (what follows the marker on a
+// Feeds bytes to launcher::parseTrailer as the launcher's trailer (what follows the marker on a
 // run's stdout; written inside the sandbox, so untrusted), under the shipped out-file caps and
 // tight ones. The verdict must match an independent model of the trailer's format: a
 // malformed trailer is an error sentence (never an exception), an accepted one keeps exactly
 // the files that pass the path rules and the caps, counts the others, and caps the exception's
-// strings at UTF-8 boundaries. mimeTypeOf and isDisplayableImage run on every kept file.
+// strings at UTF-8 boundaries. launcher::mimeTypeOf and launcher::isDisplayableImage run on every
+// kept file.
 
 #include <Poco/Dynamic/Var.h>
 #include <Poco/Exception.h>
@@ -108,8 +109,9 @@ bool isSafeOutPath(std::string_view path) {
   }
 }
 
-// What parseTrailer must answer; nullopt for an error sentence.
-std::optional<Expected> expectedResults(std::string_view trailer, const runs::OutFileCaps& caps) {
+// What launcher::parseTrailer must answer; nullopt for an error sentence.
+std::optional<Expected> expectedResults(std::string_view trailer,
+                                        const launcher::OutFileCaps& caps) {
   if (!trailer.empty() && trailer.back() == '\n') {
     trailer.remove_suffix(1);
   }
@@ -242,10 +244,10 @@ bool cappedTail(const std::string& got, const std::string& sent, std::size_t cap
          sent.compare(sent.size() - kept, kept, got, kCut.size(), kept) == 0;
 }
 
-void checkImageTyping(const runs::OutFile& file) {
-  const std::string mime = runs::mimeTypeOf(file.path, file.content);
+void checkImageTyping(const launcher::OutFile& file) {
+  const std::string mime = launcher::mimeTypeOf(file.path, file.content);
   SCS_FUZZ_CHECK(!mime.empty(), file.path);
-  if (!runs::isDisplayableImage(mime, file.content)) {
+  if (!launcher::isDisplayableImage(mime, file.content)) {
     return;
   }
   const std::string_view content = file.content;
@@ -256,8 +258,8 @@ void checkImageTyping(const runs::OutFile& file) {
   SCS_FUZZ_CHECK(magic, mime + " " + file.path);
 }
 
-void check(std::string_view trailer, const runs::OutFileCaps& caps) {
-  const Result<runs::RunResults> parsed = runs::parseTrailer(trailer, caps);
+void check(std::string_view trailer, const launcher::OutFileCaps& caps) {
+  const Result<launcher::RunResults> parsed = launcher::parseTrailer(trailer, caps);
   const std::optional<Expected> expected = expectedResults(trailer, caps);
   if (const auto* problem = std::get_if<Error>(&parsed)) {
     const std::string& message = problem->message;
@@ -265,11 +267,11 @@ void check(std::string_view trailer, const runs::OutFileCaps& caps) {
     SCS_FUZZ_CHECK(!message.empty() && message.size() <= kMaxErrorBytes, message);
     return;
   }
-  const runs::RunResults& got = std::get<runs::RunResults>(parsed);
+  const launcher::RunResults& got = std::get<launcher::RunResults>(parsed);
   SCS_FUZZ_CHECK(expected, trailer);
   SCS_FUZZ_CHECK(got.exception.has_value() == expected->has_exception, trailer);
   if (got.exception) {
-    const runs::RunException& exception = *got.exception;
+    const launcher::RunException& exception = *got.exception;
     SCS_FUZZ_CHECK(isValidUtf8(exception.type) && isValidUtf8(exception.message) &&
                        isValidUtf8(exception.traceback),
                    trailer);
@@ -307,7 +309,7 @@ void check(std::string_view trailer, const runs::OutFileCaps& caps) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace scs;
   const std::string_view trailer(reinterpret_cast<const char*>(data), size);
-  fuzz::check(trailer, runs::OutFileCaps{});
-  fuzz::check(trailer, runs::OutFileCaps{3, 16, 24});
+  fuzz::check(trailer, launcher::OutFileCaps{});
+  fuzz::check(trailer, launcher::OutFileCaps{3, 16, 24});
   return 0;
 }

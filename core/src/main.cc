@@ -294,7 +294,7 @@ int runAudit(config::Config& config, Poco::Logger& log) {
   if (!engine) {
     return audit::kExitSetupFailed;
   }
-  runs::SystemClock clock;
+  common::SystemClock clock;
   Egress egress;
   if (!startEgress(config, egress, nullptr, log)) {
     return audit::kExitSetupFailed;
@@ -388,7 +388,7 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
   metrics::Metrics metrics(SCS_VERSION, config.backend);
   // Every backend call the server makes from here on is counted when it fails.
   metrics::CountingBackend backend(*engine->backend, metrics);
-  runs::SystemClock clock;
+  common::SystemClock clock;
   const std::vector<std::string> tenants =
       http && http->tokens ? http->tokens->tenants() : std::vector<std::string>{runs::kLocalTenant};
   KeptSessions kept;
@@ -396,7 +396,8 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
     return 1;
   }
   // Before the run manager makes a sandbox: the uids of the leftovers that stay are taken.
-  const runs::SweepResult swept = runs::sweepLeftovers(backend, "", clock.wallNow(), kept.uids);
+  const sandbox::SweepResult swept =
+      sandbox::sweepLeftovers(backend, "", clock.wallNow(), kept.uids);
   if (swept.removed > 0) {
     log.information("removed " + std::to_string(swept.removed) +
                     " sandboxes left by earlier instances");
@@ -420,8 +421,8 @@ int serve(config::Config& config, std::optional<mcp::HttpEndpoint> http, Poco::L
                     std::to_string(taken.sessions) + " of " + std::to_string(count) +
                     " kept sessions");
     // The sandboxes of those it dropped are leftovers now.
-    const runs::SweepResult dropped =
-        runs::sweepLeftovers(backend, manager.instanceId(), clock.wallNow(), taken.uids);
+    const sandbox::SweepResult dropped =
+        sandbox::sweepLeftovers(backend, manager.instanceId(), clock.wallNow(), taken.uids);
     if (dropped.removed > 0) {
       log.information("removed " + std::to_string(dropped.removed) +
                       " sandboxes of kept sessions not taken back");

@@ -4,10 +4,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/clock.h"
 #include "fake_backend.h"
 #include "policy/limits.h"
 #include "policy/posture.h"
-#include "common/clock.h"
 #include "runs/run_manager.h"
 
 namespace scs::mocks {
@@ -50,7 +50,7 @@ struct CoreStack {
   }
 
   fake::FakeBackend backend{fakeOptions(), nullptr};
-  runs::SystemClock clock;
+  common::SystemClock clock;
   policy::LimitPolicy limits;
   runs::RunManager runs;  // last: it stops before the backend goes away
 };

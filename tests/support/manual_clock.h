@@ -7,8 +7,8 @@
 #include <mutex>
 #include <vector>
 
-#include "fake_backend.h"
 #include "common/clock.h"
+#include "fake_backend.h"
 
 namespace scs::testing {
 
@@ -17,13 +17,13 @@ namespace scs::testing {
 // can show that nothing happens before a deadline without sleeping: advance() to just short
 // of it, awaitWaiters() until the code's threads wait again, then look. It is the clock of the
 // core under test and of the in-process fake backend alike.
-class ManualClock : public runs::Clock, public fake::Clock {
+class ManualClock : public common::Clock, public fake::Clock {
  public:
   static std::chrono::system_clock::time_point wallStart() {
     return std::chrono::system_clock::time_point(std::chrono::seconds(1'700'000'000));
   }
 
-  runs::SteadyTime now() const override {
+  common::SteadyTime now() const override {
     std::lock_guard lock(mutex_);
     return now_;
   }
@@ -34,7 +34,7 @@ class ManualClock : public runs::Clock, public fake::Clock {
   }
 
   void waitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
-                 runs::SteadyTime deadline) const override {
+                 common::SteadyTime deadline) const override {
     std::uint64_t key = 0;
     {
       std::lock_guard guard(mutex_);
@@ -49,7 +49,7 @@ class ManualClock : public runs::Clock, public fake::Clock {
     std::lock_guard guard(mutex_);
     waiters_.erase(key);
   }
-  using runs::Clock::waitUntil;
+  using common::Clock::waitUntil;
 
   void advance(std::chrono::milliseconds by) {
     std::vector<Waiter> waiters;
@@ -91,7 +91,7 @@ class ManualClock : public runs::Clock, public fake::Clock {
 
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;
-  runs::SteadyTime now_ = runs::SteadyTime(std::chrono::hours(1000));
+  common::SteadyTime now_ = common::SteadyTime(std::chrono::hours(1000));
   std::chrono::system_clock::time_point wall_ = wallStart();
   std::uint64_t epoch_ = 0;
   mutable std::uint64_t next_key_ = 0;

@@ -29,17 +29,17 @@ class AdmissionTest : public ::testing::Test {
  protected:
   // Admission over pools whose main pool makes sandboxes of 1 GB for gb(1).
   void make(AdmissionSettings settings) {
-    pools_ = std::make_unique<runs::PreparedPools>(
-        runs::PoolSettings{1, 1, gb(1), kGb, std::chrono::seconds(300), ""}, 0);
+    pools_ = std::make_unique<sandbox::PreparedPools>(
+        sandbox::PoolSettings{1, 1, gb(1), kGb, std::chrono::seconds(300), ""}, 0);
     admission_ = std::make_unique<Admission>(settings, sandbox_, *pools_,
                                              [this] { return sessions_memory_; });
   }
 
   // A ready prepared sandbox of the main pool, as the maintenance thread would make it.
   void prepare(std::uint32_t uid) {
-    runs::PreparedPool& pool = pools_->main();
+    sandbox::PreparedPool& pool = pools_->main();
     pool.making(now_);
-    auto sandbox = std::make_unique<runs::PreparedSandbox>();
+    auto sandbox = std::make_unique<sandbox::PreparedSandbox>();
     sandbox->sandbox_id = "prepared-" + std::to_string(uid);
     sandbox->uid = uid;
     sandbox->posture = policy::requiredPosture(gb(1), sandbox_, uid);
@@ -61,7 +61,7 @@ class AdmissionTest : public ::testing::Test {
   bool admit() {
     return admission_->admit(
         now_, [this](const std::string& id) { return candidates_.at(id); },
-        [this](const FairQueue::Entry& run, runs::PreparedPtr prepared) {
+        [this](const FairQueue::Entry& run, sandbox::PreparedPtr prepared) {
           launched_.push_back(run.id);
           took_[run.id] = prepared ? prepared->sandbox_id : "";
           if (on_launch_) {
@@ -70,10 +70,10 @@ class AdmissionTest : public ::testing::Test {
         });
   }
 
-  runs::SteadyTime now_ = runs::SteadyTime(std::chrono::hours(1));
+  common::SteadyTime now_ = common::SteadyTime(std::chrono::hours(1));
   policy::SandboxSettings sandbox_;
   std::int64_t sessions_memory_ = 0;
-  std::unique_ptr<runs::PreparedPools> pools_;
+  std::unique_ptr<sandbox::PreparedPools> pools_;
   std::unique_ptr<Admission> admission_;
   std::map<std::string, Candidate> candidates_;
   std::vector<std::string> launched_;

@@ -7,7 +7,7 @@
 #include "mocks/recording_sink.h"
 #include "support/manual_clock.h"
 
-namespace scs::runs {
+namespace scs::sandbox {
 namespace {
 
 using ::testing::_;
@@ -153,4 +153,4 @@ TEST_F(BringUpTest, AStopBetweenStepsEndsTheSequenceWithoutAFailure) {
 }
 
 }  // namespace
-}  // namespace scs::runs
+}  // namespace scs::sandbox

@@ -407,7 +407,7 @@ TEST_F(KubernetesBackendTest, TheStartupSweepOfARestartedServerDeletesOnlyExpire
   std::string error;
   auto after = connect(&error);
   ASSERT_TRUE(after) << error;
-  const runs::SweepResult swept = runs::sweepLeftovers(*after, "a-new-instance", now);
+  const sandbox::SweepResult swept = sandbox::sweepLeftovers(*after, "a-new-instance", now);
   EXPECT_EQ(swept.removed, 1u);
   const backend::ListReply left = after->list(backend::kManagedLabel);
   ASSERT_EQ(left.sandboxes.size(), 1u);

@@ -105,7 +105,7 @@ class PodTest : public ::testing::Test {
   policy::SandboxSettings sandbox_;
   policy::Limits limits_{1, 30, 1, 256};  // 1 GB, 30 s, 1 cpu, 256 processes
   backend::Posture required_ = policy::requiredPosture(limits_, sandbox_, sandbox_.uids.first);
-  runs::SandboxBringUp bring_up_{
+  sandbox::SandboxBringUp bring_up_{
       backend_, sandbox_, "inst-9", std::chrono::seconds(300), std::chrono::seconds(300),
       {},       clock_};
   PodSettings settings_;

@@ -34,7 +34,7 @@ class CoreSpecs {
   policy::SandboxSettings sandbox_;
   policy::Limits limits_{1, 30, 1, 256};
   backend::Posture required_ = policy::requiredPosture(limits_, sandbox_, sandbox_.uids.first);
-  runs::SandboxBringUp bring_up_{
+  sandbox::SandboxBringUp bring_up_{
       unused_, sandbox_, "inst-9", std::chrono::seconds(300), std::chrono::seconds(300),
       {},      clock_};
 };

@@ -18,7 +18,7 @@
 namespace scs {
 namespace {
 
-namespace launcher = backend::launcher;
+namespace protocol = backend::launcher;
 
 std::string readFile(const std::string& path) {
   std::ifstream in(path);
@@ -128,22 +128,22 @@ TEST(LauncherProtocolTest, TheHeaderAndTheLaunchersModuleHoldTheSameConstants) {
 // The text the test reads is the text the compiler read.
 TEST(LauncherProtocolTest, TheHeadersTextReadsAsItsCompiledValues) {
   const auto header = headerConstants();
-  EXPECT_EQ(header.at("TRAILER_PREFIX"), std::string(launcher::kTrailerPrefix));
-  EXPECT_EQ(header.at("END_PREFIX"), std::string(launcher::kEndPrefix));
-  EXPECT_EQ(header.at("MARKER_END"), std::string(launcher::kMarkerEnd));
-  EXPECT_EQ(header.at("REJECTED_EXIT"), std::to_string(launcher::kRejectedExit));
-  EXPECT_EQ(header.at("MAX_FRAME_BYTES"), std::to_string(launcher::kMaxFrameBytes));
-  EXPECT_EQ(launcher::kTrailerPrefix.size(), 14u);
-  EXPECT_EQ(launcher::kEndPrefix.size(), 9u);
+  EXPECT_EQ(header.at("TRAILER_PREFIX"), std::string(protocol::kTrailerPrefix));
+  EXPECT_EQ(header.at("END_PREFIX"), std::string(protocol::kEndPrefix));
+  EXPECT_EQ(header.at("MARKER_END"), std::string(protocol::kMarkerEnd));
+  EXPECT_EQ(header.at("REJECTED_EXIT"), std::to_string(protocol::kRejectedExit));
+  EXPECT_EQ(header.at("MAX_FRAME_BYTES"), std::to_string(protocol::kMaxFrameBytes));
+  EXPECT_EQ(protocol::kTrailerPrefix.size(), 14u);
+  EXPECT_EQ(protocol::kEndPrefix.size(), 9u);
 }
 
 TEST(LauncherProtocolTest, TheCoresNamesAreTheProtocols) {
-  EXPECT_EQ(runs::trailerMarker("ab"), std::string("\n\0SCS-TRAILER-ab\0", 17));
-  EXPECT_EQ(runs::stderrEndMarker("ab"), std::string("\0SCS-END-ab\0", 12));
-  EXPECT_EQ(std::string(runs::kControlPath),
-            std::string(launcher::kControlDirectory) + "/" + std::string(launcher::kControlFile));
-  EXPECT_EQ(std::string(runs::kStdinPath),
-            std::string(launcher::kControlDirectory) + "/" + std::string(launcher::kStdinFile));
+  EXPECT_EQ(launcher::trailerMarker("ab"), std::string("\n\0SCS-TRAILER-ab\0", 17));
+  EXPECT_EQ(launcher::stderrEndMarker("ab"), std::string("\0SCS-END-ab\0", 12));
+  EXPECT_EQ(std::string(launcher::kControlPath),
+            std::string(protocol::kControlDirectory) + "/" + std::string(protocol::kControlFile));
+  EXPECT_EQ(std::string(launcher::kStdinPath),
+            std::string(protocol::kControlDirectory) + "/" + std::string(protocol::kStdinFile));
 }
 
 }  // namespace

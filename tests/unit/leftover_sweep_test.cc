@@ -11,7 +11,7 @@
 #include "mocks/mock_backend.h"
 #include "sandbox/labels.h"
 
-namespace scs::runs {
+namespace scs::sandbox {
 namespace {
 
 using ::testing::_;
@@ -104,4 +104,4 @@ TEST(LeftoverSweepTest, CountsOnlyWhatItRemoved) {
 }
 
 }  // namespace
-}  // namespace scs::runs
+}  // namespace scs::sandbox

@@ -10,7 +10,7 @@
 
 #include "common/utf8.h"
 
-namespace scs::runs {
+namespace scs::launcher {
 namespace {
 
 using backend::Stream;
@@ -298,4 +298,4 @@ TEST(OutputWindowTest, SharesKeepBothStreamsTogetherWithinTheWindow) {
 }
 
 }  // namespace
-}  // namespace scs::runs
+}  // namespace scs::launcher

@@ -16,7 +16,7 @@ using namespace std::string_literals;
 using backend::Stream;
 
 const std::string kNonce = "0123456789abcdef0123456789abcdef";
-const std::string kMarker = trailerMarker(kNonce);
+const std::string kMarker = launcher::trailerMarker(kNonce);
 const std::string kReplacement = "\xEF\xBF\xBD";
 
 // Output with near misses: a marker with the wrong nonce, a prefix that restarts on its own
@@ -30,17 +30,17 @@ TEST(TrailerDetectionTest, TheMarkerIsFoundWhereverTheWritesSplitIt) {
   const std::string stream = kUserOutput + kMarker + kTrailer;
   for (std::size_t a = 0; a <= stream.size(); ++a) {
     for (std::size_t b = a; b <= stream.size(); ++b) {
-      OutputCapture capture(4096, kMarker, 4096);
+      launcher::OutputCapture capture(4096, kMarker, 4096);
       capture.write(Stream::kStdout, stream.substr(0, a));
       capture.write(Stream::kStdout, stream.substr(a, b - a));
       capture.write(Stream::kStdout, stream.substr(b));
-      const CapturedOutput live = capture.snapshot(Stream::kStdout);
+      const launcher::CapturedOutput live = capture.snapshot(Stream::kStdout);
       ASSERT_EQ(live.bytes, kUserOutput.size()) << "split at " << a << ", " << b;
       capture.close();
-      const CapturedOutput out = capture.snapshot(Stream::kStdout);
+      const launcher::CapturedOutput out = capture.snapshot(Stream::kStdout);
       ASSERT_EQ(out.text, common::toValidUtf8(kUserOutput)) << "split at " << a << ", " << b;
       ASSERT_EQ(out.bytes, kUserOutput.size());
-      const OutputCapture::Trailer trailer = capture.takeTrailer();
+      const launcher::OutputCapture::Trailer trailer = capture.takeTrailer();
       ASSERT_TRUE(trailer.found);
       ASSERT_FALSE(trailer.overflowed);
       ASSERT_EQ(trailer.bytes, kTrailer) << "split at " << a << ", " << b;
@@ -50,7 +50,7 @@ TEST(TrailerDetectionTest, TheMarkerIsFoundWhereverTheWritesSplitIt) {
 
 TEST(TrailerDetectionTest, OneByteAtATime) {
   const std::string stream = kUserOutput + kMarker + kTrailer;
-  OutputCapture capture(4096, kMarker, 4096);
+  launcher::OutputCapture capture(4096, kMarker, 4096);
   for (const char byte : stream) {
     capture.write(Stream::kStdout, std::string(1, byte));
   }
@@ -60,22 +60,22 @@ TEST(TrailerDetectionTest, OneByteAtATime) {
 }
 
 TEST(TrailerDetectionTest, APartialMatchIsShownAndIsOutputWhenTheStreamEnds) {
-  OutputCapture capture(4096, kMarker, 4096);
+  launcher::OutputCapture capture(4096, kMarker, 4096);
   const std::string partial = kMarker.substr(0, 10);
   capture.write(Stream::kStdout, "abc" + partial);
-  const CapturedOutput live = capture.snapshot(Stream::kStdout);
+  const launcher::CapturedOutput live = capture.snapshot(Stream::kStdout);
   EXPECT_EQ(live.text, common::toValidUtf8("abc" + partial));
   EXPECT_EQ(live.bytes, 3u + partial.size());
   EXPECT_EQ(capture.snapshot(Stream::kStdout, 3).text, common::toValidUtf8(partial));
   capture.close();
-  const CapturedOutput out = capture.snapshot(Stream::kStdout);
+  const launcher::CapturedOutput out = capture.snapshot(Stream::kStdout);
   EXPECT_EQ(out.bytes, 3u + partial.size());
   EXPECT_EQ(out.text, common::toValidUtf8("abc" + partial));
   EXPECT_FALSE(capture.takeTrailer().found);
 }
 
 TEST(TrailerDetectionTest, ALineEndIsShownAtOnceThoughAMarkerStartsWithOne) {
-  OutputCapture capture(4096, kMarker, 4096);
+  launcher::OutputCapture capture(4096, kMarker, 4096);
   capture.write(Stream::kStdout, "progress 1\n");
   EXPECT_EQ(capture.snapshot(Stream::kStdout).text, "progress 1\n");
   EXPECT_EQ(capture.snapshot(Stream::kStdout).bytes, 11u);
@@ -86,16 +86,16 @@ TEST(TrailerDetectionTest, ALineEndIsShownAtOnceThoughAMarkerStartsWithOne) {
 }
 
 TEST(TrailerDetectionTest, AFailedMatchReleasesTheHeldBytes) {
-  OutputCapture capture(4096, kMarker, 4096);
+  launcher::OutputCapture capture(4096, kMarker, 4096);
   capture.write(Stream::kStdout, "abc" + kMarker.substr(0, 20));
   capture.write(Stream::kStdout, "Z and more");
-  const CapturedOutput live = capture.snapshot(Stream::kStdout);
+  const launcher::CapturedOutput live = capture.snapshot(Stream::kStdout);
   EXPECT_EQ(live.bytes, 3u + 20u + 10u);
   EXPECT_EQ(live.text, common::toValidUtf8("abc" + kMarker.substr(0, 20) + "Z and more"));
 }
 
 TEST(TrailerDetectionTest, OutputIsCompleteAtTheTrailersLineEndAndTheListenerHearsItOnce) {
-  OutputCapture capture(4096, kMarker, 4096);
+  launcher::OutputCapture capture(4096, kMarker, 4096);
   int heard = 0;
   capture.setListener([&] { ++heard; });
   capture.write(Stream::kStdout, kUserOutput + kMarker + kTrailer.substr(0, 10));
@@ -113,7 +113,7 @@ TEST(TrailerDetectionTest, OutputIsCompleteAtTheTrailersLineEndAndTheListenerHea
 }
 
 TEST(TrailerDetectionTest, ATrailerCutAtItsCapNeverCompletesTheOutput) {
-  OutputCapture capture(4096, kMarker, 8);
+  launcher::OutputCapture capture(4096, kMarker, 8);
   capture.write(Stream::kStdout, kMarker + kTrailer);
   EXPECT_FALSE(capture.outputComplete());
   capture.close();
@@ -122,10 +122,10 @@ TEST(TrailerDetectionTest, ATrailerCutAtItsCapNeverCompletesTheOutput) {
 
 // The engine carries the streams apart: the trailer may arrive before the end of stderr.
 TEST(TrailerDetectionTest, WithAStderrEndMarkerTheOutputIsCompleteOnlyOnceBothHaveArrived) {
-  const std::string end = stderrEndMarker(kNonce);
+  const std::string end = launcher::stderrEndMarker(kNonce);
   const std::string err = "Traceback\n\0SCS-END-0123x\n"s;  // a near miss is output
   for (std::size_t cut = 0; cut < end.size(); ++cut) {
-    OutputCapture capture(4096, kMarker, 4096, end);
+    launcher::OutputCapture capture(4096, kMarker, 4096, end);
     int heard = 0;
     capture.setListener([&] { ++heard; });
     capture.write(Stream::kStderr, err + end.substr(0, cut));
@@ -136,7 +136,7 @@ TEST(TrailerDetectionTest, WithAStderrEndMarkerTheOutputIsCompleteOnlyOnceBothHa
     EXPECT_TRUE(capture.outputComplete()) << "cut at " << cut;
     EXPECT_EQ(heard, 1);
     capture.close();
-    const CapturedOutput stderr_text = capture.snapshot(Stream::kStderr);
+    const launcher::CapturedOutput stderr_text = capture.snapshot(Stream::kStderr);
     EXPECT_EQ(stderr_text.text, common::toValidUtf8(err)) << "cut at " << cut;
     EXPECT_EQ(stderr_text.bytes, err.size());
     EXPECT_EQ(capture.snapshot(Stream::kStdout).text, "out");
@@ -144,8 +144,8 @@ TEST(TrailerDetectionTest, WithAStderrEndMarkerTheOutputIsCompleteOnlyOnceBothHa
 }
 
 TEST(TrailerDetectionTest, AStderrEndMarkerNeverCompletedIsOutputWhenTheStreamEnds) {
-  const std::string end = stderrEndMarker(kNonce);
-  OutputCapture capture(4096, kMarker, 4096, end);
+  const std::string end = launcher::stderrEndMarker(kNonce);
+  launcher::OutputCapture capture(4096, kMarker, 4096, end);
   capture.write(Stream::kStderr, "e" + end.substr(0, 5));
   capture.write(Stream::kStdout, kMarker + kTrailer);
   EXPECT_FALSE(capture.outputComplete());
@@ -155,24 +155,24 @@ TEST(TrailerDetectionTest, AStderrEndMarkerNeverCompletedIsOutputWhenTheStreamEn
 }
 
 TEST(TrailerDetectionTest, EverythingAfterTheMarkerIsTrailerAndIsCapped) {
-  OutputCapture capture(4096, kMarker, 8);
+  launcher::OutputCapture capture(4096, kMarker, 8);
   capture.write(Stream::kStdout, "out" + kMarker + "0123456789");
   capture.write(Stream::kStdout, "more after the trailer");
   EXPECT_EQ(capture.snapshot(Stream::kStdout).text, "out");
-  const OutputCapture::Trailer trailer = capture.takeTrailer();
+  const launcher::OutputCapture::Trailer trailer = capture.takeTrailer();
   EXPECT_TRUE(trailer.found);
   EXPECT_TRUE(trailer.overflowed);
   EXPECT_EQ(trailer.bytes, "01234567");
 }
 
 TEST(TrailerDetectionTest, StderrAndCapturesWithoutAMarkerAreNotScanned) {
-  OutputCapture with_marker(4096, kMarker, 4096);
+  launcher::OutputCapture with_marker(4096, kMarker, 4096);
   with_marker.write(Stream::kStderr, kMarker + "x");
   with_marker.close();
   EXPECT_EQ(with_marker.snapshot(Stream::kStderr).bytes, kMarker.size() + 1);
   EXPECT_FALSE(with_marker.takeTrailer().found);
 
-  OutputCapture without(4096);
+  launcher::OutputCapture without(4096);
   without.write(Stream::kStdout, kMarker + "x");
   without.close();
   EXPECT_EQ(without.snapshot(Stream::kStdout).bytes, kMarker.size() + 1);
@@ -180,7 +180,7 @@ TEST(TrailerDetectionTest, StderrAndCapturesWithoutAMarkerAreNotScanned) {
 }
 
 TEST(TrailerDetectionTest, AFloodIsCountedExactlyWithTheTrailerExcluded) {
-  OutputCapture capture(1024, kMarker, 4096);
+  launcher::OutputCapture capture(1024, kMarker, 4096);
   const std::string chunk(65536, 'x');
   const std::uint64_t chunks = 1600;  // 100 MiB
   for (std::uint64_t i = 0; i < chunks; ++i) {
@@ -188,7 +188,7 @@ TEST(TrailerDetectionTest, AFloodIsCountedExactlyWithTheTrailerExcluded) {
   }
   capture.write(Stream::kStdout, kMarker + kTrailer);
   capture.close();
-  const CapturedOutput out = capture.snapshot(Stream::kStdout);
+  const launcher::CapturedOutput out = capture.snapshot(Stream::kStdout);
   EXPECT_EQ(out.bytes, chunks * chunk.size());
   EXPECT_TRUE(out.truncated);
   EXPECT_EQ(out.text.back(), 'x');
@@ -212,12 +212,12 @@ class OffsetTest : public ::testing::TestWithParam<OffsetCase> {
     capture_.write(Stream::kStdout, "0123456789abcdefghijABCDEFGHIJ");
     capture_.close();
   }
-  OutputCapture capture_;
+  launcher::OutputCapture capture_;
 };
 
 TEST_P(OffsetTest, StartsAtTheOffsetOrTheNextKeptByte) {
   for (const std::uint64_t from : GetParam().offsets) {
-    const CapturedOutput out = capture_.snapshot(Stream::kStdout, from);
+    const launcher::CapturedOutput out = capture_.snapshot(Stream::kStdout, from);
     EXPECT_EQ(out.text, GetParam().text) << from;
     EXPECT_EQ(out.offset, GetParam().offset) << from;
     EXPECT_EQ(out.bytes, 30u) << from;
@@ -247,12 +247,12 @@ TEST(LiveOffsetTest, FetchingFromTheLastCountReassemblesTheStreamExactly) {
       "e\xC3\xA9"
       "f";
   for (std::size_t step = 1; step <= 4; ++step) {
-    OutputCapture capture(4096);
+    launcher::OutputCapture capture(4096);
     std::string assembled;
     std::uint64_t next = 0;
     for (std::size_t at = 0; at < stream.size(); at += step) {
       capture.write(Stream::kStdout, stream.substr(at, step));
-      const CapturedOutput out = capture.snapshot(Stream::kStdout, next);
+      const launcher::CapturedOutput out = capture.snapshot(Stream::kStdout, next);
       ASSERT_EQ(out.offset, assembled.size()) << "step " << step << " at " << at;
       assembled += out.text;
       next = out.bytes;
@@ -262,7 +262,7 @@ TEST(LiveOffsetTest, FetchingFromTheLastCountReassemblesTheStreamExactly) {
 }
 
 TEST(LiveOffsetTest, ACutCharacterIsReplacedOnlyOnceTheStreamHasEnded) {
-  OutputCapture capture(4096);
+  launcher::OutputCapture capture(4096);
   capture.write(Stream::kStdout, "ok\xE2\x82");
   EXPECT_EQ(capture.snapshot(Stream::kStdout).text, "ok");
   EXPECT_EQ(capture.snapshot(Stream::kStdout).bytes, 4u);

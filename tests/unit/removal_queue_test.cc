@@ -12,7 +12,7 @@
 #include "mocks/mock_backend.h"
 #include "support/manual_clock.h"
 
-namespace scs::runs {
+namespace scs::sandbox {
 namespace {
 
 using namespace std::chrono_literals;
@@ -150,4 +150,4 @@ TEST_F(RemovalQueueTest, AThrowingBackendIsQueuedLikeAFailure) {
 }
 
 }  // namespace
-}  // namespace scs::runs
+}  // namespace scs::sandbox

@@ -10,7 +10,7 @@ using namespace std::chrono_literals;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
-const SteadyTime kStart = SteadyTime(1000h);
+const common::SteadyTime kStart = common::SteadyTime(1000h);
 
 TEST(ReportRetentionTest, AReportIsForgottenOnlyAfterTheRetentionPeriod) {
   ReportRetention retention({60s, 1000, 1u << 20, 1000, 1u << 20});

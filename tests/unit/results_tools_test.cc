@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "launcher/side_channel.h"
 #include "mcp/tools.h"
 #include "mocks/core_stack.h"
-#include "launcher/side_channel.h"
 #include "support/base64.h"
 #include "support/json.h"
 #include "support/json_schema.h"
@@ -259,11 +259,11 @@ TEST_F(ResultsToolsTest, StdinIsDeliveredAndCapped) {
   const std::string id = start(R"({"code":"#fake:echo_stdin","stdin":"hello\nworld"})");
   const Object::Ptr report = structured("get_result", finalResult(id));
   EXPECT_EQ(report->getValue<std::string>("stdout"), "hello\nworld");
-  EXPECT_EQ(lastMembers()[runs::kStdinPath], "hello\nworld");
+  EXPECT_EQ(lastMembers()[launcher::kStdinPath], "hello\nworld");
 
   finalResult(start(R"({"code":"pass"})"));
-  EXPECT_EQ(lastMembers().count(runs::kStdinPath), 0u);
-  EXPECT_THAT(lastMembers()[runs::kControlPath], HasSubstr(R"("stdin":false)"));
+  EXPECT_EQ(lastMembers().count(launcher::kStdinPath), 0u);
+  EXPECT_THAT(lastMembers()[launcher::kControlPath], HasSubstr(R"("stdin":false)"));
 
   EXPECT_THAT(errorText(call("start_run", R"({"code":"pass","stdin":"01234567890123456"})")),
               HasSubstr("max is 16 bytes"));

@@ -54,7 +54,7 @@ StartRequest requestOf(const std::string& tenant) {
 }
 
 std::uint32_t uidOf(const backend::SandboxSpec& spec) {
-  return static_cast<std::uint32_t>(std::stoul(spec.labels.at(kLabelUid)));
+  return static_cast<std::uint32_t>(std::stoul(spec.labels.at(sandbox::kLabelUid)));
 }
 
 using scs::testing::eventually;
@@ -245,12 +245,12 @@ TEST_F(RunManagerTest, TheSpecCarriesTheCommandEnvironmentLabelsAndPosture) {
   EXPECT_EQ(spec.hostname, "sandbox");
   const long long start_unix = 1'700'000'000;
   EXPECT_EQ(spec.labels, (std::map<std::string, std::string>{
-                             {kLabelManaged, "true"},
-                             {kLabelInstance, "test-instance"},
-                             {kLabelRunId, id},
-                             {kLabelOwnerPid, std::to_string(getpid())},
-                             {kLabelDeadline, std::to_string(start_unix + 40 + 60)},
-                             {kLabelUid, std::to_string(sandbox_.uids.first)}}));
+                             {sandbox::kLabelManaged, "true"},
+                             {sandbox::kLabelInstance, "test-instance"},
+                             {sandbox::kLabelRunId, id},
+                             {sandbox::kLabelOwnerPid, std::to_string(getpid())},
+                             {sandbox::kLabelDeadline, std::to_string(start_unix + 40 + 60)},
+                             {sandbox::kLabelUid, std::to_string(sandbox_.uids.first)}}));
   backend::Posture required = policy::requiredPosture(start_request.limits, sandbox_, uidOf(spec));
   required.init_command = spec.command;
   EXPECT_EQ(spec.posture, required);
@@ -1027,12 +1027,13 @@ TEST_F(PreparedRunManagerTest, APreparedSandboxIsCheckedAndStartedIdleBeforeAnyR
   // The deadline allows for the idle time: 30 + 10 + 300; its label for that and then a
   // session's lifetime and grace, should it become a session's at the last moment: 3600 + 10.
   EXPECT_EQ(spec.command.back(), "340");
-  EXPECT_EQ(spec.labels.at(kLabelDeadline), std::to_string(1'700'000'000 + 340 + 3610 + 60));
+  EXPECT_EQ(spec.labels.at(sandbox::kLabelDeadline),
+            std::to_string(1'700'000'000 + 340 + 3610 + 60));
   EXPECT_TRUE(spec.session);  // it takes the session frame and then a session's runs
-  EXPECT_EQ(spec.labels.at(kLabelPrepared), "true");
-  EXPECT_EQ(spec.labels.at(kLabelManaged), "true");
-  EXPECT_EQ(spec.labels.at(kLabelInstance), "test-instance");
-  EXPECT_THAT(spec.labels.at(kLabelRunId), ::testing::StartsWith("prepared-"));
+  EXPECT_EQ(spec.labels.at(sandbox::kLabelPrepared), "true");
+  EXPECT_EQ(spec.labels.at(sandbox::kLabelManaged), "true");
+  EXPECT_EQ(spec.labels.at(sandbox::kLabelInstance), "test-instance");
+  EXPECT_THAT(spec.labels.at(sandbox::kLabelRunId), ::testing::StartsWith("prepared-"));
   EXPECT_TRUE(fake().sandbox("fake-1")->archive.empty());
 }
 
@@ -1053,7 +1054,7 @@ TEST_F(PreparedRunManagerTest, ARunWithTheSameLimitsGetsItsCodeInThePreparedSand
   EXPECT_TRUE(awaitSandbox("fake-1", [](const View& view) { return view.removed; }));
   // The pool replaces what the run used; the run itself created nothing.
   EXPECT_TRUE(awaitSandbox("fake-2", [](const View& view) { return view.started; }));
-  EXPECT_THAT(fake().sandbox("fake-2")->spec.labels.at(kLabelRunId),
+  EXPECT_THAT(fake().sandbox("fake-2")->spec.labels.at(sandbox::kLabelRunId),
               ::testing::StartsWith("prepared-"));
 }
 
@@ -1113,7 +1114,7 @@ TEST_F(PreparedRunManagerTest, ASandboxThatFailsItsPostureCheckIsRemovedAndNever
   EXPECT_CALL(backend_, deliver(_, _)).Times(0);
   manager();
   ASSERT_TRUE(awaitCount([](const View& view) { return view.removed; }, 1));
-  EXPECT_THAT(fake().sandbox("fake-1")->spec.labels.at(kLabelRunId),
+  EXPECT_THAT(fake().sandbox("fake-1")->spec.labels.at(sandbox::kLabelRunId),
               ::testing::StartsWith("prepared-"));
 
   // The run is refused on its own check; the pool waits before trying again.
@@ -1287,8 +1288,8 @@ TEST_F(PreparedRunManagerTest, RunsThePoolCannotServeAreNotItsDemand) {
 }
 
 TEST(DemandTest, TheLargestIsTheMostInFlightAtOnceInTheLastFiveMinutes) {
-  Demand demand;
-  const SteadyTime t0{std::chrono::hours(1)};
+  sandbox::Demand demand;
+  const common::SteadyTime t0{std::chrono::hours(1)};
   EXPECT_EQ(demand.largest(t0), 0u);
   demand.record(t0, 1);
   demand.record(t0 + 10ms, 2);
@@ -1302,8 +1303,8 @@ TEST(DemandTest, TheLargestIsTheMostInFlightAtOnceInTheLastFiveMinutes) {
 }
 
 TEST(DemandTest, TheRateIsArrivalsPerSecondOverTheLastMinuteAndAtLeastTenSeconds) {
-  Demand demand;
-  const SteadyTime t0{std::chrono::hours(1)};
+  sandbox::Demand demand;
+  const common::SteadyTime t0{std::chrono::hours(1)};
   EXPECT_EQ(demand.rate(t0), 0);
   demand.record(t0, 1);
   demand.record(t0 + 500ms, 1);
@@ -1320,18 +1321,18 @@ TEST(DemandTest, TheRateIsArrivalsPerSecondOverTheLastMinuteAndAtLeastTenSeconds
 // many as arrive while one is made, counted as a Poisson count (runs that arrive at random come
 // close together as often as not), so that they outnumber the pool at most one time in ten.
 TEST(PreparedPoolTest, ThePoolWantsEnoughForTheRunsThatArriveWhileOneIsMade) {
-  PoolSettings settings;
+  sandbox::PoolSettings settings;
   settings.target = 1;
   settings.ceiling = 8;
-  PreparedPool pool(settings);
-  const SteadyTime t0{std::chrono::hours(1)};
+  sandbox::PreparedPool pool(settings);
+  const common::SteadyTime t0{std::chrono::hours(1)};
   EXPECT_EQ(pool.wanted(t0), 1u);
   pool.making(t0);
-  pool.made(std::make_unique<PreparedSandbox>(), t0 + 1500ms);
+  pool.made(std::make_unique<sandbox::PreparedSandbox>(), t0 + 1500ms);
   EXPECT_DOUBLE_EQ(pool.bringUp().count(), 1.5);
   // One run every 2 s: 0.75 arrive while one is made on average, and two or fewer 96 times in
   // a hundred (one or none 83).
-  SteadyTime at = t0 + 2s;
+  common::SteadyTime at = t0 + 2s;
   for (int i = 0; i < 10; ++i, at += 2s) {
     pool.demanded(at);
     pool.demandEnded();
@@ -1345,7 +1346,7 @@ TEST(PreparedPoolTest, ThePoolWantsEnoughForTheRunsThatArriveWhileOneIsMade) {
   EXPECT_EQ(pool.wanted(at), 5u);
   // A faster engine: fewer.
   pool.making(at);
-  pool.made(std::make_unique<PreparedSandbox>(), at + 500ms);
+  pool.made(std::make_unique<sandbox::PreparedSandbox>(), at + 500ms);
   EXPECT_NEAR(pool.bringUp().count(), 1.2, 1e-9);  // smoothed: 0.7 x 1.5 + 0.3 x 0.5
   EXPECT_EQ(pool.wanted(at + 500ms), 4u);
   // Its sandboxes then import for 0.8 s before they are warm, as a run's trailer says: ready
@@ -1365,7 +1366,7 @@ TEST(PreparedPoolTest, ThePoolWantsEnoughForTheRunsThatArriveWhileOneIsMade) {
 }
 
 TEST(DeferredSinkTest, HoldsWhatTheIdleSandboxWroteAndItsEndUntilBoundAndThenForwards) {
-  DeferredSink deferred;
+  sandbox::DeferredSink deferred;
   mocks::RecordingSink target;
   deferred.write(backend::Stream::kStdout, "idle ");
   deferred.write(backend::Stream::kStderr, "warn");
@@ -1376,7 +1377,7 @@ TEST(DeferredSinkTest, HoldsWhatTheIdleSandboxWroteAndItsEndUntilBoundAndThenFor
   EXPECT_EQ(target.err(), "warn");
   EXPECT_EQ(target.ends(), 1);
 
-  DeferredSink live;
+  sandbox::DeferredSink live;
   mocks::RecordingSink later;
   live.bind(&later);
   live.write(backend::Stream::kStdout, "run");
@@ -1486,7 +1487,7 @@ TEST_F(PreparedRunManagerTest, APackageSetsRunsGetPreparedSandboxesOfItsLayer) {
   // The set's pool makes one of its own, and the set's next run takes it.
   const auto preparedOfLayer = [](const View& view) {
     return view.spec.posture.image == "layer:a" &&
-           view.spec.labels.at(kLabelRunId).rfind("prepared-", 0) == 0;
+           view.spec.labels.at(sandbox::kLabelRunId).rfind("prepared-", 0) == 0;
   };
   ASSERT_TRUE(fake().awaitSandboxes([&](const std::vector<View>& views) {
     return std::any_of(views.begin(), views.end(), [&](const View& view) {
@@ -1522,7 +1523,7 @@ TEST_F(PreparedRunManagerTest, TheSetAskedForLastTakesThePlaceOfAnIdleSetsPool) 
     const auto views = fake().sandboxes();
     return std::count_if(views.begin(), views.end(), [&](const View& view) {
       return !view.removed && view.spec.posture.image == image &&
-             view.spec.labels.at(kLabelRunId).rfind("prepared-", 0) == 0;
+             view.spec.labels.at(sandbox::kLabelRunId).rfind("prepared-", 0) == 0;
     });
   };
   // While a run of layer a executes, its pool serves it: layer b's run gets no pool.

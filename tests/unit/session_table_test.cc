@@ -17,7 +17,7 @@ using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
 constexpr std::int64_t kGb = std::int64_t{1} << 30;
-const runs::SteadyTime kT0{std::chrono::hours(1)};
+const common::SteadyTime kT0{std::chrono::hours(1)};
 const std::chrono::system_clock::time_point kWall0{std::chrono::hours(1000)};
 
 // The Error a result holds; one that says "no error" when it holds a value.
@@ -55,7 +55,7 @@ class SessionTableTest : public ::testing::Test {
     session.end_reason = reason;
   }
 
-  std::vector<std::string> expire(runs::SteadyTime now, bool executing = false) {
+  std::vector<std::string> expire(common::SteadyTime now, bool executing = false) {
     std::vector<std::string> reasons;
     table().expire(
         now, [&](const std::string&) { return executing; },

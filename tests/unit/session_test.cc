@@ -593,7 +593,7 @@ TEST_F(SessionTest, OneOpensInAPreparedSandboxWhoseRunsTakeNoOtherAndCountInTheQ
   const std::optional<View> sandbox = sessionSandbox();
   ASSERT_TRUE(sandbox);
   EXPECT_EQ(sandbox->id, prepared);
-  EXPECT_EQ(sandbox->spec.labels.at(kLabelPrepared), "true");
+  EXPECT_EQ(sandbox->spec.labels.at(sandbox::kLabelPrepared), "true");
   EXPECT_EQ(sandbox->archive, "SCS-SESSION 610\n");  // the lifetime, 600 s, and the grace
   // Nothing was created for the session: any other sandbox is the pool's next one, which it may
   // already be making (a session holds no claim the refill waits for).
@@ -601,7 +601,7 @@ TEST_F(SessionTest, OneOpensInAPreparedSandboxWhoseRunsTakeNoOtherAndCountInTheQ
   const std::vector<View> all = fake().sandboxes();
   EXPECT_EQ(all.size(), 2u);
   for (const View& view : all) {
-    EXPECT_EQ(view.spec.labels.at(kLabelPrepared), "true") << view.id;
+    EXPECT_EQ(view.spec.labels.at(sandbox::kLabelPrepared), "true") << view.id;
   }
 
   const std::string first = run(session, "#fake:hang\n");

@@ -22,17 +22,17 @@ using ::testing::HasSubstr;
 
 const std::string kNonce = "0123456789abcdef0123456789abcdef";
 
-RunResults parsedOk(const std::string& trailer, const OutFileCaps& caps = {}) {
-  auto parsed = parseTrailer(trailer, caps);
+launcher::RunResults parsedOk(const std::string& trailer, const launcher::OutFileCaps& caps = {}) {
+  auto parsed = launcher::parseTrailer(trailer, caps);
   if (auto* problem = std::get_if<Error>(&parsed)) {
     ADD_FAILURE() << "parse failed: " << problem->message << "\n" << trailer;
     return {};
   }
-  return std::get<RunResults>(parsed);
+  return std::get<launcher::RunResults>(parsed);
 }
 
 std::string parseProblem(const std::string& trailer) {
-  auto parsed = parseTrailer(trailer, OutFileCaps{});
+  auto parsed = launcher::parseTrailer(trailer, launcher::OutFileCaps{});
   if (!std::holds_alternative<Error>(parsed)) {
     ADD_FAILURE() << "parsed: " << trailer;
     return {};
@@ -45,12 +45,12 @@ std::string fileJson(const std::string& path, const std::string& base64) {
 }
 
 TEST(SideChannelTest, MarkerIsNewlineNulTagNonceNul) {
-  EXPECT_EQ(trailerMarker(kNonce), "\n\0SCS-TRAILER-"s + kNonce + "\0"s);
+  EXPECT_EQ(launcher::trailerMarker(kNonce), "\n\0SCS-TRAILER-"s + kNonce + "\0"s);
 }
 
 TEST(SideChannelTest, ControlFilesCarryTheNonceTheCapsTheWatchdogAndStdin) {
-  const OutFileCaps caps{3, 100, 200};
-  const std::vector<policy::File> without = controlFiles(kNonce, caps, 70, std::nullopt);
+  const launcher::OutFileCaps caps{3, 100, 200};
+  const std::vector<policy::File> without = launcher::controlFiles(kNonce, caps, 70, std::nullopt);
   ASSERT_EQ(without.size(), 1u);
   EXPECT_EQ(without[0].path, ".scs/control.json");
   const auto control =
@@ -65,11 +65,12 @@ TEST(SideChannelTest, ControlFilesCarryTheNonceTheCapsTheWatchdogAndStdin) {
   EXPECT_EQ(control->getValue<std::string>("language"), "python");
   const auto bash =
       Poco::JSON::Parser()
-          .parse(controlFiles(kNonce, caps, 70, std::nullopt, policy::Language::kBash)[0].content)
+          .parse(launcher::controlFiles(kNonce, caps, 70, std::nullopt, policy::Language::kBash)[0]
+                     .content)
           .extract<Poco::JSON::Object::Ptr>();
   EXPECT_EQ(bash->getValue<std::string>("language"), "bash");
 
-  const std::vector<policy::File> with = controlFiles(kNonce, caps, 70, "line\0two"s);
+  const std::vector<policy::File> with = launcher::controlFiles(kNonce, caps, 70, "line\0two"s);
   ASSERT_EQ(with.size(), 2u);
   EXPECT_THAT(with[0].content, HasSubstr(R"("stdin":true)"));
   EXPECT_EQ(with[1].path, ".scs/stdin");
@@ -77,12 +78,12 @@ TEST(SideChannelTest, ControlFilesCarryTheNonceTheCapsTheWatchdogAndStdin) {
 }
 
 TEST(SideChannelTest, TrailerCapHoldsEveryFileAtItsCapInBase64) {
-  const OutFileCaps caps{20, 8u << 20, 16u << 20};
-  EXPECT_GE(trailerCapBytes(caps), (16u << 20) / 3 * 4 + 20 * 1024);
+  const launcher::OutFileCaps caps{20, 8u << 20, 16u << 20};
+  EXPECT_GE(launcher::trailerCapBytes(caps), (16u << 20) / 3 * 4 + 20 * 1024);
 }
 
 TEST(SideChannelTest, ParsesExceptionAndFiles) {
-  const RunResults results = parsedOk(
+  const launcher::RunResults results = parsedOk(
       R"({"exception":{"type":"ValueError","message":"bad \u00e9","traceback":"Traceback ...\nValueError: bad"},)"
       R"("files":[{"path":"plot.png","size":3,"content_base64":"iVBO"},)"
       R"({"path":"sub/a.txt","size":5,"content_base64":"aGVsbG8="}],)"
@@ -102,7 +103,8 @@ TEST(SideChannelTest, ParsesExceptionAndFiles) {
 }
 
 TEST(SideChannelTest, NullExceptionAndNoFilesIsAnEmptyResult) {
-  const RunResults results = parsedOk(R"({"exception":null,"files":[],"files_truncated":false})");
+  const launcher::RunResults results =
+      parsedOk(R"({"exception":null,"files":[],"files_truncated":false})");
   EXPECT_FALSE(results.exception);
   EXPECT_TRUE(results.files.empty());
   EXPECT_FALSE(results.files_truncated);
@@ -119,7 +121,7 @@ TEST(SideChannelTest, TheWarmImportsSecondsAreReadAndOnlyADurationIs) {
 }
 
 TEST(SideChannelTest, TheLaunchersOwnTruncationIsKept) {
-  const RunResults results =
+  const launcher::RunResults results =
       parsedOk(R"({"exception":null,"files":[],"files_truncated":true,"files_omitted":4})");
   EXPECT_TRUE(results.files_truncated);
   EXPECT_EQ(results.files_omitted, 4u);
@@ -152,7 +154,7 @@ TEST(SideChannelTest, MalformedTrailersAreErrors) {
 }
 
 TEST(SideChannelTest, UnsafePathsAreLeftOutAndCounted) {
-  const RunResults results =
+  const launcher::RunResults results =
       parsedOk(R"({"files":[)" + fileJson("/etc/passwd", "eA==") + "," + fileJson("../x", "eA==") +
                "," + fileJson("a//b", "eA==") + "," + fileJson("./a", "eA==") + "," +
                fileJson("", "eA==") + "," + fileJson("ok/name.txt", "eA==") + "]}");
@@ -167,18 +169,18 @@ TEST(SideChannelTest, CapsOnCountSizeAndTotalAreEnforcedHereToo) {
   const std::string trailer = R"({"files":[)" + fileJson("a", "QUJD") + "," +
                               fileJson("big", "QUJDREVG") + "," + fileJson("b", "QUJD") + "," +
                               fileJson("c", "QUJD") + "]}";
-  const RunResults by_size = parsedOk(trailer, OutFileCaps{10, 5, 100});
+  const launcher::RunResults by_size = parsedOk(trailer, launcher::OutFileCaps{10, 5, 100});
   ASSERT_EQ(by_size.files.size(), 3u);
   EXPECT_EQ(by_size.files_omitted, 1u);
   EXPECT_TRUE(by_size.files_truncated);
 
-  const RunResults by_count = parsedOk(trailer, OutFileCaps{2, 100, 100});
+  const launcher::RunResults by_count = parsedOk(trailer, launcher::OutFileCaps{2, 100, 100});
   ASSERT_EQ(by_count.files.size(), 2u);
   EXPECT_EQ(by_count.files[1].path, "big");
   EXPECT_EQ(by_count.files_omitted, 2u);
 
   // A file that does not fit is left out; a later, smaller one may still fit.
-  const RunResults by_total = parsedOk(trailer, OutFileCaps{10, 100, 7});
+  const launcher::RunResults by_total = parsedOk(trailer, launcher::OutFileCaps{10, 100, 7});
   ASSERT_EQ(by_total.files.size(), 2u);
   EXPECT_EQ(by_total.files[1].path, "b");
   EXPECT_EQ(by_total.files_omitted, 2u);
@@ -186,8 +188,9 @@ TEST(SideChannelTest, CapsOnCountSizeAndTotalAreEnforcedHereToo) {
 
 TEST(SideChannelTest, LongExceptionFieldsAreCapped) {
   const std::string long_text(20000, 'x');
-  const RunResults results = parsedOk(R"({"exception":{"type":")" + long_text + R"(","message":")" +
-                                      long_text + R"(","traceback":")" + long_text + "END\"}}");
+  const launcher::RunResults results =
+      parsedOk(R"({"exception":{"type":")" + long_text + R"(","message":")" + long_text +
+               R"(","traceback":")" + long_text + "END\"}}");
   ASSERT_TRUE(results.exception);
   EXPECT_LE(results.exception->type.size(), 300u);
   EXPECT_LE(results.exception->message.size(), 8u * 1024 + 3);
@@ -214,17 +217,18 @@ TEST(SideChannelTest, MimeTypesComeFromTheBytesForImagesAndTheNameOtherwise) {
                          {"r.json", "{}", "application/json"},
                          {"doc.pdf", "%PDF-1.7", "application/pdf"},
                          {"blob", "\x01\x02", "application/octet-stream"}}) {
-    EXPECT_EQ(mimeTypeOf(c.name, c.bytes), c.mime) << c.name;
+    EXPECT_EQ(launcher::mimeTypeOf(c.name, c.bytes), c.mime) << c.name;
   }
 
-  EXPECT_TRUE(isDisplayableImage("image/png", "\x89PNG\r\n\x1a\n"));
-  EXPECT_FALSE(isDisplayableImage("image/png", "GIF89a"));
+  EXPECT_TRUE(launcher::isDisplayableImage("image/png", "\x89PNG\r\n\x1a\n"));
+  EXPECT_FALSE(launcher::isDisplayableImage("image/png", "GIF89a"));
   // The program wrote it: an SVG can carry <script> and onload=, so it is a file, not an image.
-  EXPECT_FALSE(isDisplayableImage("image/svg+xml", "<svg onload=\"alert(1)\"/>"));
-  EXPECT_TRUE(isDisplayableImage("image/webp", std::string("RIFF\x10\0\0\0WEBPVP8 ", 16)));
-  EXPECT_EQ(mimeTypeOf("x.bin", std::string("RIFF\x10\0\0\0WEBPVP8 ", 16)), "image/webp");
-  EXPECT_FALSE(isDisplayableImage("application/pdf", "%PDF-1.7"));
-  EXPECT_FALSE(isDisplayableImage("text/plain", "hi"));
+  EXPECT_FALSE(launcher::isDisplayableImage("image/svg+xml", "<svg onload=\"alert(1)\"/>"));
+  EXPECT_TRUE(
+      launcher::isDisplayableImage("image/webp", std::string("RIFF\x10\0\0\0WEBPVP8 ", 16)));
+  EXPECT_EQ(launcher::mimeTypeOf("x.bin", std::string("RIFF\x10\0\0\0WEBPVP8 ", 16)), "image/webp");
+  EXPECT_FALSE(launcher::isDisplayableImage("application/pdf", "%PDF-1.7"));
+  EXPECT_FALSE(launcher::isDisplayableImage("text/plain", "hi"));
 }
 
 // tests/golden/trailers.json: what PID 1 writes (tests/launcher/test_report.py holds report.py
@@ -238,7 +242,8 @@ TEST(SideChannelTest, TheGoldenTrailersReadAsPid1MeantThem) {
     const auto one = cases->getObject(static_cast<unsigned>(i));
     const std::string name = one->getValue<std::string>("name");
     const auto read = one->getObject("read");
-    const RunResults got = parsedOk(testing::goldenBytes(one->getValue<std::string>("stdout")));
+    const launcher::RunResults got =
+        parsedOk(testing::goldenBytes(one->getValue<std::string>("stdout")));
     const auto exit = read->getObject("exit");
     ASSERT_TRUE(got.exit.has_value()) << name;
     EXPECT_EQ(got.exit->code,

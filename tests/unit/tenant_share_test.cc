@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace scs::runs {
+namespace scs::common {
 namespace {
 
 TEST(TenantShareTest, TheTenantHoldingTheMostGivesWayAndAmongEqualsTheOneAsking) {
@@ -27,4 +27,4 @@ TEST(TenantShareTest, TheTenantHoldingTheMostGivesWayAndAmongEqualsTheOneAsking)
 }
 
 }  // namespace
-}  // namespace scs::runs
+}  // namespace scs::common

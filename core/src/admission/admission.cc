@@ -25,7 +25,7 @@ std::int64_t memoryBytes(const policy::Limits& limits) {
 }
 
 Admission::Admission(AdmissionSettings settings, const policy::SandboxSettings& sandbox,
-                     runs::PreparedPools& pools, std::function<std::int64_t()> sessions_memory)
+                     sandbox::PreparedPools& pools, std::function<std::int64_t()> sessions_memory)
     : settings_(settings),
       sandbox_(sandbox),
       pools_(pools),
@@ -45,12 +45,12 @@ bool Admission::memoryFits(std::int64_t more) const {
              settings_.host_memory_bytes;
 }
 
-bool Admission::fitsOrEvicts(std::int64_t needed, const runs::PreparedSandbox* keep) {
+bool Admission::fitsOrEvicts(std::int64_t needed, const sandbox::PreparedSandbox* keep) {
   return memoryFits(needed) ||
          pools_.evictFor(needed, keep, [this](std::int64_t more) { return memoryFits(more); });
 }
 
-bool Admission::admit(runs::SteadyTime now, const Describe& describe, const Launch& launch) {
+bool Admission::admit(common::SteadyTime now, const Describe& describe, const Launch& launch) {
   bool evicted = false;
   while (true) {
     const std::optional<FairQueue::Entry> next = queue_.next();
@@ -60,8 +60,8 @@ bool Admission::admit(runs::SteadyTime now, const Describe& describe, const Laun
     }
     const Candidate run = describe(next->id);
     // A prepared sandbox the run can use (of its image) already holds part of its memory.
-    runs::PreparedPool* pool = run.may_take_prepared ? pools_.of(run.image) : nullptr;
-    const runs::PreparedSandbox* prepared =
+    sandbox::PreparedPool* pool = run.may_take_prepared ? pools_.of(run.image) : nullptr;
+    const sandbox::PreparedSandbox* prepared =
         pool == nullptr || pool->ready() == 0 ? nullptr : pool->find(run.limits, sandbox_, now);
     const std::int64_t needed = run.needs - (prepared ? pool->idleHold() : 0);
     if (!memoryFits(needed)) {
@@ -97,7 +97,7 @@ Result<std::optional<std::string>> Admission::room(const std::string& tenant,
     return std::optional<std::string>();
   }
   std::map<std::string, std::uint64_t> held = queue_.queuedPerTenant();
-  const std::string giving_way = runs::tenantToGiveWay(held, tenant);
+  const std::string giving_way = common::tenantToGiveWay(held, tenant);
   if (giving_way == tenant) {
     Error full = refused(
         "The server's queue is full: " + countOf(queue_.queued() - 1, "run is", "runs are") +

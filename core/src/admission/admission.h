@@ -47,7 +47,7 @@ class Admission {
   // `sessions_memory` is asked each time memory is counted: a session's memory counts from the
   // moment a run is admitted to wake it.
   Admission(AdmissionSettings settings, const policy::SandboxSettings& sandbox,
-            runs::PreparedPools& pools, std::function<std::int64_t()> sessions_memory);
+            sandbox::PreparedPools& pools, std::function<std::int64_t()> sessions_memory);
 
   FairQueue& queue() { return queue_; }
   const FairQueue& queue() const { return queue_; }
@@ -56,7 +56,7 @@ class Admission {
   bool memoryFits(std::int64_t more) const;
   // Whether `needed` bytes fit, or idle prepared sandboxes but `keep` gave way so that they do
   // (the pools should then refill).
-  bool fitsOrEvicts(std::int64_t needed, const runs::PreparedSandbox* keep);
+  bool fitsOrEvicts(std::int64_t needed, const sandbox::PreparedSandbox* keep);
 
   // Moves the queue on at `now`: while a slot is free, the run the fair queue chooses takes it
   // if its memory fits (with a prepared sandbox of its image when one is ready, which holds
@@ -65,8 +65,8 @@ class Admission {
   // `launch` with its prepared sandbox (or none); `launch` may end it and call admit() again.
   // True when idle prepared sandboxes gave way.
   using Describe = std::function<Candidate(const std::string& run_id)>;
-  using Launch = std::function<void(const FairQueue::Entry& run, runs::PreparedPtr prepared)>;
-  bool admit(runs::SteadyTime now, const Describe& describe, const Launch& launch);
+  using Launch = std::function<void(const FairQueue::Entry& run, sandbox::PreparedPtr prepared)>;
+  bool admit(common::SteadyTime now, const Describe& describe, const Launch& launch);
 
   // The admitted run `run_id` of `tenant` holds its slot no longer.
   void ended(const std::string& tenant, const std::string& run_id);
@@ -84,7 +84,7 @@ class Admission {
  private:
   const AdmissionSettings settings_;
   const policy::SandboxSettings& sandbox_;
-  runs::PreparedPools& pools_;
+  sandbox::PreparedPools& pools_;
   const std::function<std::int64_t()> sessions_memory_;
   FairQueue queue_;
   std::map<std::string, std::int64_t> holding_;  // admitted run id → the bytes it holds

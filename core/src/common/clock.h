@@ -10,7 +10,7 @@
 #include <mutex>
 #include <utility>
 
-namespace scs::runs {
+namespace scs::common {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
 using SteadyDuration = std::chrono::steady_clock::duration;
@@ -60,4 +60,4 @@ class SystemClock : public Clock {
   using Clock::waitUntil;
 };
 
-}  // namespace scs::runs
+}  // namespace scs::common

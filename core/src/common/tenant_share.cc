@@ -3,7 +3,7 @@
 
 #include "common/tenant_share.h"
 
-namespace scs::runs {
+namespace scs::common {
 
 std::string tenantToGiveWay(const std::map<std::string, std::uint64_t>& held,
                             const std::string& asking) {
@@ -19,4 +19,4 @@ std::string tenantToGiveWay(const std::map<std::string, std::uint64_t>& held,
   return *heaviest;
 }
 
-}  // namespace scs::runs
+}  // namespace scs::common

@@ -10,7 +10,7 @@
 #include <map>
 #include <string>
 
-namespace scs::runs {
+namespace scs::common {
 
 // `held`: what each tenant holds, counting what `asking` is about to add. The tenant that
 // gives way: the one holding the most; among equals `asking`, then the first by name.
@@ -18,4 +18,4 @@ namespace scs::runs {
 std::string tenantToGiveWay(const std::map<std::string, std::uint64_t>& held,
                             const std::string& asking);
 
-}  // namespace scs::runs
+}  // namespace scs::common

@@ -8,7 +8,7 @@
 
 #include "common/utf8.h"
 
-namespace scs::runs {
+namespace scs::launcher {
 namespace {
 
 // Grows `buffer` geometrically but never past `limit`, so the capacity stays within the cap
@@ -395,4 +395,4 @@ std::size_t OutputCapture::retainedCapacity() const {
          stderr_.tail.capacity();
 }
 
-}  // namespace scs::runs
+}  // namespace scs::launcher

@@ -16,7 +16,7 @@
 
 #include "marker_scan.h"
 
-namespace scs::runs {
+namespace scs::launcher {
 
 struct CapturedOutput {
   std::string text;         // valid UTF-8 (invalid bytes replaced), head and tail when cut
@@ -156,4 +156,4 @@ class OutputCapture : public backend::OutputSink {
   std::function<void()> listener_;
 };
 
-}  // namespace scs::runs
+}  // namespace scs::launcher

@@ -18,10 +18,10 @@
 
 #include "common/utf8.h"
 
-namespace scs::runs {
+namespace scs::launcher {
 namespace {
 
-namespace launcher = backend::launcher;
+namespace protocol = backend::launcher;
 using Poco::Dynamic::Var;
 using Poco::JSON::Array;
 using Poco::JSON::Object;
@@ -164,16 +164,16 @@ bool looksLikeSvg(std::string_view content) {
 }  // namespace
 
 std::string trailerMarker(std::string_view nonce) {
-  std::string marker(launcher::kTrailerPrefix);
+  std::string marker(protocol::kTrailerPrefix);
   marker.append(nonce);
-  marker.append(launcher::kMarkerEnd);
+  marker.append(protocol::kMarkerEnd);
   return marker;
 }
 
 std::string stderrEndMarker(std::string_view nonce) {
-  std::string marker(launcher::kEndPrefix);
+  std::string marker(protocol::kEndPrefix);
   marker.append(nonce);
-  marker.append(launcher::kMarkerEnd);
+  marker.append(protocol::kMarkerEnd);
   return marker;
 }
 
@@ -190,28 +190,28 @@ std::vector<policy::File> controlFiles(std::string_view nonce, const OutFileCaps
                                        const std::optional<egress::LauncherEgress>& egress) {
   Object::Ptr control = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
   const auto key = [](std::string_view name) { return std::string(name); };
-  control->set(key(launcher::kControlNonce), std::string(nonce));
-  control->set(key(launcher::kControlOutDir), std::string(kOutDirectory));
-  control->set(key(launcher::kControlMaxFiles), static_cast<std::uint64_t>(caps.max_files));
-  control->set(key(launcher::kControlMaxFileBytes),
+  control->set(key(protocol::kControlNonce), std::string(nonce));
+  control->set(key(protocol::kControlOutDir), std::string(kOutDirectory));
+  control->set(key(protocol::kControlMaxFiles), static_cast<std::uint64_t>(caps.max_files));
+  control->set(key(protocol::kControlMaxFileBytes),
                static_cast<std::uint64_t>(caps.max_file_bytes));
-  control->set(key(launcher::kControlMaxTotalBytes),
+  control->set(key(protocol::kControlMaxTotalBytes),
                static_cast<std::uint64_t>(caps.max_total_bytes));
-  control->set(key(launcher::kControlStdin), stdin_data.has_value());
-  control->set(key(launcher::kControlWatchdog), watchdog_seconds);
-  control->set(key(launcher::kControlResultCap), static_cast<std::uint64_t>(kMaxResultBytes));
-  control->set(key(launcher::kControlLanguage), std::string(policy::nameOf(language)));
+  control->set(key(protocol::kControlStdin), stdin_data.has_value());
+  control->set(key(protocol::kControlWatchdog), watchdog_seconds);
+  control->set(key(protocol::kControlResultCap), static_cast<std::uint64_t>(kMaxResultBytes));
+  control->set(key(protocol::kControlLanguage), std::string(policy::nameOf(language)));
   if (egress) {
-    control->set(key(launcher::kControlEgress), egress->nonce);
+    control->set(key(protocol::kControlEgress), egress->nonce);
     if (!egress->ca_pem.empty()) {
-      control->set(key(launcher::kControlEgressCa), egress->ca_pem);
+      control->set(key(protocol::kControlEgressCa), egress->ca_pem);
     }
     if (!egress->environment.empty()) {
       Object::Ptr environment = new Object(Poco::JSON_PRESERVE_KEY_ORDER);
       for (const auto& [name, value] : egress->environment) {
         environment->set(name, value);
       }
-      control->set(key(launcher::kControlEgressEnvironment), environment);
+      control->set(key(protocol::kControlEgressEnvironment), environment);
     }
   }
   std::ostringstream json;
@@ -255,21 +255,21 @@ Result<RunResults> parseTrailer(std::string_view trailer, const OutFileCaps& cap
   };
 
   RunResults results;
-  if (const auto value = given(launcher::kTrailerExit)) {
+  if (const auto value = given(protocol::kTrailerExit)) {
     auto exit = readExit(*value);
     if (auto* problem = std::get_if<Error>(&exit)) {
       return *problem;
     }
     results.exit = std::get<ProgramExit>(exit);
   }
-  if (const auto value = given(launcher::kTrailerException)) {
+  if (const auto value = given(protocol::kTrailerException)) {
     auto exception = readException(*value);
     if (auto* problem = std::get_if<Error>(&exception)) {
       return *problem;
     }
     results.exception = std::move(std::get<RunException>(exception));
   }
-  if (const auto result = given(launcher::kTrailerResult)) {
+  if (const auto result = given(protocol::kTrailerResult)) {
     if (!result->isString()) {
       return internal("\"result\" is not a string");
     }
@@ -277,8 +277,8 @@ Result<RunResults> parseTrailer(std::string_view trailer, const OutFileCaps& cap
     results.result = common::toValidUtf8(capHead(result->toString(), kMaxResultBytes + 64));
   }
   for (const auto& [key, field, cap] :
-       {std::tuple{launcher::kTrailerRefused, &results.refused, kMaxRefusalBytes},
-        std::tuple{launcher::kTrailerLauncherError, &results.launcher_error,
+       {std::tuple{protocol::kTrailerRefused, &results.refused, kMaxRefusalBytes},
+        std::tuple{protocol::kTrailerLauncherError, &results.launcher_error,
                    kMaxLauncherErrorBytes}}) {
     if (const auto text = given(key)) {
       if (!text->isString()) {
@@ -287,7 +287,7 @@ Result<RunResults> parseTrailer(std::string_view trailer, const OutFileCaps& cap
       *field = common::toValidUtf8(capTail(text->toString(), cap));
     }
   }
-  if (const auto seconds = given(launcher::kTrailerWarmSeconds)) {
+  if (const auto seconds = given(protocol::kTrailerWarmSeconds)) {
     const double value =
         seconds->isNumeric() && !seconds->isBoolean() ? seconds->convert<double>() : -1;
     if (!(value >= 0 && value < 3600)) {
@@ -295,13 +295,13 @@ Result<RunResults> parseTrailer(std::string_view trailer, const OutFileCaps& cap
     }
     results.warm_seconds = value;
   }
-  if (const auto over = member(launcher::kTrailerSessionOver)) {
+  if (const auto over = member(protocol::kTrailerSessionOver)) {
     if (!over->isBoolean()) {
       return internal("\"session_over\" is not a boolean");
     }
     results.session_over = over->convert<bool>();
   }
-  if (const auto omitted = member(launcher::kTrailerFilesOmitted)) {
+  if (const auto omitted = member(protocol::kTrailerFilesOmitted)) {
     // Poco counts a bool as an integer, and converting 2^63 or more to int64 throws.
     if (!omitted->isInteger() || omitted->isBoolean() ||
         (omitted->isSigned() && omitted->convert<std::int64_t>() < 0)) {
@@ -309,13 +309,13 @@ Result<RunResults> parseTrailer(std::string_view trailer, const OutFileCaps& cap
     }
     results.files_omitted = omitted->convert<std::uint64_t>();
   }
-  if (const auto truncated = member(launcher::kTrailerFilesTruncated)) {
+  if (const auto truncated = member(protocol::kTrailerFilesTruncated)) {
     if (!truncated->isBoolean()) {
       return internal("\"files_truncated\" is not a boolean");
     }
     results.files_truncated = truncated->convert<bool>();
   }
-  if (const auto given_files = given(launcher::kTrailerFiles)) {
+  if (const auto given_files = given(protocol::kTrailerFiles)) {
     const Var& files = *given_files;
     if (files.type() != typeid(Array::Ptr) || !files.extract<Array::Ptr>()) {
       return internal("\"files\" is not an array");
@@ -400,4 +400,4 @@ bool isDisplayableImage(std::string_view mime_type, std::string_view content) {
   return false;
 }
 
-}  // namespace scs::runs
+}  // namespace scs::launcher

@@ -22,7 +22,7 @@
 #include "policy/files.h"
 #include "policy/language.h"
 
-namespace scs::runs {
+namespace scs::launcher {
 
 inline constexpr const char* kOutDirectory = "/workspace/out";
 inline constexpr const char* kControlPath = ".scs/control.json";  // launcher_protocol.h's names
@@ -114,4 +114,4 @@ std::string mimeTypeOf(std::string_view path, std::string_view content);
 // one. Never SVG, or anything else that can carry script: the program wrote it.
 bool isDisplayableImage(std::string_view mime_type, std::string_view content);
 
-}  // namespace scs::runs
+}  // namespace scs::launcher

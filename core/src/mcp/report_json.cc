@@ -38,7 +38,7 @@ bool sameLimits(const policy::Limits& a, const policy::Limits& b) {
          a.processes == b.processes;
 }
 
-void setStream(Object& object, const std::string& name, const runs::CapturedOutput& stream,
+void setStream(Object& object, const std::string& name, const launcher::CapturedOutput& stream,
                bool running, const ReportOptions& options) {
   // Asked from an offset, an empty text says that nothing is new.
   if (options.verbose || options.with_offsets || !stream.text.empty()) {
@@ -70,7 +70,7 @@ std::string sha256Hex(const std::string& bytes) {
 }
 
 void setResults(Object& object, const runs::RunSnapshot& snapshot, const ReportOptions& options) {
-  const runs::RunResults& results = snapshot.results;
+  const launcher::RunResults& results = snapshot.results;
   if (results.exception) {
     Object::Ptr exception = newObject();
     exception->set("type", common::toValidUtf8(results.exception->type));
@@ -87,11 +87,11 @@ void setResults(Object& object, const runs::RunSnapshot& snapshot, const ReportO
     return;
   }
   Array::Ptr files = new Array;
-  for (const runs::OutFile& file : results.files) {
+  for (const launcher::OutFile& file : results.files) {
     Object::Ptr entry = newObject();
     entry->set("path", common::toValidUtf8(file.path));
     entry->set("size", static_cast<std::uint64_t>(file.content.size()));
-    entry->set("mime_type", runs::mimeTypeOf(file.path, file.content));
+    entry->set("mime_type", launcher::mimeTypeOf(file.path, file.content));
     entry->set("sha256", sha256Hex(file.content));
     files->add(entry);
   }
@@ -133,13 +133,13 @@ Poco::JSON::Object::Ptr limitsToJson(const policy::Limits& limits) {
 
 Poco::JSON::Array::Ptr fileBlocks(const runs::RunSnapshot& snapshot) {
   Array::Ptr blocks = new Array;
-  for (const runs::OutFile& file : snapshot.results.files) {
-    const std::string mime = runs::mimeTypeOf(file.path, file.content);
+  for (const launcher::OutFile& file : snapshot.results.files) {
+    const std::string mime = launcher::mimeTypeOf(file.path, file.content);
     const std::string path = common::toValidUtf8(file.path);
     Object::Ptr meta = newObject();
     meta->set("io.scs/path", path);
     Object::Ptr block = newObject();
-    if (runs::isDisplayableImage(mime, file.content)) {
+    if (launcher::isDisplayableImage(mime, file.content)) {
       block->set("type", "image");
       block->set("data", policy::encodeBase64(file.content));
       block->set("mimeType", mime);

@@ -77,7 +77,8 @@ Settings settingsOf(const ToolSettings& tools) {
       {"max_sessions_per_tenant", count(tools.max_sessions_per_tenant)},
       {"max_packages", count(tools.max_packages)},
       {"max_result_bytes",
-       {static_cast<std::uint64_t>(runs::kMaxResultBytes), formatBytes(runs::kMaxResultBytes)}},
+       {static_cast<std::uint64_t>(launcher::kMaxResultBytes),
+        formatBytes(launcher::kMaxResultBytes)}},
   };
 }
 

@@ -338,9 +338,9 @@ std::map<std::string, std::string> PackageLayers::buildLabels() const {
   const auto deadline =
       std::chrono::system_clock::now() + settings_.resolver.timeout + std::chrono::hours(1);
   return {
-      {runs::kLabelManaged, "true"},
-      {runs::kLabelOwnerPid, std::to_string(::getpid())},
-      {runs::kLabelDeadline,
+      {sandbox::kLabelManaged, "true"},
+      {sandbox::kLabelOwnerPid, std::to_string(::getpid())},
+      {sandbox::kLabelDeadline,
        std::to_string(
            std::chrono::duration_cast<std::chrono::seconds>(deadline.time_since_epoch()).count())}};
 }

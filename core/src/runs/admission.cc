@@ -30,7 +30,8 @@ void RunManager::Impl::admitLocked() {
     candidate.may_take_prepared = !run.session;
     return candidate;
   };
-  const auto launch = [this](const admission::FairQueue::Entry& entry, PreparedPtr prepared) {
+  const auto launch = [this](const admission::FairQueue::Entry& entry,
+                             sandbox::PreparedPtr prepared) {
     const std::shared_ptr<Run> run = runs_.at(entry.id);
     if (run->session && run->session->rest == Session::Rest::kHibernated) {
       run->session->rest = Session::Rest::kWaking;  // counted against the host's memory again
@@ -54,7 +55,7 @@ void RunManager::Impl::launchLocked(const std::shared_ptr<Run>& run) {
   } catch (const std::system_error& e) {
     logger().error("run " + run->id + ": could not start its thread: " + e.what());
     if (run->prepared) {
-      PreparedPool& pool = *pools_.of(run->image);
+      sandbox::PreparedPool& pool = *pools_.of(run->image);
       pool.claimEnded();  // it never ran: the pool's count of runs in its sandboxes goes down
       pool.retire(std::move(run->prepared));
     }

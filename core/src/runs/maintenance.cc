@@ -27,14 +27,14 @@ void RunManager::Impl::maintenanceThread() {
     if (shutting_down_) {
       break;
     }
-    const SteadyTime now = clock_.now();
+    const common::SteadyTime now = clock_.now();
     expireSessionsLocked(now);
     hibernateSessionsLocked(lock);
     releaseSessionsLocked(lock);
     if (shutting_down_) {
       break;
     }
-    const std::optional<SteadyTime> retry_at = removals_.nextRetry();
+    const std::optional<common::SteadyTime> retry_at = removals_.nextRetry();
     if (retry_at && now >= *retry_at) {
       lock.unlock();
       removals_.retry();
@@ -44,7 +44,7 @@ void RunManager::Impl::maintenanceThread() {
     if (pools_.retireStale(now)) {
       continue;
     }
-    PreparedPool* pool = pools_.wantingAnother(
+    sandbox::PreparedPool* pool = pools_.wantingAnother(
         now, [this](std::int64_t more) { return admission_.memoryFits(more); },
         admission_.queue().next().has_value());
     if (pool == nullptr) {
@@ -55,9 +55,9 @@ void RunManager::Impl::maintenanceThread() {
     }
     // Pools are dropped only when they hold nothing: this one lives while it makes one.
     pool->making(clock_.now());
-    const PoolSettings settings = pool->settings();
+    const sandbox::PoolSettings settings = pool->settings();
     lock.unlock();
-    PreparedPtr prepared = prepareOne(settings);
+    sandbox::PreparedPtr prepared = prepareOne(settings);
     lock.lock();
     if (!prepared) {
       pool->failed(clock_.now());
@@ -75,11 +75,12 @@ void RunManager::Impl::maintenanceThread() {
 
 // Removes the retired prepared sandboxes; releases `lock` while it calls the backend.
 void RunManager::Impl::removeRetiredLocked(std::unique_lock<std::mutex>& lock) {
-  std::vector<PreparedPtr> retired = pools_.takeRetired();
+  std::vector<sandbox::PreparedPtr> retired = pools_.takeRetired();
   lock.unlock();
-  for (PreparedPtr& prepared : retired) {
-    SandboxLease lease = source_.adopt(prepared->uid, prepared->sandbox_id, "prepared sandbox");
-    lease.keepUntilRemoved(std::shared_ptr<const PreparedSandbox>(std::move(prepared)));
+  for (sandbox::PreparedPtr& prepared : retired) {
+    sandbox::SandboxLease lease =
+        source_.adopt(prepared->uid, prepared->sandbox_id, "prepared sandbox");
+    lease.keepUntilRemoved(std::shared_ptr<const sandbox::PreparedSandbox>(std::move(prepared)));
     lease.release();
   }
   lock.lock();
@@ -106,19 +107,19 @@ void RunManager::Impl::retireEndedLocked(std::unique_lock<std::mutex>& lock) {
 
 // Creates a sandbox for a pool's limits in its image, checks the engine's record of it against
 // the required posture and starts it idle. nullptr, with nothing left behind, on any failure.
-PreparedPtr RunManager::Impl::prepareOne(const PoolSettings& pool) {
+sandbox::PreparedPtr RunManager::Impl::prepareOne(const sandbox::PoolSettings& pool) {
   // Declared first so that its sink outlives a removal the lease makes on failure.
-  auto prepared = std::make_unique<PreparedSandbox>();
-  std::optional<SandboxLease> lease = source_.takeUid("prepared sandbox");
+  auto prepared = std::make_unique<sandbox::PreparedSandbox>();
+  std::optional<sandbox::SandboxLease> lease = source_.takeUid("prepared sandbox");
   if (!lease) {
     logger().error("cannot prepare a sandbox: every uid of the sandbox range is in use");
     return nullptr;
   }
-  SandboxBringUp::Steps steps;
+  sandbox::SandboxBringUp::Steps steps;
   steps.sink = &prepared->sink;
-  SandboxSource::Brought brought =
-      source_.bringUp(SandboxKind::kPrepared, "prepared-" + common::randomHexId(), pool.limits,
-                      pool.image, *lease, steps);
+  sandbox::SandboxSource::Brought brought =
+      source_.bringUp(sandbox::SandboxKind::kPrepared, "prepared-" + common::randomHexId(),
+                      pool.limits, pool.image, *lease, steps);
   if (!brought.outcome.failure.empty()) {
     logger().error("cannot prepare a sandbox: " + brought.outcome.failure);
     return nullptr;  // the lease removes what was made

@@ -8,7 +8,7 @@
 namespace scs::runs {
 
 void ReportRetention::add(const std::string& run_id, const std::string& tenant, std::size_t bytes,
-                          SteadyTime finished) {
+                          common::SteadyTime finished) {
   kept_.push_back({run_id, tenant, bytes, finished});
   Held& held = held_[tenant];
   ++held.count;
@@ -59,11 +59,11 @@ void ReportRetention::shareOut(Over over, Measure measure, std::vector<std::stri
     }
     const std::string& asking =
         held.count(newest->tenant) != 0 ? newest->tenant : held.begin()->first;
-    forget(oldestOf(tenantToGiveWay(held, asking), newest), forgotten);
+    forget(oldestOf(common::tenantToGiveWay(held, asking), newest), forgotten);
   }
 }
 
-std::vector<std::string> ReportRetention::expire(SteadyTime now) {
+std::vector<std::string> ReportRetention::expire(common::SteadyTime now) {
   std::vector<std::string> forgotten;
   while (!kept_.empty() && now - kept_.front().finished > settings_.retention) {
     forget(kept_.begin(), &forgotten);

@@ -3,8 +3,8 @@
 // Which finished reports the run manager forgets, and when: each one after the retention
 // period; a tenant's oldest first while it keeps more than its own count or bytes; and, while
 // all reports together are over the total count or bytes, the oldest of the tenant holding the
-// most (tenantToGiveWay), so one tenant's reports never push out those of a tenant that holds
-// less. The newest report of a tenant is never forgotten for its size, nor the newest of all
+// most (common::tenantToGiveWay), so one tenant's reports never push out those of a tenant that
+// holds less. The newest report of a tenant is never forgotten for its size, nor the newest of all
 // for the totals. Not thread-safe: the run manager calls it with its lock held.
 
 #include <chrono>
@@ -33,11 +33,11 @@ class ReportRetention {
 
   // A report became final at `finished`, holding `bytes` of output and files.
   void add(const std::string& run_id, const std::string& tenant, std::size_t bytes,
-           SteadyTime finished);
+           common::SteadyTime finished);
 
   // The reports to forget at `now`, in the order they are forgotten; they are no longer
   // counted.
-  std::vector<std::string> expire(SteadyTime now);
+  std::vector<std::string> expire(common::SteadyTime now);
 
   std::size_t bytes() const { return bytes_; }
   std::size_t count() const { return kept_.size(); }
@@ -49,7 +49,7 @@ class ReportRetention {
     std::string run_id;
     std::string tenant;
     std::size_t bytes;
-    SteadyTime finished;
+    common::SteadyTime finished;
   };
   struct Held {
     std::size_t count = 0;

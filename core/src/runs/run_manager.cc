@@ -23,7 +23,7 @@ Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
 }  // namespace
 
 RunManager::Impl::Impl(backend::RuntimeBackend& backend, const RunSettings& settings,
-                       const policy::SandboxSettings& sandbox, const Clock& clock,
+                       const policy::SandboxSettings& sandbox, const common::Clock& clock,
                        RunEvents& events)
     : backend_(backend),
       settings_(settings),
@@ -127,7 +127,7 @@ Result<RunSnapshot> RunManager::Impl::start(StartRequest request) {
     admission_.queue().push(run->tenant, run->id);
   }
   // Counted before admission, which may end the run at once (its thread failed to start).
-  if (PreparedPool* pool =
+  if (sandbox::PreparedPool* pool =
           session ? nullptr
                   : pools_.demandedFor(run->image, run->limits, sandbox_, run->enqueued_at)) {
     run->pool_demand = true;
@@ -230,7 +230,7 @@ std::optional<RunSnapshot> RunManager::Impl::stop(const std::string& tenant,
 }
 
 void RunManager::Impl::shutdown(std::optional<std::chrono::milliseconds> removals_within) {
-  std::optional<SteadyTime> removals_by;
+  std::optional<common::SteadyTime> removals_by;
   if (removals_within) {
     removals_by = clock_.now() + *removals_within;
   }
@@ -325,8 +325,8 @@ RunLoad RunManager::Impl::load() {
   return load;
 }
 
-void RunManager::Impl::finalizeLocked(Run& run, policy::Verdict verdict, RunResults results,
-                                      const backend::Exit& exit) {
+void RunManager::Impl::finalizeLocked(Run& run, policy::Verdict verdict,
+                                      launcher::RunResults results, const backend::Exit& exit) {
   const bool held_slot = run.holdsSlot();
   if (run.session) {
     run.report.session_id = run.session->id;
@@ -348,14 +348,14 @@ void RunManager::Impl::finalizeLocked(Run& run, policy::Verdict verdict, RunResu
   run.report.peak_memory_bytes = exit.peak_memory_bytes;
   run.report.cpu_seconds = exit.cpu_seconds;
   std::size_t retained = run.capture ? run.capture->retainedCapacity() : 0;
-  for (const OutFile& file : run.report.results.files) {
+  for (const launcher::OutFile& file : run.report.results.files) {
     retained += file.content.size();
   }
   retention_.add(run.id, run.tenant, retained, *run.finished);
   if (held_slot) {
     admission_.ended(run.tenant, run.id);
     if (run.prepared) {
-      PreparedPool& pool = *pools_.of(run.image);
+      sandbox::PreparedPool& pool = *pools_.of(run.image);
       const std::optional<double>& warm_seconds = run.report.results.warm_seconds;
       pool.claimEnded(warm_seconds);
       // Its footprint idle is the whole of one only if its imports had finished.
@@ -401,7 +401,7 @@ RunSnapshot RunManager::Impl::snapshotLocked(const Run& run, const OutputOffsets
   }
   snapshot.started_at = run.started_at;
   snapshot.finished_at = run.finished_at;
-  const SteadyTime now = clock_.now();
+  const common::SteadyTime now = clock_.now();
   if (run.phase == Phase::kQueued) {
     const std::vector<admission::FairQueue::Entry> order = admission_.queue().order();
     const auto position =
@@ -420,10 +420,11 @@ RunSnapshot RunManager::Impl::snapshotLocked(const Run& run, const OutputOffsets
     snapshot.queued_seconds = secondsBetween(run.enqueued_at, now);
     return snapshot;
   }
-  const SteadyTime left_queue = run.exec_start ? *run.exec_start : run.finished.value_or(now);
+  const common::SteadyTime left_queue =
+      run.exec_start ? *run.exec_start : run.finished.value_or(now);
   snapshot.queued_seconds = secondsBetween(run.enqueued_at, left_queue);
   if (run.exec_start) {
-    const SteadyTime end = run.exec_end ? *run.exec_end : run.finished.value_or(now);
+    const common::SteadyTime end = run.exec_end ? *run.exec_end : run.finished.value_or(now);
     snapshot.duration_seconds = secondsBetween(*run.exec_start, end);
   }
   return snapshot;
@@ -443,7 +444,7 @@ void RunManager::Impl::reapThreads() {
 }
 
 RunManager::RunManager(backend::RuntimeBackend& backend, const RunSettings& settings,
-                       const policy::SandboxSettings& sandbox, const Clock& clock,
+                       const policy::SandboxSettings& sandbox, const common::Clock& clock,
                        RunEvents* events)
     : impl_(std::make_unique<Impl>(backend, settings, sandbox, clock,
                                    events ? *events : noRunEvents())) {}

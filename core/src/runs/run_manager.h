@@ -64,24 +64,24 @@ struct RunSettings {
   std::size_t max_retained_bytes_per_tenant = std::size_t{128} << 20;
   std::size_t output_cap_bytes = 1u << 20;  // per stream, head and tail kept
   // Characters of stdout and stderr together a report carries, markers included (head and
-  // tail, the rest read with offsets: OutputCapture::snapshot); 0 for the whole capture.
+  // tail, the rest read with offsets: launcher::OutputCapture::snapshot); 0 for the whole capture.
   std::size_t output_window_chars = 30'000;
   std::int64_t host_memory_bytes = 0;  // admission: running memory limits must fit; 0 = off
   std::string instance_id;             // this server instance; random when empty
   // Host uids held by sandboxes the startup sweep left alive (another live instance's).
   std::vector<std::uint32_t> reserved_uids;
-  OutFileCaps out_files;  // files returned from /workspace/out
+  launcher::OutFileCaps out_files;  // files returned from /workspace/out
   // Sandboxes kept created, posture-checked and started with the launcher idle on stdin, so
   // a run skips the engine's create and start. Each serves exactly one run whose limits
   // require the same posture as `prepared_limits` and a timeout no longer; other runs take
   // the normal path. They count against host_memory_bytes, are replaced after idling for
   // prepared_max_idle, and are removed at shutdown. `prepared` are kept ready at the least,
-  // up to `prepared_max` when such runs arrive together (sandbox/prepared_pool.h, Demand).
+  // up to `prepared_max` when such runs arrive together (sandbox/prepared_pool.h, sandbox::Demand).
   // 0 turns preparation off.
   std::size_t prepared = 0;
   std::size_t prepared_max = 0;
   // Package sets (core/src/packages) whose layers get prepared sandboxes of their own, the
-  // sets in most demand, while preparation is on (PreparedPools).
+  // sets in most demand, while preparation is on (sandbox::PreparedPools).
   std::size_t prepared_package_sets = 2;
   policy::Limits prepared_limits;
   std::chrono::seconds prepared_max_idle{300};
@@ -93,7 +93,7 @@ struct RunSettings {
 
 using packages::PackageLayerUse;
 
-// Where get() starts each stream's text (CapturedOutput::offset has the real start).
+// Where get() starts each stream's text (launcher::CapturedOutput::offset has the real start).
 struct OutputOffsets {
   std::uint64_t stdout_from = 0;
   std::uint64_t stderr_from = 0;
@@ -106,8 +106,8 @@ struct RunSnapshot {
   policy::Limits limits;
   std::optional<std::size_t> queue_position;  // 1-based, while queued
   // The output so far while running, all of it once final:
-  CapturedOutput stdout_output;
-  CapturedOutput stderr_output;
+  launcher::CapturedOutput stdout_output;
+  launcher::CapturedOutput stderr_output;
   // Set once final:
   std::optional<int> exit_code;
   std::optional<std::string> signal;
@@ -119,7 +119,7 @@ struct RunSnapshot {
   std::optional<std::chrono::system_clock::time_point> finished_at;
   std::optional<std::int64_t> peak_memory_bytes;
   std::optional<double> cpu_seconds;
-  RunResults results;             // from the launcher's trailer: exception, files out
+  launcher::RunResults results;   // from the launcher's trailer: exception, files out
   bool prepared_sandbox = false;  // ran in a sandbox prepared ahead of it (not shown to clients)
   // A run in a session: its id, and whether the session is still open now.
   std::string session_id;
@@ -189,7 +189,7 @@ class RunManager {
  public:
   // `events`, when given, must outlive the manager.
   RunManager(backend::RuntimeBackend& backend, const RunSettings& settings,
-             const policy::SandboxSettings& sandbox, const Clock& clock,
+             const policy::SandboxSettings& sandbox, const common::Clock& clock,
              RunEvents* events = nullptr);
   ~RunManager();  // shutdown()
 
@@ -204,7 +204,7 @@ class RunManager {
 
   // The run's state now, or after waiting up to `wait` for it to finish. nullopt for an
   // unknown or expired id, and for a run of another tenant. The output (so far, while
-  // running) starts at the offsets `from` (OutputCapture::snapshot).
+  // running) starts at the offsets `from` (launcher::OutputCapture::snapshot).
   std::optional<RunSnapshot> get(const std::string& tenant, const std::string& run_id,
                                  std::chrono::milliseconds wait = std::chrono::milliseconds(0),
                                  const OutputOffsets& from = {});
@@ -257,7 +257,7 @@ class RunManager {
   RunLoad load() const;
 
   // Whether the prepared pool works: it has made a sandbox since the start and its last
-  // attempt did not fail (PreparedPool::healthy), whether or not one is idle now.
+  // attempt did not fail (sandbox::PreparedPool::healthy), whether or not one is idle now.
   bool preparedHealthy() const;
 
   // The observer given at construction (or one that counts nothing): the tools report through

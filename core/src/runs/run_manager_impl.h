@@ -48,11 +48,11 @@ inline constexpr auto kKillGrace = std::chrono::seconds(10);
 // ustar's 7 octal digits hold.
 inline constexpr int kArchiveOwner = 65534;
 
-inline SteadyDuration toDuration(double seconds) {
-  return std::chrono::duration_cast<SteadyDuration>(std::chrono::duration<double>(seconds));
+inline common::SteadyDuration toDuration(double seconds) {
+  return std::chrono::duration_cast<common::SteadyDuration>(std::chrono::duration<double>(seconds));
 }
 
-inline double secondsBetween(SteadyTime from, SteadyTime to) {
+inline double secondsBetween(common::SteadyTime from, common::SteadyTime to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
@@ -91,17 +91,17 @@ struct Run {
   Phase phase = Phase::kQueued;
   Cause cause = Cause::kNone;
   bool pool_demand = false;  // counted in flight in the prepared pool's demand until final
-  std::optional<SteadyTime> kill_sent_at;  // the server's kill for `cause`
+  std::optional<common::SteadyTime> kill_sent_at;  // the server's kill for `cause`
 
-  SteadyTime enqueued_at;
-  std::optional<SteadyTime> exec_start;
-  std::optional<SteadyTime> exec_end;
-  std::optional<SteadyTime> finished;
+  common::SteadyTime enqueued_at;
+  std::optional<common::SteadyTime> exec_start;
+  std::optional<common::SteadyTime> exec_end;
+  std::optional<common::SteadyTime> finished;
   std::optional<std::chrono::system_clock::time_point> started_at;
   std::optional<std::chrono::system_clock::time_point> finished_at;
 
   std::string sandbox_id;
-  std::unique_ptr<OutputCapture> capture;
+  std::unique_ptr<launcher::OutputCapture> capture;
   // A run of a tenant with egress, in a sandbox of its own: its sandbox's channel, and the sink
   // in front of `capture` that takes the channel's frames out (it outlives the sandbox too).
   std::shared_ptr<egress::EgressChannel> egress;
@@ -111,8 +111,8 @@ struct Run {
   backend::OutputSink* outerSink() {
     return egress_sink ? static_cast<backend::OutputSink*>(egress_sink.get()) : capture.get();
   }
-  PreparedPtr prepared;       // taken at admission; freed once its sandbox is removed
-  bool ran_prepared = false;  // its code went to the prepared sandbox
+  sandbox::PreparedPtr prepared;  // taken at admission; freed once its sandbox is removed
+  bool ran_prepared = false;      // its code went to the prepared sandbox
   // The engine's peak memory of that sandbox before the code arrived: its idle footprint.
   std::optional<std::int64_t> idle_peak_bytes;
   RunSnapshot report;  // the final fields, once final
@@ -121,7 +121,7 @@ struct Run {
 
   bool holdsSlot() const { return phase >= Phase::kStarting && phase <= Phase::kEnded; }
   // When the server's timer ends it: its timeout after it began executing.
-  SteadyTime timeoutAt() const { return *exec_start + toDuration(limits.timeout_seconds); }
+  common::SteadyTime timeoutAt() const { return *exec_start + toDuration(limits.timeout_seconds); }
   policy::RunStatus status() const {
     if (phase == Phase::kQueued) {
       return policy::RunStatus::kQueued;
@@ -134,10 +134,10 @@ struct Run {
 struct Outcome {
   policy::Evidence evidence;
   backend::Exit exit;
-  std::optional<SteadyTime> ended;
-  std::optional<RunResults> results;         // the launcher's trailer, once parsed
-  bool trailer_considered = false;           // whether it could report the run early was decided
-  std::optional<SteadyTime> reported_early;  // reported from the trailer, before the end
+  std::optional<common::SteadyTime> ended;
+  std::optional<launcher::RunResults> results;  // the launcher's trailer, once parsed
+  bool trailer_considered = false;              // whether it could report the run early was decided
+  std::optional<common::SteadyTime> reported_early;  // reported from the trailer, before the end
   // A run in a session: its code came back from KeyboardInterrupt; why the session ends with
   // this run (empty: it lives on).
   bool interrupted = false;
@@ -146,7 +146,7 @@ struct Outcome {
 
 struct RunManager::Impl {
   Impl(backend::RuntimeBackend& backend, const RunSettings& settings,
-       const policy::SandboxSettings& sandbox, const Clock& clock, RunEvents& events);
+       const policy::SandboxSettings& sandbox, const common::Clock& clock, RunEvents& events);
 
   // The public operations (run_manager.cc).
   Result<RunSnapshot> start(StartRequest request);
@@ -170,7 +170,7 @@ struct RunManager::Impl {
   void launchLocked(const std::shared_ptr<Run>& run);
   // The one place a run becomes final: status, reason, times and results; its slot is freed,
   // its report counted for retention, and the queue moves on.
-  void finalizeLocked(Run& run, policy::Verdict verdict, RunResults results,
+  void finalizeLocked(Run& run, policy::Verdict verdict, launcher::RunResults results,
                       const backend::Exit& exit);
   void forgetExpiredLocked();
   RunSnapshot snapshotLocked(const Run& run, const OutputOffsets& from = {}) const;
@@ -178,16 +178,16 @@ struct RunManager::Impl {
 
   // A run's own thread (run_thread.cc).
   void runThread(const std::shared_ptr<Run>& run);
-  void execute(Run& run, Outcome& outcome, SandboxLease& lease);
+  void execute(Run& run, Outcome& outcome, sandbox::SandboxLease& lease);
   bool runInPrepared(Run& run, const std::string& archive, Outcome& outcome);
   void waitForExit(Run& run, const std::string& sandbox_id, Outcome& outcome);
   void sealEvidenceLocked(Run& run, policy::Evidence& evidence);
   // The launcher's trailer, parsed once (empty results when there is none or it is bad).
-  RunResults& launcherResults(Run& run, Outcome& outcome);
+  launcher::RunResults& launcherResults(Run& run, Outcome& outcome);
   // Reports the run from its complete trailer before the sandbox has ended, when that is
   // safe (see the definition); otherwise leaves it to finish().
   void reportEarly(Run& run, const std::string& sandbox_id, Outcome& outcome);
-  void decideLocked(Run& run, Outcome& outcome, RunResults results);
+  void decideLocked(Run& run, Outcome& outcome, launcher::RunResults results);
   void finish(Run& run, Outcome& outcome);
   // Egress: the nonce the run's control file carries (its sandbox's channel's), and a channel
   // given the way to its sandbox's stdin.
@@ -201,8 +201,8 @@ struct RunManager::Impl {
   Result<sessions::SessionSnapshot> openSession(OpenSessionRequest request);
   // The session's sandbox brought up afresh; or the prepared sandbox it took told to become
   // the session's, and when that fails, removed and a fresh one brought up in another uid.
-  SandboxBringUp::Outcome bringUpSession(Session& session);
-  SandboxBringUp::Outcome openInPrepared(Session& session);
+  sandbox::SandboxBringUp::Outcome bringUpSession(Session& session);
+  sandbox::SandboxBringUp::Outcome openInPrepared(Session& session);
   // Whether a prepared sandbox still idles (run_thread.cc): not OK when it ended or the
   // backend cannot tell.
   backend::Status stillIdle(const std::string& sandbox_id);
@@ -224,7 +224,7 @@ struct RunManager::Impl {
   // it calls the backend.
   void releaseSessionsLocked(std::unique_lock<std::mutex>& lock);
   // Ends the sessions past their idle timeout or lifetime, or whose sandbox ended between runs.
-  void expireSessionsLocked(SteadyTime now);
+  void expireSessionsLocked(common::SteadyTime now);
   // Snapshots the sessions expireSessionsLocked marked kHibernating; releases `lock` while the
   // backend takes each snapshot. One that fails ends its session.
   void hibernateSessionsLocked(std::unique_lock<std::mutex>& lock);
@@ -249,20 +249,20 @@ struct RunManager::Impl {
 
   // The maintenance thread (maintenance.cc).
   void maintenanceThread();
-  PreparedPtr prepareOne(const PoolSettings& pool);
+  sandbox::PreparedPtr prepareOne(const sandbox::PoolSettings& pool);
   void removeRetiredLocked(std::unique_lock<std::mutex>& lock);
   void retireEndedLocked(std::unique_lock<std::mutex>& lock);
 
   backend::RuntimeBackend& backend_;
   const RunSettings settings_;
   const policy::SandboxSettings sandbox_;
-  const Clock& clock_;
+  const common::Clock& clock_;
   RunEvents& events_;
   const std::string instance_id_;
-  SandboxBringUp bring_up_;
-  UidPool uids_;
-  RemovalQueue removals_;
-  SandboxSource source_;
+  sandbox::SandboxBringUp bring_up_;
+  sandbox::UidPool uids_;
+  sandbox::RemovalQueue removals_;
+  sandbox::SandboxSource source_;
 
   std::mutex mutex_;
   std::condition_variable changed_;       // a run became final or settled; a sandbox is ready
@@ -270,7 +270,7 @@ struct RunManager::Impl {
   std::map<std::string, std::shared_ptr<Run>> runs_;
   sessions::SessionTable sessions_;  // every session rule
   ReportRetention retention_;
-  PreparedPools pools_;
+  sandbox::PreparedPools pools_;
   admission::Admission admission_;  // the fair queue, slots and the host's memory
   std::size_t live_threads_ = 0;    // run threads not yet done with their sandbox
   std::vector<std::thread> done_threads_;

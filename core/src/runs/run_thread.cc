@@ -28,7 +28,7 @@ Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
 // The trailer's exit record is evidence from inside the sandbox; its exception is the
 // program's own account, kept only for a run that failed as an uncaught exception fails
 // (exit code 1, or SIGINT for KeyboardInterrupt), never for one that exited 0.
-void keepOnlyTheLaunchersWord(RunResults& results, Outcome& outcome) {
+void keepOnlyTheLaunchersWord(launcher::RunResults& results, Outcome& outcome) {
   policy::Evidence& evidence = outcome.evidence;
   evidence.killed_outside = outcome.exit.killed_outside;
   if (results.refused) {
@@ -75,7 +75,7 @@ void sessionVerdict(const Run& run, const Outcome& outcome, policy::Verdict& ver
 
 void RunManager::Impl::runThread(const std::shared_ptr<Run>& run) {
   Outcome outcome;
-  SandboxLease lease;
+  sandbox::SandboxLease lease;
   if (run->prepared) {
     // Taken at admission: it is removed however the run ends, even stopped before it began.
     lease = source_.adopt(run->prepared->uid, run->prepared->sandbox_id, "run " + run->id);
@@ -134,7 +134,7 @@ void RunManager::Impl::killSandbox(const std::string& sandbox_id, const std::str
   }
 }
 
-void RunManager::Impl::execute(Run& run, Outcome& outcome, SandboxLease& lease) {
+void RunManager::Impl::execute(Run& run, Outcome& outcome, sandbox::SandboxLease& lease) {
   policy::Evidence& evidence = outcome.evidence;
   std::vector<policy::File> files;
   std::optional<std::string> stdin_data;
@@ -151,9 +151,9 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome, SandboxLease& lease) 
     run.stdin_data.reset();
     run.exec_start = clock_.now();
     run.started_at = clock_.wallNow();
-    run.capture = std::make_unique<OutputCapture>(settings_.output_cap_bytes, trailerMarker(nonce),
-                                                  trailerCapBytes(settings_.out_files),
-                                                  stderrEndMarker(nonce));
+    run.capture = std::make_unique<launcher::OutputCapture>(
+        settings_.output_cap_bytes, launcher::trailerMarker(nonce),
+        launcher::trailerCapBytes(settings_.out_files), launcher::stderrEndMarker(nonce));
     // Wakes this thread in waitForExit: the launcher has said all, or the sandbox has ended.
     run.capture->setListener([this] {
       std::lock_guard wake(mutex_);
@@ -171,8 +171,8 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome, SandboxLease& lease) 
   }
 
   for (policy::File& control :
-       controlFiles(nonce, settings_.out_files, bring_up_.watchdogSeconds(run.limits), stdin_data,
-                    run.language, egressOf(run))) {
+       launcher::controlFiles(nonce, settings_.out_files, bring_up_.watchdogSeconds(run.limits),
+                              stdin_data, run.language, egressOf(run))) {
     files.push_back(std::move(control));
   }
   stdin_data.reset();
@@ -189,7 +189,7 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome, SandboxLease& lease) 
     lease.release();  // the prepared sandbox ended while idle
   }
 
-  std::optional<SandboxLease> fresh = source_.takeUid("run " + run.id);
+  std::optional<sandbox::SandboxLease> fresh = source_.takeUid("run " + run.id);
   if (!fresh) {
     evidence.sandbox_failure = "every uid of the sandbox range is in use";
     return;
@@ -197,7 +197,7 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome, SandboxLease& lease) 
   lease = std::move(*fresh);
   std::string archive = policy::buildArchive(files, kArchiveOwner, kArchiveOwner);
   files.clear();
-  SandboxBringUp::Steps steps;
+  sandbox::SandboxBringUp::Steps steps;
   steps.archive = &archive;
   steps.sink = run.outerSink();
   steps.stdin_open = run.egress != nullptr;
@@ -207,8 +207,9 @@ void RunManager::Impl::execute(Run& run, Outcome& outcome, SandboxLease& lease) 
     run.sandbox_id = sandbox_id;
   };
   steps.stopped = [&] { return causeSet(run); };
-  const SandboxBringUp::Outcome brought =
-      source_.bringUp(SandboxKind::kRun, run.id, run.limits, run.image, lease, steps).outcome;
+  const sandbox::SandboxBringUp::Outcome brought =
+      source_.bringUp(sandbox::SandboxKind::kRun, run.id, run.limits, run.image, lease, steps)
+          .outcome;
   std::string().swap(archive);
   if (brought.sandbox_id.empty()) {
     lease.release();  // its uid is free again at once: no sandbox was made with it
@@ -278,7 +279,7 @@ bool RunManager::Impl::runInPrepared(Run& run, const std::string& archive, Outco
 // could not; a sandbox that has not ended kKillGrace after its kill is given up, and one that
 // has not ended kEndAfterReport after an early report is left to its removal.
 void RunManager::Impl::waitForExit(Run& run, const std::string& sandbox_id, Outcome& outcome) {
-  const SteadyTime deadline = run.timeoutAt();
+  const common::SteadyTime deadline = run.timeoutAt();
   std::unique_lock lock(mutex_);
   while (true) {
     // The backend calls ended() only once wait() has the exit: ended without one is a loss.
@@ -304,8 +305,8 @@ void RunManager::Impl::waitForExit(Run& run, const std::string& sandbox_id, Outc
       return;
     }
 
-    const SteadyTime now = clock_.now();
-    SteadyTime until = deadline;
+    const common::SteadyTime now = clock_.now();
+    common::SteadyTime until = deadline;
     if (outcome.reported_early) {
       until = *outcome.reported_early + kEndAfterReport;
       if (now >= until) {
@@ -333,7 +334,7 @@ void RunManager::Impl::waitForExit(Run& run, const std::string& sandbox_id, Outc
     if (run.kill_sent_at && !outcome.reported_early) {
       until = *run.kill_sent_at + kKillGrace;
     }
-    clock_.waitUntil(changed_, lock, std::min<SteadyTime>(until, now + kWaitSlice), [&] {
+    clock_.waitUntil(changed_, lock, std::min<common::SteadyTime>(until, now + kWaitSlice), [&] {
       return run.capture->hasEnded() ||
              (!outcome.trailer_considered && run.capture->outputComplete()) ||
              (!run.kill_sent_at && run.cause != Cause::kNone);
@@ -357,7 +358,7 @@ void RunManager::Impl::reportEarly(Run& run, const std::string& sandbox_id, Outc
     logger().debug("run " + run.id + ": its launcher has reported, but " + why +
                    "; waiting for the sandbox's end");
   };
-  RunResults& results = launcherResults(run, outcome);
+  launcher::RunResults& results = launcherResults(run, outcome);
   if (!results.exit) {
     waitForTheEngine("its record holds no exit");
     return;
@@ -406,7 +407,7 @@ void RunManager::Impl::sealEvidenceLocked(Run& run, policy::Evidence& evidence) 
   evidence.timer_fired = run.cause == Cause::kTimeout;
 }
 
-RunResults& RunManager::Impl::launcherResults(Run& run, Outcome& outcome) {
+launcher::RunResults& RunManager::Impl::launcherResults(Run& run, Outcome& outcome) {
   if (outcome.results) {
     return *outcome.results;
   }
@@ -414,18 +415,18 @@ RunResults& RunManager::Impl::launcherResults(Run& run, Outcome& outcome) {
   if (!run.capture) {
     return *outcome.results;
   }
-  OutputCapture::Trailer trailer = run.capture->takeTrailer();
+  launcher::OutputCapture::Trailer trailer = run.capture->takeTrailer();
   if (trailer.overflowed) {
     logger().warning("run " + run.id + ": the launcher's trailer is over its cap; ignored");
   } else if (trailer.found) {
     // The trailer is written inside the sandbox: untrusted, so nothing in it may end the run
     // thread before the run is reported and its slot released.
     try {
-      auto parsed = parseTrailer(trailer.bytes, settings_.out_files);
+      auto parsed = launcher::parseTrailer(trailer.bytes, settings_.out_files);
       if (auto* problem = std::get_if<Error>(&parsed)) {
         logger().warning("run " + run.id + ": ignoring a malformed trailer: " + problem->message);
       } else {
-        *outcome.results = std::move(std::get<RunResults>(parsed));
+        *outcome.results = std::move(std::get<launcher::RunResults>(parsed));
       }
     } catch (const std::exception& e) {
       logger().error("run " + run.id + ": ignoring a trailer that failed to parse: " + e.what());
@@ -434,7 +435,7 @@ RunResults& RunManager::Impl::launcherResults(Run& run, Outcome& outcome) {
   return *outcome.results;
 }
 
-void RunManager::Impl::decideLocked(Run& run, Outcome& outcome, RunResults results) {
+void RunManager::Impl::decideLocked(Run& run, Outcome& outcome, launcher::RunResults results) {
   keepOnlyTheLaunchersWord(results, outcome);
   // What the program did through the relay up to now: PID 1 ends its streams before its
   // trailer, and a session's run takes what happened since the session's last run.
@@ -489,7 +490,7 @@ void RunManager::Impl::finish(Run& run, Outcome& outcome) {
     }
     return;
   }
-  RunResults results = std::move(launcherResults(run, outcome));
+  launcher::RunResults results = std::move(launcherResults(run, outcome));
   std::lock_guard lock(mutex_);
   sealEvidenceLocked(run, outcome.evidence);
   decideLocked(run, outcome, std::move(results));

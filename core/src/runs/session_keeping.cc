@@ -159,10 +159,10 @@ TakenBack RunManager::Impl::takeBack(std::vector<sessions::SavedSession> session
     session->rest = Session::Rest::kHibernated;
     session->awake_before = saved.awake;
     // Its times on this server's steady clock, from the wall-clock times it was kept with.
-    const SteadyTime now = clock_.now();
+    const common::SteadyTime now = clock_.now();
     const auto wall_now = clock_.wallNow();
     const auto ago = [&](std::chrono::system_clock::time_point at) {
-      return now - std::chrono::duration_cast<SteadyDuration>(
+      return now - std::chrono::duration_cast<common::SteadyDuration>(
                        std::max(wall_now - at, std::chrono::system_clock::duration::zero()));
     };
     session->opened = ago(saved.opened);

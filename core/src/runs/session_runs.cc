@@ -44,7 +44,7 @@ bool RunManager::Impl::wakeSession(Run& run, Outcome& outcome) {
     }
     sandbox_id = session.sandbox_id;
   }
-  const SteadyTime began = clock_.now();
+  const common::SteadyTime began = clock_.now();
   // A restored sandbox is a sandbox like any other: the engine's record of it is checked
   // against the posture it came up with before anything in it runs again.
   std::string failure = bring_up_.checkReadBack(sandbox_id, session.posture);
@@ -55,7 +55,7 @@ bool RunManager::Impl::wakeSession(Run& run, Outcome& outcome) {
     }
   }
   std::lock_guard lock(mutex_);
-  const SteadyTime now = clock_.now();
+  const common::SteadyTime now = clock_.now();
   session.rest = Session::Rest::kAwake;
   session.awake_since = now;
   if (!failure.empty()) {
@@ -127,14 +127,14 @@ void RunManager::Impl::runInSession(Run& run, std::vector<policy::File> files, O
     return;
   }
 
-  const SteadyTime deadline = run.timeoutAt();
-  std::optional<SteadyTime> interrupted_at;
+  const common::SteadyTime deadline = run.timeoutAt();
+  std::optional<common::SteadyTime> interrupted_at;
   std::unique_lock lock(mutex_);
   while (true) {
     const bool ended = run.capture->hasEnded();
     if (!outcome.trailer_considered && run.capture->outputComplete()) {
       outcome.trailer_considered = true;
-      RunResults& results = launcherResults(run, outcome);
+      launcher::RunResults& results = launcherResults(run, outcome);
       if (results.refused && !results.session_over) {
         // Nothing ran; the interpreter waits for the next run.
         sealEvidenceLocked(run, outcome.evidence);
@@ -173,7 +173,7 @@ void RunManager::Impl::runInSession(Run& run, std::vector<policy::File> files, O
       }
       break;
     }
-    const SteadyTime now = clock_.now();
+    const common::SteadyTime now = clock_.now();
     if (run.cause == Cause::kNone && now >= deadline) {
       run.cause = Cause::kTimeout;
       logger().information("run " + run.id + " reached its timeout; interrupting it");
@@ -217,7 +217,7 @@ void RunManager::Impl::runInSession(Run& run, std::vector<policy::File> files, O
       outcome.evidence.sandbox_failure = "the session's sandbox did not stop after kill";
       break;
     }
-    SteadyTime until = now + kWaitSlice;
+    common::SteadyTime until = now + kWaitSlice;
     if (!run.kill_sent_at && !interrupted_at) {
       until = std::min(until, deadline);
     } else if (!run.kill_sent_at) {

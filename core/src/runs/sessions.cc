@@ -38,7 +38,7 @@ Result<sessions::SessionSnapshot> RunManager::Impl::openSession(OpenSessionReque
     }
     // Its image's pool: the operator's, or its packages' layer's.
     const std::string image = request.packages ? request.packages->image : std::string();
-    PreparedPool* pool = pools_.demandedFor(image, request.limits, sandbox_, clock_.now());
+    sandbox::PreparedPool* pool = pools_.demandedFor(image, request.limits, sandbox_, clock_.now());
     if (pool != nullptr) {
       // An arrival the pool could serve: the rate it keeps sandboxes ready for counts it.
       pool->demanded(clock_.now());
@@ -46,7 +46,7 @@ Result<sessions::SessionSnapshot> RunManager::Impl::openSession(OpenSessionReque
     }
     // A prepared sandbox of the session's posture already holds part of its memory and a uid
     // of its own, and becomes the session's once its launcher is told so.
-    const PreparedSandbox* prepared =
+    const sandbox::PreparedSandbox* prepared =
         pool ? pool->find(request.limits, sandbox_, clock_.now(), /*for_session=*/true) : nullptr;
     const std::int64_t needed = memory - (prepared ? pool->idleHold() : 0);
     if (!admission_.fitsOrEvicts(needed, prepared)) {
@@ -57,7 +57,7 @@ Result<sessions::SessionSnapshot> RunManager::Impl::openSession(OpenSessionReque
     }
     pool_changed_.notify_all();  // evicted prepared sandboxes are removed
     const std::string id = sessions_.unusedId();
-    std::optional<SandboxLease> lease;
+    std::optional<sandbox::SandboxLease> lease;
     if (!prepared) {
       lease = source_.takeUid("session " + id);
       if (!lease) {
@@ -95,7 +95,7 @@ Result<sessions::SessionSnapshot> RunManager::Impl::openSession(OpenSessionReque
     sessions_.add(session);
   }
 
-  const SandboxBringUp::Outcome brought =
+  const sandbox::SandboxBringUp::Outcome brought =
       session->prepared ? openInPrepared(*session) : bringUpSession(*session);
 
   std::unique_lock lock(mutex_);
@@ -117,13 +117,13 @@ Result<sessions::SessionSnapshot> RunManager::Impl::openSession(OpenSessionReque
   return sessionSnapshotLocked(*session);
 }
 
-SandboxBringUp::Outcome RunManager::Impl::openInPrepared(Session& session) {
+sandbox::SandboxBringUp::Outcome RunManager::Impl::openInPrepared(Session& session) {
   const std::string& sandbox_id = session.prepared->sandbox_id;
   backend::Status delivered = stillIdle(sandbox_id);
   if (delivered.ok()) {
     delivered = backend_.deliver(sandbox_id, bring_up_.sessionFrame());
   }
-  SandboxBringUp::Outcome outcome;
+  sandbox::SandboxBringUp::Outcome outcome;
   if (delivered.ok()) {
     // What the idle launcher wrote is dropped (no run is bound to the session's sink), and
     // an end from now on is the session's.
@@ -135,11 +135,11 @@ SandboxBringUp::Outcome RunManager::Impl::openInPrepared(Session& session) {
   }
   const std::string why = "prepared sandbox " + sandbox_id + " could not become the session's (" +
                           delivered.message + ")";
-  PreparedPtr failed;  // its sink outlives its removal
-  SandboxLease failed_lease;
+  sandbox::PreparedPtr failed;  // its sink outlives its removal
+  sandbox::SandboxLease failed_lease;
   {
     std::lock_guard lock(mutex_);
-    std::optional<SandboxLease> fresh = source_.takeUid("session " + session.id);
+    std::optional<sandbox::SandboxLease> fresh = source_.takeUid("session " + session.id);
     if (!fresh) {  // the session ends, and that sandbox goes with it
       outcome.failure = why + ", and every uid of the sandbox range is in use";
       return outcome;
@@ -155,8 +155,8 @@ SandboxBringUp::Outcome RunManager::Impl::openInPrepared(Session& session) {
   return bringUpSession(session);
 }
 
-SandboxBringUp::Outcome RunManager::Impl::bringUpSession(Session& session) {
-  SandboxBringUp::Steps steps;
+sandbox::SandboxBringUp::Outcome RunManager::Impl::bringUpSession(Session& session) {
+  sandbox::SandboxBringUp::Steps steps;
   steps.sink = session.outerSink();
   steps.created = [&](const std::string& sandbox_id) {
     attachEgress(session.egress, sandbox_id);
@@ -167,8 +167,8 @@ SandboxBringUp::Outcome RunManager::Impl::bringUpSession(Session& session) {
     std::lock_guard lock(mutex_);
     return shutting_down_;
   };
-  SandboxSource::Brought brought = source_.bringUp(
-      SandboxKind::kSession, "session-" + session.id, session.limits,
+  sandbox::SandboxSource::Brought brought = source_.bringUp(
+      sandbox::SandboxKind::kSession, "session-" + session.id, session.limits,
       session.packages ? session.packages->image : std::string(), session.lease, steps);
   std::lock_guard lock(mutex_);
   session.posture = std::move(brought.posture);
@@ -261,7 +261,7 @@ void RunManager::Impl::releaseSessionsLocked(std::unique_lock<std::mutex>& lock)
   if (releasing.empty()) {
     return;
   }
-  std::vector<SandboxLease> leases;
+  std::vector<sandbox::SandboxLease> leases;
   for (const auto& session : releasing) {
     leases.push_back(std::move(session->lease));
     leases.back().keepUntilRemoved(session);  // its sink; at shutdown removed alongside others
@@ -273,7 +273,7 @@ void RunManager::Impl::releaseSessionsLocked(std::unique_lock<std::mutex>& lock)
       session->egress->close();
     }
   }
-  for (SandboxLease& lease : leases) {
+  for (sandbox::SandboxLease& lease : leases) {
     lease.release();
   }
   lock.lock();
@@ -285,7 +285,7 @@ void RunManager::Impl::releaseSessionsLocked(std::unique_lock<std::mutex>& lock)
   admitLocked();  // its memory is free
 }
 
-void RunManager::Impl::expireSessionsLocked(SteadyTime now) {
+void RunManager::Impl::expireSessionsLocked(common::SteadyTime now) {
   const auto executing = [this](const std::string& run_id) {
     return runs_.at(run_id)->phase != Phase::kQueued;
   };
@@ -298,12 +298,12 @@ backend::Status RunManager::Impl::snapshotSessionLocked(std::unique_lock<std::mu
                                                         Session& session,
                                                         const std::string& occasion) {
   const std::string sandbox_id = session.sandbox_id;
-  const SteadyTime began = clock_.now();
+  const common::SteadyTime began = clock_.now();
   lock.unlock();
   // Between runs its sink is bound to no run: nothing the snapshot stops is lost.
   const backend::Status saved = backend_.snapshot(sandbox_id);
   lock.lock();
-  const SteadyTime now = clock_.now();
+  const common::SteadyTime now = clock_.now();
   if (!saved.ok()) {
     session.rest = Session::Rest::kAwake;
     return saved;

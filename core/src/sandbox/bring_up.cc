@@ -13,7 +13,7 @@
 
 #include "sandbox/labels.h"
 
-namespace scs::runs {
+namespace scs::sandbox {
 namespace {
 
 constexpr long long kDeadlineLabelSlackSeconds = 60;
@@ -34,7 +34,7 @@ SandboxBringUp::SandboxBringUp(backend::RuntimeBackend& backend,
                                const policy::SandboxSettings& sandbox, std::string instance_id,
                                std::chrono::seconds prepared_max_idle,
                                std::chrono::seconds session_lifetime,
-                               std::vector<std::string> warm_modules, const Clock& clock)
+                               std::vector<std::string> warm_modules, const common::Clock& clock)
     : backend_(backend),
       sandbox_(sandbox),
       instance_id_(std::move(instance_id)),
@@ -201,4 +201,4 @@ std::string SandboxBringUp::start(const std::string& sandbox_id, backend::Output
   return started.ok() ? std::string() : "start failed: " + started.message;
 }
 
-}  // namespace scs::runs
+}  // namespace scs::sandbox

@@ -17,7 +17,7 @@
 #include "policy/limits.h"
 #include "policy/posture.h"
 
-namespace scs::runs {
+namespace scs::sandbox {
 
 class SandboxBringUp {
  public:
@@ -26,7 +26,7 @@ class SandboxBringUp {
   SandboxBringUp(backend::RuntimeBackend& backend, const policy::SandboxSettings& sandbox,
                  std::string instance_id, std::chrono::seconds prepared_max_idle,
                  std::chrono::seconds session_lifetime, std::vector<std::string> warm_modules,
-                 const Clock& clock);
+                 const common::Clock& clock);
 
   // When the in-sandbox watchdog ends a run whose server could not: the timeout and a grace.
   long long watchdogSeconds(const policy::Limits& limits) const;
@@ -92,7 +92,7 @@ class SandboxBringUp {
   const std::chrono::seconds prepared_max_idle_;
   const std::chrono::seconds session_lifetime_;
   const std::vector<std::string> warm_modules_;
-  const Clock& clock_;
+  const common::Clock& clock_;
 };
 
-}  // namespace scs::runs
+}  // namespace scs::sandbox

@@ -5,7 +5,7 @@
 
 #include <scs/backend/backend.h>
 
-namespace scs::runs {
+namespace scs::sandbox {
 
 inline constexpr const char* kLabelManaged = backend::kManagedLabel;  // "true"
 inline constexpr const char* kLabelInstance = "io.scs.instance";
@@ -15,4 +15,4 @@ inline constexpr const char* kLabelDeadline = backend::kDeadlineLabel;  // unix 
 inline constexpr const char* kLabelPrepared = "io.scs.prepared";  // "true": started ahead of need
 inline constexpr const char* kLabelUid = "io.scs.uid";            // the host uid it runs as
 
-}  // namespace scs::runs
+}  // namespace scs::sandbox

@@ -14,7 +14,7 @@
 
 #include "sandbox/labels.h"
 
-namespace scs::runs {
+namespace scs::sandbox {
 namespace {
 
 Poco::Logger& logger() { return Poco::Logger::get("scs.runs"); }
@@ -94,4 +94,4 @@ SweepResult sweepLeftovers(backend::RuntimeBackend& backend, const std::string& 
   return result;
 }
 
-}  // namespace scs::runs
+}  // namespace scs::sandbox

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace scs::runs {
+namespace scs::sandbox {
 
 struct SweepResult {
   std::size_t removed = 0;
@@ -30,4 +30,4 @@ SweepResult sweepLeftovers(backend::RuntimeBackend& backend, const std::string& 
                            std::chrono::system_clock::time_point now,
                            const std::set<std::uint32_t>& kept_session_uids = {});
 
-}  // namespace scs::runs
+}  // namespace scs::sandbox

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace scs::runs {
+namespace scs::sandbox {
 namespace {
 
 constexpr std::size_t kMaxHeldBytes = 64u << 10;
@@ -99,8 +99,8 @@ void PreparedPool::measuredIdle(std::int64_t peak_bytes) {
 }
 
 const PreparedSandbox* PreparedPool::find(const policy::Limits& limits,
-                                          const policy::SandboxSettings& settings, SteadyTime now,
-                                          bool for_session) const {
+                                          const policy::SandboxSettings& settings,
+                                          common::SteadyTime now, bool for_session) const {
   const auto found = std::find_if(ready_.begin(), ready_.end(), [&](const PreparedPtr& sandbox) {
     return (for_session || limits.timeout_seconds <= sandbox->timeout_seconds) &&
            now - sandbox->ready_at <= settings_.max_idle &&
@@ -110,7 +110,7 @@ const PreparedSandbox* PreparedPool::find(const policy::Limits& limits,
   return found == ready_.end() ? nullptr : found->get();
 }
 
-PreparedPtr PreparedPool::claim(const PreparedSandbox* sandbox, SteadyTime now) {
+PreparedPtr PreparedPool::claim(const PreparedSandbox* sandbox, common::SteadyTime now) {
   const auto found = std::find_if(ready_.begin(), ready_.end(),
                                   [&](const PreparedPtr& ready) { return ready.get() == sandbox; });
   if (found == ready_.end()) {
@@ -153,7 +153,7 @@ void PreparedPool::evictUntil(std::int64_t needed, const PreparedSandbox* keep,
   }
 }
 
-void Demand::record(SteadyTime now, std::size_t in_flight) {
+void Demand::record(common::SteadyTime now, std::size_t in_flight) {
   recent_.push_back(now);
   rate(now);  // forgets what is older than the window
   // Only a new high, or one past what is remembered, can matter: the memory stays small however
@@ -164,7 +164,7 @@ void Demand::record(SteadyTime now, std::size_t in_flight) {
   arrivals_.emplace_back(now, in_flight);
 }
 
-std::size_t Demand::largest(SteadyTime now) {
+std::size_t Demand::largest(common::SteadyTime now) {
   while (!arrivals_.empty() && now - arrivals_.front().first > kDemandMemory) {
     arrivals_.pop_front();
   }
@@ -172,7 +172,7 @@ std::size_t Demand::largest(SteadyTime now) {
   return arrivals_.empty() ? 0 : arrivals_.front().second;
 }
 
-double Demand::rate(SteadyTime now) {
+double Demand::rate(common::SteadyTime now) {
   while (!recent_.empty() && now - recent_.front() > kRateWindow) {
     recent_.pop_front();
   }
@@ -180,7 +180,7 @@ double Demand::rate(SteadyTime now) {
     return 0;
   }
   const std::chrono::duration<double> span =
-      std::clamp<SteadyTime::duration>(now - recent_.front(), kRateFloor, kRateWindow);
+      std::clamp<common::SteadyTime::duration>(now - recent_.front(), kRateFloor, kRateWindow);
   return static_cast<double>(recent_.size()) / span.count();
 }
 
@@ -191,7 +191,7 @@ bool PreparedPool::serves(const policy::Limits& limits,
              policy::requiredPosture(settings_.limits, settings, 0);
 }
 
-void PreparedPool::demanded(SteadyTime now) {
+void PreparedPool::demanded(common::SteadyTime now) {
   last_demanded_ = now;
   demand_.record(now, ++in_flight_);
   wanted(now);
@@ -203,7 +203,7 @@ void PreparedPool::demandEnded() {
   }
 }
 
-std::size_t PreparedPool::wanted(SteadyTime now) {
+std::size_t PreparedPool::wanted(common::SteadyTime now) {
   if (settings_.target == 0 && settings_.image.empty()) {
     return 0;
   }
@@ -224,7 +224,7 @@ std::size_t PreparedPool::wanted(SteadyTime now) {
   return wanted;
 }
 
-bool PreparedPool::wantsAnother(SteadyTime now, bool memory_fits, bool runs_waiting) {
+bool PreparedPool::wantsAnother(common::SteadyTime now, bool memory_fits, bool runs_waiting) {
   const std::size_t have = ready_.size() + making_;
   // The refill waits for the run that took the last sandbox, unless the next run is due before
   // a sandbox made after it would be ready.
@@ -233,12 +233,12 @@ bool PreparedPool::wantsAnother(SteadyTime now, bool memory_fits, bool runs_wait
          memory_fits && (claimed_running_ == 0 || due || now - last_claim_ >= kRefillDelay);
 }
 
-void PreparedPool::making(SteadyTime now) {
+void PreparedPool::making(common::SteadyTime now) {
   ++making_;
   making_since_.push_back(now);
 }
 
-void PreparedPool::made(PreparedPtr sandbox, SteadyTime now) {
+void PreparedPool::made(PreparedPtr sandbox, common::SteadyTime now) {
   --making_;
   if (!making_since_.empty()) {
     const std::chrono::duration<double> took = now - making_since_.front();
@@ -248,13 +248,13 @@ void PreparedPool::made(PreparedPtr sandbox, SteadyTime now) {
   made_any_ = true;
   last_failed_ = false;
   backoff_ = kFirstBackoff;
-  retry_at_ = SteadyTime{};
+  retry_at_ = common::SteadyTime{};
   sandbox->ready_at = now;
   logger().debug("prepared sandbox " + sandbox->sandbox_id + " is ready");
   ready_.push_back(std::move(sandbox));
 }
 
-void PreparedPool::failed(SteadyTime now) {
+void PreparedPool::failed(common::SteadyTime now) {
   --making_;
   if (!making_since_.empty()) {
     making_since_.pop_front();
@@ -264,7 +264,7 @@ void PreparedPool::failed(SteadyTime now) {
   backoff_ = std::min<std::chrono::seconds>(backoff_ * 2, kMaxBackoff);
 }
 
-bool PreparedPool::retireStale(SteadyTime now) {
+bool PreparedPool::retireStale(common::SteadyTime now) {
   if (ready_.empty()) {
     return false;
   }
@@ -335,7 +335,8 @@ PreparedPool* PreparedPools::of(const std::string& image) {
 }
 
 PreparedPool* PreparedPools::demandedFor(const std::string& image, const policy::Limits& limits,
-                                         const policy::SandboxSettings& settings, SteadyTime now) {
+                                         const policy::SandboxSettings& settings,
+                                         common::SteadyTime now) {
   if (!main_.serves(limits, settings)) {
     return nullptr;  // every pool makes sandboxes of the main pool's limits
   }
@@ -373,7 +374,7 @@ PreparedPool* PreparedPools::demandedFor(const std::string& image, const policy:
   return sets_.emplace(image, std::make_unique<PreparedPool>(std::move(set))).first->second.get();
 }
 
-void PreparedPools::dropIdle(SteadyTime now) {
+void PreparedPools::dropIdle(common::SteadyTime now) {
   for (auto it = sets_.begin(); it != sets_.end();) {
     if (it->second->empty() && it->second->wanted(now) == 0) {
       logger().debug("prepared pool: none of package layer " + it->first + " wanted any more");
@@ -443,7 +444,7 @@ void PreparedPools::retireAll() {
   }
 }
 
-bool PreparedPools::retireStale(SteadyTime now) {
+bool PreparedPools::retireStale(common::SteadyTime now) {
   if (main_.retireStale(now)) {
     return true;
   }
@@ -472,7 +473,7 @@ bool PreparedPools::evictFor(std::int64_t needed, const PreparedSandbox* keep,
   return true;
 }
 
-PreparedPool* PreparedPools::wantingAnother(SteadyTime now,
+PreparedPool* PreparedPools::wantingAnother(common::SteadyTime now,
                                             const std::function<bool(std::int64_t)>& fits,
                                             bool runs_waiting) {
   if (main_.wantsAnother(now, fits(main_.idleHold()), runs_waiting)) {
@@ -486,4 +487,4 @@ PreparedPool* PreparedPools::wantingAnother(SteadyTime now,
   return nullptr;
 }
 
-}  // namespace scs::runs
+}  // namespace scs::sandbox

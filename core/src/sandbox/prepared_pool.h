@@ -27,7 +27,7 @@
 #include "policy/limits.h"
 #include "policy/posture.h"
 
-namespace scs::runs {
+namespace scs::sandbox {
 
 // The sink a prepared sandbox is started with, before its run exists. It holds what the idle
 // launcher writes (normally nothing; capped) and whether the sandbox ended, and, once bound to
@@ -52,7 +52,7 @@ struct PreparedSandbox {
   std::uint32_t uid = 0;       // its host uid, taken from the UidPool
   backend::Posture posture;    // the required posture its engine record passed
   double timeout_seconds = 0;  // the longest run its watchdog allows
-  SteadyTime ready_at;
+  common::SteadyTime ready_at;
   DeferredSink sink;  // outlives the sandbox: freed only after its removal
 };
 
@@ -89,15 +89,15 @@ class Demand {
   static constexpr std::chrono::seconds kRateFloor{10};
 
   // A run arrived; `in_flight` such runs (itself included) are now queued or executing.
-  void record(SteadyTime now, std::size_t in_flight);
+  void record(common::SteadyTime now, std::size_t in_flight);
   // The most in flight at once in the memory at `now`; forgets what is older.
-  std::size_t largest(SteadyTime now);
+  std::size_t largest(common::SteadyTime now);
   // Arrivals per second over the last kRateWindow (over at least kRateFloor).
-  double rate(SteadyTime now);
+  double rate(common::SteadyTime now);
 
  private:
-  std::deque<std::pair<SteadyTime, std::size_t>> arrivals_;  // oldest first
-  std::deque<SteadyTime> recent_;                            // arrival times, oldest first
+  std::deque<std::pair<common::SteadyTime, std::size_t>> arrivals_;  // oldest first
+  std::deque<common::SteadyTime> recent_;                            // arrival times, oldest first
 };
 
 class PreparedPool {
@@ -127,10 +127,10 @@ class PreparedPool {
   // idled past max_idle (its launcher's own deadline is near: retireStale() replaces it), and
   // a run's timeout is no longer than it allows (a session's launcher takes its own deadline).
   const PreparedSandbox* find(const policy::Limits& limits, const policy::SandboxSettings& settings,
-                              SteadyTime now, bool for_session = false) const;
+                              common::SteadyTime now, bool for_session = false) const;
 
   // Takes `sandbox` (from find()) for a run that starts executing now.
-  PreparedPtr claim(const PreparedSandbox* sandbox, SteadyTime now);
+  PreparedPtr claim(const PreparedSandbox* sandbox, common::SteadyTime now);
   // A run that took a sandbox from here ended; `warm_seconds`, what its trailer said of the
   // warm imports that sandbox made before the run arrived.
   void claimEnded(std::optional<double> warm_seconds = std::nullopt);
@@ -148,20 +148,20 @@ class PreparedPool {
   bool serves(const policy::Limits& limits, const policy::SandboxSettings& settings) const;
   // A run the pool serves arrived, and one such run ended (was reported): the demand it
   // follows.
-  void demanded(SteadyTime now);
+  void demanded(common::SteadyTime now);
   void demandEnded();
   // Sandboxes wanted ready now (see Demand), logged at debug when it changes.
-  std::size_t wanted(SteadyTime now);
+  std::size_t wanted(common::SteadyTime now);
 
   // Whether the maintenance thread should make another sandbox now, given whether its memory
   // fits and whether a run waits in the queue (the pool grows past its target only when none
   // does, so that it never takes memory or CPU a waiting run could use). A new one waits
   // kRefillDelay for the run that took the last one, so that making it does not compete with
   // that run for the CPU, and after a failure a growing pause.
-  bool wantsAnother(SteadyTime now, bool memory_fits, bool runs_waiting);
-  void making(SteadyTime now);                     // counts one being made
-  void made(PreparedPtr sandbox, SteadyTime now);  // it is ready
-  void failed(SteadyTime now);                     // making it failed
+  bool wantsAnother(common::SteadyTime now, bool memory_fits, bool runs_waiting);
+  void making(common::SteadyTime now);                     // counts one being made
+  void made(PreparedPtr sandbox, common::SteadyTime now);  // it is ready
+  void failed(common::SteadyTime now);                     // making it failed
   // How long a sandbox takes to be ready for a run: from making() to made() (the engine's
   // create and start) and then its warm imports (as the runs that took one said), each
   // smoothed; zero before the first.
@@ -172,7 +172,7 @@ class PreparedPool {
 
   // Retires the oldest idle sandbox when it has idled longer than max_idle, or when more are
   // ready than wanted(); true if it did.
-  bool retireStale(SteadyTime now);
+  bool retireStale(common::SteadyTime now);
   // Retires the idle sandboxes with these ids (they ended while idle).
   void retireEnded(const std::vector<std::string>& sandbox_ids);
   void retireAll();
@@ -186,7 +186,7 @@ class PreparedPool {
   // holds is idle (ready or retired) and may all be retired.
   bool idle() const { return in_flight_ == 0 && making_ == 0 && claimed_running_ == 0; }
   // When a run it serves last arrived.
-  SteadyTime lastDemanded() const { return last_demanded_; }
+  common::SteadyTime lastDemanded() const { return last_demanded_; }
   bool hasRetired() const { return !retired_.empty(); }
   std::vector<PreparedPtr> takeRetired();
 
@@ -197,14 +197,14 @@ class PreparedPool {
   std::size_t wanted_;             // as last logged
   std::deque<PreparedPtr> ready_;  // oldest first
   std::size_t making_ = 0;
-  std::deque<SteadyTime> making_since_;  // when each one being made was begun, oldest first
+  std::deque<common::SteadyTime> making_since_;  // when each one being made was begun, oldest first
   std::chrono::duration<double> started_{0};
   std::chrono::duration<double> warmed_{0};
   std::int64_t idle_peak_ = 0;       // the largest footprint measured of an idle, warm sandbox
   std::size_t claimed_running_ = 0;  // runs executing in a sandbox from here
-  SteadyTime last_claim_{};
-  SteadyTime last_demanded_{};
-  SteadyTime retry_at_{};  // the next attempt after a failure
+  common::SteadyTime last_claim_{};
+  common::SteadyTime last_demanded_{};
+  common::SteadyTime retry_at_{};  // the next attempt after a failure
   std::chrono::seconds backoff_{1};
   bool made_any_ = false;
   bool last_failed_ = false;
@@ -231,7 +231,7 @@ class PreparedPools {
   // serve those limits (or preparation is off), or there is none to be had (every set's pool
   // serves runs now).
   PreparedPool* demandedFor(const std::string& image, const policy::Limits& limits,
-                            const policy::SandboxSettings& settings, SteadyTime now);
+                            const policy::SandboxSettings& settings, common::SteadyTime now);
 
   // Over every pool, as PreparedPool's of the same name.
   std::int64_t memory() const;
@@ -241,7 +241,7 @@ class PreparedPools {
   std::vector<std::string> idleIds() const;
   void retireEnded(const std::vector<std::string>& sandbox_ids);
   void retireAll();
-  bool retireStale(SteadyTime now);
+  bool retireStale(common::SteadyTime now);
   // Retires idle sandboxes other than `keep`, of any pool, the operator's image's last, until
   // `fits(needed)` holds; does nothing when even all of them would not make room. True when it
   // made room.
@@ -249,12 +249,12 @@ class PreparedPools {
                 const std::function<bool(std::int64_t)>& fits);
   // The pool whose wantsAnother() holds now, the main one first; nullptr when none does.
   // `fits(bytes)`: whether that much more memory fits.
-  PreparedPool* wantingAnother(SteadyTime now, const std::function<bool(std::int64_t)>& fits,
-                               bool runs_waiting);
+  PreparedPool* wantingAnother(common::SteadyTime now,
+                               const std::function<bool(std::int64_t)>& fits, bool runs_waiting);
 
  private:
   // Drops the sets' pools that are empty() and want none now.
-  void dropIdle(SteadyTime now);
+  void dropIdle(common::SteadyTime now);
 
   PreparedPool main_;
   const std::size_t max_sets_;
@@ -262,4 +262,4 @@ class PreparedPools {
   std::vector<PreparedPtr> retired_;  // of pools that gave way, to be removed
 };
 
-}  // namespace scs::runs
+}  // namespace scs::sandbox

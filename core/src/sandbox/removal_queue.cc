@@ -11,7 +11,7 @@
 #include <iterator>
 #include <utility>
 
-namespace scs::runs {
+namespace scs::sandbox {
 namespace {
 
 constexpr std::chrono::seconds kFirstBackoff{1};
@@ -28,7 +28,7 @@ void gone(RemovalQueue::Removal& removal) {
 
 }  // namespace
 
-RemovalQueue::RemovalQueue(backend::RuntimeBackend& backend, const Clock& clock,
+RemovalQueue::RemovalQueue(backend::RuntimeBackend& backend, const common::Clock& clock,
                            std::function<void()> wake)
     : backend_(backend), clock_(clock), wake_(std::move(wake)), backoff_(kFirstBackoff) {}
 
@@ -81,7 +81,7 @@ void RemovalQueue::remove(Removal removal) noexcept {
   }
 }
 
-std::optional<SteadyTime> RemovalQueue::nextRetry() const {
+std::optional<common::SteadyTime> RemovalQueue::nextRetry() const {
   std::lock_guard lock(mutex_);
   if (failed_.empty() || closed_) {
     return std::nullopt;
@@ -128,7 +128,7 @@ void RemovalQueue::retry() {
   }
   if (failed.empty() && failed_.empty()) {
     backoff_ = kFirstBackoff;
-    retry_at_ = SteadyTime{};
+    retry_at_ = common::SteadyTime{};
     return;
   }
   failed_.insert(failed_.end(), std::make_move_iterator(failed.begin()),
@@ -185,7 +185,7 @@ void RemovalQueue::startLocked(Removal removal) {
   }
 }
 
-std::size_t RemovalQueue::finish(std::optional<SteadyTime> deadline) {
+std::size_t RemovalQueue::finish(std::optional<common::SteadyTime> deadline) {
   std::vector<std::thread> done;
   {
     std::unique_lock lock(mutex_);
@@ -211,4 +211,4 @@ std::size_t RemovalQueue::finish(std::optional<SteadyTime> deadline) {
   return 0;
 }
 
-}  // namespace scs::runs
+}  // namespace scs::sandbox

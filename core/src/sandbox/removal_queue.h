@@ -21,13 +21,14 @@
 
 #include "common/clock.h"
 
-namespace scs::runs {
+namespace scs::sandbox {
 
 class RemovalQueue {
  public:
   // `wake` is called, without any lock of this queue held, when a failed removal is queued, so
   // that whoever calls retry() knows there is work.
-  RemovalQueue(backend::RuntimeBackend& backend, const Clock& clock, std::function<void()> wake);
+  RemovalQueue(backend::RuntimeBackend& backend, const common::Clock& clock,
+               std::function<void()> wake);
   // finish() with no deadline: waits for every removal still running.
   ~RemovalQueue();
   RemovalQueue(const RemovalQueue&) = delete;
@@ -50,7 +51,7 @@ class RemovalQueue {
   void remove(Removal removal) noexcept;
 
   // When retry() has work next; nullopt when nothing waits.
-  std::optional<SteadyTime> nextRetry() const;
+  std::optional<common::SteadyTime> nextRetry() const;
 
   // Tries again every removal that failed; what fails again waits for the next, longer pause.
   void retry();
@@ -64,18 +65,18 @@ class RemovalQueue {
   // has answered each). Those still waiting for the engine then are logged as left to the
   // next server's startup sweep and go on in the background; the destructor waits for them.
   // Returns how many are left.
-  std::size_t finish(std::optional<SteadyTime> deadline);
+  std::size_t finish(std::optional<common::SteadyTime> deadline);
 
  private:
   std::string attempt(const std::string& sandbox_id) noexcept;
   void startLocked(Removal removal);
 
   backend::RuntimeBackend& backend_;
-  const Clock& clock_;
+  const common::Clock& clock_;
   const std::function<void()> wake_;
   mutable std::mutex mutex_;
   std::vector<Removal> failed_;
-  SteadyTime retry_at_{};
+  common::SteadyTime retry_at_{};
   std::chrono::seconds backoff_;
   // Once closed: the removals under way, by a number of their own, and their threads.
   bool closed_ = false;
@@ -85,4 +86,4 @@ class RemovalQueue {
   std::condition_variable answered_;
 };
 
-}  // namespace scs::runs
+}  // namespace scs::sandbox

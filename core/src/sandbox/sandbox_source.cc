@@ -7,7 +7,7 @@
 
 #include "policy/posture.h"
 
-namespace scs::runs {
+namespace scs::sandbox {
 
 SandboxLease& SandboxLease::operator=(SandboxLease&& other) noexcept {
   if (this != &other) {
@@ -71,4 +71,4 @@ SandboxSource::Brought SandboxSource::bringUp(SandboxKind kind, const std::strin
   return brought;
 }
 
-}  // namespace scs::runs
+}  // namespace scs::sandbox

@@ -17,7 +17,7 @@
 #include "sandbox/removal_queue.h"
 #include "sandbox/uid_pool.h"
 
-namespace scs::runs {
+namespace scs::sandbox {
 
 // A uid of the sandbox range and, once one is made with it, that sandbox. Released or
 // destroyed, it removes the sandbox (through the removal queue, which retries) and gives the
@@ -93,4 +93,4 @@ class SandboxSource {
   const policy::SandboxSettings& sandbox_;
 };
 
-}  // namespace scs::runs
+}  // namespace scs::sandbox

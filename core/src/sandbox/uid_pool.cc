@@ -3,7 +3,7 @@
 
 #include "sandbox/uid_pool.h"
 
-namespace scs::runs {
+namespace scs::sandbox {
 
 UidPool::UidPool(policy::UidRange range, const std::vector<std::uint32_t>& reserved)
     : range_(range), next_(range.first) {
@@ -37,4 +37,4 @@ std::size_t UidPool::inUse() const {
   return taken_.size();
 }
 
-}  // namespace scs::runs
+}  // namespace scs::sandbox

@@ -13,7 +13,7 @@
 
 #include "policy/posture.h"
 
-namespace scs::runs {
+namespace scs::sandbox {
 
 class UidPool {
  public:
@@ -36,4 +36,4 @@ class UidPool {
   std::uint32_t next_;
 };
 
-}  // namespace scs::runs
+}  // namespace scs::sandbox

@@ -65,9 +65,9 @@ struct Session {
   // marks it kWaking and resumes it before its code goes in (kAwake).
   enum class Rest { kAwake, kHibernating, kHibernated, kWaking };
   Rest rest = Rest::kAwake;
-  runs::SteadyTime awake_since;                        // opened, or last woken
+  common::SteadyTime awake_since;                      // opened, or last woken
   std::chrono::steady_clock::duration awake_before{};  // awake time before awake_since
-  runs::SteadyTime hibernated_at;                      // while kHibernated
+  common::SteadyTime hibernated_at;                    // while kHibernated
   std::chrono::system_clock::time_point hibernated_wall;
   backend::Posture posture;  // what its sandbox was checked against when it came up
   // The server is shutting down and keeps it for the next (SessionSettings::store): its run in
@@ -78,11 +78,11 @@ struct Session {
   std::string end_reason;
   std::string current;              // the run in the fair queue or executing, if any
   std::deque<std::string> waiting;  // its later runs, in order
-  runs::SteadyTime opened;
-  runs::SteadyTime last_active;  // opened, or its last run ended
+  common::SteadyTime opened;
+  common::SteadyTime last_active;  // opened, or its last run ended
   std::chrono::system_clock::time_point opened_wall;
   std::chrono::system_clock::time_point last_active_wall;
-  std::optional<runs::SteadyTime> ended;
+  std::optional<common::SteadyTime> ended;
   SessionSink sink;  // outlives the sandbox: the session record is dropped only after removal
   // A session of a tenant with egress: its sandbox's channel (streams outlive runs: a thread of
   // the code may hold a connection), and the sink in front of `sink` that takes its frames out.
@@ -94,11 +94,11 @@ struct Session {
   }
   // The prepared sandbox it took, if it began in one: its sink, which forwards to `sink`, is
   // the backend's and so outlives the sandbox too.
-  runs::PreparedPtr prepared;
+  sandbox::PreparedPtr prepared;
   // Its uid, taken when it was admitted, and its sandbox once up: released once it has ended and
   // no run executes in it (releaseSessionsLocked). Declared after both sinks, so that a lease
   // still held when the record goes removes the sandbox before they go.
-  runs::SandboxLease lease;
+  sandbox::SandboxLease lease;
   bool busy() const { return !current.empty() || !waiting.empty(); }
 };
 

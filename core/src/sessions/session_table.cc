@@ -145,7 +145,7 @@ Result<Placement> SessionTable::enqueue(Session& session, const std::string& run
 }
 
 std::optional<std::string> SessionTable::runEnded(Session& session, const std::string& run_id,
-                                                  runs::SteadyTime now,
+                                                  common::SteadyTime now,
                                                   std::chrono::system_clock::time_point wall_now,
                                                   const RunTest& queued) {
   if (session.rest == Session::Rest::kWaking && session.current == run_id) {
@@ -180,7 +180,7 @@ std::optional<std::string> SessionTable::next(Session& session) {
   return session.current;
 }
 
-void SessionTable::expire(runs::SteadyTime now, const RunTest& executing, const End& end) {
+void SessionTable::expire(common::SteadyTime now, const RunTest& executing, const End& end) {
   const SessionSettings& caps = settings_;
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     const std::shared_ptr<Session>& session = it->second;
@@ -225,13 +225,13 @@ void SessionTable::expire(runs::SteadyTime now, const RunTest& executing, const 
 }
 
 std::chrono::steady_clock::duration SessionTable::awake(const Session& session,
-                                                        runs::SteadyTime now) const {
+                                                        common::SteadyTime now) const {
   const bool is_awake = session.rest == Session::Rest::kAwake;
   return session.awake_before +
-         (is_awake ? now - session.awake_since : runs::SteadyTime::duration::zero());
+         (is_awake ? now - session.awake_since : common::SteadyTime::duration::zero());
 }
 
-SessionSnapshot SessionTable::snapshot(const Session& session, runs::SteadyTime now,
+SessionSnapshot SessionTable::snapshot(const Session& session, common::SteadyTime now,
                                        std::chrono::system_clock::time_point wall_now) const {
   SessionSnapshot snapshot;
   snapshot.session_id = session.id;

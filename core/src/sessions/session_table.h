@@ -83,7 +83,7 @@ class SessionTable {
   // The session's run `run_id` ended at `now`: the next of its runs `queued` still holds, to go
   // to the fair queue, if any.
   std::optional<std::string> runEnded(Session& session, const std::string& run_id,
-                                      runs::SteadyTime now,
+                                      common::SteadyTime now,
                                       std::chrono::system_clock::time_point wall_now,
                                       const RunTest& queued);
   // Its snapshot done, the run that waited meanwhile, to go to the fair queue, if any.
@@ -94,10 +94,10 @@ class SessionTable {
   // in progress from a queued one), as it comes to it: an ending may admit another session's run
   // before that one is looked at. An idle one is marked kHibernating instead when sessions
   // hibernate. Ended sessions removed longer than the retention ago are forgotten.
-  void expire(runs::SteadyTime now, const RunTest& executing, const End& end);
+  void expire(common::SteadyTime now, const RunTest& executing, const End& end);
   // How long `session` has been awake in all (its lifetime counts only that).
-  std::chrono::steady_clock::duration awake(const Session& session, runs::SteadyTime now) const;
-  SessionSnapshot snapshot(const Session& session, runs::SteadyTime now,
+  std::chrono::steady_clock::duration awake(const Session& session, common::SteadyTime now) const;
+  SessionSnapshot snapshot(const Session& session, common::SteadyTime now,
                            std::chrono::system_clock::time_point wall_now) const;
   // Memory the sessions hold: those whose sandbox is up and not hibernated.
   std::int64_t memory() const;

@@ -29,7 +29,7 @@ std::string Sessions::open(const std::string& tenant) {
   } else if (sessions_.size() >= max_total_) {
     std::map<std::string, std::uint64_t> held(held_.begin(), held_.end());
     ++held[tenant];
-    closeLeastRecentLocked(runs::tenantToGiveWay(held, tenant));
+    closeLeastRecentLocked(common::tenantToGiveWay(held, tenant));
   }
   const std::string id = common::unusedHexId(sessions_);
   sessions_[id] = Session{tenant, now};
