@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "mcp/http/transport.h"
 #include "mocks/core_stack.h"
-#include "common/clock.h"
 #include "runs/run_manager.h"
 #include "support/errors.h"
 #include "support/http_request.h"
@@ -609,11 +609,12 @@ TEST_F(HttpTransportTest, AWaitingGetResultStreamsProgressAndThenTheAnswer) {
   serve();
   const std::string session = openSession();
   const std::string run_id = startHangingRun(as(session));
-  const Answer streamed =
-      send("POST",
-           toolCall("get_result", R"({"run_id":")" + run_id + R"(","wait_seconds":0.3})",
-                    R"(,"_meta":{"progressToken":"p1"})"),
-           as(session));
+  const Answer streamed = core_.whileTimePasses([&] {
+    return send("POST",
+                toolCall("get_result", R"({"run_id":")" + run_id + R"(","wait_seconds":0.3})",
+                         R"(,"_meta":{"progressToken":"p1"})"),
+                as(session));
+  });
   EXPECT_EQ(streamed.status, 200);
   EXPECT_EQ(streamed.header("content-type"), "text/event-stream");
   EXPECT_EQ(streamed.header("cache-control"), "no-cache, no-transform");
@@ -633,9 +634,11 @@ TEST_F(HttpTransportTest, AWaitingGetResultStreamsProgressAndThenTheAnswer) {
   EXPECT_THAT(streamed.body, HasSubstr(R"(\"status\":\"running\")"));
 
   // Without a progress token the stream carries only keep-alive comments before the answer.
-  const Answer quiet =
-      send("POST", toolCall("get_result", R"({"run_id":")" + run_id + R"(","wait_seconds":0.2})"),
-           as(session));
+  const Answer quiet = core_.whileTimePasses([&] {
+    return send("POST",
+                toolCall("get_result", R"({"run_id":")" + run_id + R"(","wait_seconds":0.2})"),
+                as(session));
+  });
   EXPECT_EQ(quiet.header("content-type"), "text/event-stream");
   EXPECT_THAT(quiet.body, ::testing::StartsWith(": waiting\n\n"));
   EXPECT_EQ(quiet.body.find("notifications/progress"), std::string::npos);
