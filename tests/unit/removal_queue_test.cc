@@ -86,6 +86,23 @@ TEST_F(RemovalQueueTest, ClosedARemovalThatHoldsNothingOfItsSandboxIsMadeOnTheCa
   EXPECT_EQ(removed, 0);
 }
 
+TEST_F(RemovalQueueTest, ARetryUnderWayWhenTheQueueClosesHandsItsRestToTheShutdown) {
+  EXPECT_CALL(backend_, remove("a"))
+      .WillOnce(Return(kGone))
+      .WillOnce([&](const std::string&) {
+        removals_.close();  // the server begins to stop while the engine is slow
+        return kGone;
+      })
+      .WillOnce(Return(backend::Status{}));
+  EXPECT_CALL(backend_, remove("b")).WillOnce(Return(kGone)).WillOnce(Return(backend::Status{}));
+  std::atomic<int> removed = 0;
+  removals_.remove({"a", "run a", [&] { ++removed; }, {}});
+  removals_.remove({"b", "run b", [&] { ++removed; }, {}});
+  removals_.retry();  // tries a, then leaves b untried to the shutdown's threads
+  EXPECT_EQ(removals_.finish(std::nullopt), 0u);
+  EXPECT_EQ(removed.load(), 2);
+}
+
 // The engine holds every remove() until the test opens the gate.
 class Gate {
  public:

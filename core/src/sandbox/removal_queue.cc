@@ -99,28 +99,27 @@ void RemovalQueue::retry() {
     queued.swap(failed_);
   }
   std::vector<Removal> failed;
-  for (auto entry = queued.begin(); entry != queued.end(); ++entry) {
+  std::size_t next = 0;
+  while (next < queued.size()) {
     {
       std::lock_guard lock(mutex_);
-      if (closed_) {  // closed meanwhile: the rest go with the shutdown's, at once
-        for (; entry != queued.end(); ++entry) {
-          startLocked(std::move(*entry));
-        }
-        for (Removal& again : failed) {
-          startLocked(std::move(again));
-        }
-        return;
+      if (closed_) {
+        break;
       }
     }
-    if (attempt(entry->sandbox_id).empty()) {
-      logger().information("removed sandbox " + entry->sandbox_id + " on a later attempt");
-      gone(*entry);
+    Removal& entry = queued[next++];
+    if (attempt(entry.sandbox_id).empty()) {
+      logger().information("removed sandbox " + entry.sandbox_id + " on a later attempt");
+      gone(entry);
     } else {
-      failed.push_back(std::move(*entry));
+      failed.push_back(std::move(entry));
     }
   }
   std::lock_guard lock(mutex_);
-  if (closed_) {
+  if (closed_) {  // closed meanwhile: the rest go with the shutdown's, at once
+    for (; next < queued.size(); ++next) {
+      failed.push_back(std::move(queued[next]));
+    }
     for (Removal& entry : failed) {
       startLocked(std::move(entry));
     }
