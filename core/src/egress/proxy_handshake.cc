@@ -485,12 +485,10 @@ ProxyHandshake::Step ProxyHandshake::feed(std::string_view bytes) {
 // Judges the request line byte by byte up to `end`, each byte as soon as it is seen, so that
 // a refusal never depends on how the bytes were split. True when the line is whole and well
 // formed; false with `why` set when it cannot be; false alone when it may still be.
-bool ProxyHandshake::scanRequestLine(std::size_t end, Refusal* why, std::string* reason) {
+std::optional<ProxyHandshake::Step> ProxyHandshake::scanRequestLine(std::size_t end) {
   static constexpr std::string_view kVersion = "HTTP/1.";
-  const auto bad = [&](std::string text) {
-    *why = Refusal::kBadRequest;
-    *reason = std::move(text);
-    return false;
+  const auto bad = [this](std::string text) {
+    return refuse(Refusal::kBadRequest, std::move(text));
   };
   for (; line_scanned_ < end && line_part_ != LinePart::kDone; ++line_scanned_) {
     const auto c = static_cast<unsigned char>(buffer_[line_scanned_]);
@@ -524,16 +522,12 @@ bool ProxyHandshake::scanRequestLine(std::size_t end, Refusal* why, std::string*
         if (at < kVersion.size()) {
           good = c == static_cast<unsigned char>(kVersion[at]);
           if (!good && at == 5 && std::isdigit(c) != 0) {
-            *why = Refusal::kUnsupported;
-            *reason = "Only HTTP/1.0 and HTTP/1.1 are spoken here.";
-            return false;
+            return refuse(Refusal::kUnsupported, "Only HTTP/1.0 and HTTP/1.1 are spoken here.");
           }
         } else if (at == kVersion.size()) {
           good = c == '0' || c == '1';
           if (!good && std::isdigit(c) != 0) {
-            *why = Refusal::kUnsupported;
-            *reason = "Only HTTP/1.0 and HTTP/1.1 are spoken here.";
-            return false;
+            return refuse(Refusal::kUnsupported, "Only HTTP/1.0 and HTTP/1.1 are spoken here.");
           }
         } else if (at == kVersion.size() + 1) {
           good = c == '\r';
@@ -550,18 +544,15 @@ bool ProxyHandshake::scanRequestLine(std::size_t end, Refusal* why, std::string*
         break;
     }
   }
-  return line_part_ == LinePart::kDone;
+  return std::nullopt;
 }
 
 ProxyHandshake::Step ProxyHandshake::httpHead() {
   const std::size_t region = std::min(buffer_.size(), kMaxHeadBytes);
-  Refusal why = Refusal::kBadRequest;
-  std::string reason;
-  if (!scanRequestLine(region, &why, &reason)) {
-    if (!reason.empty()) {
-      return refuse(why, std::move(reason));
-    }
-  } else {
+  if (std::optional<Step> refused = scanRequestLine(region)) {
+    return std::move(*refused);
+  }
+  if (line_part_ == LinePart::kDone) {
     const std::size_t from = head_searched_ < kHeadEnd.size() ? 0 : head_searched_ - 3;
     const std::size_t found = std::string_view(buffer_).substr(0, region).find(kHeadEnd, from);
     if (found != std::string::npos) {

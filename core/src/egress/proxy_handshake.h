@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -84,7 +85,9 @@ class ProxyHandshake {
   Step socksRequest();
   Step refuse(Refusal why, std::string reason);
   Step refuseWith(std::string reply, std::string reason);
-  bool scanRequestLine(std::size_t end, Refusal* why, std::string* reason);
+  // Scans the request line up to `end`: the refusal once it breaks the grammar; otherwise
+  // nothing, and line_part_ says whether the line is whole.
+  std::optional<Step> scanRequestLine(std::size_t end);
 
   State state_ = State::kFirst;
   Wire wire_ = Wire::kHttp;
