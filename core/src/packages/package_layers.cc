@@ -286,7 +286,7 @@ Result<LayerGrant> PackageLayers::layerFor(const std::vector<std::string>& speci
     std::unique_lock lock(mutex_);
     while (true) {
       if (stopping_) {
-        return refused("The server is shutting down; ask again once it is back.");
+        return stopping("The server is shutting down; ask again once it is back.");
       }
       if (const auto found = requested_.find(key);
           found != requested_.end() && stillValidLocked(found->second, stamp)) {
