@@ -483,8 +483,8 @@ ProxyHandshake::Step ProxyHandshake::feed(std::string_view bytes) {
 }
 
 // Judges the request line byte by byte up to `end`, each byte as soon as it is seen, so that
-// a refusal never depends on how the bytes were split. True when the line is whole and well
-// formed; false with `why` set when it cannot be; false alone when it may still be.
+// a refusal never depends on how the bytes were split. The refusal once it cannot be well
+// formed; otherwise nothing, and line_part_ is kDone once the line is whole.
 std::optional<ProxyHandshake::Step> ProxyHandshake::scanRequestLine(std::size_t end) {
   static constexpr std::string_view kVersion = "HTTP/1.";
   const auto bad = [this](std::string text) {
