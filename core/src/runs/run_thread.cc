@@ -94,13 +94,17 @@ void RunManager::Impl::runThread(const std::shared_ptr<Run>& run) {
   if (run->egress) {
     run->egress->close();  // its streams, should the sandbox not have said it ended
   }
-  lease.release();
+  // Its sinks (the capture, the egress sink, a prepared sandbox's) outlive the sandbox: at
+  // shutdown its removal goes on on a thread of its own, which holds the run until then.
+  lease.keepUntilRemoved(run);
+  const bool removed_here = lease.release();
   std::unique_lock lock(mutex_);
   if (run->session) {
     releaseSessionsLocked(lock);  // a session this run ended goes with it
   }
-  // Its sink had to outlive the sandbox; its posture (seccomp text included) need not stay.
-  run->prepared.reset();
+  if (removed_here) {
+    run->prepared.reset();  // its posture (seccomp text included) need not stay
+  }
   run->phase = Phase::kSettled;
   --live_threads_;
   done_threads_.push_back(std::move(run->thread));

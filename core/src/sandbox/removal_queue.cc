@@ -46,19 +46,19 @@ std::string RemovalQueue::attempt(const std::string& sandbox_id) noexcept {
   }
 }
 
-void RemovalQueue::remove(Removal removal) noexcept {
+bool RemovalQueue::remove(Removal removal) noexcept {
   {
     std::lock_guard lock(mutex_);
     if (closed_ && removal.keep) {
       startLocked(std::move(removal));
-      return;
+      return false;
     }
   }
   const std::string problem = attempt(removal.sandbox_id);
   if (problem.empty()) {
     logger().debug("removed sandbox " + removal.sandbox_id + " of " + removal.whose);
     gone(removal);
-    return;
+    return true;
   }
   try {
     {
@@ -66,7 +66,7 @@ void RemovalQueue::remove(Removal removal) noexcept {
       if (closed_) {  // no later attempt: its caller may free what the sandbox writes to
         logger().error(removal.whose + ": removing sandbox " + removal.sandbox_id +
                        " failed: " + problem + "; the next server's startup sweep will");
-        return;
+        return true;
       }
       logger().error(removal.whose + ": removing sandbox " + removal.sandbox_id +
                      " failed: " + problem + "; will retry");
@@ -79,6 +79,7 @@ void RemovalQueue::remove(Removal removal) noexcept {
     logger().error(removal.whose + ": cannot queue sandbox " + removal.sandbox_id +
                    " for removal: " + e.what());
   }
+  return true;
 }
 
 std::optional<common::SteadyTime> RemovalQueue::nextRetry() const {

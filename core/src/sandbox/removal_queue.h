@@ -47,8 +47,9 @@ class RemovalQueue {
   // (`removed` is then called on a later attempt, or never if it stays). Once closed, a
   // removal that holds its `keep` is started on a thread of its own and this returns at once;
   // one without is removed on the caller's thread (who may free what the sandbox writes to
-  // as soon as this returns), and if that fails, left to the sweep. Never throws.
-  void remove(Removal removal) noexcept;
+  // as soon as this returns), and if that fails, left to the sweep. False when the removal
+  // goes on on a thread of its own. Never throws.
+  bool remove(Removal removal) noexcept;
 
   // When retry() has work next; nullopt when nothing waits.
   std::optional<common::SteadyTime> nextRetry() const;

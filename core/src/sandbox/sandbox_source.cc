@@ -22,18 +22,18 @@ SandboxLease& SandboxLease::operator=(SandboxLease&& other) noexcept {
   return *this;
 }
 
-void SandboxLease::release() {
+bool SandboxLease::release() {
   if (removals_ == nullptr) {
-    return;
+    return true;
   }
   RemovalQueue* removals = std::exchange(removals_, nullptr);
   if (sandbox_id_.empty()) {
     uids_->give(uid_);  // no sandbox was made with it
     keep_.reset();
-  } else {
-    removals->remove(
-        {sandbox_id_, whose_, [uids = uids_, uid = uid_] { uids->give(uid); }, std::move(keep_)});
+    return true;
   }
+  return removals->remove(
+      {sandbox_id_, whose_, [uids = uids_, uid = uid_] { uids->give(uid); }, std::move(keep_)});
 }
 
 std::optional<SandboxLease> SandboxSource::takeUid(std::string whose) {

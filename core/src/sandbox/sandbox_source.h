@@ -42,7 +42,8 @@ class SandboxLease {
   // What the sandbox's output is written to, held until the sandbox is gone: its removal may
   // then run on a thread of its own at shutdown (RemovalQueue::close).
   void keepUntilRemoved(std::shared_ptr<const void> keep) { keep_ = std::move(keep); }
-  void release();
+  // False when its removal goes on on a thread of its own (RemovalQueue::remove).
+  bool release();
 
   bool holds() const { return removals_ != nullptr; }
   std::uint32_t uid() const { return uid_; }
